@@ -1,0 +1,86 @@
+package bot
+
+import "time"
+
+// DispatchStatus is the state of a dispatch in the queue.
+type DispatchStatus string
+
+const (
+	DispatchPending DispatchStatus = "pending" // waiting to be claimed
+	DispatchLeased  DispatchStatus = "leased"  // claimed by a worker until its lease expires
+	DispatchDone    DispatchStatus = "done"
+	DispatchFailed  DispatchStatus = "failed"
+)
+
+// Dispatch is a routing decision put in the queue: work item X for agent Y.
+type Dispatch struct {
+	ID         string         `json:"id"`
+	WorkItemID string         `json:"work_item_id"`
+	Agent      string         `json:"agent"`
+	Thread     Thread         `json:"thread"`
+	Status     DispatchStatus `json:"status"`
+	Attempts   int            `json:"attempts"` // claims so far
+	LastError  string         `json:"last_error,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	UpdatedAt  time.Time      `json:"updated_at"`
+}
+
+// JobStatus is the state of one execution attempt.
+type JobStatus string
+
+const (
+	JobRunning   JobStatus = "running"
+	JobSucceeded JobStatus = "succeeded"
+	JobFailed    JobStatus = "failed"
+	JobReleased  JobStatus = "released" // given back at shutdown; the dispatches are pending again
+	JobExpired   JobStatus = "expired"  // its lease ran out (the process died)
+)
+
+// Job is one execution attempt of one or more dispatches of the same thread
+// and agent: messages that arrived while an earlier run was active are handed
+// to the next run together.
+type Job struct {
+	ID           string     `json:"id"`
+	DispatchIDs  []string   `json:"dispatch_ids"`
+	WorkItemIDs  []string   `json:"work_item_ids"`
+	Agent        string     `json:"agent"`
+	Thread       Thread     `json:"thread"`
+	Attempt      int        `json:"attempt"` // 1 for the first claim of the lead dispatch
+	Status       JobStatus  `json:"status"`
+	Owner        string     `json:"owner"` // the worker holding the lease
+	LeaseExpires time.Time  `json:"lease_expires"`
+	Error        string     `json:"error,omitempty"`
+	StartedAt    time.Time  `json:"started_at"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+}
+
+// ClaimRequest asks the queue for the next job.
+type ClaimRequest struct {
+	Owner       string        // worker identity, recorded on the job
+	Now         time.Time     //
+	Lease       time.Duration // how long the claim holds without renewal
+	MaxAttempts int           // a dispatch claimed this often and expired again fails
+}
+
+// Claim is what ClaimNext hands a worker.
+type Claim struct {
+	// Job is the new job, or nil when nothing is claimable.
+	Job *Job
+	// WorkItems are the job's work items, in arrival order, already marked
+	// running.
+	WorkItems []WorkItem
+	// Abandoned are work items failed during this claim because their
+	// dispatch's lease expired with no attempts left; the worker reports them.
+	Abandoned []WorkItem
+}
+
+// JobOutcome is how a job ended, recorded by FinishJob in one transaction with
+// its dispatches and work items.
+type JobOutcome struct {
+	JobID   string
+	Owner   string
+	Now     time.Time
+	Success bool
+	Summary string // the final reply, set on every work item of the job
+	Error   string // why it failed
+}

@@ -1,0 +1,123 @@
+package bot
+
+import (
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Event kinds that are not "github.<event>.<action>".
+const (
+	KindLocalMessage = "local.message"
+	KindSlackMention = "slack.app_mention"
+	KindSlackMessage = "slack.message"
+	KindSlackCommand = "slack.command"
+	KindScheduleTick = "schedule.tick"
+	kindGitHubPrefix = "github."
+)
+
+// Event is one inbound occurrence normalised from its source. Sources fill
+// what they know; the router reads only these fields, never Raw.
+type Event struct {
+	Source     string `json:"source"`
+	Kind       string `json:"kind"`
+	DeliveryID string `json:"delivery_id,omitempty"`
+
+	Actor      string `json:"actor,omitempty"`
+	ActorIsBot bool   `json:"actor_is_bot,omitempty"`
+
+	Org            string   `json:"org,omitempty"`
+	Repo           string   `json:"repo,omitempty"` // owner/name
+	Number         int      `json:"number,omitempty"`
+	InstallationID int64    `json:"installation_id,omitempty"`
+	Labels         []string `json:"labels,omitempty"`
+	Paths          []string `json:"paths,omitempty"` // changed files of a pull request
+	Channel        string   `json:"channel,omitempty"`
+
+	Text     string   `json:"text,omitempty"`
+	Command  string   `json:"command,omitempty"` // without the slash: "deploy"
+	Args     string   `json:"args,omitempty"`    // what follows the command
+	Mentions []string `json:"mentions,omitempty"`
+
+	Thread     Thread    `json:"thread"`
+	ReceivedAt time.Time `json:"received_at"`
+
+	// Raw is the payload as received. It is stored beside the work item, never
+	// decoded again on the hot path, and never marshalled with the event.
+	Raw []byte `json:"-"`
+}
+
+// DedupKey is the key duplicate deliveries share: source and delivery id. An
+// event without a delivery id cannot be deduplicated and returns "".
+func (e *Event) DedupKey() string {
+	if e.DeliveryID == "" {
+		return ""
+	}
+	return e.Source + ":" + e.DeliveryID
+}
+
+// FillFromText sets Mentions, Command and Args from Text when the source did
+// not set them itself. A command is a line that starts with "/"; mentions are
+// "@name" tokens in the order they appear.
+func (e *Event) FillFromText() {
+	if e.Mentions == nil {
+		e.Mentions = ParseMentions(e.Text)
+	}
+	if e.Command == "" {
+		e.Command, e.Args = ParseCommand(e.Text)
+	}
+}
+
+// ParseMentions returns the names of "@name" tokens in text, in order, as
+// written (the router compares them case-insensitively). An "@" inside a word,
+// as in an e-mail address, is not a mention.
+func ParseMentions(text string) []string {
+	var out []string
+	for i := 0; i < len(text); i++ {
+		if text[i] != '@' {
+			continue
+		}
+		if i > 0 && isNameByte(text[i-1]) {
+			continue
+		}
+		j := i + 1
+		for j < len(text) && isNameByte(text[j]) {
+			j++
+		}
+		if j > i+1 {
+			out = append(out, strings.TrimRight(text[i+1:j], ".-"))
+		}
+		i = j - 1
+	}
+	return out
+}
+
+func isNameByte(b byte) bool {
+	return b == '_' || b == '-' || b == '.' || b < 0x80 && (unicode.IsLetter(rune(b)) || unicode.IsDigit(rune(b)))
+}
+
+// ParseCommand finds the first line of text that starts with "/" and returns
+// the command name (lower-cased, without the slash) and the rest of the line.
+func ParseCommand(text string) (command, args string) {
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(line)
+		if len(line) < 2 || line[0] != '/' {
+			continue
+		}
+		name, rest, _ := strings.Cut(line[1:], " ")
+		if name == "" || !isCommandName(name) {
+			continue
+		}
+		return strings.ToLower(name), strings.TrimSpace(rest)
+	}
+	return "", ""
+}
+
+func isCommandName(s string) bool {
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r))) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,95 @@
+package bot
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// OutboxKind says what an egress message is.
+type OutboxKind string
+
+const (
+	OutboxStatus   OutboxKind = "status"   // the living status message of a work item, edited in place
+	OutboxReply    OutboxKind = "reply"    // the final summary
+	OutboxReaction OutboxKind = "reaction" // an emoji on the triggering message (👀, ✅, ❌)
+)
+
+// Reactions, by their Slack names; sinks map them to their platform.
+const (
+	ReactionSeen    = "eyes"
+	ReactionSuccess = "white_check_mark"
+	ReactionFailure = "x"
+)
+
+// StatusView is the structured state behind a status message, so a sink can
+// render it natively (Slack Block Kit) instead of parsing Text.
+type StatusView struct {
+	WorkItemID string    `json:"work_item_id"`
+	Agent      string    `json:"agent"`
+	State      string    `json:"state"`    // queued, running, done, failed
+	Activity   string    `json:"activity"` // what the agent is doing now
+	Started    time.Time `json:"started"`
+	Updated    time.Time `json:"updated"`
+	Children   []string  `json:"children,omitempty"` // one line per open child run
+}
+
+// OutboxMessage is one egress message, persisted before it is sent. Its Key
+// is stable ("wi_7/status"), so enqueueing the same key again edits the one
+// message instead of posting a second: each key produces exactly one visible
+// message on the platform, created on first delivery and updated after.
+type OutboxMessage struct {
+	Key        string      `json:"key"`
+	Seq        uint64      `json:"seq"` // delivery order, assigned on first enqueue
+	Thread     Thread      `json:"thread"`
+	WorkItemID string      `json:"work_item_id,omitempty"`
+	Kind       OutboxKind  `json:"kind"`
+	Text       string      `json:"text"`
+	Status     *StatusView `json:"status,omitempty"`
+	Reaction   string      `json:"reaction,omitempty"` // for OutboxReaction
+	Target     string      `json:"target,omitempty"`   // what a reaction goes on (Slack ts, GitHub comment or issue ref)
+
+	Version          int    `json:"version"`           // bumped by every enqueue of the key
+	DeliveredVersion int    `json:"delivered_version"` // the version the platform shows
+	RemoteID         string `json:"remote_id,omitempty"`
+	Edits            int    `json:"edits"` // updates delivered after the first post
+
+	Attempts      int       `json:"attempts"` // failed attempts since the last success
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	LastError     string    `json:"last_error,omitempty"`
+	Dead          bool      `json:"dead,omitempty"` // gave up: permanent failure or attempts exhausted
+
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+}
+
+// Pending reports whether the platform does not yet show the latest version.
+func (m *OutboxMessage) Pending() bool { return !m.Dead && m.Version > m.DeliveredVersion }
+
+// DeliveryError is how a Sink says a delivery failed in a way the outbox
+// should treat specially. Any other error is retried with backoff.
+type DeliveryError struct {
+	Err        error
+	Permanent  bool          // do not retry (bad request, channel gone)
+	RetryAfter time.Duration // the platform asked to wait this long (429 Retry-After)
+}
+
+func (e *DeliveryError) Error() string {
+	switch {
+	case e.Permanent:
+		return fmt.Sprintf("permanent: %v", e.Err)
+	case e.RetryAfter > 0:
+		return fmt.Sprintf("retry after %s: %v", e.RetryAfter, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// AsDeliveryError returns err's *DeliveryError, if it has one.
+func AsDeliveryError(err error) (*DeliveryError, bool) {
+	var de *DeliveryError
+	ok := errors.As(err, &de)
+	return de, ok
+}

@@ -1,0 +1,55 @@
+package bot
+
+// RoutingConfig is the routing section of the config file. It is compiled
+// into a Router before use; Router construction is where it is validated.
+type RoutingConfig struct {
+	// DefaultAgent receives what nothing else routes; "triage" when empty.
+	DefaultAgent string `yaml:"default_agent" json:"default_agent,omitempty"`
+	// Commands maps a command name (without "/") to an agent, on top of the
+	// built-in deploy: ops, review: reviewer, triage: triage, docs: docs.
+	Commands map[string]string `yaml:"commands" json:"commands,omitempty"`
+	// Rules are tried by priority, higher first, then in file order.
+	Rules []Rule `yaml:"rules" json:"rules,omitempty"`
+}
+
+// Rule routes events its Match accepts to Agent.
+type Rule struct {
+	Name     string `yaml:"name" json:"name"`
+	Priority int    `yaml:"priority" json:"priority"`
+	Agent    string `yaml:"agent" json:"agent"`
+	Match    Match  `yaml:"match" json:"match"`
+}
+
+// Match holds the conditions of a rule. Every field that is present must
+// hold; a list holds when any of its entries does.
+type Match struct {
+	Sources  []string `yaml:"sources" json:"sources,omitempty"`   // event sources
+	Kinds    []string `yaml:"kinds" json:"kinds,omitempty"`       // globs over event kinds: "github.pull_request.*"
+	Labels   []string `yaml:"labels" json:"labels,omitempty"`     // any of the event's labels
+	Repos    []string `yaml:"repos" json:"repos,omitempty"`       // globs over owner/name
+	Paths    []string `yaml:"paths" json:"paths,omitempty"`       // globs over changed files; any file matching any glob
+	Text     string   `yaml:"text" json:"text,omitempty"`         // a regular expression over the text
+	Actors   []string `yaml:"actors" json:"actors,omitempty"`     // actor logins, case-insensitive
+	Channels []string `yaml:"channels" json:"channels,omitempty"` // Slack channel ids or names
+}
+
+// AgentInfo is what the router knows of an agent: its name and the keywords
+// content matching looks for.
+type AgentInfo struct {
+	Name     string
+	Keywords []string
+}
+
+// DefaultCommands are the commands every router knows.
+func DefaultCommands() map[string]string {
+	return map[string]string{"deploy": "ops", "review": "reviewer", "triage": "triage", "docs": "docs"}
+}
+
+// FieldError is a config error at a field path such as
+// "routing.rules[2].agent". The config loader adds the file and line.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }

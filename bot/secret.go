@@ -1,0 +1,41 @@
+package bot
+
+import "log/slog"
+
+// Secret holds a credential (token, key, signing secret). Every way of
+// printing it — fmt verbs, JSON, YAML, slog — yields "<secret>", so a config
+// or an error that carries one cannot leak it by accident. Use Reveal at the
+// single place the raw value is needed.
+type Secret string
+
+const redacted = "<secret>"
+
+// Reveal returns the raw value.
+func (s Secret) Reveal() string { return string(s) }
+
+// IsSet reports whether the secret has a value.
+func (s Secret) IsSet() bool { return s != "" }
+
+func (s Secret) String() string { return redacted }
+
+// GoString covers %#v.
+func (s Secret) GoString() string { return `"` + redacted + `"` }
+
+// MarshalText covers JSON, YAML map keys and anything else text-based.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+
+// MarshalJSON makes json.Marshal print the placeholder even through
+// reflection paths that do not consult MarshalText.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// MarshalYAML covers gopkg.in/yaml.v3.
+func (s Secret) MarshalYAML() (any, error) { return redacted, nil }
+
+// LogValue covers log/slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// UnmarshalText accepts the raw value from config.
+func (s *Secret) UnmarshalText(b []byte) error {
+	*s = Secret(b)
+	return nil
+}

@@ -1,0 +1,139 @@
+package bot
+
+import (
+	"context"
+	"time"
+)
+
+// The stores bot needs, each as small as its one consumer wants. storage/bolt
+// implements all of them; storage/storetest is the conformance suite every
+// implementation must pass.
+
+// IngestRequest is one event to persist. Exactly one of Route and Ignore is
+// set: a routed event becomes a work item and a pending dispatch, an ignored
+// one an ingress record.
+type IngestRequest struct {
+	Event      Event
+	Route      *Route
+	Ignore     *IngressReason
+	ParentID   string    // parent work item, for work items made by agents
+	Now        time.Time //
+	DedupUntil time.Time // when the dedup key may be forgotten
+}
+
+// IngressReason is why an event makes no work item.
+type IngressReason struct {
+	Code   string // one of the Ignore* constants
+	Detail string
+}
+
+// IngestResult is what was stored, or what had been stored before for a
+// duplicate.
+type IngestResult struct {
+	Duplicate bool
+	WorkItem  *WorkItem      // set when the event (or its original) made a work item
+	Ingress   *IngressRecord // set when it (or its original) was ignored
+}
+
+// IngestStore persists events. Ingest is atomic: the raw payload, the dedup
+// key and the work item with its dispatch (or the ingress record) are written
+// in one transaction or not at all. An event whose dedup key is known and not
+// expired writes nothing and returns the original with Duplicate set. Events
+// with an empty DedupKey are never duplicates.
+type IngestStore interface {
+	Ingest(ctx context.Context, req IngestRequest) (IngestResult, error)
+	// ExpireDedup forgets dedup keys whose window ended before now and
+	// returns how many it removed.
+	ExpireDedup(ctx context.Context, now time.Time) (int, error)
+}
+
+// QueueStore is the persisted dispatch queue.
+type QueueStore interface {
+	// ClaimNext leases the oldest pending dispatch whose thread has no active
+	// job, with every later pending dispatch of the same thread and agent, as
+	// one new Job; their work items become running. A job whose lease has
+	// expired counts as inactive: its dispatches are claimable again, unless
+	// they have been claimed MaxAttempts times, in which case they fail with
+	// their work items (returned as Abandoned). Returns a Claim with a nil Job
+	// when nothing is claimable.
+	ClaimNext(ctx context.Context, req ClaimRequest) (Claim, error)
+	// RenewLease extends a running job's lease. It fails with ECONFLICT when
+	// the job is no longer owned by owner (its lease expired and another
+	// worker took it).
+	RenewLease(ctx context.Context, jobID, owner string, until time.Time) error
+	// FinishJob records how a job ended, in one transaction with its
+	// dispatches (done or failed) and work items (done or failed, with the
+	// summary or error). ECONFLICT when owner no longer holds the job.
+	FinishJob(ctx context.Context, out JobOutcome) error
+	// ReleaseJob gives a running job back at shutdown: its dispatches are
+	// pending again, its attempt not counted, its work items queued.
+	ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error
+	// QueueDepth counts pending and leased dispatches.
+	QueueDepth(ctx context.Context) (int, error)
+}
+
+// WorkItemStore reads work items and records re-routing.
+type WorkItemStore interface {
+	GetWorkItem(ctx context.Context, id string) (*WorkItem, error)
+	// ListWorkItems returns matching work items, newest first.
+	ListWorkItems(ctx context.Context, f WorkItemFilter) ([]WorkItem, error)
+	// ListJobs returns the jobs that ran a work item, oldest first.
+	ListJobs(ctx context.Context, workItemID string) ([]Job, error)
+	// RerouteWorkItem records a hop to another agent and queues a new
+	// dispatch for it, in one transaction. It fails with ECONFLICT after
+	// MaxHops hops.
+	RerouteWorkItem(ctx context.Context, id string, hop Hop) (*WorkItem, error)
+	// GetEvent returns the stored event a work item or ingress record was
+	// made from, with Raw filled in.
+	GetEvent(ctx context.Context, ref string) (*Event, error)
+}
+
+// IngressStore lists ignored events.
+type IngressStore interface {
+	ListIngress(ctx context.Context, f IngressFilter) ([]IngressRecord, error)
+}
+
+// OutboxStore persists egress messages.
+type OutboxStore interface {
+	// Enqueue creates the message of msg.Key (Version 1) or, when the key
+	// exists, replaces its content and bumps Version. Delivery state
+	// (DeliveredVersion, RemoteID, Edits) is kept. A dead message stays dead.
+	Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error)
+	// Due returns pending messages whose NextAttemptAt is not after now, in
+	// Seq order, at most limit.
+	Due(ctx context.Context, now time.Time, limit int) ([]OutboxMessage, error)
+	// MarkDelivered records that version of key is shown, with the platform's
+	// id for the message, and that the next delivery of key may not happen
+	// before next (edit throttling).
+	MarkDelivered(ctx context.Context, key string, version int, remoteID string, now, next time.Time) error
+	// MarkFailed records a failed attempt: next is when to try again; dead
+	// gives up on the message.
+	MarkFailed(ctx context.Context, key string, errText string, next time.Time, dead bool) error
+	// ListOutbox returns a thread's messages in Seq order.
+	ListOutbox(ctx context.Context, thread string) ([]OutboxMessage, error)
+	// GetOutbox returns one message by key.
+	GetOutbox(ctx context.Context, key string) (*OutboxMessage, error)
+	// OutboxPending counts messages not yet delivered in their latest
+	// version, and dead ones.
+	OutboxPending(ctx context.Context) (pending, dead int, err error)
+}
+
+// ScheduleStore remembers when each schedule last fired.
+type ScheduleStore interface {
+	LastFired(ctx context.Context, name string) (time.Time, bool, error)
+	SetLastFired(ctx context.Context, name string, at time.Time) error
+}
+
+// Store is every store bot uses; it is what an implementation provides and
+// what the conformance suite tests.
+type Store interface {
+	IngestStore
+	QueueStore
+	WorkItemStore
+	IngressStore
+	OutboxStore
+	ScheduleStore
+	// Ping reports whether the store is open and usable (readiness).
+	Ping(ctx context.Context) error
+	Close() error
+}

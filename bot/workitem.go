@@ -1,0 +1,134 @@
+package bot
+
+import (
+	"strings"
+	"time"
+)
+
+// WorkStatus is the lifecycle of a work item.
+type WorkStatus string
+
+const (
+	StatusQueued    WorkStatus = "queued"    // persisted and waiting for a worker
+	StatusRunning   WorkStatus = "running"   // a job holds it
+	StatusDone      WorkStatus = "done"      // the agent answered
+	StatusFailed    WorkStatus = "failed"    // the run failed or attempts ran out
+	StatusCancelled WorkStatus = "cancelled" // someone cancelled it
+)
+
+// Valid reports whether s is a known status.
+func (s WorkStatus) Valid() bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusDone, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Finished reports whether s is terminal.
+func (s WorkStatus) Finished() bool {
+	return s == StatusDone || s == StatusFailed || s == StatusCancelled
+}
+
+// Route is a routing decision and the reason a person can read:
+// "mention @coder", "command /deploy", `rule "bugs" (priority 100)`,
+// `content: keyword "deploy"`, "default". Rule names the rule for rule
+// decisions and is empty otherwise.
+type Route struct {
+	Agent  string `json:"agent"`
+	Reason string `json:"reason"`
+	Rule   string `json:"rule"`
+}
+
+// Route kinds, the first word of a reason; metrics are labelled with them.
+const (
+	RouteMention = "mention"
+	RouteCommand = "command"
+	RouteRule    = "rule"
+	RouteContent = "content"
+	RouteDefault = "default"
+	RouteHandoff = "handoff"
+)
+
+// Kind returns the kind of decision, read from the reason.
+func (r Route) Kind() string {
+	word, _, _ := strings.Cut(r.Reason, " ")
+	return strings.TrimSuffix(word, ":")
+}
+
+// Hop is one re-routing of a work item by an agent.
+type Hop struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// MaxHops bounds how often agents may re-route one work item.
+const MaxHops = 3
+
+// WorkItem is the durable unit of work made from an Event.
+type WorkItem struct {
+	ID       string     `json:"id"`
+	Thread   Thread     `json:"thread"`
+	Status   WorkStatus `json:"status"`
+	Route    Route      `json:"route"`
+	Hops     []Hop      `json:"hops,omitempty"`
+	ParentID string     `json:"parent_work_item_id,omitempty"`
+
+	// What it was made from; the raw payload is kept apart under EventRef.
+	EventRef   string `json:"event_ref"`
+	Source     string `json:"source"`
+	Kind       string `json:"kind"`
+	DeliveryID string `json:"delivery_id,omitempty"`
+	Actor      string `json:"actor,omitempty"`
+	Text       string `json:"text,omitempty"`
+
+	Summary string `json:"summary,omitempty"` // the final reply
+	Error   string `json:"error,omitempty"`   // why it failed
+
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// Agent returns the agent that currently owns the work item.
+func (w *WorkItem) Agent() string { return w.Route.Agent }
+
+// WorkItemFilter selects work items; zero fields select all.
+type WorkItemFilter struct {
+	Thread string     // session key
+	Status WorkStatus // one status
+	Limit  int        // newest first; 0 means the store's default (100)
+}
+
+// IngressReason codes say why an event made no work item.
+const (
+	IgnoreNoRoute      = "no_route"     // nothing routed it (GitHub events without mention, command or rule)
+	IgnoreBot          = "bot_actor"    // sent by a bot, or by Switchyard itself
+	IgnoreUnauthorized = "unauthorized" // the actor lacks permission
+	IgnoreNotAllowed   = "not_allowed"  // channel or user outside the allow lists
+	IgnoreUnsupported  = "unsupported"  // an event kind Switchyard does not act on
+	IgnoreEdited       = "edited"       // an edit that adds no mention
+	IgnoreDeleted      = "deleted"      // a deletion
+)
+
+// IngressRecord keeps an event that created no work item, with the reason.
+type IngressRecord struct {
+	ID         string    `json:"id"`
+	Source     string    `json:"source"`
+	Kind       string    `json:"kind"`
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	Actor      string    `json:"actor,omitempty"`
+	Thread     Thread    `json:"thread"`
+	Reason     string    `json:"reason"`
+	Detail     string    `json:"detail,omitempty"`
+	EventRef   string    `json:"event_ref"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// IngressFilter selects ingress records, newest first.
+type IngressFilter struct {
+	Reason string
+	Limit  int // 0 means the store's default (100)
+}
