@@ -39,7 +39,11 @@ type Event struct {
 	Args     string   `json:"args,omitempty"`    // what follows the command
 	Mentions []string `json:"mentions,omitempty"`
 
-	Thread     Thread    `json:"thread"`
+	Thread Thread `json:"thread"`
+	// SourceRef names the triggering message on its platform, for reactions:
+	// a Slack message ts, "comment:<id>", "review_comment:<id>" or
+	// "issue:<number>" on GitHub. Empty when there is nothing to react to.
+	SourceRef  string    `json:"source_ref,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 
 	// Raw is the payload as received. It is stored beside the work item, never

@@ -83,6 +83,7 @@ type WorkItem struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Actor      string `json:"actor,omitempty"`
 	Text       string `json:"text,omitempty"`
+	SourceRef  string `json:"source_ref,omitempty"`
 
 	Summary string `json:"summary,omitempty"` // the final reply
 	Error   string `json:"error,omitempty"`   // why it failed

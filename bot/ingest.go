@@ -1,0 +1,135 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Decider decides the route of an event; *Router implements it.
+type Decider interface {
+	Route(ev *Event) Route
+}
+
+// DefaultDedupWindow is how long a delivery id is remembered.
+const DefaultDedupWindow = 7 * 24 * time.Hour
+
+// IntakeOptions configure an Intake.
+type IntakeOptions struct {
+	Store   IngestStore
+	Router  Decider
+	Metrics *Metrics
+	Logger  *slog.Logger
+	// DedupWindow defaults to DefaultDedupWindow.
+	DedupWindow time.Duration
+	// ExplicitOnly lists sources whose events make work items only through a
+	// mention, a command or a rule; content and default routes become
+	// ingress records with reason no_route (GitHub: a PR opened without a
+	// matching rule must not start an agent).
+	ExplicitOnly []string
+	// Accepted is called after a work item is persisted (not for
+	// duplicates): the reporter reacts, the dispatcher wakes up.
+	Accepted func(ctx context.Context, wi *WorkItem, ev *Event)
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Intake turns events into persisted work items or ingress records. Sources
+// call it and acknowledge only after it returns without error.
+type Intake struct {
+	opts     IntakeOptions
+	explicit map[string]bool
+}
+
+// NewIntake returns an Intake.
+func NewIntake(opts IntakeOptions) *Intake {
+	if opts.DedupWindow <= 0 {
+		opts.DedupWindow = DefaultDedupWindow
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	in := &Intake{opts: opts, explicit: map[string]bool{}}
+	for _, s := range opts.ExplicitOnly {
+		in.explicit[s] = true
+	}
+	return in
+}
+
+// Ingest routes ev and persists it. A duplicate delivery returns the
+// original with Duplicate set and changes nothing.
+func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
+	ev.FillFromText()
+	route := in.opts.Router.Route(ev)
+	req := in.request(ev)
+	if in.explicit[ev.Source] {
+		switch route.Kind() {
+		case RouteMention, RouteCommand, RouteRule:
+		default:
+			req.Ignore = &IngressReason{Code: IgnoreNoRoute, Detail: "no mention, command or rule matched"}
+		}
+	}
+	if req.Ignore == nil {
+		req.Route = &route
+	}
+	return in.store(ctx, ev, req)
+}
+
+// Ignore persists ev as an ingress record with reason, deduplicated like
+// Ingest. Sources use it for events they refuse themselves (bots, strangers,
+// edits).
+func (in *Intake) Ignore(ctx context.Context, ev *Event, reason IngressReason) (IngestResult, error) {
+	req := in.request(ev)
+	req.Ignore = &reason
+	return in.store(ctx, ev, req)
+}
+
+// IngestChild persists a work item made by an agent for another agent, with
+// its parent, routed as given.
+func (in *Intake) IngestChild(ctx context.Context, ev *Event, parentID string, route Route) (IngestResult, error) {
+	req := in.request(ev)
+	req.Route = &route
+	req.ParentID = parentID
+	return in.store(ctx, ev, req)
+}
+
+func (in *Intake) request(ev *Event) IngestRequest {
+	now := in.opts.Now().UTC()
+	if ev.ReceivedAt.IsZero() {
+		ev.ReceivedAt = now
+	}
+	return IngestRequest{Event: *ev, Now: now, DedupUntil: now.Add(in.opts.DedupWindow)}
+}
+
+func (in *Intake) store(ctx context.Context, ev *Event, req IngestRequest) (IngestResult, error) {
+	res, err := in.opts.Store.Ingest(ctx, req)
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("ingest %s event %q: %w", ev.Source, ev.DeliveryID, err)
+	}
+	m := in.opts.Metrics
+	m.Events.WithLabelValues(ev.Source, ev.Kind).Inc()
+	switch {
+	case res.Duplicate:
+		m.Duplicates.WithLabelValues(ev.Source).Inc()
+	case res.WorkItem != nil:
+		m.Routes.WithLabelValues(res.WorkItem.Route.Kind()).Inc()
+		in.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "work item accepted",
+			slog.String("work_item", res.WorkItem.ID), slog.String("thread", res.WorkItem.Thread.Key()),
+			slog.String("agent", res.WorkItem.Route.Agent), slog.String("reason", res.WorkItem.Route.Reason))
+		if in.opts.Accepted != nil {
+			in.opts.Accepted(ctx, res.WorkItem, ev)
+		}
+	case res.Ingress != nil:
+		m.Ignored.WithLabelValues(ev.Source, res.Ingress.Reason).Inc()
+		in.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "event ignored",
+			slog.String("kind", ev.Kind), slog.String("reason", res.Ingress.Reason))
+	}
+	return res, nil
+}

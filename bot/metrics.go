@@ -1,0 +1,57 @@
+package bot
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the core's Prometheus collectors. They are registered on the
+// registry the daemon passes in, never on a global one.
+type Metrics struct {
+	Events          *prometheus.CounterVec   // by source and kind
+	Duplicates      *prometheus.CounterVec   // by source
+	Ignored         *prometheus.CounterVec   // by source and reason
+	Routes          *prometheus.CounterVec   // by reason kind
+	JobDuration     *prometheus.HistogramVec // by agent and outcome
+	Jobs            *prometheus.CounterVec   // by outcome
+	OutboxSent      *prometheus.CounterVec   // by source and kind
+	OutboxFailures  *prometheus.CounterVec   // by source and whether the message died
+	ScheduleFirings *prometheus.CounterVec   // by schedule
+}
+
+// NewMetrics creates the collectors and registers them on reg (nil: not
+// registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_events_total", Help: "Events received, by source and kind.",
+		}, []string{"source", "kind"}),
+		Duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_events_duplicate_total", Help: "Duplicate deliveries that changed nothing, by source.",
+		}, []string{"source"}),
+		Ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_events_ignored_total", Help: "Events kept as ingress records, by source and reason.",
+		}, []string{"source", "reason"}),
+		Routes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_route_decisions_total", Help: "Routing decisions, by reason kind (mention, command, rule, content, default, handoff).",
+		}, []string{"kind"}),
+		JobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchyard_job_duration_seconds", Help: "Job run time, by agent and outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}, []string{"agent", "outcome"}),
+		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_jobs_total", Help: "Jobs ended, by outcome (succeeded, failed, released, abandoned).",
+		}, []string{"outcome"}),
+		OutboxSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_outbox_delivered_total", Help: "Outbox deliveries, by sink and message kind.",
+		}, []string{"sink", "kind"}),
+		OutboxFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_outbox_failures_total", Help: "Failed outbox deliveries, by sink; dead=true when the message was given up.",
+		}, []string{"sink", "dead"}),
+		ScheduleFirings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_schedule_firings_total", Help: "Schedule firings, by schedule.",
+		}, []string{"schedule"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Events, m.Duplicates, m.Ignored, m.Routes, m.JobDuration, m.Jobs,
+			m.OutboxSent, m.OutboxFailures, m.ScheduleFirings)
+	}
+	return m
+}
