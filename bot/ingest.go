@@ -91,9 +91,9 @@ func (in *Intake) Ignore(ctx context.Context, ev *Event, reason IngressReason) (
 	return in.store(ctx, ev, req)
 }
 
-// IngestChild persists a work item made by an agent for another agent, with
-// its parent, routed as given.
-func (in *Intake) IngestChild(ctx context.Context, ev *Event, parentID string, route Route) (IngestResult, error) {
+// IngestRouted persists an event whose route is already decided: a schedule
+// firing names its agent, an agent hands work to another (parentID set).
+func (in *Intake) IngestRouted(ctx context.Context, ev *Event, route Route, parentID string) (IngestResult, error) {
 	req := in.request(ev)
 	req.Route = &route
 	req.ParentID = parentID

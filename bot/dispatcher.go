@@ -1,0 +1,293 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DispatcherOptions configure a Dispatcher.
+type DispatcherOptions struct {
+	Queue    QueueStore
+	Items    WorkItemStore // earlier work items, for continuation
+	Runner   Runner
+	Reporter *Reporter
+	// Open lists records a thread still owns (subagents, background tasks);
+	// nil until that capability is wired in.
+	Open OpenRecordSource
+	// Workers is the pool size; default 4.
+	Workers int
+	// Lease is how long a claim holds without renewal; default 30s. Workers
+	// renew at a third of it, so a dead process's jobs are reclaimed within
+	// one lease.
+	Lease time.Duration
+	// MaxAttempts per dispatch when workers die; default 3.
+	MaxAttempts int
+	// Grace is how long running jobs may finish at shutdown before they are
+	// cancelled and their leases released; default 30s.
+	Grace time.Duration
+	// Poll is how often the queue is looked at without a wake; default 1s.
+	Poll time.Duration
+	// Name prefixes worker identities; default "worker".
+	Name    string
+	Metrics *Metrics
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Dispatcher runs the worker pool that claims dispatches and runs them.
+type Dispatcher struct {
+	opts    DispatcherOptions
+	wake    chan struct{}
+	running sync.WaitGroup
+	active  chan struct{} // closed once Run has started its workers
+	once    sync.Once
+}
+
+// NewDispatcher returns a Dispatcher.
+func NewDispatcher(opts DispatcherOptions) *Dispatcher {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 3
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 30 * time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Name == "" {
+		opts.Name = "worker"
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Dispatcher{opts: opts, wake: make(chan struct{}, opts.Workers), active: make(chan struct{})}
+}
+
+// Wake tells idle workers there is work.
+func (d *Dispatcher) Wake() {
+	for range d.opts.Workers {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+			return
+		}
+	}
+}
+
+// Running reports whether the workers have started (readiness).
+func (d *Dispatcher) Running() bool {
+	select {
+	case <-d.active:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run starts the workers and blocks until ctx is cancelled. Then it stops
+// claiming, lets running jobs finish for up to Grace, cancels the rest and
+// releases their leases, and returns.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	// Jobs run under jobCtx, which outlives ctx by the grace period.
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelJobs()
+	var workers sync.WaitGroup
+	for i := range d.opts.Workers {
+		id := d.opts.Name + "-" + strconv.Itoa(i+1)
+		workers.Go(func() { d.work(ctx, jobCtx, id) })
+	}
+	d.once.Do(func() { close(d.active) })
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d.opts.Grace):
+		d.opts.Logger.Warn("grace period over: cancelling running jobs", slog.Duration("grace", d.opts.Grace))
+		cancelJobs()
+		<-done
+	}
+	return nil
+}
+
+func (d *Dispatcher) work(ctx, jobCtx context.Context, id string) {
+	t := time.NewTicker(d.opts.Poll)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		claim, err := d.opts.Queue.ClaimNext(jobCtx, ClaimRequest{
+			Owner: id, Now: d.opts.Now(), Lease: d.opts.Lease, MaxAttempts: d.opts.MaxAttempts,
+		})
+		if err != nil {
+			d.opts.Logger.Error("claim dispatch", slog.String("worker", id), slog.String("error", err.Error()))
+		}
+		for _, wi := range claim.Abandoned {
+			d.opts.Metrics.Jobs.WithLabelValues("abandoned").Inc()
+			d.opts.Logger.Warn("work item abandoned", slog.String("work_item", wi.ID), slog.String("error", wi.Error))
+			d.opts.Reporter.Abandoned(jobCtx, wi)
+		}
+		if claim.Job != nil {
+			d.runJob(ctx, jobCtx, claim)
+			continue // there may be more
+		}
+		select {
+		case <-ctx.Done():
+		case <-d.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// errLeaseLost cancels a job whose lease another worker has taken over.
+var errLeaseLost = errors.New("lease lost")
+
+func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim) {
+	job := claim.Job
+	log := d.opts.Logger.With(slog.String("job", job.ID), slog.String("agent", job.Agent),
+		slog.String("thread", job.Thread.Key()), slog.String("worker", job.Owner))
+	runCtx, cancel := context.WithCancelCause(jobCtx)
+	defer cancel(nil)
+
+	// The lease is renewed by one goroutine owned by this job.
+	var renewer sync.WaitGroup
+	renewer.Go(func() { d.renew(runCtx, cancel, job, log) })
+	defer renewer.Wait()
+	defer cancel(nil)
+
+	start := d.opts.Now()
+	log.Info("job started", slog.Int("attempt", job.Attempt), slog.Any("work_items", job.WorkItemIDs))
+	run := d.opts.Reporter.Start(runCtx, job, claim.WorkItems)
+	req := RunRequest{
+		Job: *job, WorkItems: claim.WorkItems, Agent: job.Agent, Thread: job.Thread,
+		Continuation: d.continuation(runCtx, job, log),
+	}
+	res, err := d.safeRun(runCtx, req, run, log)
+
+	if ctx.Err() != nil && runCtx.Err() != nil {
+		// Shutdown cut the run short: give the work back for the next start.
+		if rerr := d.opts.Queue.ReleaseJob(context.WithoutCancel(jobCtx), job.ID, job.Owner, d.opts.Now()); rerr != nil {
+			log.Error("release job", slog.String("error", rerr.Error()))
+		}
+		d.opts.Metrics.Jobs.WithLabelValues("released").Inc()
+		log.Info("job released at shutdown")
+		return
+	}
+	if errors.Is(context.Cause(runCtx), errLeaseLost) {
+		log.Warn("job abandoned: its lease was taken over")
+		return
+	}
+
+	success := err == nil && res.Status == ResultSuccess
+	errText := res.Error
+	if err != nil {
+		errText = ErrorMessage(err)
+		if ErrorCode(err) == EINTERNAL {
+			errText = err.Error()
+		}
+	} else if !success && errText == "" {
+		errText = "the agent ended with status " + strconv.Quote(res.Status)
+	}
+	finishCtx := context.WithoutCancel(runCtx)
+	run.Finish(finishCtx, success, res.Reply, errText)
+	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Success: success, Summary: res.Reply, Error: errText}
+	if ferr := d.opts.Queue.FinishJob(finishCtx, out); ferr != nil {
+		log.Error("finish job", slog.String("error", ferr.Error()))
+		return
+	}
+	outcome := "succeeded"
+	if !success {
+		outcome = "failed"
+	}
+	d.opts.Metrics.Jobs.WithLabelValues(outcome).Inc()
+	d.opts.Metrics.JobDuration.WithLabelValues(job.Agent, outcome).Observe(d.opts.Now().Sub(start).Seconds())
+	log.Info("job finished", slog.String("outcome", outcome), slog.String("error", errText),
+		slog.Int("tokens", res.TokensUsed), slog.Int("turns", res.TurnsUsed))
+}
+
+// safeRun runs the agent, turning a panic into a failed job so one bad run
+// cannot take the daemon down.
+func (d *Dispatcher) safeRun(ctx context.Context, req RunRequest, p Progress, log *slog.Logger) (res RunResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("runner panicked", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("internal error: the agent runtime panicked: %v", r)
+		}
+	}()
+	return d.opts.Runner.Run(ctx, req, p)
+}
+
+func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, job *Job, log *slog.Logger) {
+	t := time.NewTicker(d.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := d.opts.Queue.RenewLease(ctx, job.ID, job.Owner, d.opts.Now().Add(d.opts.Lease))
+		switch {
+		case err == nil:
+		case ErrorCode(err) == ECONFLICT:
+			cancel(errLeaseLost)
+			return
+		case ctx.Err() == nil:
+			log.Warn("renew lease", slog.String("error", err.Error()))
+		}
+	}
+}
+
+// continuation gathers what the thread carries over into this run.
+func (d *Dispatcher) continuation(ctx context.Context, job *Job, log *slog.Logger) Continuation {
+	c := Continuation{SessionKey: job.Thread.Key(), Agent: job.Agent}
+	if d.opts.Items != nil {
+		items, err := d.opts.Items.ListWorkItems(ctx, WorkItemFilter{Thread: c.SessionKey, Limit: 20})
+		if err != nil {
+			log.Warn("continuation: list work items", slog.String("error", err.Error()))
+		}
+		for _, wi := range slices.Backward(items) {
+			if slices.Contains(job.WorkItemIDs, wi.ID) {
+				continue
+			}
+			c.Earlier = append(c.Earlier, EarlierWork{
+				ID: wi.ID, Agent: wi.Route.Agent, Status: wi.Status, Text: wi.Text,
+				Summary: firstNonEmpty(wi.Summary, wi.Error), At: wi.CreatedAt,
+			})
+		}
+	}
+	if d.opts.Open != nil {
+		open, err := d.opts.Open.OpenRecords(ctx, c.SessionKey, job.Agent)
+		if err != nil {
+			log.Warn("continuation: open records", slog.String("error", err.Error()))
+		}
+		c.Open = open
+	}
+	return c
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
