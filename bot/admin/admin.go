@@ -1,0 +1,144 @@
+package admin
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
+)
+
+// Store is what the admin API reads.
+type Store interface {
+	GetWorkItem(ctx context.Context, id string) (*bot.WorkItem, error)
+	ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error)
+	ListJobs(ctx context.Context, workItemID string) ([]bot.Job, error)
+	ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, error)
+}
+
+// API serves the admin endpoints.
+type API struct {
+	store  Store
+	router bot.Decider
+	logger *slog.Logger
+}
+
+// New returns an API over store, explaining decisions with router.
+func New(store Store, router bot.Decider, logger *slog.Logger) *API {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{store: store, router: router, logger: logger}
+}
+
+// Mount registers the API's routes on mux.
+func (a *API) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/workitems", a.listWorkItems)
+	mux.HandleFunc("GET /api/v1/workitems/{id}", a.getWorkItem)
+	mux.HandleFunc("POST /api/v1/explain", a.explain)
+	mux.HandleFunc("GET /api/v1/ingress", a.listIngress)
+}
+
+// WorkItemSummary is one row of the work item list.
+type WorkItemSummary struct {
+	ID       string         `json:"id"`
+	Thread   string         `json:"thread"`
+	Status   bot.WorkStatus `json:"status"`
+	Route    bot.Route      `json:"route"`
+	ParentID string         `json:"parent_work_item_id"`
+	Created  time.Time      `json:"created_at"`
+}
+
+// Summarize returns the list row of wi.
+func Summarize(wi bot.WorkItem) WorkItemSummary {
+	return WorkItemSummary{
+		ID: wi.ID, Thread: wi.Thread.Key(), Status: wi.Status, Route: wi.Route,
+		ParentID: wi.ParentID, Created: wi.CreatedAt,
+	}
+}
+
+func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := bot.WorkItemFilter{Status: bot.WorkStatus(q.Get("status"))}
+	if t := q.Get("thread"); t != "" {
+		th, err := bot.ParseThread(t)
+		if err != nil {
+			httpapi.Error(w, r, a.logger, err)
+			return
+		}
+		f.Thread = th.Key()
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID,
+			"status %q: want queued, running, done, failed or cancelled", f.Status))
+		return
+	}
+	limit, err := httpapi.Limit(r, 1000)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	f.Limit = limit
+	items, err := a.store.ListWorkItems(r.Context(), f)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	out := make([]WorkItemSummary, 0, len(items))
+	for _, wi := range items {
+		out = append(out, Summarize(wi))
+	}
+	httpapi.JSON(w, http.StatusOK, out)
+}
+
+// WorkItemDetail is a work item with its jobs.
+type WorkItemDetail struct {
+	bot.WorkItem
+	Jobs []bot.Job `json:"jobs"`
+}
+
+func (a *API) getWorkItem(w http.ResponseWriter, r *http.Request) {
+	wi, err := a.store.GetWorkItem(r.Context(), r.PathValue("id"))
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	jobs, err := a.store.ListJobs(r.Context(), wi.ID)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	if jobs == nil {
+		jobs = []bot.Job{}
+	}
+	httpapi.JSON(w, http.StatusOK, WorkItemDetail{WorkItem: *wi, Jobs: jobs})
+}
+
+func (a *API) explain(w http.ResponseWriter, r *http.Request) {
+	var ev bot.Event
+	if err := httpapi.Decode(w, r, &ev); err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	ev.FillFromText()
+	httpapi.JSON(w, http.StatusOK, a.router.Route(&ev))
+}
+
+func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
+	limit, err := httpapi.Limit(r, 1000)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	recs, err := a.store.ListIngress(r.Context(), bot.IngressFilter{Reason: r.URL.Query().Get("reason"), Limit: limit})
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	if recs == nil {
+		recs = []bot.IngressRecord{}
+	}
+	httpapi.JSON(w, http.StatusOK, recs)
+}

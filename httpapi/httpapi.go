@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// MaxBody is the largest request body the API accepts.
+const MaxBody = 1 << 20
+
+// ErrorBody is the JSON of every error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// Status maps a domain error code to an HTTP status.
+func Status(code string) int {
+	switch code {
+	case bot.EINVALID:
+		return http.StatusBadRequest
+	case bot.ENOTFOUND:
+		return http.StatusNotFound
+	case bot.ECONFLICT:
+		return http.StatusConflict
+	case bot.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case bot.ETOOLARGE:
+		return http.StatusRequestEntityTooLarge
+	case bot.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Error writes err as a JSON error answer. Internal errors are logged with
+// their detail and answered with a generic message.
+func Error(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	code := bot.ErrorCode(err)
+	if code == bot.EINTERNAL && logger != nil {
+		logger.LogAttrs(r.Context(), slog.LevelError, "api error",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	}
+	JSON(w, Status(code), ErrorBody{Error: bot.ErrorMessage(err), Code: code})
+}
+
+// JSON writes v with status.
+func JSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away; nothing to tell it
+}
+
+// Decode reads a JSON body of at most MaxBody bytes into v, refusing unknown
+// fields and trailing data. Its errors are *bot.Error naming the problem.
+func Decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, MaxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return bot.Errorf(bot.EINVALID, "malformed JSON: unexpected data after the object")
+		}
+		return decodeError(err)
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var (
+		tooBig *http.MaxBytesError
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return bot.Errorf(bot.ETOOLARGE, "request body over %d bytes", tooBig.Limit)
+	case errors.As(err, &syntax):
+		return bot.Errorf(bot.EINVALID, "malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		return bot.Errorf(bot.EINVALID, "malformed JSON: field %q: want %s, got %s", typ.Field, typ.Type, typ.Value)
+	case errors.Is(err, io.EOF):
+		return bot.Errorf(bot.EINVALID, "malformed JSON: empty body")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return bot.Errorf(bot.EINVALID, "malformed JSON: body ends too early")
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return bot.Errorf(bot.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	default:
+		return bot.Errorf(bot.EINVALID, "malformed JSON: %v", err)
+	}
+}
+
+// RequireToken wraps next so that, when token is set, requests must carry
+// "Authorization: Bearer <token>". The comparison takes constant time.
+func RequireToken(token bot.Secret, next http.Handler) http.Handler {
+	if !token.IsSet() {
+		return next
+	}
+	want := []byte("Bearer " + token.Reveal())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+			JSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong bearer token", Code: bot.EUNAUTHORIZED})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Limit parses a "limit" query parameter in [1, max]; 0 when absent.
+func Limit(r *http.Request, max int) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return 0, nil
+	}
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil || n < 1 || n > max {
+		return 0, bot.Errorf(bot.EINVALID, "limit %q: want a number from 1 to %d", s, max)
+	}
+	return n, nil
+}
