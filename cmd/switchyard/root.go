@@ -1,0 +1,47 @@
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// newRootCmd builds the command tree. Commands that read or change the
+// daemon's state talk to the running daemon over HTTP; commands that only
+// read config work offline.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "switchyard",
+		Short:         "Switchyard routes chat-ops requests to AI agents and reports back in the thread",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return withCode(exitUsage, err)
+	})
+	cl := &clientFlags{}
+	root.PersistentFlags().StringVar(&cl.server, "server", envOr("SWITCHYARD_SERVER", "http://127.0.0.1:8080"),
+		"address of the running daemon ($SWITCHYARD_SERVER)")
+	root.AddCommand(
+		newServeCmd(),
+		newSendCmd(cl),
+		newThreadCmd(cl),
+		newWorkItemsCmd(cl),
+		newExplainCmd(),
+		newRulesCmd(),
+		newConfigCmd(),
+		newHealthcheckCmd(cl),
+		newVersionCmd(),
+	)
+	return root
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

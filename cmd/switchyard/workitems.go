@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/bot/admin"
+)
+
+func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "workitems",
+		Aliases: []string{"wi"},
+		Short:   "List and show work items",
+	}
+	var (
+		thread, status string
+		limit          int
+		asJSON         bool
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List work items, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if thread != "" {
+				q.Set("thread", thread)
+			}
+			if status != "" {
+				q.Set("status", status)
+			}
+			if limit > 0 {
+				q.Set("limit", fmt.Sprint(limit))
+			}
+			var items []admin.WorkItemSummary
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/workitems?"+q.Encode(), nil, &items); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, items)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTHREAD\tSTATUS\tAGENT\tREASON\tCREATED")
+			for _, wi := range items {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.ID, wi.Thread, wi.Status, wi.Route.Agent,
+					wi.Route.Reason, wi.Created.Local().Format("2006-01-02 15:04:05"))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&thread, "thread", "", "only this thread (session key or local name)")
+	list.Flags().StringVar(&status, "status", "", "only this status: queued, running, done, failed, cancelled")
+	list.Flags().IntVar(&limit, "limit", 0, "at most this many (default 100)")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a work item with its route, jobs and parent",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var wi admin.WorkItemDetail
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/workitems/"+url.PathEscape(args[0]), nil, &wi); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if showJSON {
+				return printJSON(out, wi)
+			}
+			fmt.Fprintf(out, "%s  %s\n", wi.ID, wi.Status)
+			fmt.Fprintf(out, "thread:   %s\n", wi.Thread.Key())
+			fmt.Fprintf(out, "route:    %s (%s)\n", wi.Route.Agent, wi.Route.Reason)
+			for _, h := range wi.Hops {
+				fmt.Fprintf(out, "hop:      %s → %s: %s\n", h.From, h.To, h.Reason)
+			}
+			if wi.ParentID != "" {
+				fmt.Fprintf(out, "parent:   %s\n", wi.ParentID)
+			}
+			fmt.Fprintf(out, "event:    %s %s by %s\n", wi.Source, wi.Kind, wi.Actor)
+			fmt.Fprintf(out, "created:  %s\n", wi.CreatedAt.Local().Format("2006-01-02 15:04:05"))
+			if wi.FinishedAt != nil {
+				fmt.Fprintf(out, "finished: %s\n", wi.FinishedAt.Local().Format("2006-01-02 15:04:05"))
+			}
+			if wi.Text != "" {
+				fmt.Fprintf(out, "text:     %s\n", wi.Text)
+			}
+			for _, j := range wi.Jobs {
+				fmt.Fprintf(out, "job:      %s attempt %d %s %s\n", j.ID, j.Attempt, j.Status, j.Error)
+			}
+			if wi.Summary != "" {
+				fmt.Fprintf(out, "summary:\n%s\n", wi.Summary)
+			}
+			if wi.Error != "" {
+				fmt.Fprintf(out, "error:    %s\n", wi.Error)
+			}
+			return nil
+		},
+	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
+	cmd.AddCommand(list, show)
+	return cmd
+}

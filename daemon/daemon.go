@@ -1,0 +1,298 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/bot/admin"
+	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/integrations/local"
+	"github.com/switchyard/switchyard/storage/bolt"
+)
+
+// Options is everything the daemon is built from. cmd/switchyard fills it
+// from the config file.
+type Options struct {
+	Listen   string     // host:port
+	APIToken bot.Secret // required to listen beyond loopback
+	Console  bool       // serve the local console endpoints
+	DataDir  string
+
+	Router    *bot.Router
+	Runner    bot.Runner // nil: bot.NoRuntime
+	Schedules []bot.Schedule
+
+	Workers     int
+	Lease       time.Duration
+	MaxAttempts int
+	DedupWindow time.Duration
+	// ShutdownGrace bounds how long running jobs may finish at shutdown;
+	// default 30s.
+	ShutdownGrace time.Duration
+
+	Logger  *slog.Logger
+	Version string
+}
+
+// Daemon is a configured Switchyard. New opens the store; Serve runs until
+// its context ends; the caller owns both.
+type Daemon struct {
+	opts       Options
+	log        *slog.Logger
+	store      *bolt.Store
+	metrics    *bot.Metrics
+	registry   *prometheus.Registry
+	intake     *bot.Intake
+	reporter   *bot.Reporter
+	deliverer  *bot.Deliverer
+	dispatcher *bot.Dispatcher
+	scheduler  *bot.Scheduler
+	handler    http.Handler
+}
+
+// DataFile is the store's file name inside the data directory.
+const DataFile = "switchyard.db"
+
+// New builds the daemon and opens its store. It fails before touching
+// anything when the listen address is public and no API token is set.
+func New(opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Runner == nil {
+		opts.Runner = bot.NoRuntime{}
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 30 * time.Second
+	}
+	if opts.Router == nil {
+		return nil, errors.New("daemon: no router")
+	}
+	if err := checkListen(opts.Listen, opts.APIToken); err != nil {
+		return nil, err
+	}
+	store, err := bolt.Open(filepath.Join(opts.DataDir, DataFile), bolt.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, store: store, registry: prometheus.NewRegistry()}
+	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.metrics = bot.NewMetrics(d.registry)
+	d.registerGauges()
+
+	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
+		Store:   store,
+		Sinks:   map[string]bot.Sink{bot.SourceLocal: local.Sink{}},
+		Metrics: d.metrics, Logger: d.log,
+	})
+	d.reporter = bot.NewReporter(store, d.deliverer.Wake, d.log)
+	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
+		Queue: store, Items: store, Runner: opts.Runner, Reporter: d.reporter,
+		Workers: opts.Workers, Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, Grace: opts.ShutdownGrace,
+		Metrics: d.metrics, Logger: d.log,
+	})
+	d.intake = bot.NewIntake(bot.IntakeOptions{
+		Store: store, Router: opts.Router, Metrics: d.metrics, Logger: d.log,
+		DedupWindow:  opts.DedupWindow,
+		ExplicitOnly: []string{bot.SourceGitHub},
+		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
+			d.reporter.Accepted(ctx, wi)
+			d.dispatcher.Wake()
+		},
+	})
+	d.scheduler, err = bot.NewScheduler(bot.SchedulerOptions{
+		Schedules: opts.Schedules, Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log,
+	})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	d.handler = d.routes()
+	return d, nil
+}
+
+// checkListen refuses a listen address beyond loopback without an API
+// token: the API can start agents that run commands.
+func checkListen(listen string, token bot.Secret) error {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return bot.Errorf(bot.EINVALID, "server.listen %q: %v", listen, err)
+	}
+	if token.IsSet() || host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+		return nil
+	}
+	return bot.Errorf(bot.EINVALID,
+		"server.listen %q is reachable beyond this machine: set server.api_token (or $SWITCHYARD_API_TOKEN) first", listen)
+}
+
+func (d *Daemon) registerGauges() {
+	gauge := func(name, help string, f func(ctx context.Context) (float64, error)) {
+		d.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			v, err := f(ctx)
+			if err != nil {
+				return -1
+			}
+			return v
+		}))
+	}
+	gauge("switchyard_queue_depth", "Dispatches pending or running.", func(ctx context.Context) (float64, error) {
+		n, err := d.store.QueueDepth(ctx)
+		return float64(n), err
+	})
+	gauge("switchyard_outbox_pending", "Outbox messages not yet delivered in their latest version.", func(ctx context.Context) (float64, error) {
+		n, _, err := d.store.OutboxPending(ctx)
+		return float64(n), err
+	})
+	gauge("switchyard_outbox_dead", "Outbox messages given up after permanent failures.", func(ctx context.Context) (float64, error) {
+		_, n, err := d.store.OutboxPending(ctx)
+		return float64(n), err
+	})
+}
+
+func (d *Daemon) routes() http.Handler {
+	api := http.NewServeMux()
+	if d.opts.Console {
+		local.New(d.intake, d.store, d.log).Mount(api)
+	}
+	admin.New(d.store, d.opts.Router, d.log).Mount(api)
+
+	mux := http.NewServeMux()
+	mux.Handle("/api/", httpapi.RequireToken(d.opts.APIToken, api))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpapi.JSON(w, http.StatusOK, map[string]string{"status": "ok", "version": d.opts.Version})
+	})
+	mux.HandleFunc("GET /readyz", d.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (d *Daemon) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := d.store.Ping(ctx); err != nil {
+		httpapi.JSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unavailable"})
+		return
+	}
+	if !d.dispatcher.Running() {
+		httpapi.JSON(w, http.StatusServiceUnavailable, map[string]string{"status": "workers not running"})
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// Handler is the daemon's HTTP surface.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Intake is where sources hand events.
+func (d *Daemon) Intake() *bot.Intake { return d.intake }
+
+// Store is the daemon's store.
+func (d *Daemon) Store() *bolt.Store { return d.store }
+
+// Registry is the daemon's Prometheus registry.
+func (d *Daemon) Registry() *prometheus.Registry { return d.registry }
+
+// ListenAndServe listens on Options.Listen and serves until ctx ends.
+func (d *Daemon) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", d.opts.Listen)
+	if err != nil {
+		d.store.Close()
+		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
+	}
+	return d.Serve(ctx, ln)
+}
+
+// Serve runs the daemon on ln until ctx ends, then shuts down in order:
+// stop intake, let running jobs finish or release their leases, flush the
+// outbox, close the store. It returns nil after a clean shutdown.
+func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	deliverCtx, stopDelivery := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	defer stopDelivery()
+
+	var work, delivery sync.WaitGroup
+	work.Go(func() { _ = d.dispatcher.Run(workCtx) })
+	work.Go(func() { _ = d.scheduler.Run(workCtx) })
+	work.Go(func() { d.expireDedup(workCtx) })
+	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	d.log.Info("switchyard serving", slog.String("listen", ln.Addr().String()), slog.String("data", d.store.Path()),
+		slog.String("version", d.opts.Version), slog.Bool("console", d.opts.Console))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("serve http: %w", err)
+	}
+	d.log.Info("shutting down: intake stopped, finishing running jobs")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = srv.Shutdown(shutCtx)
+	cancel()
+	stopWork()
+	work.Wait()
+
+	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if ferr := d.deliverer.Flush(flushCtx); ferr != nil {
+		d.log.Warn("outbox not fully flushed; the rest is sent after restart", slog.String("error", ferr.Error()))
+	}
+	cancel()
+	stopDelivery()
+	delivery.Wait()
+	if cerr := d.store.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close store: %w", cerr)
+	}
+	d.log.Info("stopped")
+	return err
+}
+
+// expireDedup forgets old delivery ids once an hour.
+func (d *Daemon) expireDedup(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := d.store.ExpireDedup(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			d.log.Warn("expire dedup keys", slog.String("error", err.Error()))
+		} else if n > 0 {
+			d.log.Info("expired dedup keys", slog.Int("count", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close releases the store of a daemon that was never served.
+func (d *Daemon) Close() error { return d.store.Close() }
