@@ -1,0 +1,197 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// identity is who the bot is in the workspace, learned from auth.test.
+type identity struct {
+	UserID string // the bot user: <@UserID> mentions it, and its own messages carry it
+	BotID  string // B…: set on messages the bot posts
+	TeamID string
+	Name   string // the bot user's name, as people mention it
+}
+
+// Adapter is the Slack integration: the inbound core with its two
+// transports, and the Sink. Create it with New, serve Handler in HTTP mode,
+// and call Run once for its lifetime in either mode.
+type Adapter struct {
+	opts     Options
+	api      *slack.Client
+	sink     *Sink
+	channels map[string]bool
+	users    map[string]bool
+	self     atomic.Pointer[identity]
+	refusals chan refusal
+}
+
+// refusal is a polite "no" to someone outside the allow lists, posted as an
+// ephemeral message after the event has been recorded.
+type refusal struct {
+	channel, user, threadTS string
+}
+
+// errNotReady answers requests that arrive before auth.test told the
+// adapter who the bot is; Slack retries them.
+var errNotReady = errors.New("slack adapter is not connected yet")
+
+// New validates opts and builds the Web API client. It does not touch the
+// network; Run does.
+func New(opts Options) (*Adapter, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	apiOpts := []slack.Option{
+		slack.OptionAPIURL(opts.APIURL),
+		slack.OptionHTTPClient(opts.HTTPClient),
+		slack.OptionLog(slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)),
+	}
+	if opts.AppToken.IsSet() {
+		apiOpts = append(apiOpts, slack.OptionAppLevelToken(opts.AppToken.Reveal()))
+	}
+	api := slack.New(opts.BotToken.Reveal(), apiOpts...)
+	a := &Adapter{
+		opts:     opts,
+		api:      api,
+		sink:     NewSink(api, SinkOptions{ChannelInterval: opts.ChannelInterval, Logger: opts.Logger}),
+		channels: set(opts.AllowedChannels),
+		users:    set(opts.AllowedUsers),
+		refusals: make(chan refusal, 64),
+	}
+	return a, nil
+}
+
+func set(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// Client is the Web API client, for agent tools.
+func (a *Adapter) Client() *slack.Client { return a.api }
+
+// Sink delivers outbox messages of Slack threads; it shares the adapter's
+// client and per-channel pacing.
+func (a *Adapter) Sink() *Sink { return a.sink }
+
+// BotUserID is the bot's user id once Run has called auth.test, else "".
+func (a *Adapter) BotUserID() string {
+	if id := a.self.Load(); id != nil {
+		return id.UserID
+	}
+	return ""
+}
+
+// Run learns the bot's identity with auth.test, then, in socket mode, holds
+// the Socket Mode connection (slack-go reconnects it on its own) until ctx
+// is cancelled; in HTTP mode it serves refusals until then while Handler
+// takes the requests. It returns nil after ctx is cancelled and an error when
+// the tokens are refused.
+func (a *Adapter) Run(ctx context.Context) error {
+	if err := a.identify(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.sendRefusals(runCtx) })
+	var err error
+	if a.opts.Mode == ModeSocket {
+		err = a.runSocket(runCtx)
+	} else {
+		<-runCtx.Done()
+	}
+	cancel()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// identify calls auth.test until it answers. Slack refusing the token is
+// final; network trouble is retried, so a daemon started while Slack is
+// unreachable comes up when it is back.
+func (a *Adapter) identify(ctx context.Context) error {
+	delay := time.Second
+	for {
+		res, err := a.api.AuthTestContext(ctx)
+		if err == nil {
+			id := &identity{UserID: res.UserID, BotID: res.BotID, TeamID: res.TeamID, Name: res.User}
+			a.self.Store(id)
+			a.opts.Logger.Info("slack connected", slog.String("team", res.Team), slog.String("team_id", res.TeamID),
+				slog.String("bot_user", res.UserID), slog.String("mode", a.opts.Mode))
+			return nil
+		}
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) {
+			return fmt.Errorf("slack auth.test: %s", se.Err)
+		}
+		a.opts.Logger.Warn("slack auth.test failed; retrying", slog.Any("err", err), slog.Duration("in", delay))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// refuse queues a refusal; it never blocks the acknowledgement of an event.
+func (a *Adapter) refuse(r refusal) {
+	select {
+	case a.refusals <- r:
+	default:
+		a.opts.Logger.Warn("slack refusal dropped: queue full", slog.String("channel", r.channel))
+	}
+}
+
+const refusalText = "Sorry, I only take requests from the people and channels my administrators allowed. " +
+	"Ask them to add you if you need me here."
+
+func (a *Adapter) sendRefusals(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-a.refusals:
+			opts := []slack.MsgOption{slack.MsgOptionText(refusalText, false)}
+			if r.threadTS != "" {
+				opts = append(opts, slack.MsgOptionTS(r.threadTS))
+			}
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := a.api.PostEphemeralContext(pctx, r.channel, r.user, opts...); err != nil {
+				a.opts.Logger.Warn("slack refusal not delivered", slog.String("channel", r.channel), slog.Any("err", err))
+			}
+			cancel()
+		}
+	}
+}
+
+// allowed applies the allow lists. Direct messages are checked against the
+// users alone: a DM channel id is never in a channel list.
+func (a *Adapter) allowed(channel, user string, dm bool) bool {
+	if a.users != nil && !a.users[user] {
+		return false
+	}
+	if a.channels != nil && !dm && !a.channels[channel] {
+		return false
+	}
+	return true
+}

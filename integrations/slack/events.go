@@ -1,0 +1,294 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// errBadPayload marks input that can never be processed: the HTTP transport
+// answers 400 and Socket Mode acknowledges it so Slack stops redelivering.
+var errBadPayload = errors.New("malformed slack payload")
+
+// action is what the core does with an event.
+type action int
+
+const (
+	actDrop   action = iota // not addressed to the bot, or its own echo: acknowledged, not stored
+	actIngest               // becomes a work item
+	actIgnore               // stored as an ingress record with a reason
+)
+
+// decision is the outcome of normalising one event.
+type decision struct {
+	act    action
+	ev     *bot.Event
+	reason bot.IngressReason
+	refuse *refusal // set with IgnoreNotAllowed
+	why    string   // for actDrop, logged at debug
+}
+
+func drop(why string) decision { return decision{act: actDrop, why: why} }
+
+func ignore(ev *bot.Event, code, detail string) decision {
+	return decision{act: actIgnore, ev: ev, reason: bot.IngressReason{Code: code, Detail: detail}}
+}
+
+// handleEventsPayload processes one Events API payload from either
+// transport and returns the url_verification challenge when it is one. It
+// returns only after the intake has persisted what had to be persisted, so
+// the caller may acknowledge when the error is nil.
+func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte) (challenge string, err error) {
+	var env slackevents.EventsAPICallbackEvent
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return "", fmt.Errorf("%w: %v", errBadPayload, err)
+	}
+	switch env.Type {
+	case slackevents.URLVerification:
+		var v slackevents.EventsAPIURLVerificationEvent
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return "", fmt.Errorf("%w: %v", errBadPayload, err)
+		}
+		return v.Challenge, nil
+	case slackevents.CallbackEvent:
+	case slackevents.AppRateLimited:
+		a.opts.Logger.Warn("slack is rate-limiting event deliveries to this app", slog.String("team", env.TeamID))
+		return "", nil
+	default:
+		a.opts.Logger.Debug("slack envelope ignored", slog.String("type", env.Type))
+		return "", nil
+	}
+	self := a.self.Load()
+	if self == nil {
+		return "", errNotReady
+	}
+	d, err := a.decide(ctx, self, &env, raw)
+	if err != nil {
+		return "", err
+	}
+	return "", a.apply(ctx, d)
+}
+
+// apply hands a decision to the intake.
+func (a *Adapter) apply(ctx context.Context, d decision) error {
+	switch d.act {
+	case actIngest:
+		if _, err := a.opts.Intake.Ingest(ctx, d.ev); err != nil {
+			return err
+		}
+	case actIgnore:
+		res, err := a.opts.Intake.Ignore(ctx, d.ev, d.reason)
+		if err != nil {
+			return err
+		}
+		// A retried delivery was refused the first time already.
+		if d.refuse != nil && !res.Duplicate {
+			a.refuse(*d.refuse)
+		}
+	default:
+		a.opts.Logger.Debug("slack event dropped", slog.String("why", d.why))
+	}
+	return nil
+}
+
+// messageSubtypes people write; other subtypes (joins, topic changes,
+// huddles…) are housekeeping.
+var personalSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true, "me_message": true}
+
+// decide normalises an event_callback.
+func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.EventsAPICallbackEvent, raw []byte) (decision, error) {
+	if env.InnerEvent == nil {
+		return decision{}, fmt.Errorf("%w: event_callback without event", errBadPayload)
+	}
+	inner := []byte(*env.InnerEvent)
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(inner, &head); err != nil {
+		return decision{}, fmt.Errorf("%w: event: %v", errBadPayload, err)
+	}
+	team := env.TeamID
+	if team == "" && len(env.Authorizations) > 0 {
+		team = env.Authorizations[0].TeamID
+	}
+	if team == "" {
+		team = self.TeamID
+	}
+	ec := &eventContext{self: self, team: team, eventID: env.EventID, raw: raw}
+
+	switch head.Type {
+	case "app_mention":
+		var m slackevents.AppMentionEvent
+		if err := json.Unmarshal(inner, &m); err != nil {
+			return decision{}, fmt.Errorf("%w: app_mention: %v", errBadPayload, err)
+		}
+		if m.Channel == "" || m.TimeStamp == "" {
+			return drop("app_mention without channel or ts"), nil
+		}
+		if isSelf(self, m.User, m.BotID) {
+			return drop("the bot's own message"), nil
+		}
+		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TimeStamp, firstNonEmpty(m.ThreadTimeStamp, m.TimeStamp), m.Text, true)
+		switch {
+		case m.BotID != "":
+			ev.ActorIsBot = true
+			return ignore(ev, bot.IgnoreBot, "mentioned by bot "+m.BotID), nil
+		case m.Edited != nil:
+			return ignore(ev, bot.IgnoreEdited, "an edited mention; post a new message to ask again"), nil
+		}
+		return a.admit(ev, m.Channel, m.User, m.ThreadTimeStamp, false), nil
+
+	case "message":
+		var m slackevents.MessageEvent
+		if err := json.Unmarshal(inner, &m); err != nil {
+			return decision{}, fmt.Errorf("%w: message: %v", errBadPayload, err)
+		}
+		return a.decideMessage(ctx, ec, &m)
+	}
+	return drop("event type " + head.Type), nil
+}
+
+func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackevents.MessageEvent) (decision, error) {
+	self := ec.self
+	// Who wrote what: an edit carries the new message, a deletion the old one.
+	user, botID, text, ts, threadTS := m.User, m.BotID, m.Text, m.TimeStamp, m.ThreadTimeStamp
+	var prevText string
+	switch m.SubType {
+	case "message_changed":
+		if m.Message != nil {
+			user, botID, text, ts, threadTS = m.Message.User, m.Message.BotID, m.Message.Text, m.Message.Timestamp, m.Message.ThreadTimestamp
+		}
+		if m.PreviousMessage != nil {
+			prevText = m.PreviousMessage.Text
+		}
+	case "message_deleted":
+		if p := m.PreviousMessage; p != nil {
+			user, botID, text, ts, threadTS = p.User, p.BotID, p.Text, p.Timestamp, p.ThreadTimestamp
+		}
+		ts = firstNonEmpty(ts, m.DeletedTimeStamp)
+	}
+	if m.Channel == "" || ts == "" {
+		return drop("message without channel or ts"), nil
+	}
+	if isSelf(self, user, botID) {
+		// Echoes of the bot's own posts and chat.update edits: recording
+		// them would store one record per status edit.
+		return drop("the bot's own message"), nil
+	}
+	dm := m.ChannelType == slackevents.ChannelTypeIM
+	mentioned := mentionsUser(text, self.UserID) || mentionsUser(prevText, self.UserID)
+	personal := personalSubtypes[m.SubType]
+
+	// Relevance first: the bot sees every message of the channels it is in,
+	// and only those addressed to it are worth a record.
+	switch {
+	case dm:
+	case mentioned && personal:
+		return drop("mentions the bot: handled by its app_mention event"), nil
+	case mentioned:
+	case threadTS != "":
+		in, err := a.inBotThread(ctx, bot.SlackThread(ec.team, m.Channel, threadTS))
+		if err != nil {
+			return decision{}, err
+		}
+		if !in {
+			return drop("a thread the bot has no work in"), nil
+		}
+	default:
+		return drop("not addressed to the bot"), nil
+	}
+
+	ev := ec.event(bot.KindSlackMessage, m.Channel, user, ts, firstNonEmpty(threadTS, ts), text, mentioned || dm)
+	switch {
+	case botID != "" || m.SubType == "bot_message":
+		ev.ActorIsBot = true
+		return ignore(ev, bot.IgnoreBot, "posted by a bot"), nil
+	case m.SubType == "message_changed":
+		return ignore(ev, bot.IgnoreEdited, "an edited message; post a new message to ask again"), nil
+	case m.SubType == "message_deleted":
+		return ignore(ev, bot.IgnoreDeleted, "a deleted message"), nil
+	case !personal:
+		return ignore(ev, bot.IgnoreUnsupported, "message subtype "+m.SubType), nil
+	case user == "":
+		return ignore(ev, bot.IgnoreUnsupported, "message without a user"), nil
+	}
+	return a.admit(ev, m.Channel, user, threadTS, dm), nil
+}
+
+// admit applies the allow lists to an event addressed to the bot.
+func (a *Adapter) admit(ev *bot.Event, channel, user, threadTS string, dm bool) decision {
+	if !a.allowed(channel, user, dm) {
+		d := ignore(ev, bot.IgnoreNotAllowed, "user or channel outside slack.allowed_users / allowed_channels")
+		d.refuse = &refusal{channel: channel, user: user, threadTS: threadTS}
+		return d
+	}
+	return decision{act: actIngest, ev: ev}
+}
+
+// inBotThread reports whether the bot has a work item in the thread.
+func (a *Adapter) inBotThread(ctx context.Context, th bot.Thread) (bool, error) {
+	if a.opts.WorkItems == nil {
+		return false, nil
+	}
+	items, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Thread: th.Key(), Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("look up work items of %s: %w", th.Key(), err)
+	}
+	return len(items) > 0, nil
+}
+
+// eventContext is what every event of one envelope shares.
+type eventContext struct {
+	self    *identity
+	team    string
+	eventID string
+	raw     []byte
+}
+
+// event builds the bot.Event of a message. addressed says the message is
+// meant for the bot (a mention, a DM), which makes a leading "name:" an
+// agent mention.
+func (ec *eventContext) event(kind, channel, user, ts, threadTS, text string, addressed bool) *bot.Event {
+	ev := &bot.Event{
+		Source:     bot.SourceSlack,
+		Kind:       kind,
+		DeliveryID: ec.eventID,
+		Actor:      user,
+		Channel:    channel,
+		SourceRef:  ts,
+		Thread:     bot.SlackThread(ec.team, channel, threadTS),
+		Raw:        ec.raw,
+	}
+	ev.Text, ev.Mentions = cleanText(text, ec.self.UserID, addressed)
+	ev.FillFromText()
+	return ev
+}
+
+func isSelf(self *identity, user, botID string) bool {
+	return (user != "" && user == self.UserID) || (botID != "" && botID == self.BotID)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// mentionsUser reports whether Slack text mentions the user: <@U123> or
+// <@U123|name>.
+func mentionsUser(text, user string) bool {
+	if user == "" {
+		return false
+	}
+	return strings.Contains(text, "<@"+user+">") || strings.Contains(text, "<@"+user+"|")
+}

@@ -1,0 +1,71 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/slack-go/slack"
+)
+
+// Action ids of the Approve / Deny buttons on approval prompts. The prompt
+// puts the approval's id in each button's value.
+const (
+	ActionApprove = "switchyard_approve"
+	ActionDeny    = "switchyard_deny"
+)
+
+// ApprovalClick is one click on an approval prompt's button.
+type ApprovalClick struct {
+	Approve    bool   // Approve clicked; false for Deny
+	ApprovalID string // the button's value
+	User       string // who clicked (Slack user id); the decider checks approvers
+	Team       string
+	Channel    string
+	MessageTS  string // the prompt message
+	ThreadTS   string // its thread, when the prompt is a reply
+	// ResponseURL lets the decider answer the clicker (for example "only
+	// approvers can decide") or replace the prompt.
+	ResponseURL string
+}
+
+// ApprovalDecider receives approval clicks. The permissions capability
+// implements it: it checks the approver list, records the decision in the
+// audit log and resumes or denies the waiting tool call.
+type ApprovalDecider interface {
+	DecideApproval(ctx context.Context, click ApprovalClick) error
+}
+
+// handleInteraction processes an interaction payload from either transport.
+// Only approval buttons mean anything to Switchyard; the rest is
+// acknowledged and dropped.
+func (a *Adapter) handleInteraction(ctx context.Context, ic slack.InteractionCallback) error {
+	if ic.Type != slack.InteractionTypeBlockActions {
+		a.opts.Logger.Debug("slack interaction ignored", slog.String("type", string(ic.Type)))
+		return nil
+	}
+	for _, act := range ic.ActionCallback.BlockActions {
+		if act == nil || (act.ActionID != ActionApprove && act.ActionID != ActionDeny) {
+			continue
+		}
+		click := ApprovalClick{
+			Approve:     act.ActionID == ActionApprove,
+			ApprovalID:  act.Value,
+			User:        ic.User.ID,
+			Team:        firstNonEmpty(ic.Team.ID, ic.User.TeamID),
+			Channel:     firstNonEmpty(ic.Channel.ID, ic.Container.ChannelID),
+			MessageTS:   firstNonEmpty(ic.Container.MessageTs, ic.Message.Timestamp),
+			ThreadTS:    firstNonEmpty(ic.Container.ThreadTs, ic.Message.ThreadTimestamp),
+			ResponseURL: ic.ResponseURL,
+		}
+		if a.opts.Approvals == nil {
+			a.opts.Logger.Warn("slack approval click ignored: no approvals are configured",
+				slog.String("approval", click.ApprovalID), slog.String("user", click.User))
+			continue
+		}
+		if err := a.opts.Approvals.DecideApproval(ctx, click); err != nil {
+			return fmt.Errorf("decide approval %q: %w", click.ApprovalID, err)
+		}
+	}
+	return nil
+}

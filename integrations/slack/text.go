@@ -1,0 +1,119 @@
+package slack
+
+import (
+	"strings"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// cleanText turns Slack message text into what agents and the router read:
+// the bot's own mention removed, Slack's HTML escapes undone. Mentions are
+// the "@name" tokens written as plain text (Slack's <@U…>, <#C…> and <!here>
+// entities are not agent names) and, when the message is addressed to the
+// bot, a leading "name:" as in "@switchyard coder: fix the test".
+func cleanText(text, botUser string, addressed bool) (string, []string) {
+	if botUser != "" {
+		text = removeMention(text, botUser)
+	}
+	text = strings.TrimSpace(text)
+
+	var mentions []string
+	if addressed {
+		if name, ok := prefixName(text); ok {
+			mentions = append(mentions, name)
+		}
+	}
+	for _, m := range bot.ParseMentions(withoutEntities(text)) {
+		if len(mentions) == 1 && strings.EqualFold(mentions[0], m) {
+			continue
+		}
+		mentions = append(mentions, m)
+	}
+	if mentions == nil {
+		// Non-nil, so bot.Event.FillFromText keeps it and does not read
+		// "U123" out of a <@U123> entity.
+		mentions = []string{}
+	}
+	return unescape(text), mentions
+}
+
+// removeMention deletes <@user> and <@user|label> and one space after each.
+func removeMention(text, user string) string {
+	open := "<@" + user
+	var b strings.Builder
+	for {
+		i := strings.Index(text, open)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		rest := text[i+len(open):]
+		end := -1
+		switch {
+		case strings.HasPrefix(rest, ">"):
+			end = 1
+		case strings.HasPrefix(rest, "|"):
+			if j := strings.IndexByte(rest, '>'); j >= 0 {
+				end = j + 1
+			}
+		}
+		if end < 0 {
+			// <@U12 is a prefix of a different user id, or unterminated.
+			b.WriteString(text[:i+len(open)])
+			text = rest
+			continue
+		}
+		b.WriteString(text[:i])
+		text = strings.TrimPrefix(rest[end:], " ")
+	}
+}
+
+// prefixName recognises "name:" as the first word of text.
+func prefixName(text string) (string, bool) {
+	word, _, _ := strings.Cut(text, " ")
+	word, _, _ = strings.Cut(word, "\n")
+	name, ok := strings.CutSuffix(word, ":")
+	if !ok || name == "" || len(name) > 64 {
+		return "", false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// withoutEntities blanks Slack's <…> entities (users, channels, links,
+// special mentions). In Slack text a literal "<" is always escaped, so every
+// "<" opens one.
+func withoutEntities(text string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(text, '<')
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		b.WriteString(text[:i])
+		j := strings.IndexByte(text[i:], '>')
+		if j < 0 {
+			return b.String()
+		}
+		b.WriteByte(' ')
+		text = text[i+j+1:]
+	}
+}
+
+var (
+	unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+	escaper   = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+)
+
+// unescape undoes the three escapes Slack applies to message text.
+func unescape(s string) string { return unescaper.Replace(s) }
+
+// escape makes text safe to post: an agent's "<!channel>" must not ping a
+// whole channel, and a stray "<" must not swallow the rest of a message.
+func escape(s string) string { return escaper.Replace(s) }
