@@ -1,0 +1,190 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Ingest persists an event in one group-committed transaction (DB.Batch):
+// the payload, the dedup key, and the work item with its pending dispatch or
+// the ingress record. A known, unexpired dedup key writes nothing and
+// returns the original.
+func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestResult, error) {
+	if err := ctx.Err(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	// Validate outside the batch: a failing batch function makes bbolt run
+	// the whole batch again without it.
+	if err := validateIngest(&req); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	req.Now = utc(req.Now)
+	var res bot.IngestResult
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		// bbolt may run this function more than once (when another function
+		// of the batch fails); it only assigns res, which the last, committed
+		// run leaves behind.
+		r, err := ingest(txn{tx}, &req)
+		res = r
+		return err
+	})
+	if err != nil {
+		return bot.IngestResult{}, s.wrap("ingest", err)
+	}
+	return res, nil
+}
+
+func ingest(t txn, req *bot.IngestRequest) (bot.IngestResult, error) {
+	key := req.Event.DedupKey()
+	var stale []byte
+	if key != "" {
+		if v := t.bucket(bucketDedup).Get([]byte(key)); len(v) >= 8 {
+			until := decodeTime(v[:8])
+			if !req.Now.After(until) {
+				return t.original(string(v[8:]))
+			}
+			// Expired but not yet swept: the key is free again, and its old
+			// expiry entry goes so the sweep does not delete the new one.
+			stale = append(append([]byte(nil), v[:8]...), key...)
+		}
+	}
+
+	var seqs Seqs
+	var err error
+	if seqs.Event, err = t.bucket(bucketEvents).NextSequence(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if req.Route != nil {
+		if seqs.WorkItem, err = t.bucket(bucketWorkItems).NextSequence(); err != nil {
+			return bot.IngestResult{}, err
+		}
+		if seqs.Dispatch, err = t.bucket(bucketDispatches).NextSequence(); err != nil {
+			return bot.IngestResult{}, err
+		}
+	} else if seqs.Ingress, err = t.bucket(bucketIngress).NextSequence(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	p, err := planIngest(req, seqs)
+	if err != nil {
+		return bot.IngestResult{}, err
+	}
+	if stale != nil {
+		if err := t.bucket(bucketDedupExpiry).Delete(stale); err != nil {
+			return bot.IngestResult{}, err
+		}
+	}
+	for _, r := range p.records {
+		if err := t.tx.Bucket(r.Bucket).Put(r.Key, r.Value); err != nil {
+			return bot.IngestResult{}, err
+		}
+	}
+	return bot.IngestResult{WorkItem: p.workItem, Ingress: p.ingress}, nil
+}
+
+// original returns what a dedup key's first event made.
+func (t txn) original(id string) (bot.IngestResult, error) {
+	if seq, ok := parseID(prefixIngress, id); ok {
+		var in bot.IngressRecord
+		found, err := t.get(bucketIngress, seqKey(seq), &in)
+		if err != nil {
+			return bot.IngestResult{}, err
+		}
+		if found {
+			return bot.IngestResult{Duplicate: true, Ingress: &in}, nil
+		}
+	}
+	rec, _, err := t.workItem(id)
+	if err != nil {
+		return bot.IngestResult{}, err
+	}
+	return bot.IngestResult{Duplicate: true, WorkItem: &rec.WorkItem}, nil
+}
+
+// expireChunk bounds one sweep transaction, so a large sweep does not hold
+// the write lock long enough to stall intake.
+const expireChunk = 1000
+
+// ExpireDedup forgets dedup keys whose window ended before now. It walks the
+// expiry index in time order, so its cost is the number of keys it removes.
+func (s *Store) ExpireDedup(ctx context.Context, now time.Time) (int, error) {
+	limit := timeKey(now)
+	total := 0
+	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		err := s.update("expire dedup keys", func(t txn) error {
+			n, err := expireDedup(t, limit)
+			if err == nil {
+				total += n
+			}
+			done = n < expireChunk
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+	}
+	if total > 0 {
+		s.log.Debug("dedup keys expired", slog.Int("count", total))
+	}
+	return total, nil
+}
+
+// expireDedup removes up to expireChunk expiry entries before limit, with
+// their dedup keys, and returns how many entries it removed.
+func expireDedup(t txn, limit []byte) (int, error) {
+	expiry, dedup := t.bucket(bucketDedupExpiry), t.bucket(bucketDedup)
+	var keys [][]byte
+	c := expiry.Cursor()
+	for k, _ := c.First(); k != nil && len(keys) < expireChunk; k, _ = c.Next() {
+		if len(k) < 8 || bytes.Compare(k[:8], limit) >= 0 {
+			break
+		}
+		keys = append(keys, append([]byte(nil), k...))
+	}
+	for _, k := range keys {
+		if err := expiry.Delete(k); err != nil {
+			return 0, err
+		}
+		// The dedup entry carries a newer expiry when the key was reused
+		// after this one ran out; it stays.
+		if v := dedup.Get(k[8:]); len(v) >= 8 && bytes.Equal(v[:8], k[:8]) {
+			if err := dedup.Delete(k[8:]); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(keys), nil
+}
+
+// GetEvent returns a stored event with its raw payload.
+func (s *Store) GetEvent(ctx context.Context, ref string) (*bot.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var ev *bot.Event
+	err := s.view("get event", func(t txn) error {
+		seq, ok := parseID(prefixEvent, ref)
+		var v []byte
+		if ok {
+			v = t.bucket(bucketEvents).Get(seqKey(seq))
+		}
+		if v == nil {
+			return bot.Errorf(bot.ENOTFOUND, "event %q not found", ref)
+		}
+		var err error
+		ev, err = decodeEvent(v)
+		return err
+	})
+	return ev, err
+}

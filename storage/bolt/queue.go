@@ -1,0 +1,397 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// ClaimNext leases the oldest claimable pending dispatch, with every later
+// pending dispatch of its thread and agent, as one new job. Before looking
+// for work it ends the jobs whose lease ran out by req.Now: their dispatches
+// become pending again, or fail when they have been claimed MaxAttempts
+// times.
+//
+// A claim reads the running jobs (at most one per thread, so about as many
+// as there are workers) and the pending index, never finished work.
+func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return bot.Claim{}, err
+	}
+	switch {
+	case req.Owner == "":
+		return bot.Claim{}, bot.Errorf(bot.EINVALID, "claim: no owner")
+	case req.Lease <= 0:
+		return bot.Claim{}, bot.Errorf(bot.EINVALID, "claim: lease %s is not positive", req.Lease)
+	case req.MaxAttempts < 1:
+		return bot.Claim{}, bot.Errorf(bot.EINVALID, "claim: max attempts %d is below 1", req.MaxAttempts)
+	}
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	req.Now = utc(req.Now)
+	var claim bot.Claim
+	var expired []*bot.Job
+	err := s.update("claim next dispatch", func(t txn) error {
+		var err error
+		expired, claim.Abandoned, err = t.expireLeases(req)
+		if err != nil {
+			return err
+		}
+		claim.Job, claim.WorkItems, err = t.claim(req)
+		return err
+	})
+	if err != nil {
+		return bot.Claim{}, err
+	}
+	for _, j := range expired {
+		s.log.Warn("job lease expired", slog.String("job", j.ID), slog.String("owner", j.Owner),
+			slog.String("thread", j.Thread.Key()), slog.Time("lease_expires", j.LeaseExpires))
+	}
+	for _, wi := range claim.Abandoned {
+		s.log.Warn("work item abandoned", slog.String("work_item", wi.ID), slog.String("error", wi.Error))
+	}
+	return claim, nil
+}
+
+// expireLeases ends every running job whose lease is not after req.Now.
+func (t txn) expireLeases(req bot.ClaimRequest) (expired []*bot.Job, abandoned []bot.WorkItem, err error) {
+	type running struct {
+		unit string
+		seq  uint64
+		job  *bot.Job
+	}
+	var due []running
+	c := t.bucket(bucketActive).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var j bot.Job
+		if _, err := t.get(bucketJobs, v, &j); err != nil {
+			return nil, nil, err
+		}
+		if j.LeaseExpires.After(req.Now) {
+			continue
+		}
+		due = append(due, running{unit: string(k), seq: seqOf(v), job: &j})
+	}
+	for _, r := range due {
+		if err := t.freeUnit(r.unit, r.seq); err != nil {
+			return nil, nil, err
+		}
+		j := r.job
+		j.Status = bot.JobExpired
+		j.Error = fmt.Sprintf("lease expired at %s (worker %s died)", j.LeaseExpires.Format(time.RFC3339), j.Owner)
+		j.FinishedAt = &req.Now
+		if err := t.putJob(r.seq, j); err != nil {
+			return nil, nil, err
+		}
+		for _, id := range j.DispatchIDs {
+			wi, err := t.expireDispatch(id, j, req)
+			if err != nil {
+				return nil, nil, err
+			}
+			if wi != nil {
+				abandoned = append(abandoned, *wi)
+			}
+		}
+		expired = append(expired, j)
+	}
+	return expired, abandoned, nil
+}
+
+// expireDispatch makes a dispatch of an expired job pending again or, out of
+// attempts, fails it with its work item, which it returns.
+func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.WorkItem, error) {
+	d, seq, err := t.dispatch(id)
+	if err != nil {
+		return nil, err
+	}
+	if d.Status != bot.DispatchLeased {
+		return nil, nil
+	}
+	d.UpdatedAt = req.Now
+	if d.Attempts < req.MaxAttempts {
+		d.Status = bot.DispatchPending
+		d.LastError = j.Error
+		if err := t.putDispatch(seq, d); err != nil {
+			return nil, err
+		}
+		if err := t.addPending(seq, d); err != nil {
+			return nil, err
+		}
+		_, err := t.setItemStatus(d, bot.StatusQueued, req.Now, nil)
+		return nil, err
+	}
+	d.Status = bot.DispatchFailed
+	d.LastError = fmt.Sprintf("lease expired after %d attempts (worker died)", d.Attempts)
+	if err := t.putDispatch(seq, d); err != nil {
+		return nil, err
+	}
+	return t.setItemStatus(d, bot.StatusFailed, req.Now, func(wi *bot.WorkItem) {
+		wi.Error = d.LastError
+		wi.FinishedAt = &req.Now
+	})
+}
+
+// setItemStatus moves the work item of d to status, applying edit, when d
+// still carries it (it was not handed off meanwhile), and returns the
+// updated work item, or nil when d no longer carries it.
+func (t txn) setItemStatus(d *bot.Dispatch, status bot.WorkStatus, now time.Time, edit func(*bot.WorkItem)) (*bot.WorkItem, error) {
+	rec, seq, err := t.workItem(d.WorkItemID)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Dispatch != d.ID {
+		return nil, nil
+	}
+	prev := rec.Status
+	rec.Status = status
+	rec.UpdatedAt = now
+	if edit != nil {
+		edit(&rec.WorkItem)
+	}
+	if err := t.putWorkItem(seq, prev, rec); err != nil {
+		return nil, err
+	}
+	return &rec.WorkItem, nil
+}
+
+// claim turns the oldest pending dispatch of a thread without a running job,
+// and the later pending dispatches of that thread and agent, into a job.
+func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
+	active := t.bucket(bucketActive)
+	var unit, agent string
+	var lead []byte
+	c := t.bucket(bucketPending).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		u, a := splitPendingValue(v)
+		if active.Get([]byte(u)) == nil {
+			unit, agent, lead = u, a, append([]byte(nil), k...)
+			break
+		}
+	}
+	if lead == nil {
+		return nil, nil, nil
+	}
+
+	var seqs []uint64
+	prefix := append([]byte(unit), 0)
+	pc := t.bucket(bucketPendingByThread).Cursor()
+	for k, v := pc.Seek(append(prefix, lead...)); k != nil && bytes.HasPrefix(k, prefix); k, v = pc.Next() {
+		if len(k) == len(prefix)+8 && string(v) == agent {
+			seqs = append(seqs, seqOf(k[len(prefix):]))
+		}
+	}
+
+	jobSeq, err := t.bucket(bucketJobs).NextSequence()
+	if err != nil {
+		return nil, nil, err
+	}
+	job := &bot.Job{
+		ID: formatID(prefixJob, jobSeq), Agent: agent, Status: bot.JobRunning, Owner: req.Owner,
+		LeaseExpires: req.Now.Add(req.Lease), StartedAt: req.Now,
+	}
+	var items []bot.WorkItem
+	for i, seq := range seqs {
+		d, _, err := t.dispatch(formatID(prefixDispatch, seq))
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := t.removePending(seq, d); err != nil {
+			return nil, nil, err
+		}
+		d.Status = bot.DispatchLeased
+		d.Attempts++
+		d.UpdatedAt = req.Now
+		if err := t.putDispatch(seq, d); err != nil {
+			return nil, nil, err
+		}
+		if i == 0 {
+			job.Thread = d.Thread
+			job.Attempt = d.Attempts
+		}
+		job.DispatchIDs = append(job.DispatchIDs, d.ID)
+		job.WorkItemIDs = append(job.WorkItemIDs, d.WorkItemID)
+		wi, err := t.setItemStatus(d, bot.StatusRunning, req.Now, func(wi *bot.WorkItem) {
+			wi.FinishedAt = nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if wi != nil {
+			items = append(items, *wi)
+			wiSeq, _ := parseID(prefixWorkItem, wi.ID)
+			if err := t.bucket(bucketJobsByItem).Put(binaryPair(wiSeq, jobSeq), []byte{}); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := t.putJob(jobSeq, job); err != nil {
+		return nil, nil, err
+	}
+	if err := active.Put([]byte(unit), seqKey(jobSeq)); err != nil {
+		return nil, nil, err
+	}
+	return job, items, nil
+}
+
+func binaryPair(a, b uint64) []byte {
+	return append(seqKey(a), seqKey(b)...)
+}
+
+// heldJob returns a job that owner still runs, or ECONFLICT.
+func (t txn) heldJob(jobID, owner string) (*bot.Job, uint64, error) {
+	j, seq, err := t.job(jobID)
+	if err != nil {
+		return nil, 0, err
+	}
+	if j.Status != bot.JobRunning || j.Owner != owner {
+		return nil, 0, bot.Errorf(bot.ECONFLICT, "job %s is no longer held by %s (status %s, owner %s)", jobID, owner, j.Status, j.Owner)
+	}
+	return j, seq, nil
+}
+
+// RenewLease extends the lease of a job owner still runs.
+func (s *Store) RenewLease(ctx context.Context, jobID, owner string, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.update("renew lease", func(t txn) error {
+		j, seq, err := t.heldJob(jobID, owner)
+		if err != nil {
+			return err
+		}
+		j.LeaseExpires = utc(until)
+		return t.putJob(seq, j)
+	})
+}
+
+// FinishJob records the end of a job with its dispatches and work items and
+// frees its thread.
+func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if out.Now.IsZero() {
+		out.Now = time.Now()
+	}
+	now := utc(out.Now)
+	if !out.Success && out.Error == "" {
+		out.Error = "the run failed"
+	}
+	return s.update("finish job", func(t txn) error {
+		j, seq, err := t.heldJob(out.JobID, out.Owner)
+		if err != nil {
+			return err
+		}
+		j.Status, j.FinishedAt = bot.JobSucceeded, &now
+		dStatus, wStatus := bot.DispatchDone, bot.StatusDone
+		if !out.Success {
+			j.Status, j.Error = bot.JobFailed, out.Error
+			dStatus, wStatus = bot.DispatchFailed, bot.StatusFailed
+		}
+		if err := t.putJob(seq, j); err != nil {
+			return err
+		}
+		for _, id := range j.DispatchIDs {
+			d, dSeq, err := t.dispatch(id)
+			if err != nil {
+				return err
+			}
+			d.Status, d.UpdatedAt = dStatus, now
+			if !out.Success {
+				d.LastError = out.Error
+			}
+			if err := t.putDispatch(dSeq, d); err != nil {
+				return err
+			}
+			_, err = t.setItemStatus(d, wStatus, now, func(wi *bot.WorkItem) {
+				wi.Summary = out.Summary
+				wi.Error = ""
+				if !out.Success {
+					wi.Error = out.Error
+				}
+				wi.FinishedAt = &now
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return t.freeUnit(unitKey(j.Thread, firstOf(j.WorkItemIDs)), seq)
+	})
+}
+
+// ReleaseJob gives a running job back: its dispatches are pending again in
+// their old places, the attempt uncounted, and its thread is free.
+func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	now = utc(now)
+	return s.update("release job", func(t txn) error {
+		j, seq, err := t.heldJob(jobID, owner)
+		if err != nil {
+			return err
+		}
+		j.Status, j.FinishedAt = bot.JobReleased, &now
+		if err := t.putJob(seq, j); err != nil {
+			return err
+		}
+		for _, id := range j.DispatchIDs {
+			d, dSeq, err := t.dispatch(id)
+			if err != nil {
+				return err
+			}
+			if d.Status != bot.DispatchLeased {
+				continue
+			}
+			d.Status, d.UpdatedAt = bot.DispatchPending, now
+			if d.Attempts > 0 {
+				d.Attempts--
+			}
+			if err := t.putDispatch(dSeq, d); err != nil {
+				return err
+			}
+			if err := t.addPending(dSeq, d); err != nil {
+				return err
+			}
+			if _, err := t.setItemStatus(d, bot.StatusQueued, now, nil); err != nil {
+				return err
+			}
+		}
+		return t.freeUnit(unitKey(j.Thread, firstOf(j.WorkItemIDs)), seq)
+	})
+}
+
+func firstOf(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// QueueDepth counts pending dispatches and those leased by running jobs.
+func (s *Store) QueueDepth(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := s.view("queue depth", func(t txn) error {
+		n = countKeys(t.bucket(bucketPending))
+		return t.bucket(bucketActive).ForEach(func(_, v []byte) error {
+			var j bot.Job
+			if _, err := t.get(bucketJobs, v, &j); err != nil {
+				return err
+			}
+			n += len(j.DispatchIDs)
+			return nil
+		})
+	})
+	return n, err
+}

@@ -1,0 +1,204 @@
+package bolt
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// txn gives typed access to the store's records inside one transaction and
+// keeps the secondary indexes in step with the records they index.
+type txn struct{ tx *bolt.Tx }
+
+func (t txn) bucket(name string) *bolt.Bucket { return t.tx.Bucket([]byte(name)) }
+
+// get decodes the JSON record under key into v and reports whether there
+// was one.
+func (t txn) get(bucket string, key []byte, v any) (bool, error) {
+	raw := t.bucket(bucket).Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("decode %s/%x: %w", bucket, key, err)
+	}
+	return true, nil
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %T: %w", v, err)
+	}
+	return b.Put(key, raw)
+}
+
+func (t txn) workItem(id string) (*workItemRecord, uint64, error) {
+	seq, ok := parseID(prefixWorkItem, id)
+	if ok {
+		var rec workItemRecord
+		found, err := t.get(bucketWorkItems, seqKey(seq), &rec)
+		if err != nil || found {
+			return &rec, seq, err
+		}
+	}
+	return nil, 0, bot.Errorf(bot.ENOTFOUND, "work item %q not found", id)
+}
+
+// putWorkItem stores rec and moves it in the status index when its status
+// changed from prev.
+func (t txn) putWorkItem(seq uint64, prev bot.WorkStatus, rec *workItemRecord) error {
+	if prev != rec.Status {
+		idx := t.bucket(bucketItemsByStatus)
+		if err := idx.Delete(indexKey(string(prev), seq)); err != nil {
+			return err
+		}
+		if err := idx.Put(indexKey(string(rec.Status), seq), []byte{}); err != nil {
+			return err
+		}
+	}
+	return putJSON(t.bucket(bucketWorkItems), seqKey(seq), rec)
+}
+
+func (t txn) dispatch(id string) (*bot.Dispatch, uint64, error) {
+	seq, ok := parseID(prefixDispatch, id)
+	if ok {
+		var d bot.Dispatch
+		found, err := t.get(bucketDispatches, seqKey(seq), &d)
+		if err != nil || found {
+			return &d, seq, err
+		}
+	}
+	return nil, 0, bot.Errorf(bot.ENOTFOUND, "dispatch %q not found", id)
+}
+
+func (t txn) putDispatch(seq uint64, d *bot.Dispatch) error {
+	return putJSON(t.bucket(bucketDispatches), seqKey(seq), d)
+}
+
+// addPending puts a dispatch into both pending indexes; its key is its
+// sequence, so a dispatch given back keeps its place in the queue.
+func (t txn) addPending(seq uint64, d *bot.Dispatch) error {
+	unit := unitKey(d.Thread, d.WorkItemID)
+	if err := t.bucket(bucketPending).Put(seqKey(seq), pendingValue(unit, d.Agent)); err != nil {
+		return err
+	}
+	return t.bucket(bucketPendingByThread).Put(indexKey(unit, seq), []byte(d.Agent))
+}
+
+func (t txn) removePending(seq uint64, d *bot.Dispatch) error {
+	if err := t.bucket(bucketPending).Delete(seqKey(seq)); err != nil {
+		return err
+	}
+	return t.bucket(bucketPendingByThread).Delete(indexKey(unitKey(d.Thread, d.WorkItemID), seq))
+}
+
+func (t txn) job(id string) (*bot.Job, uint64, error) {
+	seq, ok := parseID(prefixJob, id)
+	if ok {
+		var j bot.Job
+		found, err := t.get(bucketJobs, seqKey(seq), &j)
+		if err != nil || found {
+			return &j, seq, err
+		}
+	}
+	return nil, 0, bot.Errorf(bot.ENOTFOUND, "job %q not found", id)
+}
+
+func (t txn) putJob(seq uint64, j *bot.Job) error {
+	return putJSON(t.bucket(bucketJobs), seqKey(seq), j)
+}
+
+// freeUnit ends the active job of unit if it is the job with seq.
+func (t txn) freeUnit(unit string, jobSeq uint64) error {
+	active := t.bucket(bucketActive)
+	if bytes.Equal(active.Get([]byte(unit)), seqKey(jobSeq)) {
+		return active.Delete([]byte(unit))
+	}
+	return nil
+}
+
+// scanIndex calls fn with the sequence of each key of b under prefix +
+// 0x00, oldest first or, with reverse, newest first, until fn returns false.
+func scanIndex(b *bolt.Bucket, prefix string, reverse bool, fn func(seq uint64) (bool, error)) error {
+	p := make([]byte, 0, len(prefix)+1)
+	p = append(p, prefix...)
+	p = append(p, 0)
+	return scanPrefix(b, p, 8, reverse, func(k, _ []byte) (bool, error) {
+		return fn(seqOf(k[len(p):]))
+	})
+}
+
+// scanPrefix calls fn with each key of b that is prefix followed by exactly
+// suffixLen bytes, in key order or, with reverse, in reverse order.
+func scanPrefix(b *bolt.Bucket, prefix []byte, suffixLen int, reverse bool, fn func(k, v []byte) (bool, error)) error {
+	c := b.Cursor()
+	var k, v []byte
+	if reverse {
+		// Seek past every key with the prefix, then step back onto the last.
+		end := append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, suffixLen+1)...)
+		if k, _ = c.Seek(end); k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+	} else {
+		k, v = c.Seek(prefix)
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = step(c, reverse) {
+		if len(k) != len(prefix)+suffixLen {
+			continue
+		}
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanAll is scanPrefix over a whole bucket of sequence keys.
+func scanAll(b *bolt.Bucket, reverse bool, fn func(k, v []byte) (bool, error)) error {
+	c := b.Cursor()
+	var k, v []byte
+	if reverse {
+		k, v = c.Last()
+	} else {
+		k, v = c.First()
+	}
+	for ; k != nil; k, v = step(c, reverse) {
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func step(c *bolt.Cursor, reverse bool) ([]byte, []byte) {
+	if reverse {
+		return c.Prev()
+	}
+	return c.Next()
+}
+
+func seqOf(b []byte) uint64 {
+	var n uint64
+	for _, c := range b {
+		n = n<<8 | uint64(c)
+	}
+	return n
+}
+
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,224 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// List limits.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+func listLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultListLimit
+	case n > MaxListLimit:
+		return MaxListLimit
+	}
+	return n
+}
+
+// GetWorkItem returns a work item, or ENOTFOUND.
+func (s *Store) GetWorkItem(ctx context.Context, id string) (*bot.WorkItem, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var wi *bot.WorkItem
+	err := s.view("get work item", func(t txn) error {
+		rec, _, err := t.workItem(id)
+		if err == nil {
+			wi = &rec.WorkItem
+		}
+		return err
+	})
+	return wi, err
+}
+
+// ListWorkItems returns work items newest first. A thread or status filter
+// walks that index only; with both, the thread index is walked and the
+// status index consulted per key.
+func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, bot.Errorf(bot.EINVALID, "unknown work item status %q", f.Status)
+	}
+	limit := listLimit(f.Limit)
+	out := []bot.WorkItem{}
+	err := s.view("list work items", func(t txn) error {
+		add := func(seq uint64) (bool, error) {
+			var rec workItemRecord
+			if _, err := t.get(bucketWorkItems, seqKey(seq), &rec); err != nil {
+				return false, err
+			}
+			out = append(out, rec.WorkItem)
+			return len(out) < limit, nil
+		}
+		switch {
+		case f.Thread != "" && f.Status != "":
+			byStatus := t.bucket(bucketItemsByStatus)
+			return scanIndex(t.bucket(bucketItemsByThread), f.Thread, true, func(seq uint64) (bool, error) {
+				if byStatus.Get(indexKey(string(f.Status), seq)) == nil {
+					return true, nil
+				}
+				return add(seq)
+			})
+		case f.Thread != "":
+			return scanIndex(t.bucket(bucketItemsByThread), f.Thread, true, add)
+		case f.Status != "":
+			return scanIndex(t.bucket(bucketItemsByStatus), string(f.Status), true, add)
+		}
+		return scanAll(t.bucket(bucketWorkItems), true, func(k, _ []byte) (bool, error) {
+			return add(seqOf(k))
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListJobs returns the jobs that ran a work item, oldest first.
+func (s *Store) ListJobs(ctx context.Context, workItemID string) ([]bot.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := []bot.Job{}
+	err := s.view("list jobs", func(t txn) error {
+		_, wiSeq, err := t.workItem(workItemID)
+		if err != nil {
+			return err
+		}
+		return scanPrefix(t.bucket(bucketJobsByItem), seqKey(wiSeq), 8, false, func(k, _ []byte) (bool, error) {
+			var j bot.Job
+			if _, err := t.get(bucketJobs, k[8:], &j); err != nil {
+				return false, err
+			}
+			out = append(out, j)
+			return true, nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RerouteWorkItem hands a work item to hop.To: it records the hop, routes the
+// work item to the new agent and queues a dispatch for it. A dispatch of the
+// work item still waiting in the queue is dropped; one that is running
+// finishes without changing the work item again.
+func (s *Store) RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*bot.WorkItem, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if hop.To == "" {
+		return nil, bot.Errorf(bot.EINVALID, "reroute %s: no target agent", id)
+	}
+	if hop.At.IsZero() {
+		hop.At = time.Now()
+	}
+	hop.At = utc(hop.At)
+	var wi *bot.WorkItem
+	err := s.update("reroute work item", func(t txn) error {
+		rec, seq, err := t.workItem(id)
+		if err != nil {
+			return err
+		}
+		if len(rec.Hops) >= bot.MaxHops {
+			return bot.Errorf(bot.ECONFLICT, "work item %s was handed off %d times already (limit %d)", id, len(rec.Hops), bot.MaxHops)
+		}
+		if hop.From == "" {
+			hop.From = rec.Route.Agent
+		}
+		if err := t.supersede(rec.Dispatch, hop); err != nil {
+			return err
+		}
+		dSeq, err := t.bucket(bucketDispatches).NextSequence()
+		if err != nil {
+			return err
+		}
+		d := &bot.Dispatch{
+			ID: formatID(prefixDispatch, dSeq), WorkItemID: rec.ID, Agent: hop.To, Thread: rec.Thread,
+			Status: bot.DispatchPending, CreatedAt: hop.At, UpdatedAt: hop.At,
+		}
+		if err := t.putDispatch(dSeq, d); err != nil {
+			return err
+		}
+		if err := t.addPending(dSeq, d); err != nil {
+			return err
+		}
+		prev := rec.Status
+		reason := "handoff from @" + hop.From
+		if hop.Reason != "" {
+			reason += ": " + hop.Reason
+		}
+		rec.Hops = append(rec.Hops, hop)
+		rec.Route = bot.Route{Agent: hop.To, Reason: reason}
+		rec.Status = bot.StatusQueued
+		rec.Dispatch = d.ID
+		rec.Summary, rec.Error, rec.FinishedAt = "", "", nil
+		rec.UpdatedAt = hop.At
+		if err := t.putWorkItem(seq, prev, rec); err != nil {
+			return err
+		}
+		wi = &rec.WorkItem
+		return nil
+	})
+	return wi, err
+}
+
+// supersede drops the work item's dispatch from the queue if it has not
+// been claimed yet, so one work item never waits in the queue twice.
+func (t txn) supersede(dispatchID string, hop bot.Hop) error {
+	if dispatchID == "" {
+		return nil
+	}
+	d, seq, err := t.dispatch(dispatchID)
+	if err != nil || d.Status != bot.DispatchPending {
+		return err
+	}
+	if err := t.removePending(seq, d); err != nil {
+		return err
+	}
+	d.Status = bot.DispatchFailed
+	d.LastError = fmt.Sprintf("superseded by the handoff to @%s", hop.To)
+	d.UpdatedAt = hop.At
+	return t.putDispatch(seq, d)
+}
+
+// ListIngress returns ingress records newest first.
+func (s *Store) ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := listLimit(f.Limit)
+	out := []bot.IngressRecord{}
+	err := s.view("list ingress", func(t txn) error {
+		add := func(seq uint64) (bool, error) {
+			var in bot.IngressRecord
+			if _, err := t.get(bucketIngress, seqKey(seq), &in); err != nil {
+				return false, err
+			}
+			out = append(out, in)
+			return len(out) < limit, nil
+		}
+		if f.Reason != "" {
+			return scanIndex(t.bucket(bucketIngressBy), f.Reason, true, add)
+		}
+		return scanAll(t.bucket(bucketIngress), true, func(k, _ []byte) (bool, error) {
+			return add(seqOf(k))
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

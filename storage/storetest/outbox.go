@@ -1,0 +1,241 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+func statusMsg(key string, thread bot.Thread, text string) bot.OutboxMessage {
+	return bot.OutboxMessage{
+		Key: key, Thread: thread, WorkItemID: "wi_1", Kind: bot.OutboxStatus, Text: text,
+		Status:    &bot.StatusView{WorkItemID: "wi_1", Agent: "coder", State: "running", Activity: text, Started: epoch(), Updated: epoch()},
+		CreatedAt: epoch(), UpdatedAt: epoch(),
+	}
+}
+
+func (h *harness) enqueue(m bot.OutboxMessage) bot.OutboxMessage {
+	h.t.Helper()
+	out, err := h.s.Enqueue(h.ctx, m)
+	require.NoError(h.t, err)
+	return out
+}
+
+func (h *harness) outbox(key string) *bot.OutboxMessage {
+	h.t.Helper()
+	m, err := h.s.GetOutbox(h.ctx, key)
+	require.NoError(h.t, err)
+	return m
+}
+
+func (h *harness) due(now time.Time, limit int) []string {
+	h.t.Helper()
+	msgs, err := h.s.Due(h.ctx, now, limit)
+	require.NoError(h.t, err)
+	keys := make([]string, len(msgs))
+	for i, m := range msgs {
+		require.True(h.t, m.Pending())
+		keys[i] = m.Key
+	}
+	return keys
+}
+
+func (h *harness) pending() (int, int) {
+	h.t.Helper()
+	p, d, err := h.s.OutboxPending(h.ctx)
+	require.NoError(h.t, err)
+	return p, d
+}
+
+func testOutbox(t *testing.T, open Opener) {
+	th := bot.SlackThread("T1", "C1", "171.1")
+
+	t.Run("enqueue creates version 1 and assigns seq", func(t *testing.T) {
+		h := newHarness(t, open)
+		a := h.enqueue(statusMsg("wi_1/status", th, "queued"))
+		require.Equal(t, 1, a.Version)
+		require.Zero(t, a.DeliveredVersion)
+		require.NotZero(t, a.Seq)
+		require.True(t, a.Pending())
+		require.Equal(t, "queued", a.Text)
+		require.Equal(t, "queued", a.Status.Activity)
+		require.Equal(t, a, *h.outbox("wi_1/status"))
+
+		b := h.enqueue(bot.OutboxMessage{Key: "wi_1/eyes", Thread: th, Kind: bot.OutboxReaction, Reaction: bot.ReactionSeen, Target: "171.1"})
+		require.Greater(t, b.Seq, a.Seq)
+		require.Equal(t, bot.ReactionSeen, b.Reaction)
+		require.Equal(t, "171.1", b.Target)
+		require.Equal(t, []string{a.Key, b.Key}, h.due(epoch(), 10))
+		p, d := h.pending()
+		require.Equal(t, 2, p)
+		require.Zero(t, d)
+	})
+
+	t.Run("enqueue of a known key edits it in place", func(t *testing.T) {
+		h := newHarness(t, open)
+		first := h.enqueue(statusMsg("k", th, "queued"))
+		h.enqueue(statusMsg("other", th, "x"))
+		second := h.enqueue(statusMsg("k", th, "running"))
+		require.Equal(t, 2, second.Version)
+		require.Equal(t, first.Seq, second.Seq)
+		require.Equal(t, "running", second.Text)
+		require.Equal(t, "running", second.Status.Activity)
+		require.True(t, second.CreatedAt.Equal(first.CreatedAt))
+		require.Equal(t, []string{"k", "other"}, h.due(epoch(), 10), "seq order is kept")
+		p, _ := h.pending()
+		require.Equal(t, 2, p)
+	})
+
+	t.Run("due respects NextAttemptAt, seq order and limit", func(t *testing.T) {
+		h := newHarness(t, open)
+		for _, k := range []string{"a", "b", "c", "d"} {
+			m := statusMsg(k, th, k)
+			if k == "b" {
+				m.NextAttemptAt = at(time.Minute)
+			}
+			h.enqueue(m)
+		}
+		require.Equal(t, []string{"a", "c", "d"}, h.due(epoch(), 10))
+		require.Equal(t, []string{"a", "c"}, h.due(epoch(), 2))
+		require.Equal(t, []string{"a", "b", "c", "d"}, h.due(at(time.Minute), 10))
+	})
+
+	t.Run("delivery of the latest version", func(t *testing.T) {
+		h := newHarness(t, open)
+		h.enqueue(statusMsg("k", th, "queued"))
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 1, "ts-1", at(time.Second), at(3*time.Second)))
+		m := h.outbox("k")
+		require.False(t, m.Pending())
+		require.Equal(t, 1, m.DeliveredVersion)
+		require.Equal(t, "ts-1", m.RemoteID)
+		require.Zero(t, m.Edits)
+		require.NotNil(t, m.DeliveredAt)
+		require.True(t, m.DeliveredAt.Equal(at(time.Second)))
+		require.Empty(t, h.due(at(time.Hour), 10))
+		p, d := h.pending()
+		require.Zero(t, p)
+		require.Zero(t, d)
+
+		// An edit is pending again, but not before the throttle allows.
+		edit := h.enqueue(statusMsg("k", th, "running"))
+		require.Equal(t, 2, edit.Version)
+		require.Equal(t, 1, edit.DeliveredVersion)
+		require.Equal(t, "ts-1", edit.RemoteID)
+		require.Empty(t, h.due(at(2*time.Second), 10))
+		require.Equal(t, []string{"k"}, h.due(at(3*time.Second), 10))
+
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 2, "ts-1", at(3*time.Second), at(5*time.Second)))
+		m = h.outbox("k")
+		require.False(t, m.Pending())
+		require.Equal(t, 2, m.DeliveredVersion)
+		require.Equal(t, 1, m.Edits)
+	})
+
+	t.Run("delivery of a stale version keeps the message pending", func(t *testing.T) {
+		h := newHarness(t, open)
+		h.enqueue(statusMsg("k", th, "queued"))
+		h.enqueue(statusMsg("k", th, "running"))
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 1, "ts-1", at(time.Second), at(2*time.Second)))
+		m := h.outbox("k")
+		require.True(t, m.Pending())
+		require.Equal(t, 1, m.DeliveredVersion)
+		require.Equal(t, "ts-1", m.RemoteID, "the next delivery edits instead of posting again")
+		require.Zero(t, m.Edits)
+		require.Equal(t, "running", m.Text)
+		require.Empty(t, h.due(at(time.Second), 10))
+		require.Equal(t, []string{"k"}, h.due(at(2*time.Second), 10))
+		p, _ := h.pending()
+		require.Equal(t, 1, p)
+
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 2, "ts-1", at(2*time.Second), at(3*time.Second)))
+		m = h.outbox("k")
+		require.False(t, m.Pending())
+		require.Equal(t, 1, m.Edits)
+	})
+
+	t.Run("failed attempts back off and reset on delivery", func(t *testing.T) {
+		h := newHarness(t, open)
+		h.enqueue(statusMsg("k", th, "queued"))
+		require.NoError(t, h.s.MarkFailed(h.ctx, "k", "rate limited", at(time.Minute), false))
+		require.NoError(t, h.s.MarkFailed(h.ctx, "k", "timeout", at(2*time.Minute), false))
+		m := h.outbox("k")
+		require.Equal(t, 2, m.Attempts)
+		require.Equal(t, "timeout", m.LastError)
+		require.True(t, m.NextAttemptAt.Equal(at(2*time.Minute)))
+		require.False(t, m.Dead)
+		require.True(t, m.Pending())
+		require.Empty(t, h.due(at(time.Minute), 10))
+
+		// A new version does not skip the backoff.
+		h.enqueue(statusMsg("k", th, "running"))
+		require.Empty(t, h.due(at(time.Minute), 10))
+		require.Equal(t, []string{"k"}, h.due(at(2*time.Minute), 10))
+
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 2, "ts-1", at(2*time.Minute), at(2*time.Minute)))
+		m = h.outbox("k")
+		require.Zero(t, m.Attempts)
+		require.Empty(t, m.LastError)
+	})
+
+	t.Run("dead messages stay dead", func(t *testing.T) {
+		h := newHarness(t, open)
+		h.enqueue(statusMsg("k", th, "queued"))
+		h.enqueue(statusMsg("live", th, "x"))
+		require.NoError(t, h.s.MarkFailed(h.ctx, "k", "channel_not_found", at(time.Minute), true))
+		m := h.outbox("k")
+		require.True(t, m.Dead)
+		require.False(t, m.Pending())
+		require.Equal(t, 1, m.Attempts)
+		require.Equal(t, []string{"live"}, h.due(at(time.Hour), 10))
+		p, d := h.pending()
+		require.Equal(t, 1, p)
+		require.Equal(t, 1, d)
+
+		again := h.enqueue(statusMsg("k", th, "running"))
+		require.True(t, again.Dead)
+		require.Equal(t, 2, again.Version)
+		require.Equal(t, []string{"live"}, h.due(at(time.Hour), 10))
+		p, d = h.pending()
+		require.Equal(t, 1, p)
+		require.Equal(t, 1, d)
+	})
+
+	t.Run("list by thread in seq order", func(t *testing.T) {
+		h := newHarness(t, open)
+		other := bot.GitHubThread("acme", "api", 1)
+		h.enqueue(statusMsg("a", th, "a"))
+		h.enqueue(statusMsg("x", other, "x"))
+		h.enqueue(statusMsg("b", th, "b"))
+		h.enqueue(statusMsg("c", th, "c"))
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "b", 1, "r", epoch(), epoch()))
+		require.NoError(t, h.s.MarkFailed(h.ctx, "c", "gone", epoch(), true))
+		h.enqueue(statusMsg("a", th, "a2"))
+
+		msgs, err := h.s.ListOutbox(h.ctx, th.Key())
+		require.NoError(t, err)
+		var keys []string
+		for _, m := range msgs {
+			keys = append(keys, m.Key)
+			require.Equal(t, th, m.Thread)
+		}
+		require.Equal(t, []string{"a", "b", "c"}, keys)
+		require.Equal(t, "a2", msgs[0].Text)
+
+		msgs, err = h.s.ListOutbox(h.ctx, "local:nobody")
+		require.NoError(t, err)
+		require.Empty(t, msgs)
+	})
+
+	t.Run("unknown and invalid messages", func(t *testing.T) {
+		h := newHarness(t, open)
+		_, err := h.s.GetOutbox(h.ctx, "nope")
+		requireCode(t, bot.ENOTFOUND, err)
+		requireCode(t, bot.ENOTFOUND, h.s.MarkDelivered(h.ctx, "nope", 1, "r", epoch(), epoch()))
+		requireCode(t, bot.ENOTFOUND, h.s.MarkFailed(h.ctx, "nope", "x", epoch(), false))
+		_, err = h.s.Enqueue(h.ctx, bot.OutboxMessage{Thread: th, Text: "no key"})
+		requireCode(t, bot.EINVALID, err)
+	})
+}

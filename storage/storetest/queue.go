@@ -1,0 +1,293 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+func testQueue(t *testing.T, open Opener) {
+	t.Run("empty queue", func(t *testing.T) {
+		h := newHarness(t, open)
+		c := h.claim(claimReq("w1", epoch()))
+		require.Nil(t, c.Job)
+		require.Empty(t, c.WorkItems)
+		require.Empty(t, c.Abandoned)
+		require.Zero(t, h.depth())
+	})
+
+	t.Run("claim leases the oldest dispatch and marks its work item running", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t1")
+		wi := h.submit(th, "coder", "first")
+		h.submit(bot.LocalThread("t2"), "coder", "second")
+
+		c := h.mustClaim("w1", at(time.Minute))
+		j := c.Job
+		require.NotEmpty(t, j.ID)
+		require.Equal(t, "coder", j.Agent)
+		require.Equal(t, th, j.Thread)
+		require.Equal(t, 1, j.Attempt)
+		require.Equal(t, bot.JobRunning, j.Status)
+		require.Equal(t, "w1", j.Owner)
+		require.True(t, j.StartedAt.Equal(at(time.Minute)))
+		require.True(t, j.LeaseExpires.Equal(at(2*time.Minute)))
+		require.Len(t, j.DispatchIDs, 1)
+		require.Equal(t, []string{wi.ID}, j.WorkItemIDs)
+		require.Len(t, c.WorkItems, 1)
+		require.Equal(t, wi.ID, c.WorkItems[0].ID)
+		require.Equal(t, bot.StatusRunning, c.WorkItems[0].Status)
+		require.Equal(t, bot.StatusRunning, h.workItem(wi.ID).Status)
+		require.Equal(t, 2, h.depth(), "one leased, one pending")
+
+		jobs := h.jobs(wi.ID)
+		require.Len(t, jobs, 1)
+		require.Equal(t, j.ID, jobs[0].ID)
+	})
+
+	t.Run("one job per thread, later dispatches of the same agent batched", func(t *testing.T) {
+		h := newHarness(t, open)
+		tt, tu := bot.LocalThread("t"), bot.LocalThread("u")
+		a1 := h.submit(tt, "coder", "a1")
+		a2 := h.submit(tt, "coder", "a2")
+		b := h.submit(tt, "reviewer", "b")
+		a3 := h.submit(tt, "coder", "a3")
+		u1 := h.submit(tu, "coder", "u1")
+
+		first := h.mustClaim("w1", epoch())
+		require.Equal(t, []string{a1.ID, a2.ID, a3.ID}, first.Job.WorkItemIDs, "arrival order")
+		require.Equal(t, []string{a1.ID, a2.ID, a3.ID}, ids(first.WorkItems))
+		require.Len(t, first.Job.DispatchIDs, 3)
+		for _, wi := range first.WorkItems {
+			require.Equal(t, bot.StatusRunning, wi.Status)
+		}
+
+		// b is older than u1 but its thread is busy.
+		second := h.mustClaim("w2", epoch())
+		require.Equal(t, []string{u1.ID}, second.Job.WorkItemIDs)
+		require.Equal(t, tu, second.Job.Thread)
+		h.requireNothingToClaim(epoch())
+		require.Equal(t, bot.StatusQueued, h.workItem(b.ID).Status)
+		require.Equal(t, 5, h.depth())
+
+		h.finish(first.Job, at(time.Second), "done")
+		third := h.mustClaim("w1", at(time.Second))
+		require.Equal(t, []string{b.ID}, third.Job.WorkItemIDs)
+		require.Equal(t, "reviewer", third.Job.Agent)
+		require.Equal(t, 2, h.depth())
+	})
+
+	t.Run("messages arriving during a run go to the next run together", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		x1 := h.submit(th, "coder", "x1")
+		first := h.mustClaim("w1", epoch())
+		require.Equal(t, []string{x1.ID}, first.Job.WorkItemIDs)
+
+		x2 := h.submit(th, "coder", "x2")
+		x3 := h.submit(th, "coder", "x3")
+		h.requireNothingToClaim(epoch())
+
+		h.finish(first.Job, at(time.Second), "ok")
+		next := h.mustClaim("w2", at(time.Second))
+		require.Equal(t, []string{x2.ID, x3.ID}, next.Job.WorkItemIDs)
+		require.Equal(t, 1, next.Job.Attempt)
+	})
+
+	t.Run("threads run in parallel", func(t *testing.T) {
+		h := newHarness(t, open)
+		threads := []bot.Thread{bot.LocalThread("a"), bot.GitHubThread("acme", "api", 1), bot.SlackThread("T1", "C1", "1.2")}
+		for _, th := range threads {
+			h.submit(th, "coder", "go")
+		}
+		var got []bot.Thread
+		for i := range threads {
+			c := h.mustClaim("w"+string(rune('0'+i)), epoch())
+			got = append(got, c.Job.Thread)
+		}
+		require.ElementsMatch(t, threads, got)
+		h.requireNothingToClaim(epoch())
+	})
+
+	t.Run("finish with success", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		a := h.submit(th, "coder", "a")
+		b := h.submit(th, "coder", "b")
+		c := h.mustClaim("w1", epoch())
+
+		err := h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: "w2", Now: at(time.Second), Success: true})
+		requireCode(t, bot.ECONFLICT, err)
+
+		h.finish(c.Job, at(time.Second), "all fixed")
+		for _, id := range []string{a.ID, b.ID} {
+			wi := h.workItem(id)
+			require.Equal(t, bot.StatusDone, wi.Status)
+			require.Equal(t, "all fixed", wi.Summary)
+			require.Empty(t, wi.Error)
+			require.NotNil(t, wi.FinishedAt)
+			require.True(t, wi.FinishedAt.Equal(at(time.Second)))
+			jobs := h.jobs(id)
+			require.Len(t, jobs, 1)
+			require.Equal(t, bot.JobSucceeded, jobs[0].Status)
+			require.NotNil(t, jobs[0].FinishedAt)
+		}
+		require.Zero(t, h.depth())
+
+		err = h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: "w1", Now: at(2 * time.Second), Success: true})
+		requireCode(t, bot.ECONFLICT, err)
+		requireCode(t, bot.ECONFLICT, h.s.RenewLease(h.ctx, c.Job.ID, "w1", at(time.Hour)))
+
+		// The thread is free again.
+		d := h.submit(th, "coder", "d")
+		next := h.mustClaim("w1", at(2*time.Second))
+		require.Equal(t, []string{d.ID}, next.Job.WorkItemIDs)
+	})
+
+	t.Run("finish with failure", func(t *testing.T) {
+		h := newHarness(t, open)
+		a := h.submit(bot.LocalThread("t"), "coder", "a")
+		c := h.mustClaim("w1", epoch())
+		require.NoError(t, h.s.FinishJob(h.ctx, bot.JobOutcome{
+			JobID: c.Job.ID, Owner: "w1", Now: at(time.Second), Error: "model unavailable",
+		}))
+		wi := h.workItem(a.ID)
+		require.Equal(t, bot.StatusFailed, wi.Status)
+		require.Equal(t, "model unavailable", wi.Error)
+		require.NotNil(t, wi.FinishedAt)
+		jobs := h.jobs(a.ID)
+		require.Len(t, jobs, 1)
+		require.Equal(t, bot.JobFailed, jobs[0].Status)
+		require.Equal(t, "model unavailable", jobs[0].Error)
+		require.Zero(t, h.depth())
+		h.requireNothingToClaim(at(time.Hour))
+	})
+
+	t.Run("release gives the job back without counting the attempt", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		a := h.submit(th, "coder", "a")
+		b := h.submit(th, "coder", "b")
+		c := h.mustClaim("w1", epoch())
+
+		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w2", at(time.Second)))
+		require.NoError(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second)))
+		require.Equal(t, bot.StatusQueued, h.workItem(a.ID).Status)
+		require.Equal(t, bot.StatusQueued, h.workItem(b.ID).Status)
+		require.Equal(t, 2, h.depth())
+		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second)))
+		requireCode(t, bot.ECONFLICT, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: "w1", Now: at(time.Second), Success: true}))
+
+		again := h.mustClaim("w2", at(2*time.Second))
+		require.Equal(t, []string{a.ID, b.ID}, again.Job.WorkItemIDs)
+		require.Equal(t, 1, again.Job.Attempt)
+		require.NotEqual(t, c.Job.ID, again.Job.ID)
+
+		jobs := h.jobs(a.ID)
+		require.Len(t, jobs, 2)
+		require.Equal(t, bot.JobReleased, jobs[0].Status)
+		require.Equal(t, bot.JobRunning, jobs[1].Status)
+	})
+
+	t.Run("missing jobs", func(t *testing.T) {
+		h := newHarness(t, open)
+		requireCode(t, bot.ENOTFOUND, h.s.RenewLease(h.ctx, "job_404", "w1", at(time.Hour)))
+		requireCode(t, bot.ENOTFOUND, h.s.ReleaseJob(h.ctx, "job_404", "w1", epoch()))
+		requireCode(t, bot.ENOTFOUND, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: "job_404", Owner: "w1", Now: epoch(), Success: true}))
+	})
+}
+
+func testLeases(t *testing.T, open Opener) {
+	t.Run("renewed lease holds the thread", func(t *testing.T) {
+		h := newHarness(t, open)
+		a := h.submit(bot.LocalThread("t"), "coder", "a")
+		c := h.mustClaim("w1", epoch()) // lease until +1m
+
+		requireCode(t, bot.ECONFLICT, h.s.RenewLease(h.ctx, c.Job.ID, "w2", at(10*time.Minute)))
+		require.NoError(t, h.s.RenewLease(h.ctx, c.Job.ID, "w1", at(10*time.Minute)))
+		h.requireNothingToClaim(at(5 * time.Minute))
+
+		jobs := h.jobs(a.ID)
+		require.Len(t, jobs, 1)
+		require.True(t, jobs[0].LeaseExpires.Equal(at(10*time.Minute)))
+		require.Equal(t, bot.JobRunning, jobs[0].Status)
+		h.finish(c.Job, at(6*time.Minute), "ok")
+	})
+
+	t.Run("expired lease is reclaimed, then abandoned after max attempts", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		a := h.submit(th, "coder", "a")
+		req := func(owner string, now time.Time) bot.ClaimRequest {
+			return bot.ClaimRequest{Owner: owner, Now: now, Lease: time.Minute, MaxAttempts: 2}
+		}
+
+		first := h.claim(req("w1", epoch()))
+		require.NotNil(t, first.Job)
+		require.Equal(t, 1, first.Job.Attempt)
+		// Still leased: nothing to claim.
+		require.Nil(t, h.claim(req("w2", at(30*time.Second))).Job)
+
+		second := h.claim(req("w2", at(2*time.Minute)))
+		require.NotNil(t, second.Job, "an expired lease is claimable again")
+		require.Empty(t, second.Abandoned)
+		require.Equal(t, 2, second.Job.Attempt)
+		require.Equal(t, "w2", second.Job.Owner)
+		require.Equal(t, []string{a.ID}, second.Job.WorkItemIDs)
+		require.Equal(t, bot.StatusRunning, h.workItem(a.ID).Status)
+
+		// The dead worker no longer holds its job.
+		requireCode(t, bot.ECONFLICT, h.s.RenewLease(h.ctx, first.Job.ID, "w1", at(time.Hour)))
+		requireCode(t, bot.ECONFLICT, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: first.Job.ID, Owner: "w1", Now: at(2 * time.Minute), Success: true}))
+		jobs := h.jobs(a.ID)
+		require.Len(t, jobs, 2)
+		require.Equal(t, bot.JobExpired, jobs[0].Status)
+		require.Equal(t, bot.JobRunning, jobs[1].Status)
+
+		third := h.claim(req("w3", at(10*time.Minute)))
+		require.Nil(t, third.Job)
+		require.Len(t, third.Abandoned, 1)
+		gone := third.Abandoned[0]
+		require.Equal(t, a.ID, gone.ID)
+		require.Equal(t, bot.StatusFailed, gone.Status)
+		require.Equal(t, "lease expired after 2 attempts (worker died)", gone.Error)
+		require.NotNil(t, gone.FinishedAt)
+
+		wi := h.workItem(a.ID)
+		require.Equal(t, bot.StatusFailed, wi.Status)
+		require.Equal(t, gone.Error, wi.Error)
+		jobs = h.jobs(a.ID)
+		require.Len(t, jobs, 2)
+		require.Equal(t, bot.JobExpired, jobs[1].Status)
+		require.Zero(t, h.depth())
+
+		// Abandoned once only; the thread takes new work.
+		fourth := h.claim(req("w3", at(11*time.Minute)))
+		require.Nil(t, fourth.Job)
+		require.Empty(t, fourth.Abandoned)
+		b := h.submit(th, "coder", "b")
+		fifth := h.claim(req("w3", at(12*time.Minute)))
+		require.NotNil(t, fifth.Job)
+		require.Equal(t, []string{b.ID}, fifth.Job.WorkItemIDs)
+	})
+
+	t.Run("expiry frees the thread for work that waited", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		h.submit(th, "coder", "a")
+		c := h.mustClaim("w1", epoch())
+		b := h.submit(th, "reviewer", "b")
+		h.requireNothingToClaim(at(30 * time.Second))
+
+		req := claimReq("w2", at(5*time.Minute))
+		req.MaxAttempts = 1
+		next := h.claim(req)
+		require.Len(t, next.Abandoned, 1)
+		require.Equal(t, c.Job.WorkItemIDs, ids(next.Abandoned))
+		require.NotNil(t, next.Job)
+		require.Equal(t, []string{b.ID}, next.Job.WorkItemIDs)
+	})
+}
