@@ -1,0 +1,431 @@
+package slack
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// The fake Slack: the Web API methods the adapter calls and the Socket Mode
+// websocket, spoken at the wire so slack-go's real clients run against it.
+
+const (
+	testSecret  = "8f742231b10e8888abcd99yyyzzz85a5"
+	testBotUser = "UBOT"
+	testBotID   = "BBOT"
+	testTeam    = "T1"
+)
+
+type apiCall struct {
+	Method string
+	Form   url.Values
+}
+
+// fakeFailure is how the fake answers one call of a method instead of
+// succeeding.
+type fakeFailure struct {
+	status     int    // HTTP status; 200 when zero
+	retryAfter string // Retry-After header
+	code       string // Slack error code in {"ok":false}
+}
+
+type socketAck struct {
+	EnvelopeID string          `json:"envelope_id"`
+	Payload    json.RawMessage `json:"payload"`
+}
+
+type fakeSlack struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	calls    []apiCall
+	nextTS   int
+	failures map[string][]fakeFailure
+	conn     *websocket.Conn
+	connMu   sync.Mutex // serialises writes to conn
+	conns    int
+
+	acks chan socketAck
+}
+
+func newFakeSlack(t *testing.T) *fakeSlack {
+	t.Helper()
+	fs := &fakeSlack{t: t, failures: map[string][]fakeFailure{}, acks: make(chan socketAck, 64)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/{method}", fs.serveAPI)
+	mux.HandleFunc("/ws", fs.serveSocket)
+	fs.srv = httptest.NewServer(mux)
+	t.Cleanup(fs.srv.Close)
+	return fs
+}
+
+func (fs *fakeSlack) apiURL() string { return fs.srv.URL + "/api/" }
+
+// fail makes the next call of method answer f.
+func (fs *fakeSlack) fail(method string, f fakeFailure) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.failures[method] = append(fs.failures[method], f)
+}
+
+// callsOf returns the successful and failed calls of method so far.
+func (fs *fakeSlack) callsOf(method string) []apiCall {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []apiCall
+	for _, c := range fs.calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (fs *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
+	method := r.PathValue("method")
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	fs.mu.Lock()
+	fs.calls = append(fs.calls, apiCall{Method: method, Form: r.PostForm})
+	var failure *fakeFailure
+	if q := fs.failures[method]; len(q) > 0 {
+		failure, fs.failures[method] = &q[0], q[1:]
+	}
+	fs.nextTS++
+	ts := fmt.Sprintf("1700000100.%06d", fs.nextTS)
+	fs.mu.Unlock()
+
+	if failure != nil {
+		if failure.retryAfter != "" {
+			w.Header().Set("Retry-After", failure.retryAfter)
+		}
+		if failure.status != 0 && failure.status != http.StatusOK {
+			w.WriteHeader(failure.status)
+			return
+		}
+		writeJSON(w, map[string]any{"ok": false, "error": failure.code})
+		return
+	}
+	channel := r.PostForm.Get("channel")
+	switch method {
+	case "auth.test":
+		writeJSON(w, map[string]any{"ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchyard",
+			"team_id": testTeam, "user_id": testBotUser, "bot_id": testBotID})
+	case "chat.postMessage":
+		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts,
+			"message": map[string]any{"text": r.PostForm.Get("text"), "ts": ts, "thread_ts": r.PostForm.Get("thread_ts")}})
+	case "chat.update":
+		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": r.PostForm.Get("ts"), "text": r.PostForm.Get("text")})
+	case "chat.postEphemeral":
+		writeJSON(w, map[string]any{"ok": true, "message_ts": ts})
+	case "chat.delete":
+		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": r.PostForm.Get("ts")})
+	case "reactions.add":
+		writeJSON(w, map[string]any{"ok": true})
+	case "apps.connections.open":
+		if r.Header.Get("Authorization") != "Bearer xapp-test" {
+			writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(fs.srv.URL, "http") + "/ws"})
+	default:
+		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
+	}
+}
+
+// serveSocket speaks Socket Mode: hello on connect, pings so the client
+// keeps the connection, and every message the client sends is an ack.
+func (fs *fakeSlack) serveSocket(w http.ResponseWriter, r *http.Request) {
+	// slack-go sends Origin: https://api.slack.com, as Slack expects.
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	fs.mu.Lock()
+	fs.conn = conn
+	fs.conns++
+	fs.mu.Unlock()
+
+	fs.write(map[string]any{"type": "hello", "num_connections": 1,
+		"connection_info": map[string]any{"app_id": "A1"}, "debug_info": map[string]any{"host": "fake"}})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if conn.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second)) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		var ack socketAck
+		if err := conn.ReadJSON(&ack); err != nil {
+			return
+		}
+		fs.acks <- ack
+	}
+}
+
+func (fs *fakeSlack) connected() bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.conn != nil
+}
+
+func (fs *fakeSlack) write(v any) {
+	fs.mu.Lock()
+	conn := fs.conn
+	fs.mu.Unlock()
+	require.NotNil(fs.t, conn, "no socket mode connection")
+	fs.connMu.Lock()
+	defer fs.connMu.Unlock()
+	require.NoError(fs.t, conn.WriteJSON(v))
+}
+
+// sendEnvelope sends a Socket Mode envelope and returns its id.
+func (fs *fakeSlack) sendEnvelope(id, typ string, payload []byte, retry int) {
+	fs.write(map[string]any{"envelope_id": id, "type": typ, "payload": json.RawMessage(payload),
+		"accepts_response_payload": typ != "events_api", "retry_attempt": retry, "retry_reason": ""})
+}
+
+// nextAck waits for the next acknowledgement.
+func (fs *fakeSlack) nextAck(t *testing.T) socketAck {
+	t.Helper()
+	select {
+	case ack := <-fs.acks:
+		return ack
+	case <-time.After(10 * time.Second):
+		t.Fatal("no socket mode ack")
+		return socketAck{}
+	}
+}
+
+// memStore is a minimal bot.IngestStore and work item lister for tests:
+// dedup by key, work items for routed events, ingress records for ignored
+// ones. storage/bolt replaces it once it exists.
+type memStore struct {
+	mu      sync.Mutex
+	seen    map[string]bot.IngestResult
+	items   []bot.WorkItem
+	ingress []bot.IngressRecord
+	events  []bot.Event // every event stored, in order
+	dups    int
+	gate    chan struct{} // when set, Ingest waits for it
+	failN   int           // the next failN calls fail
+}
+
+var (
+	_ bot.IngestStore = (*memStore)(nil)
+	_ WorkItemLister  = (*memStore)(nil)
+)
+
+func newMemStore() *memStore { return &memStore{seen: map[string]bot.IngestResult{}} }
+
+func (s *memStore) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestResult, error) {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return bot.IngestResult{}, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failN > 0 {
+		s.failN--
+		return bot.IngestResult{}, bot.Errorf(bot.EUNAVAILABLE, "store is down")
+	}
+	key := req.Event.DedupKey()
+	if r, ok := s.seen[key]; ok && key != "" {
+		s.dups++
+		r.Duplicate = true
+		return r, nil
+	}
+	ev := req.Event
+	s.events = append(s.events, ev)
+	ref := fmt.Sprintf("ev_%d", len(s.events))
+	var res bot.IngestResult
+	if req.Route != nil {
+		wi := bot.WorkItem{ID: fmt.Sprintf("wi_%d", len(s.items)+1), Thread: ev.Thread, Status: bot.StatusQueued,
+			Route: *req.Route, EventRef: ref, Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID,
+			Actor: ev.Actor, Text: ev.Text, SourceRef: ev.SourceRef, CreatedAt: req.Now, UpdatedAt: req.Now}
+		s.items = append(s.items, wi)
+		res.WorkItem = &wi
+	} else {
+		rec := bot.IngressRecord{ID: fmt.Sprintf("in_%d", len(s.ingress)+1), Source: ev.Source, Kind: ev.Kind,
+			DeliveryID: ev.DeliveryID, Actor: ev.Actor, Thread: ev.Thread, Reason: req.Ignore.Code,
+			Detail: req.Ignore.Detail, EventRef: ref, CreatedAt: req.Now}
+		s.ingress = append(s.ingress, rec)
+		res.Ingress = &rec
+	}
+	if key != "" {
+		s.seen[key] = res
+	}
+	return res, nil
+}
+
+func (s *memStore) ExpireDedup(context.Context, time.Time) (int, error) { return 0, nil }
+
+func (s *memStore) ListWorkItems(_ context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []bot.WorkItem
+	for _, wi := range slices.Backward(s.items) {
+		if (f.Thread == "" || wi.Thread.Key() == f.Thread) && (f.Status == "" || wi.Status == f.Status) {
+			out = append(out, wi)
+		}
+		if f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) snapshot() (items []bot.WorkItem, ingress []bot.IngressRecord, events []bot.Event, dups int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.items), slices.Clone(s.ingress), slices.Clone(s.events), s.dups
+}
+
+func (s *memStore) addWorkItem(wi bot.WorkItem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items = append(s.items, wi)
+}
+
+// mentionDecider routes like the core's router does for the cases here:
+// an explicit mention, then a command, then the default agent.
+type mentionDecider struct{}
+
+func (mentionDecider) Route(ev *bot.Event) bot.Route {
+	if len(ev.Mentions) > 0 {
+		return bot.Route{Agent: ev.Mentions[0], Reason: "mention @" + ev.Mentions[0]}
+	}
+	if agent, ok := bot.DefaultCommands()[ev.Command]; ok {
+		return bot.Route{Agent: agent, Reason: "command /" + ev.Command}
+	}
+	return bot.Route{Agent: "triage", Reason: "default"}
+}
+
+// harness runs an Adapter against the fake Slack and a real bot.Intake.
+type harness struct {
+	fs    *fakeSlack
+	store *memStore
+	a     *Adapter
+}
+
+func newHarness(t *testing.T, mode string, tweak func(*Options)) *harness {
+	t.Helper()
+	fs := newFakeSlack(t)
+	store := newMemStore()
+	opts := Options{
+		Mode:            mode,
+		BotToken:        "xoxb-test",
+		AppToken:        "xapp-test",
+		SigningSecret:   testSecret,
+		APIURL:          fs.apiURL(),
+		Intake:          bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}}),
+		WorkItems:       store,
+		ChannelInterval: time.Millisecond,
+		PingInterval:    5 * time.Second,
+		Logger:          slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if tweak != nil {
+		tweak(&opts)
+	}
+	a, err := New(opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
+	})
+	require.Eventually(t, func() bool { return a.BotUserID() == testBotUser }, 10*time.Second, 5*time.Millisecond)
+	if mode == ModeSocket {
+		require.Eventually(t, fs.connected, 10*time.Second, 5*time.Millisecond)
+	}
+	return &harness{fs: fs, store: store, a: a}
+}
+
+// signed returns a request signed with secret at ts.
+func signed(t *testing.T, path, contentType, body string, ts time.Time, secret string) *http.Request {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	r.Header.Set("Content-Type", contentType)
+	stamp := strconv.FormatInt(ts.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
+	r.Header.Set("X-Slack-Request-Timestamp", stamp)
+	r.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	return r
+}
+
+// serve sends a request freshly signed with the test secret to the handler.
+func (h *harness) serve(t *testing.T, path, contentType, body string, header http.Header) *httptest.ResponseRecorder {
+	t.Helper()
+	r := signed(t, path, contentType, body, time.Now(), testSecret)
+	for k, v := range header {
+		r.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	h.a.Handler().ServeHTTP(w, r)
+	return w
+}
+
+// eventBody wraps an inner event in an event_callback envelope.
+func eventBody(eventID string, inner map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"token": "legacy", "team_id": testTeam, "api_app_id": "A1", "type": "event_callback",
+		"event_id": eventID, "event_time": 1700000000, "event": inner,
+		"authorizations": []map[string]any{{"team_id": testTeam, "user_id": testBotUser, "is_bot": true}},
+	})
+	return b
+}
+
+func mentionEvent(user, text, ts, threadTS string) map[string]any {
+	m := map[string]any{"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": "C1", "event_ts": ts}
+	if threadTS != "" {
+		m["thread_ts"] = threadTS
+	}
+	return m
+}

@@ -1,0 +1,524 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+const (
+	jsonType = "application/json"
+	formType = "application/x-www-form-urlencoded"
+)
+
+func TestHTTPMentionBecomesWorkItemOnce(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	body := string(eventBody("Ev1", mentionEvent("U1", "<@UBOT> @coder fix the flaky test", "1700000001.000100", "")))
+
+	w := h.serve(t, "/slack/events", jsonType, body, nil)
+	require.Equal(t, http.StatusOK, w.Code)
+
+	items, _, events, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Equal(t, "coder", items[0].Agent())
+	ev := events[0]
+	require.Equal(t, bot.KindSlackMention, ev.Kind)
+	require.Equal(t, bot.SourceSlack, ev.Source)
+	require.Equal(t, "Ev1", ev.DeliveryID)
+	require.Equal(t, "coder", ev.Mentions[0])
+	require.Equal(t, "slack:T1/C1/1700000001.000100", ev.Thread.Key())
+	require.Equal(t, "1700000001.000100", ev.SourceRef)
+	require.Equal(t, "U1", ev.Actor)
+	require.Equal(t, "C1", ev.Channel)
+	require.Equal(t, "@coder fix the flaky test", ev.Text)
+	require.JSONEq(t, body, string(ev.Raw))
+
+	// Slack retries when it thinks the ack was late: same event_id.
+	w = h.serve(t, "/slack/events", jsonType, body, http.Header{"X-Slack-Retry-Num": {"1"}, "X-Slack-Retry-Reason": {"http_timeout"}})
+	require.Equal(t, http.StatusOK, w.Code)
+	items, ingress, events, dups := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Empty(t, ingress)
+	require.Len(t, events, 1)
+	require.Equal(t, 1, dups)
+}
+
+func TestHTTPMentionInThreadKeepsThread(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	body := string(eventBody("Ev2", mentionEvent("U1", "<@UBOT|switchyard> coder: look again", "1700000002.000200", "1700000001.000100")))
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, body, nil).Code)
+	_, _, events, _ := h.store.snapshot()
+	require.Equal(t, "slack:T1/C1/1700000001.000100", events[0].Thread.Key())
+	require.Equal(t, "1700000002.000200", events[0].SourceRef)
+	require.Equal(t, []string{"coder"}, events[0].Mentions)
+	require.Equal(t, "coder: look again", events[0].Text)
+}
+
+func TestHTTPRefusesUnverifiedRequests(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	body := string(eventBody("Ev3", mentionEvent("U1", "<@UBOT> @coder deploy", "1700000003.000100", "")))
+	now := time.Now()
+	captured := signed(t, "/slack/events", jsonType, body, now, testSecret)
+
+	tests := []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"wrong secret", func() *http.Request { return signed(t, "/slack/events", jsonType, body, now, "not-the-secret") }},
+		{"stale timestamp", func() *http.Request {
+			return signed(t, "/slack/events", jsonType, body, now.Add(-6*time.Minute), testSecret)
+		}},
+		{"timestamp from the future", func() *http.Request {
+			return signed(t, "/slack/events", jsonType, body, now.Add(6*time.Minute), testSecret)
+		}},
+		{"replayed with a fresh timestamp", func() *http.Request {
+			r := signed(t, "/slack/events", jsonType, body, now, testSecret)
+			r.Header.Set("X-Slack-Signature", captured.Header.Get("X-Slack-Signature"))
+			r.Header.Set("X-Slack-Request-Timestamp", "1700000000")
+			return r
+		}},
+		{"body changed", func() *http.Request {
+			r := signed(t, "/slack/events", jsonType, body, now, testSecret)
+			return withBody(r, strings.Replace(body, "deploy", "delete", 1))
+		}},
+		{"no signature", func() *http.Request {
+			r := signed(t, "/slack/events", jsonType, body, now, testSecret)
+			r.Header.Del("X-Slack-Signature")
+			return r
+		}},
+		{"not hex", func() *http.Request {
+			r := signed(t, "/slack/events", jsonType, body, now, testSecret)
+			r.Header.Set("X-Slack-Signature", "v0=zz")
+			return r
+		}},
+		{"command with a stale timestamp", func() *http.Request {
+			return signed(t, "/slack/commands", formType, deployForm("trig-stale").Encode(), now.Add(-10*time.Minute), testSecret)
+		}},
+		{"interaction with a wrong secret", func() *http.Request {
+			return signed(t, "/slack/interactions", formType, "payload=%7B%7D", now, "nope")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			h.a.Handler().ServeHTTP(w, tc.req())
+			require.Equal(t, http.StatusUnauthorized, w.Code)
+		})
+	}
+	items, ingress, events, _ := h.store.snapshot()
+	require.Empty(t, items)
+	require.Empty(t, ingress)
+	require.Empty(t, events)
+	require.Empty(t, h.fs.callsOf("chat.postMessage"))
+}
+
+func withBody(r *http.Request, body string) *http.Request {
+	r2 := httptest.NewRequest(r.Method, r.URL.Path, strings.NewReader(body))
+	r2.Header = r.Header
+	return r2
+}
+
+func TestHTTPURLVerification(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	w := h.serve(t, "/slack/events", jsonType,
+		`{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`, nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	var got map[string]string
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+	require.Equal(t, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", got["challenge"])
+}
+
+func TestHTTPStoreFailureIsNotAcknowledged(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	h.store.failN = 1
+	body := string(eventBody("Ev4", mentionEvent("U1", "<@UBOT> hello", "1700000004.000100", "")))
+	require.Equal(t, http.StatusInternalServerError, h.serve(t, "/slack/events", jsonType, body, nil).Code)
+	// Slack's retry then succeeds.
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, body, http.Header{"X-Slack-Retry-Num": {"1"}}).Code)
+	items, _, _, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+}
+
+func TestHTTPMalformedEventIsBadRequest(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	require.Equal(t, http.StatusBadRequest, h.serve(t, "/slack/events", jsonType, `{"type":"event_callback","event":`, nil).Code)
+	require.Equal(t, http.StatusBadRequest, h.serve(t, "/slack/events", jsonType, `{"type":"event_callback"}`, nil).Code)
+}
+
+func TestSocketModeMentionAckedAfterPersisting(t *testing.T) {
+	h := newHarness(t, ModeSocket, nil)
+	payload := eventBody("Ev5", mentionEvent("U1", "<@UBOT> @coder fix the flaky test", "1700000005.000100", ""))
+
+	// Hold the store: the envelope must not be acknowledged before the
+	// event is persisted.
+	gate := make(chan struct{})
+	h.store.mu.Lock()
+	h.store.gate = gate
+	h.store.mu.Unlock()
+	h.fs.sendEnvelope("env-1", "events_api", payload, 0)
+	select {
+	case ack := <-h.fs.acks:
+		t.Fatalf("envelope %s acknowledged before the event was persisted", ack.EnvelopeID)
+	case <-time.After(200 * time.Millisecond):
+	}
+	h.store.mu.Lock()
+	h.store.gate = nil
+	h.store.mu.Unlock()
+	close(gate)
+
+	require.Equal(t, "env-1", h.fs.nextAck(t).EnvelopeID)
+	items, _, events, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Equal(t, "coder", items[0].Agent())
+	require.Equal(t, bot.KindSlackMention, events[0].Kind)
+	require.Equal(t, "coder", events[0].Mentions[0])
+	require.Equal(t, "slack:T1/C1/1700000005.000100", events[0].Thread.Key())
+
+	// Slack redelivers the same event in a new envelope.
+	h.fs.sendEnvelope("env-2", "events_api", payload, 1)
+	require.Equal(t, "env-2", h.fs.nextAck(t).EnvelopeID)
+	items, _, events, dups := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Len(t, events, 1)
+	require.Equal(t, 1, dups)
+}
+
+func TestSocketModeStoreFailureLeavesEnvelopeUnacknowledged(t *testing.T) {
+	h := newHarness(t, ModeSocket, nil)
+	h.store.mu.Lock()
+	h.store.failN = 1
+	h.store.mu.Unlock()
+	payload := eventBody("Ev6", mentionEvent("U1", "<@UBOT> hello", "1700000006.000100", ""))
+	h.fs.sendEnvelope("env-3", "events_api", payload, 0)
+	h.fs.sendEnvelope("env-4", "events_api", payload, 1)
+	// Only the redelivery, which found the store back, is acknowledged.
+	require.Equal(t, "env-4", h.fs.nextAck(t).EnvelopeID)
+	select {
+	case ack := <-h.fs.acks:
+		t.Fatalf("unexpected ack %s", ack.EnvelopeID)
+	case <-time.After(100 * time.Millisecond):
+	}
+	items, _, _, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+}
+
+func TestSocketModeUnknownEventIsAcknowledged(t *testing.T) {
+	h := newHarness(t, ModeSocket, nil)
+	// slack-go has no struct for this type and reports a bad message; the
+	// core reads it, finds nothing addressed to the bot and acknowledges.
+	payload := eventBody("Ev7", map[string]any{"type": "some_future_event", "channel": "C1"})
+	h.fs.sendEnvelope("env-5", "events_api", payload, 0)
+	require.Equal(t, "env-5", h.fs.nextAck(t).EnvelopeID)
+	_, _, events, _ := h.store.snapshot()
+	require.Empty(t, events)
+}
+
+func TestSocketModeSlashCommand(t *testing.T) {
+	h := newHarness(t, ModeSocket, nil)
+	cmd, _ := json.Marshal(map[string]any{"token": "x", "team_id": testTeam, "channel_id": "C1", "user_id": "U1",
+		"command": "/deploy", "text": "staging", "trigger_id": "trig-sock", "response_url": "https://hooks.example/x"})
+	h.fs.sendEnvelope("env-6", "slash_commands", cmd, 0)
+	ack := h.fs.nextAck(t)
+	require.Equal(t, "env-6", ack.EnvelopeID)
+	var resp commandResponse
+	require.NoError(t, json.Unmarshal(ack.Payload, &resp))
+	require.Equal(t, "ephemeral", resp.ResponseType)
+	require.Contains(t, resp.Text, "wi_1")
+
+	items, _, events, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Equal(t, "ops", items[0].Agent())
+	require.Equal(t, "deploy", events[0].Command)
+	require.Equal(t, "staging", events[0].Args)
+}
+
+func TestSocketModeStopsWithContext(t *testing.T) {
+	fs := newFakeSlack(t)
+	a, err := New(Options{Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-test", APIURL: fs.apiURL(),
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}}), PingInterval: 5 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	require.Eventually(t, fs.connected, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop")
+	}
+}
+
+func TestSocketModeRefusedAppTokenEndsRun(t *testing.T) {
+	fs := newFakeSlack(t)
+	a, err := New(Options{Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-wrong", APIURL: fs.apiURL(),
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}})})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	require.ErrorContains(t, err, "invalid_auth")
+	require.NotContains(t, err.Error(), "xapp-wrong")
+}
+
+func deployForm(trigger string) url.Values {
+	return url.Values{
+		"token": {"x"}, "team_id": {testTeam}, "team_domain": {"acme"}, "channel_id": {"C1"}, "channel_name": {"ops"},
+		"user_id": {"U1"}, "user_name": {"ann"}, "command": {"/deploy"}, "text": {"staging"},
+		"response_url": {"https://hooks.example/commands/1"}, "trigger_id": {trigger}, "api_app_id": {"A1"},
+	}
+}
+
+func TestHTTPDeployCommand(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	start := time.Now()
+	w := h.serve(t, "/slack/commands", formType, deployForm("trig-1").Encode(), nil)
+	require.Less(t, time.Since(start), 3*time.Second)
+	require.Equal(t, http.StatusOK, w.Code)
+	var resp commandResponse
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &resp))
+	require.Equal(t, "ephemeral", resp.ResponseType)
+	require.Contains(t, resp.Text, "wi_1")
+
+	posts := h.fs.callsOf("chat.postMessage")
+	require.Len(t, posts, 1)
+	require.Equal(t, "C1", posts[0].Form.Get("channel"))
+	require.Contains(t, posts[0].Form.Get("text"), "<@U1> ran `/deploy staging`")
+	require.Empty(t, posts[0].Form.Get("thread_ts"))
+	anchor := "1700000100.000002" // auth.test took the first ts of the fake
+
+	items, _, events, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Equal(t, "ops", items[0].Agent())
+	ev := events[0]
+	require.Equal(t, bot.KindSlackCommand, ev.Kind)
+	require.Equal(t, "deploy", ev.Command)
+	require.Equal(t, "staging", ev.Args)
+	require.Equal(t, "trig-1", ev.DeliveryID)
+	require.Equal(t, "slack:T1/C1/"+anchor, ev.Thread.Key())
+	require.Equal(t, anchor, ev.SourceRef)
+
+	// The same request again (a replay inside the signature window) makes
+	// nothing new and takes its extra thread opener back.
+	w = h.serve(t, "/slack/commands", formType, deployForm("trig-1").Encode(), nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Contains(t, w.Body.String(), "already")
+	items, _, _, _ = h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Len(t, h.fs.callsOf("chat.delete"), 1)
+}
+
+func TestHTTPDeployCommandWhenBotIsNotInChannel(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	h.fs.fail("chat.postMessage", fakeFailure{code: "not_in_channel"})
+	w := h.serve(t, "/slack/commands", formType, deployForm("trig-2").Encode(), nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Contains(t, w.Body.String(), "/invite @switchyard")
+	_, _, events, _ := h.store.snapshot()
+	require.Empty(t, events)
+}
+
+type fakeCanceller struct{ id, by string }
+
+func (c *fakeCanceller) CancelWorkItem(_ context.Context, id, by string) error {
+	if id == "wi_404" {
+		return bot.Errorf(bot.ENOTFOUND, "work item %s not found", id)
+	}
+	c.id, c.by = id, by
+	return nil
+}
+
+type fakeResetter struct{ key string }
+
+func (r *fakeResetter) ResetThread(_ context.Context, key string) error {
+	r.key = key
+	return nil
+}
+
+func TestSwitchyardCommand(t *testing.T) {
+	canceller, resetter := &fakeCanceller{}, &fakeResetter{}
+	full := func(o *Options) {
+		o.Canceller = canceller
+		o.Resetter = resetter
+		o.Agents = func(context.Context) ([]string, error) { return []string{"reviewer", "coder"}, nil }
+		o.Skills = func(context.Context) ([]string, error) { return nil, nil }
+	}
+	bare := newHarness(t, ModeHTTP, nil)
+	wired := newHarness(t, ModeHTTP, full)
+	now := time.Now()
+	for _, h := range []*harness{bare, wired} {
+		h.store.addWorkItem(bot.WorkItem{ID: "wi_7", Status: bot.StatusRunning, Route: bot.Route{Agent: "coder"}, Text: "fix the flaky test", CreatedAt: now})
+		h.store.addWorkItem(bot.WorkItem{ID: "wi_8", Status: bot.StatusQueued, Route: bot.Route{Agent: "ops"}, Text: "/deploy staging", CreatedAt: now})
+		h.store.addWorkItem(bot.WorkItem{ID: "wi_6", Status: bot.StatusDone, Route: bot.Route{Agent: "docs"}, Text: "write docs", CreatedAt: now})
+	}
+
+	tests := []struct {
+		name string
+		h    *harness
+		text string
+		want []string
+		not  []string
+	}{
+		{"status lists open work", bare, "status", []string{"wi_7", "coder", "running", "wi_8", "ops", "queued"}, []string{"wi_6"}},
+		{"runs lists recent work", bare, "runs", []string{"wi_6", "wi_7", "wi_8"}, nil},
+		{"cancel unsupported", bare, "cancel wi_7", []string{"does not support cancelling"}, []string{"Cancelled"}},
+		{"cancel", wired, "cancel wi_7", []string{"Cancelled `wi_7`"}, nil},
+		{"cancel unknown", wired, "cancel wi_404", []string{"Could not cancel", "not found"}, nil},
+		{"cancel without id", wired, "cancel", []string{"Usage"}, nil},
+		{"agents unknown", bare, "agents", []string{"does not list its agents"}, nil},
+		{"agents", wired, "agents", []string{"`coder`, `reviewer`"}, nil},
+		{"skills without lister", bare, "skills", []string{"No skills are installed"}, nil},
+		{"skills none", wired, "skills", []string{"No skills are installed"}, nil},
+		{"reset unsupported", bare, "reset slack:T1/C1/1700000000.000001", []string{"does not support resetting"}, nil},
+		{"reset by key", wired, "reset slack:T1/C1/1700000000.000001", []string{"Reset `slack:T1/C1/1700000000.000001`"}, nil},
+		{"reset by link", wired, "reset <https://acme.slack.com/archives/C9/p1700000000000200?thread_ts=1700000000.000100&amp;cid=C9>",
+			[]string{"Reset `slack:T1/C9/1700000000.000100`"}, nil},
+		{"reset without thread", wired, "reset", []string{"Usage"}, nil},
+		{"help", bare, "help", []string{"/switchyard status", "/deploy"}, nil},
+		{"empty is help", bare, "", []string{"/switchyard status"}, nil},
+		{"unknown is help", bare, "frobnicate", []string{"/switchyard status"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			form := url.Values{"team_id": {testTeam}, "channel_id": {"C1"}, "user_id": {"U1"},
+				"command": {"/switchyard"}, "text": {tc.text}, "trigger_id": {"trig-" + tc.name}}
+			w := tc.h.serve(t, "/slack/commands", formType, form.Encode(), nil)
+			require.Equal(t, http.StatusOK, w.Code)
+			var resp commandResponse
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &resp))
+			require.Equal(t, "ephemeral", resp.ResponseType)
+			for _, s := range tc.want {
+				require.Contains(t, resp.Text, s)
+			}
+			for _, s := range tc.not {
+				require.NotContains(t, resp.Text, s)
+			}
+		})
+	}
+	require.Equal(t, "wi_7", canceller.id)
+	require.Equal(t, "U1", canceller.by)
+	require.Equal(t, "slack:T1/C9/1700000000.000100", resetter.key)
+	// Queries store nothing and post nothing.
+	_, _, events, _ := bare.store.snapshot()
+	require.Empty(t, events)
+	require.Empty(t, bare.fs.callsOf("chat.postMessage"))
+}
+
+func TestAccessLists(t *testing.T) {
+	h := newHarness(t, ModeHTTP, func(o *Options) {
+		o.AllowedUsers = []string{"U1", "U2"}
+		o.AllowedChannels = []string{"C1"}
+	})
+
+	// A stranger mentions the bot: recorded with a reason, told politely
+	// and only once, even when Slack retries.
+	body := string(eventBody("Ev10", mentionEvent("U9", "<@UBOT> @coder rm -rf", "1700000010.000100", "")))
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, body, nil).Code)
+	require.Eventually(t, func() bool { return len(h.fs.callsOf("chat.postEphemeral")) == 1 }, 5*time.Second, 5*time.Millisecond)
+	eph := h.fs.callsOf("chat.postEphemeral")[0].Form
+	require.Equal(t, "U9", eph.Get("user"))
+	require.Equal(t, "C1", eph.Get("channel"))
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, body, http.Header{"X-Slack-Retry-Num": {"1"}}).Code)
+
+	// An allowed user in a channel outside the list. Refusals go out in
+	// order, so the next one is this, not a second one for the retry.
+	other := mentionEvent("U1", "<@UBOT> hi", "1700000011.000100", "")
+	other["channel"] = "C2"
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, string(eventBody("Ev11", other)), nil).Code)
+	require.Eventually(t, func() bool { return len(h.fs.callsOf("chat.postEphemeral")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	eph = h.fs.callsOf("chat.postEphemeral")[1].Form
+	require.Equal(t, "U1", eph.Get("user"))
+	require.Equal(t, "C2", eph.Get("channel"))
+
+	// An allowed user in a DM: DMs answer to the user list alone.
+	dm := map[string]any{"type": "message", "user": "U2", "text": "hello", "ts": "1700000012.000100", "channel": "D1", "channel_type": "im"}
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, string(eventBody("Ev12", dm)), nil).Code)
+
+	// A stranger's command.
+	form := deployForm("trig-3")
+	form.Set("user_id", "U9")
+	w := h.serve(t, "/slack/commands", formType, form.Encode(), nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Contains(t, w.Body.String(), "Sorry")
+
+	items, ingress, _, _ := h.store.snapshot()
+	require.Len(t, items, 1)
+	require.Equal(t, "D1", items[0].Thread.Channel)
+	require.Len(t, ingress, 3)
+	for _, rec := range ingress {
+		require.Equal(t, bot.IgnoreNotAllowed, rec.Reason)
+	}
+	require.Empty(t, h.fs.callsOf("chat.postMessage"), "a refused command opens no thread")
+}
+
+type recordingDecider struct{ clicks chan ApprovalClick }
+
+func (d recordingDecider) DecideApproval(_ context.Context, c ApprovalClick) error {
+	d.clicks <- c
+	return nil
+}
+
+func TestInteractionsReachTheApprovalDecider(t *testing.T) {
+	dec := recordingDecider{clicks: make(chan ApprovalClick, 4)}
+	h := newHarness(t, ModeHTTP, func(o *Options) { o.Approvals = dec })
+	payload, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "user": map[string]any{"id": "U1", "team_id": testTeam}, "team": map[string]any{"id": testTeam},
+		"channel":      map[string]any{"id": "C1"},
+		"container":    map[string]any{"type": "message", "message_ts": "1700000020.000100", "channel_id": "C1", "thread_ts": "1700000001.000100"},
+		"response_url": "https://hooks.example/actions/1", "trigger_id": "trig-a",
+		"actions": []map[string]any{
+			{"type": "button", "action_id": ActionApprove, "block_id": "b1", "value": "appr_1", "action_ts": "1700000021.000100"},
+			{"type": "button", "action_id": "something_else", "block_id": "b1", "value": "x"},
+		},
+	})
+	body := url.Values{"payload": {string(payload)}}.Encode()
+	require.Equal(t, http.StatusOK, h.serve(t, "/slack/interactions", formType, body, nil).Code)
+	click := <-dec.clicks
+	require.Equal(t, ApprovalClick{Approve: true, ApprovalID: "appr_1", User: "U1", Team: testTeam, Channel: "C1",
+		MessageTS: "1700000020.000100", ThreadTS: "1700000001.000100", ResponseURL: "https://hooks.example/actions/1"}, click)
+	require.Empty(t, dec.clicks)
+
+	require.Equal(t, http.StatusBadRequest, h.serve(t, "/slack/interactions", formType, "payload=%7Bnot+json", nil).Code)
+}
+
+func TestHTTPBeforeAuthIsNotReady(t *testing.T) {
+	fs := newFakeSlack(t)
+	a, err := New(Options{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: testSecret, APIURL: fs.apiURL(),
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}})})
+	require.NoError(t, err)
+	body := string(eventBody("Ev30", mentionEvent("U1", "<@UBOT> hi", "1700000030.000100", "")))
+	w := httptest.NewRecorder()
+	a.Handler().ServeHTTP(w, signed(t, "/slack/events", jsonType, body, time.Now(), testSecret))
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	in := bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}})
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no bot token", Options{Intake: in, AppToken: "xapp"}, "bot_token"},
+		{"socket without app token", Options{Intake: in, BotToken: "xoxb"}, "app_token"},
+		{"http without signing secret", Options{Mode: ModeHTTP, Intake: in, BotToken: "xoxb"}, "signing_secret"},
+		{"unknown mode", Options{Mode: "carrier-pigeon", Intake: in, BotToken: "xoxb"}, "mode"},
+		{"no intake", Options{BotToken: "xoxb", AppToken: "xapp"}, "intake"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.opts)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
