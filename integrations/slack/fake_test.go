@@ -42,6 +42,7 @@ type apiCall struct {
 // fakeFailure is how the fake answers one call of a method instead of
 // succeeding.
 type fakeFailure struct {
+	pass       bool   // answer normally: lets a failure be queued behind successes
 	status     int    // HTTP status; 200 when zero
 	retryAfter string // Retry-After header
 	code       string // Slack error code in {"ok":false}
@@ -116,7 +117,7 @@ func (fs *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 	ts := fmt.Sprintf("1700000100.%06d", fs.nextTS)
 	fs.mu.Unlock()
 
-	if failure != nil {
+	if failure != nil && !failure.pass {
 		if failure.retryAfter != "" {
 			w.Header().Set("Retry-After", failure.retryAfter)
 		}

@@ -199,6 +199,11 @@ func TestSocketModeStoreFailureLeavesEnvelopeUnacknowledged(t *testing.T) {
 	h.store.mu.Unlock()
 	payload := eventBody("Ev6", mentionEvent("U1", "<@UBOT> hello", "1700000006.000100", ""))
 	h.fs.sendEnvelope("env-3", "events_api", payload, 0)
+	require.Eventually(t, func() bool {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		return h.store.failN == 0
+	}, 10*time.Second, 5*time.Millisecond)
 	h.fs.sendEnvelope("env-4", "events_api", payload, 1)
 	// Only the redelivery, which found the store back, is acknowledged.
 	require.Equal(t, "env-4", h.fs.nextAck(t).EnvelopeID)

@@ -1,0 +1,225 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+func newTestSink(t *testing.T, interval time.Duration) (*Sink, *fakeSlack) {
+	t.Helper()
+	fs := newFakeSlack(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fs.apiURL()))
+	return NewSink(api, SinkOptions{ChannelInterval: interval}), fs
+}
+
+var thread = bot.SlackThread(testTeam, "C1", "1700000001.000100")
+
+func statusMsg() bot.OutboxMessage {
+	started := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	return bot.OutboxMessage{Key: "wi_7/status", Thread: thread, WorkItemID: "wi_7", Kind: bot.OutboxStatus, Version: 1,
+		Status: &bot.StatusView{WorkItemID: "wi_7", Agent: "coder", State: "running", Activity: "reading <main.go>",
+			Started: started, Updated: started.Add(83 * time.Second), Children: []string{"reviewer: checking tests"}}}
+}
+
+func TestSinkPostsThenUpdatesStatus(t *testing.T) {
+	s, fs := newTestSink(t, time.Millisecond)
+	ctx := context.Background()
+
+	id, err := s.Deliver(ctx, statusMsg())
+	require.NoError(t, err)
+	posts := fs.callsOf("chat.postMessage")
+	require.Len(t, posts, 1)
+	require.Equal(t, posts[0].Form.Get("ts"), "")
+	require.Equal(t, "C1", posts[0].Form.Get("channel"))
+	require.Equal(t, "1700000001.000100", posts[0].Form.Get("thread_ts"))
+	require.Equal(t, "1700000100.000001", id)
+	require.Equal(t, "coder · running: reading &lt;main.go&gt; (1m23s)", posts[0].Form.Get("text"))
+	blocks := posts[0].Form.Get("blocks")
+	for _, want := range []string{"*coder* · running", "reading \\u0026lt;main.go\\u0026gt;", "reviewer: checking tests", "1m23s", "wi_7"} {
+		require.Contains(t, blocks, want)
+	}
+	var parsed []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(blocks), &parsed))
+	require.Equal(t, []any{"section", "section", "context"}, []any{parsed[0]["type"], parsed[1]["type"], parsed[2]["type"]})
+	require.Contains(t, posts[0].Form.Get("metadata"), "wi_7/status")
+
+	next := statusMsg()
+	next.RemoteID, next.Version, next.Status.State, next.Status.Activity = id, 2, "done", "finished"
+	id2, err := s.Deliver(ctx, next)
+	require.NoError(t, err)
+	require.Equal(t, id, id2)
+	updates := fs.callsOf("chat.update")
+	require.Len(t, updates, 1)
+	require.Equal(t, id, updates[0].Form.Get("ts"))
+	require.Equal(t, "C1", updates[0].Form.Get("channel"))
+	require.Contains(t, updates[0].Form.Get("blocks"), "finished")
+	require.Len(t, fs.callsOf("chat.postMessage"), 1, "an update posts nothing new")
+}
+
+func TestSinkReaction(t *testing.T) {
+	s, fs := newTestSink(t, time.Millisecond)
+	msg := bot.OutboxMessage{Key: "wi_7/seen", Thread: thread, Kind: bot.OutboxReaction, Reaction: bot.ReactionSeen, Target: "1700000001.000100", Version: 1}
+	id, err := s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+	require.NotEmpty(t, id)
+	calls := fs.callsOf("reactions.add")
+	require.Len(t, calls, 1)
+	require.Equal(t, "eyes", calls[0].Form.Get("name"))
+	require.Equal(t, "C1", calls[0].Form.Get("channel"))
+	require.Equal(t, "1700000001.000100", calls[0].Form.Get("timestamp"))
+
+	// Someone (or a crash between post and bookkeeping) added it already.
+	fs.fail("reactions.add", fakeFailure{code: "already_reacted"})
+	_, err = s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+
+	msg.Target = ""
+	_, err = s.Deliver(context.Background(), msg)
+	de, ok := bot.AsDeliveryError(err)
+	require.True(t, ok)
+	require.True(t, de.Permanent)
+}
+
+func TestSinkErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		failure    fakeFailure
+		permanent  bool
+		retryAfter time.Duration
+	}{
+		{"rate limited", fakeFailure{status: http.StatusTooManyRequests, retryAfter: "7"}, false, 7 * time.Second},
+		{"channel gone", fakeFailure{code: "channel_not_found"}, true, 0},
+		{"not in channel", fakeFailure{code: "not_in_channel"}, true, 0},
+		{"token revoked", fakeFailure{code: "invalid_auth"}, true, 0},
+		{"too long", fakeFailure{code: "msg_too_long"}, true, 0},
+		{"slack down", fakeFailure{status: http.StatusServiceUnavailable}, false, 0},
+		{"internal error", fakeFailure{code: "internal_error"}, false, 0},
+		{"bad request", fakeFailure{status: http.StatusBadRequest}, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, fs := newTestSink(t, time.Millisecond)
+			fs.fail("chat.postMessage", tc.failure)
+			_, err := s.Deliver(context.Background(), statusMsg())
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "xoxb-test")
+			de, ok := bot.AsDeliveryError(err)
+			if !tc.permanent && tc.retryAfter == 0 {
+				if ok {
+					require.False(t, de.Permanent)
+					require.Zero(t, de.RetryAfter)
+				}
+				return
+			}
+			require.True(t, ok, "want a DeliveryError, got %v", err)
+			require.Equal(t, tc.permanent, de.Permanent)
+			require.Equal(t, tc.retryAfter, de.RetryAfter)
+		})
+	}
+}
+
+func TestSinkRejectsOtherThreads(t *testing.T) {
+	s, _ := newTestSink(t, time.Millisecond)
+	_, err := s.Deliver(context.Background(), bot.OutboxMessage{Key: "k", Thread: bot.LocalThread("t1"), Kind: bot.OutboxReply, Text: "hi"})
+	de, ok := bot.AsDeliveryError(err)
+	require.True(t, ok)
+	require.True(t, de.Permanent)
+}
+
+func longReply() string {
+	var b strings.Builder
+	b.WriteString("Summary of the fix <!channel> & friends:\n\n")
+	for i := range 120 {
+		b.WriteString("- step ")
+		b.WriteString(strings.Repeat("é", 5))
+		b.WriteString(" ")
+		b.WriteString(strings.Repeat("word ", 10))
+		b.WriteString(string(rune('a' + i%26)))
+		b.WriteString("\n")
+	}
+	b.WriteString("```go\n")
+	for range 40 {
+		b.WriteString("fmt.Println(\"a line of code that is fairly long\")\n")
+	}
+	b.WriteString("```\nDone.\n")
+	return b.String()
+}
+
+func TestSinkSplitsLongReply(t *testing.T) {
+	s, fs := newTestSink(t, time.Millisecond)
+	text := longReply()
+	require.Greater(t, utf8.RuneCountInString(text), 2*maxReplyRunes)
+	msg := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, Kind: bot.OutboxReply, Text: text, Version: 1}
+	id, err := s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+
+	posts := fs.callsOf("chat.postMessage")
+	require.GreaterOrEqual(t, len(posts), 3)
+	require.Equal(t, "1700000100.000001", id, "the reply is known by its first message")
+	var joined strings.Builder
+	for _, p := range posts {
+		require.Equal(t, "1700000001.000100", p.Form.Get("thread_ts"))
+		part := unescape(p.Form.Get("text"))
+		require.LessOrEqual(t, utf8.RuneCountInString(part), maxReplyRunes)
+		require.True(t, utf8.ValidString(part))
+		require.Equal(t, 0, strings.Count(part, "```")%2, "every part renders its code as code")
+		joined.WriteString(part)
+	}
+	require.Contains(t, posts[0].Form.Get("text"), "&lt;!channel&gt; &amp; friends", "agent text cannot ping a channel")
+	require.Equal(t, strings.Count(text, "fmt.Println"), strings.Count(joined.String(), "fmt.Println"))
+	require.True(t, strings.HasSuffix(joined.String(), "Done.\n"))
+}
+
+func TestSinkResumesSplitReplyAfterFailure(t *testing.T) {
+	s, fs := newTestSink(t, time.Millisecond)
+	msg := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, Kind: bot.OutboxReply, Text: longReply(), Version: 1}
+	parts := len(splitMessage(msg.Text, maxReplyRunes))
+	require.Greater(t, parts, 2)
+
+	// The first part goes out, the second is rate limited.
+	fs.fail("chat.postMessage", fakeFailure{pass: true})
+	fs.fail("chat.postMessage", fakeFailure{status: http.StatusTooManyRequests, retryAfter: "1"})
+	_, err := s.Deliver(context.Background(), msg)
+	de, ok := bot.AsDeliveryError(err)
+	require.True(t, ok)
+	require.Equal(t, time.Second, de.RetryAfter)
+
+	// The outbox retries the whole message; only the rest is posted.
+	id, err := s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+	require.Equal(t, "1700000100.000001", id)
+	posts := fs.callsOf("chat.postMessage")
+	require.Len(t, posts, parts+1, "every part once, plus the refused attempt")
+	require.Contains(t, posts[0].Form.Get("text"), "Summary of the fix")
+	require.NotContains(t, posts[2].Form.Get("text"), "Summary of the fix")
+}
+
+func TestSinkPacesAChannel(t *testing.T) {
+	s, fs := newTestSink(t, 100*time.Millisecond)
+	start := time.Now()
+	for i := range 3 {
+		msg := bot.OutboxMessage{Key: "k" + string(rune('0'+i)), Thread: thread, Kind: bot.OutboxReply, Text: "part", Version: 1}
+		_, err := s.Deliver(context.Background(), msg)
+		require.NoError(t, err)
+	}
+	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+	require.Len(t, fs.callsOf("chat.postMessage"), 3)
+
+	// Another channel is not held up by this one.
+	s.pace.hold("C1", time.Hour)
+	other := bot.OutboxMessage{Key: "o", Thread: bot.SlackThread(testTeam, "C2", "1.2"), Kind: bot.OutboxReply, Text: "hi", Version: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := s.Deliver(ctx, other)
+	require.NoError(t, err)
+}
