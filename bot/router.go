@@ -1,0 +1,734 @@
+package bot
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// DefaultAgent receives what nothing else routes when the routing config
+// names no default agent.
+const DefaultAgent = "triage"
+
+// Router decides which agent handles an event. It is compiled once from the
+// routing config and is safe for concurrent use: Route only reads.
+//
+// The order of precedence is: an explicit mention of a known agent, a command
+// with a mapping, the rules by priority, a content keyword, the default agent.
+type Router struct {
+	agents       map[string]routerAgent // by lower-cased name
+	commands     map[string]routerCommand
+	rules        []compiledRule // evaluation order
+	content      []contentKeyword
+	defaultAgent string
+	needsPaths   bool
+}
+
+var _ Decider = (*Router)(nil)
+
+// The reasons are built at compile time so that Route does not format
+// strings on the hot path.
+type routerAgent struct {
+	name    string
+	mention string // "mention @coder"
+}
+
+type routerCommand struct {
+	agent  string
+	reason string // "command /deploy"
+}
+
+type contentKeyword struct {
+	agent   string
+	keyword string // lower-cased
+	reason  string // `content: keyword "deploy"`
+	// wordStart and wordEnd say whether the keyword begins or ends with a
+	// word character; only then must its neighbour in the text be a non-word
+	// character, so "c++" still matches in "c++,".
+	wordStart, wordEnd bool
+}
+
+type compiledRule struct {
+	info   RuleInfo
+	reason string // `rule "bugs" (priority 100)`
+
+	// Conditions, checked cheapest first. A nil slice means "not present".
+	sources  []string
+	kinds    []glob // lower-cased
+	channels []string
+	actors   []string
+	repos    []glob // lower-cased
+	labels   []string
+	paths    []glob
+	text     *textMatcher
+}
+
+// RuleInfo describes a compiled rule for listings such as
+// `switchyard rules list`.
+type RuleInfo struct {
+	Name     string `json:"name"`
+	Priority int    `json:"priority"`
+	Agent    string `json:"agent"`
+	// Match is a one-line summary of the conditions, for people.
+	Match string `json:"match"`
+}
+
+// NewRouter compiles cfg for the given agents. It validates every name,
+// regular expression and glob and reports each problem as a *FieldError whose
+// Field is the config path ("routing.rules[2].agent"); several problems are
+// joined with errors.Join, in config order.
+//
+// Every rule must have a name, unique within the config: the name is stored
+// with each decision the rule makes, so it has to mean something to a person
+// and stay stable when rules are reordered.
+//
+// Commands from cfg override the built-in ones (DefaultCommands); a built-in
+// command whose agent is not among agents is dropped silently, so a team that
+// removes the docs agent does not have to remove /docs as well.
+func NewRouter(cfg RoutingConfig, agents []AgentInfo) (*Router, error) {
+	r := &Router{
+		agents:   make(map[string]routerAgent, len(agents)),
+		commands: map[string]routerCommand{},
+	}
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	for _, a := range agents {
+		if a.Name == "" {
+			continue
+		}
+		key := strings.ToLower(a.Name)
+		if _, dup := r.agents[key]; dup {
+			continue
+		}
+		r.agents[key] = routerAgent{name: a.Name, mention: "mention @" + a.Name}
+	}
+	known := func(name string) bool {
+		a, ok := r.agents[strings.ToLower(name)]
+		return ok && a.name == name
+	}
+
+	r.defaultAgent = cfg.DefaultAgent
+	if r.defaultAgent == "" {
+		r.defaultAgent = DefaultAgent
+	}
+	if !known(r.defaultAgent) {
+		fail("routing.default_agent", "unknown agent %q", r.defaultAgent)
+	}
+
+	for name, agent := range DefaultCommands() {
+		if known(agent) {
+			r.commands[name] = routerCommand{agent: agent, reason: "command /" + name}
+		}
+	}
+	custom := make(map[string]string, len(cfg.Commands)) // lower-cased → as written
+	for _, name := range slices.Sorted(maps.Keys(cfg.Commands)) {
+		agent := cfg.Commands[name]
+		field := "routing.commands" + keyPath(name)
+		lower := strings.ToLower(name)
+		switch {
+		case strings.HasPrefix(name, "/"):
+			fail(field, "bad command name %q: write it without the slash", name)
+			continue
+		case !isPlainKey(name):
+			fail(field, "bad command name %q: want letters, digits, - and _", name)
+			continue
+		}
+		if prev, dup := custom[lower]; dup {
+			fail(field, "duplicate command %q (also %q; command names are case-insensitive)", name, prev)
+			continue
+		}
+		custom[lower] = name
+		switch {
+		case agent == "":
+			fail(field, "no agent given")
+		case !known(agent):
+			fail(field, "unknown agent %q", agent)
+		default:
+			r.commands[lower] = routerCommand{agent: agent, reason: "command /" + lower}
+		}
+	}
+
+	names := make(map[string]int, len(cfg.Rules))
+	for i, rule := range cfg.Rules {
+		cr, ruleErrs := compileRule(i, rule, known)
+		errs = append(errs, ruleErrs...)
+		if rule.Name != "" {
+			if j, dup := names[rule.Name]; dup {
+				fail(fmt.Sprintf("routing.rules[%d].name", i), "duplicate rule name %q (also routing.rules[%d])", rule.Name, j)
+				continue
+			}
+			names[rule.Name] = i
+		}
+		if len(ruleErrs) == 0 {
+			r.rules = append(r.rules, cr)
+			r.needsPaths = r.needsPaths || cr.paths != nil
+		}
+	}
+	// Higher priority first; the stable sort keeps file order within a
+	// priority.
+	slices.SortStableFunc(r.rules, func(a, b compiledRule) int { return cmp.Compare(b.info.Priority, a.info.Priority) })
+
+	for _, a := range agents {
+		if a.Name == "" {
+			continue
+		}
+		for _, kw := range a.Keywords {
+			kw = strings.ToLower(strings.TrimSpace(kw))
+			if kw == "" {
+				continue
+			}
+			first, _ := utf8.DecodeRuneInString(kw)
+			last, _ := utf8.DecodeLastRuneInString(kw)
+			r.content = append(r.content, contentKeyword{
+				agent:     a.Name,
+				keyword:   kw,
+				reason:    "content: keyword " + strconv.Quote(kw),
+				wordStart: isWordRune(first),
+				wordEnd:   isWordRune(last),
+			})
+		}
+	}
+
+	if len(errs) > 0 {
+		if len(errs) == 1 {
+			return nil, errs[0]
+		}
+		return nil, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+func compileRule(i int, rule Rule, known func(string) bool) (compiledRule, []error) {
+	var errs []error
+	at := func(field string) string { return fmt.Sprintf("routing.rules[%d]%s", i, field) }
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: at(field), Msg: fmt.Sprintf(format, args...)})
+	}
+
+	if strings.TrimSpace(rule.Name) == "" {
+		fail(".name", "a rule needs a name (it is recorded with every decision the rule makes)")
+	}
+	switch {
+	case rule.Agent == "":
+		fail(".agent", "a rule needs an agent")
+	case !known(rule.Agent):
+		fail(".agent", "unknown agent %q", rule.Agent)
+	}
+
+	m := rule.Match
+	cr := compiledRule{
+		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: summarize(m)},
+		reason: fmt.Sprintf("rule %q (priority %d)", rule.Name, rule.Priority),
+	}
+	strs := func(field string, in []string, norm func(string) string) []string {
+		if in == nil {
+			return nil
+		}
+		out := make([]string, 0, len(in))
+		for j, s := range in {
+			s = norm(s)
+			if s == "" {
+				fail(fmt.Sprintf(".match.%s[%d]", field, j), "empty value")
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	globs := func(field string, in []string, lower bool) []glob {
+		if in == nil {
+			return nil
+		}
+		out := make([]glob, 0, len(in))
+		for j, p := range in {
+			g, err := compileGlob(p, lower)
+			if err != nil {
+				fail(fmt.Sprintf(".match.%s[%d]", field, j), "%v", err)
+				continue
+			}
+			out = append(out, g)
+		}
+		return out
+	}
+	trim := strings.TrimSpace
+
+	cr.sources = strs("sources", m.Sources, func(s string) string { return strings.ToLower(trim(s)) })
+	for j, s := range cr.sources {
+		switch s {
+		case SourceLocal, SourceGitHub, SourceSlack, SourceSchedule:
+		default:
+			fail(fmt.Sprintf(".match.sources[%d]", j), "unknown source %q (want local, github, slack or schedule)", s)
+		}
+	}
+	cr.kinds = globs("kinds", m.Kinds, true)
+	cr.channels = strs("channels", m.Channels, func(s string) string { return strings.TrimPrefix(trim(s), "#") })
+	cr.actors = strs("actors", m.Actors, func(s string) string { return strings.TrimPrefix(trim(s), "@") })
+	cr.repos = globs("repos", m.Repos, true)
+	cr.labels = strs("labels", m.Labels, trim)
+	cr.paths = globs("paths", m.Paths, false)
+	if m.Text != "" {
+		tm, err := compileText(m.Text)
+		if err != nil {
+			why := err.Error()
+			var se *syntax.Error
+			if errors.As(err, &se) {
+				why = string(se.Code)
+			}
+			fail(".match.text", "bad regular expression %q: %s", m.Text, why)
+		}
+		cr.text = tm
+	}
+	return cr, errs
+}
+
+// Route decides the agent for ev. It never fails: an event nothing else
+// claims goes to the default agent.
+func (r *Router) Route(ev *Event) Route {
+	for _, m := range ev.Mentions {
+		if a, ok := r.agents[strings.ToLower(m)]; ok {
+			return Route{Agent: a.name, Reason: a.mention}
+		}
+	}
+	if ev.Command != "" {
+		if c, ok := r.commands[strings.ToLower(ev.Command)]; ok {
+			return Route{Agent: c.agent, Reason: c.reason}
+		}
+	}
+	// strings.ToLower returns its argument when there is nothing to lower,
+	// so the common case allocates nothing.
+	in := routeInput{ev: ev, kind: strings.ToLower(ev.Kind), repo: strings.ToLower(ev.Repo)}
+	for i := range r.rules {
+		if cr := &r.rules[i]; cr.matches(&in) {
+			return Route{Agent: cr.info.Agent, Reason: cr.reason, Rule: cr.info.Name}
+		}
+	}
+	if len(r.content) > 0 && ev.Text != "" {
+		text, _ := in.lowerText()
+		for i := range r.content {
+			if c := &r.content[i]; c.in(text) {
+				return Route{Agent: c.agent, Reason: c.reason}
+			}
+		}
+	}
+	return Route{Agent: r.defaultAgent, Reason: RouteDefault}
+}
+
+// routeInput is what Route derives from an event once, for every rule.
+type routeInput struct {
+	ev         *Event
+	kind, repo string // lower-cased
+
+	lowered bool
+	lower   string // ev.Text lower-cased, once asked for
+	ascii   bool
+
+	indexed bool
+	paths   pathIndex
+}
+
+// pathIndex holds the distinct first segments and extensions of an event's
+// changed paths, so a path glob that needs a segment or extension the pull
+// request does not touch is rejected without looking at each path. The
+// arrays keep it off the heap; a pull request with more distinct values than
+// fit is simply not indexed.
+type pathIndex struct {
+	segs, exts   [16]string
+	nSegs, nExts int
+	full         bool
+}
+
+func (in *routeInput) anyPath(gs []glob) bool {
+	if !in.indexed {
+		in.indexed = true
+		in.paths.build(in.ev.Paths)
+	}
+	for i := range gs {
+		g := &gs[i]
+		if !in.paths.full && (g.seg != "" && !in.paths.hasSeg(g.seg) || g.ext != "" && !in.paths.hasExt(g.ext)) {
+			continue
+		}
+		for _, p := range in.ev.Paths {
+			if g.match(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (x *pathIndex) build(paths []string) {
+	for _, p := range paths {
+		seg, _, _ := strings.Cut(p, "/")
+		ext := pathExt(p)
+		if !slices.Contains(x.segs[:x.nSegs], seg) {
+			if x.nSegs == len(x.segs) {
+				x.full = true
+				return
+			}
+			x.segs[x.nSegs] = seg
+			x.nSegs++
+		}
+		if !slices.Contains(x.exts[:x.nExts], ext) {
+			if x.nExts == len(x.exts) {
+				x.full = true
+				return
+			}
+			x.exts[x.nExts] = ext
+			x.nExts++
+		}
+	}
+}
+
+func (x *pathIndex) hasSeg(s string) bool { return slices.Contains(x.segs[:x.nSegs], s) }
+func (x *pathIndex) hasExt(s string) bool { return slices.Contains(x.exts[:x.nExts], s) }
+
+// pathExt returns what follows the last dot of the last segment of p, or "".
+func pathExt(p string) string {
+	base := p[strings.LastIndexByte(p, '/')+1:]
+	if i := strings.LastIndexByte(base, '.'); i >= 0 {
+		return base[i+1:]
+	}
+	return ""
+}
+
+// lowerText returns the event's text lower-cased, and whether it is ASCII.
+func (in *routeInput) lowerText() (string, bool) {
+	if !in.lowered {
+		in.lowered = true
+		in.lower = strings.ToLower(in.ev.Text)
+		in.ascii = isASCII(in.ev.Text)
+	}
+	return in.lower, in.ascii
+}
+
+// Rules returns the compiled rules in evaluation order.
+func (r *Router) Rules() []RuleInfo {
+	out := make([]RuleInfo, len(r.rules))
+	for i := range r.rules {
+		out[i] = r.rules[i].info
+	}
+	return out
+}
+
+// Commands returns the command table, built-in and configured, by command
+// name (lower-cased, without the slash) to agent.
+func (r *Router) Commands() map[string]string {
+	out := make(map[string]string, len(r.commands))
+	for name, c := range r.commands {
+		out[name] = c.agent
+	}
+	return out
+}
+
+// DefaultAgent returns the agent that receives what nothing else routes.
+func (r *Router) DefaultAgent() string { return r.defaultAgent }
+
+// NeedsPaths reports whether any rule matches on changed paths. Sources that
+// must make an extra request to learn a pull request's files (GitHub) do so
+// only then.
+func (r *Router) NeedsPaths() bool { return r.needsPaths }
+
+func (cr *compiledRule) matches(in *routeInput) bool {
+	ev := in.ev
+	if cr.sources != nil && !containsFold(cr.sources, ev.Source) {
+		return false
+	}
+	if cr.kinds != nil && !anyGlob(cr.kinds, in.kind) {
+		return false
+	}
+	if cr.channels != nil && !containsFold(cr.channels, ev.Channel) {
+		return false
+	}
+	if cr.actors != nil && !containsFold(cr.actors, ev.Actor) {
+		return false
+	}
+	if cr.repos != nil && !anyGlob(cr.repos, in.repo) {
+		return false
+	}
+	if cr.labels != nil && !anyFold(cr.labels, ev.Labels) {
+		return false
+	}
+	if cr.paths != nil && !in.anyPath(cr.paths) {
+		return false
+	}
+	if cr.text != nil && !cr.text.match(in) {
+		return false
+	}
+	return true
+}
+
+func containsFold(list []string, s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func anyFold(want, have []string) bool {
+	for _, h := range have {
+		if containsFold(want, h) {
+			return true
+		}
+	}
+	return false
+}
+
+func anyGlob(gs []glob, s string) bool {
+	for i := range gs {
+		if gs[i].match(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// in reports whether the keyword occurs in text as a whole word. Both are
+// lower-cased.
+func (c *contentKeyword) in(text string) bool {
+	for off := 0; off < len(text); {
+		i := strings.Index(text[off:], c.keyword)
+		if i < 0 {
+			return false
+		}
+		start := off + i
+		end := start + len(c.keyword)
+		before, _ := utf8.DecodeLastRuneInString(text[:start])
+		after, _ := utf8.DecodeRuneInString(text[end:])
+		if (!c.wordStart || start == 0 || !isWordRune(before)) &&
+			(!c.wordEnd || end == len(text) || !isWordRune(after)) {
+			return true
+		}
+		_, size := utf8.DecodeRuneInString(text[start:])
+		off = start + size
+	}
+	return false
+}
+
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// glob is a doublestar pattern with fast paths for the shapes rules use
+// most: a literal ("github.issues.opened") and a literal prefix followed by a
+// single star ("github.pull_request.*"). Any other pattern is first checked
+// against the literal text every match must start and end with, which
+// rejects most paths of a large pull request without running the general
+// matcher. Every path answers exactly as doublestar.Match would.
+type glob struct {
+	pattern string
+	shape   globShape
+	prefix  string // every match starts with it
+	suffix  string // every match ends with it (globGeneral only)
+	// seg is the first path segment every match has, ext the extension
+	// (see pathExt); "" when the pattern does not fix them.
+	seg, ext string
+}
+
+type globShape uint8
+
+const (
+	globGeneral globShape = iota
+	globLiteral
+	globPrefixStar
+)
+
+const globMeta = `*?[]{}\`
+
+func compileGlob(pattern string, lower bool) (glob, error) {
+	if lower {
+		pattern = strings.ToLower(pattern)
+	}
+	if strings.TrimSpace(pattern) == "" {
+		return glob{}, errors.New("empty value")
+	}
+	if !doublestar.ValidatePattern(pattern) {
+		return glob{}, fmt.Errorf("bad glob %q: %v", pattern, doublestar.ErrBadPattern)
+	}
+	g := glob{pattern: pattern}
+	first := strings.IndexAny(pattern, globMeta)
+	last := strings.LastIndexAny(pattern, globMeta)
+	switch {
+	case first < 0:
+		g.shape = globLiteral
+	case first == len(pattern)-1 && pattern[first] == '*':
+		g.shape = globPrefixStar
+		g.prefix = pattern[:first]
+	default:
+		// "a/**" also matches "a", so the separator before a meta
+		// character is not part of the guaranteed prefix; "**/x.md" also
+		// matches "x.md", so the suffix starts after the last separator.
+		g.prefix = strings.TrimSuffix(pattern[:first], "/")
+		g.suffix = pattern[last+1:]
+		if i := strings.LastIndexByte(g.suffix, '/'); i >= 0 {
+			g.suffix = g.suffix[i+1:]
+		}
+	}
+	switch g.shape {
+	case globLiteral:
+		g.seg, _, _ = strings.Cut(pattern, "/")
+		g.ext = pathExt(pattern)
+	default:
+		if seg, _, ok := strings.Cut(pattern[:first], "/"); ok {
+			g.seg = seg
+		}
+		if i := strings.LastIndexByte(g.suffix, '.'); i >= 0 {
+			g.ext = g.suffix[i+1:]
+		}
+	}
+	return g, nil
+}
+
+func (g *glob) match(s string) bool {
+	switch g.shape {
+	case globLiteral:
+		return s == g.pattern
+	case globPrefixStar:
+		return strings.HasPrefix(s, g.prefix) && strings.IndexByte(s[len(g.prefix):], '/') < 0
+	}
+	if !strings.HasPrefix(s, g.prefix) || !strings.HasSuffix(s, g.suffix) {
+		return false
+	}
+	return doublestar.MatchUnvalidated(g.pattern, s)
+}
+
+// textMatcher is a rule's regular expression with a cheap test in front: a
+// literal the text must contain for the expression to match at all, found
+// in the parsed expression. Most rules' texts are rejected by a substring
+// search instead of a run of the regexp engine.
+type textMatcher struct {
+	re *regexp.Regexp
+	// lit is empty when the expression requires no literal. When fold is
+	// set the expression matches lit case-insensitively and lit is
+	// lower-cased ASCII.
+	lit  string
+	fold bool
+}
+
+func compileText(expr string) (*textMatcher, error) {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	tm := &textMatcher{re: re}
+	parsed, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return tm, nil
+	}
+	for parsed.Op == syntax.OpCapture {
+		parsed = parsed.Sub[0]
+	}
+	lits := []*syntax.Regexp{parsed}
+	if parsed.Op == syntax.OpConcat {
+		lits = parsed.Sub
+	}
+	for _, sub := range lits {
+		if sub.Op != syntax.OpLiteral || len(sub.Rune) <= len([]rune(tm.lit)) {
+			continue
+		}
+		lit := string(sub.Rune)
+		fold := sub.Flags&syntax.FoldCase != 0
+		if fold && !isASCII(lit) {
+			// Unicode case folding is wider than lower-casing (ſ folds
+			// to s); leave such literals to the engine.
+			continue
+		}
+		if fold {
+			lit = strings.ToLower(lit)
+		}
+		tm.lit, tm.fold = lit, fold
+	}
+	return tm, nil
+}
+
+func (tm *textMatcher) match(in *routeInput) bool {
+	text := in.ev.Text
+	switch {
+	case tm.lit == "":
+	case !tm.fold:
+		if !strings.Contains(text, tm.lit) {
+			return false
+		}
+	default:
+		// For ASCII text, lower-casing is exactly the regexp's case
+		// folding; other text goes to the engine unfiltered.
+		if l, ascii := in.lowerText(); ascii && !strings.Contains(l, tm.lit) {
+			return false
+		}
+	}
+	return tm.re.MatchString(text)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// summarize renders a match for people: "kinds github.issues.*; labels bug, defect".
+func summarize(m Match) string {
+	var parts []string
+	add := func(name string, vals []string) {
+		if vals != nil {
+			parts = append(parts, name+" "+strings.Join(vals, ", "))
+		}
+	}
+	add("sources", m.Sources)
+	add("kinds", m.Kinds)
+	add("channels", m.Channels)
+	add("actors", m.Actors)
+	add("repos", m.Repos)
+	add("labels", m.Labels)
+	add("paths", m.Paths)
+	if m.Text != "" {
+		parts = append(parts, "text /"+m.Text+"/")
+	}
+	if len(parts) == 0 {
+		return "any event"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// isPlainKey reports whether s is made of ASCII letters, digits, "-" and
+// "_" only: the spelling of command names and of map keys a config path
+// writes without quotes.
+func isPlainKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r))) {
+			return false
+		}
+	}
+	return true
+}
+
+// keyPath spells a map key in a config path the way the config loader does:
+// ".deploy" for a plain key, `["a b"]` for anything else.
+func keyPath(key string) string {
+	if isPlainKey(key) {
+		return "." + key
+	}
+	return "[" + strconv.Quote(key) + "]"
+}
