@@ -1,0 +1,269 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Provider is one configured model. Chat sends the conversation and returns
+// the model's next message: text, tool calls, or both.
+type Provider interface {
+	Chat(ctx context.Context, req Request) (Response, error)
+}
+
+// Role says who wrote a message.
+type Role string
+
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool" // the result of one tool call
+)
+
+// Message is one entry of a conversation. The system prompt is not a message;
+// it travels in Request.System because the two wire formats place it
+// differently.
+type Message struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message makes.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID names the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// IsError marks a tool result that reports a failure or a refusal.
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// ToolCall is the model asking to run a tool.
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ToolDef describes a tool the model may call. Schema is a JSON schema of
+// type object.
+type ToolDef struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage
+}
+
+// Request is one call to a model.
+type Request struct {
+	System   string
+	Messages []Message
+	Tools    []ToolDef
+	// MaxTokens caps the response; 0 uses the model's configured max_tokens.
+	MaxTokens   int
+	Temperature *float64
+	// ReasoningEffort is passed to models that take one ("low", "medium",
+	// "high"); "" leaves the provider's default.
+	ReasoningEffort string
+}
+
+// Stop reasons, normalised across providers.
+const (
+	StopEnd       = "end"
+	StopToolUse   = "tool_use"
+	StopMaxTokens = "max_tokens"
+	StopRefusal   = "refusal"
+)
+
+// Response is the model's next message.
+type Response struct {
+	Text      string
+	ToolCalls []ToolCall
+	// Refusal is set when the model declined to answer.
+	Refusal    string
+	StopReason string
+	Usage      Usage
+}
+
+// Usage is what a call cost, as the provider counted it.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Total is input plus output tokens.
+func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
+
+// Provider names accepted in Config.Provider.
+const (
+	ProviderOpenAI    = "openai"    // any OpenAI-compatible chat completions server
+	ProviderAnthropic = "anthropic" // Anthropic messages
+	ProviderOllama    = "ollama"    // OpenAI-compatible at Ollama's default address
+)
+
+// Defaults applied by New to a Config that leaves them zero.
+const (
+	DefaultMaxTokens  = 4096
+	DefaultTimeout    = 5 * time.Minute
+	DefaultMaxRetries = 3
+	// OllamaBaseURL is where a local Ollama serves its OpenAI-compatible API.
+	OllamaBaseURL = "http://127.0.0.1:11434/v1"
+)
+
+// Config is one entry of the models section of the config file.
+type Config struct {
+	Provider string     `yaml:"provider" json:"provider"`
+	BaseURL  string     `yaml:"base_url" json:"base_url,omitempty"`
+	APIKey   bot.Secret `yaml:"api_key" json:"api_key,omitempty"`
+	// Model is the provider's model id ("claude-sonnet-5-5", "llama3.2").
+	Model string `yaml:"model" json:"model"`
+	// MaxTokens caps each response.
+	MaxTokens int `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	// Timeout bounds one HTTP attempt; retries get their own.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// MaxRetries is how often the SDK retries 408, 409, 429, 5xx and
+	// connection errors, waiting as Retry-After says; 0 uses
+	// DefaultMaxRetries, a negative value disables retries.
+	MaxRetries int `yaml:"max_retries" json:"max_retries,omitempty"`
+}
+
+// Validate reports the first problem with c as a *bot.FieldError whose
+// Field is relative to the entry ("provider", "model"); the config loader
+// prefixes "models.<name>.".
+func (c Config) Validate() error {
+	switch c.Provider {
+	case ProviderOpenAI, ProviderAnthropic, ProviderOllama:
+	case "":
+		return &bot.FieldError{Field: "provider", Msg: "required (openai, anthropic or ollama)"}
+	default:
+		return &bot.FieldError{Field: "provider", Msg: fmt.Sprintf("unknown provider %q (want openai, anthropic or ollama)", c.Provider)}
+	}
+	if c.Model == "" {
+		return &bot.FieldError{Field: "model", Msg: "required"}
+	}
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &bot.FieldError{Field: "base_url", Msg: fmt.Sprintf("%q is not an http(s) URL", c.BaseURL)}
+		}
+	}
+	if !c.APIKey.IsSet() && c.BaseURL == "" && c.Provider != ProviderOllama {
+		return &bot.FieldError{Field: "api_key", Msg: fmt.Sprintf("required for %s without a base_url", c.Provider)}
+	}
+	if c.MaxTokens < 0 {
+		return &bot.FieldError{Field: "max_tokens", Msg: "must not be negative"}
+	}
+	if c.Timeout < 0 {
+		return &bot.FieldError{Field: "timeout", Msg: "must not be negative"}
+	}
+	return nil
+}
+
+// Describe says which model this is, for logs: never the key.
+func (c Config) Describe() string {
+	switch {
+	case c.Provider == ProviderAnthropic && c.BaseURL == "":
+		return fmt.Sprintf("anthropic %s", c.Model)
+	case c.BaseURL == "" && c.Provider == ProviderOllama:
+		return fmt.Sprintf("ollama %s at %s", c.Model, OllamaBaseURL)
+	case c.BaseURL == "":
+		return fmt.Sprintf("openai %s", c.Model)
+	default:
+		return fmt.Sprintf("%s %s at %s", c.Provider, c.Model, c.BaseURL)
+	}
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultMaxTokens
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	switch {
+	case c.MaxRetries == 0:
+		c.MaxRetries = DefaultMaxRetries
+	case c.MaxRetries < 0:
+		c.MaxRetries = 0
+	}
+	if c.Provider == ProviderOllama && c.BaseURL == "" {
+		c.BaseURL = OllamaBaseURL
+	}
+	return c
+}
+
+// New returns the provider c configures. hc carries the requests (nil: a
+// client of its own); per-attempt timeouts come from c.Timeout, not from hc.
+func New(c Config, hc *http.Client) (Provider, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("model %s: %w", c.Model, err)
+	}
+	c = c.withDefaults()
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	if c.Provider == ProviderAnthropic {
+		return newAnthropic(c, hc), nil
+	}
+	return newOpenAI(c, hc), nil
+}
+
+// Models are the configured providers by the names agents use for them
+// ("default", "fast").
+type Models map[string]Provider
+
+// Open builds a provider for every entry of cfgs.
+func Open(cfgs map[string]Config, hc *http.Client) (Models, error) {
+	m := make(Models, len(cfgs))
+	for _, name := range sortedKeys(cfgs) {
+		p, err := New(cfgs[name], hc)
+		if err != nil {
+			return nil, fmt.Errorf("models.%s: %w", name, err)
+		}
+		m[name] = p
+	}
+	return m, nil
+}
+
+// Model returns the provider configured under name.
+func (m Models) Model(name string) (Provider, bool) {
+	p, ok := m[name]
+	return p, ok
+}
+
+// Names returns the configured names, sorted.
+func (m Models) Names() []string { return sortedKeys(m) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Error is a failed model call. Message is the provider's own explanation
+// when it sent one; it never contains the API key.
+type Error struct {
+	Provider   string
+	Model      string
+	StatusCode int // 0 when no HTTP response arrived or it could not be read
+	Message    string
+	Err        error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s model %s", e.Provider, e.Model)
+	if e.StatusCode != 0 {
+		msg += fmt.Sprintf(": HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
