@@ -99,16 +99,20 @@ type flavour struct {
 
 var flavours = []flavour{
 	{
-		name:     "openai",
-		cfg:      func(url string) llm.Config { return llm.Config{Provider: "openai", BaseURL: url + "/v1", APIKey: "sk-test-key-123456", Model: "m"} },
+		name: "openai",
+		cfg: func(url string) llm.Config {
+			return llm.Config{Provider: "openai", BaseURL: url + "/v1", APIKey: "sk-test-key-123456", Model: "m"}
+		},
 		path:     "/v1/chat/completions",
 		text:     openaiText,
 		toolCall: openaiToolCall,
 		errBody:  `{"error":{"message":"model m does not exist","type":"invalid_request_error"}}`,
 	},
 	{
-		name:     "anthropic",
-		cfg:      func(url string) llm.Config { return llm.Config{Provider: "anthropic", BaseURL: url, APIKey: "sk-ant-test-123456", Model: "m"} },
+		name: "anthropic",
+		cfg: func(url string) llm.Config {
+			return llm.Config{Provider: "anthropic", BaseURL: url, APIKey: "sk-ant-test-123456", Model: "m"}
+		},
 		path:     "/v1/messages",
 		text:     anthropicText,
 		toolCall: anthropicToolCall,
