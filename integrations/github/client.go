@@ -1,0 +1,268 @@
+package github
+
+import (
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// DefaultAPIURL is GitHub.com's REST API root.
+const DefaultAPIURL = "https://api.github.com/"
+
+// ClientOptions configure a Client: the github section of the config.
+type ClientOptions struct {
+	// AppID is the GitHub App's numeric id.
+	AppID int64
+	// PrivateKey is the App's private key, PEM (PKCS#1 as GitHub issues it,
+	// or PKCS#8). Exactly one of PrivateKey and PrivateKeyFile is set.
+	PrivateKey     bot.Secret
+	PrivateKeyFile string
+	// APIURL is the REST API root: DefaultAPIURL when empty, or
+	// https://HOST/api/v3/ for GitHub Enterprise Server.
+	APIURL string
+	// Transport carries every request, shared by all installations so
+	// connections are reused; http.DefaultTransport when nil.
+	Transport http.RoundTripper
+	// Installations resolves a repository to the installation that covers
+	// it; when nil, or when it does not know the repository, GitHub is asked.
+	Installations InstallationStore
+	Logger        *slog.Logger
+}
+
+// Client authenticates as a GitHub App and hands out one go-github client
+// per installation. Installation tokens are fetched, cached and refreshed by
+// ghinstallation; a client (and its rate-limit state) lives as long as the
+// Client. It is safe for concurrent use.
+type Client struct {
+	appID         int64
+	key           *rsa.PrivateKey
+	base          *url.URL
+	tr            http.RoundTripper
+	installations InstallationStore
+	logger        *slog.Logger
+	app           *gh.Client
+
+	mu      sync.Mutex
+	clients map[int64]*installationClient
+	repos   map[string]int64 // repositories GitHub resolved, when there is no store
+}
+
+type installationClient struct {
+	tr *ghinstallation.Transport
+	gh *gh.Client
+}
+
+// NewClient returns a Client. Its errors name the setting at fault and never
+// carry key material.
+func NewClient(opts ClientOptions) (*Client, error) {
+	if opts.AppID <= 0 {
+		return nil, bot.Errorf(bot.EINVALID, "github.app_id: required")
+	}
+	pemBytes, err := privateKeyPEM(opts)
+	if err != nil {
+		return nil, err
+	}
+	key, err := parsePrivateKey(pemBytes)
+	if err != nil {
+		return nil, err
+	}
+	base, err := parseAPIURL(opts.APIURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Transport == nil {
+		opts.Transport = http.DefaultTransport
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		appID: opts.AppID, key: key, base: base, tr: opts.Transport,
+		installations: opts.Installations, logger: opts.Logger,
+		clients: map[int64]*installationClient{}, repos: map[string]int64{},
+	}
+	c.app = c.newGitHubClient(ghinstallation.NewAppsTransportFromPrivateKey(c.tr, c.appID, c.key))
+	return c, nil
+}
+
+func privateKeyPEM(opts ClientOptions) ([]byte, error) {
+	switch {
+	case opts.PrivateKey.IsSet() && opts.PrivateKeyFile != "":
+		return nil, bot.Errorf(bot.EINVALID, "github: set private_key or private_key_file, not both")
+	case opts.PrivateKey.IsSet():
+		return []byte(opts.PrivateKey.Reveal()), nil
+	case opts.PrivateKeyFile != "":
+		b, err := os.ReadFile(opts.PrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("github.private_key_file: %w", err)
+		}
+		return b, nil
+	}
+	return nil, bot.Errorf(bot.EINVALID, "github: private_key or private_key_file is required")
+}
+
+// parsePrivateKey reads an RSA key from PEM. Its errors say what is wrong
+// with the key, never what is in it.
+func parsePrivateKey(b []byte) (*rsa.PrivateKey, error) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, bot.Errorf(bot.EINVALID, "github private key: not PEM encoded")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, bot.Errorf(bot.EINVALID, "github private key: not a PKCS#1 or PKCS#8 RSA private key")
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, bot.Errorf(bot.EINVALID, "github private key: a %T, want RSA", k)
+	}
+	return rk, nil
+}
+
+func parseAPIURL(s string) (*url.URL, error) {
+	if s == "" {
+		s = DefaultAPIURL
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, bot.Errorf(bot.EINVALID, "github.api_url %q: want an http(s) URL such as %s or https://HOST/api/v3/", s, DefaultAPIURL)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u, nil
+}
+
+// newGitHubClient returns a go-github client on rt speaking to the API root.
+func (c *Client) newGitHubClient(rt http.RoundTripper) *gh.Client {
+	g := gh.NewClient(&http.Client{Transport: rt})
+	base := *c.base
+	g.BaseURL = &base
+	// Uploads are not used; pointing them at the API root keeps every request
+	// on the configured host.
+	upload := *c.base
+	g.UploadURL = &upload
+	return g
+}
+
+// App returns a client authenticated as the App itself (a JWT), for the
+// /app endpoints.
+func (c *Client) App() *gh.Client { return c.app }
+
+// Installation returns the client of installation id, creating its token
+// transport on first use.
+func (c *Client) Installation(id int64) (*gh.Client, error) {
+	ic, err := c.installation(id)
+	if err != nil {
+		return nil, err
+	}
+	return ic.gh, nil
+}
+
+func (c *Client) installation(id int64) (*installationClient, error) {
+	if id <= 0 {
+		return nil, bot.Errorf(bot.EINVALID, "github installation id %d: want a positive id", id)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ic, ok := c.clients[id]; ok {
+		return ic, nil
+	}
+	// Each installation gets its own AppsTransport: ghinstallation writes to
+	// it while refreshing a token, under the installation's own lock.
+	atr := ghinstallation.NewAppsTransportFromPrivateKey(c.tr, c.appID, c.key)
+	tr := ghinstallation.NewFromAppsTransport(atr, id)
+	tr.BaseURL = strings.TrimSuffix(c.base.String(), "/")
+	ic := &installationClient{tr: tr, gh: c.newGitHubClient(tr)}
+	c.clients[id] = ic
+	return ic, nil
+}
+
+// Token returns a valid installation access token for id, for the few
+// callers that cannot go through the client (git over HTTPS).
+func (c *Client) Token(ctx context.Context, id int64) (bot.Secret, error) {
+	ic, err := c.installation(id)
+	if err != nil {
+		return "", err
+	}
+	tok, err := ic.tr.Token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("github installation %d token: %w", id, closeTokenError(err))
+	}
+	return bot.Secret(tok), nil
+}
+
+// ForRepo returns the client of the installation that covers owner/repo.
+func (c *Client) ForRepo(ctx context.Context, owner, repo string) (*gh.Client, int64, error) {
+	id, err := c.InstallationForRepo(ctx, owner, repo)
+	if err != nil {
+		return nil, 0, err
+	}
+	g, err := c.Installation(id)
+	return g, id, err
+}
+
+// InstallationForRepo finds the installation that covers owner/repo: first
+// in the store the webhook keeps up to date, then by asking GitHub, whose
+// answer is recorded.
+func (c *Client) InstallationForRepo(ctx context.Context, owner, repo string) (int64, error) {
+	full := owner + "/" + repo
+	if c.installations != nil {
+		id, err := c.installations.InstallationForRepo(ctx, full)
+		if err != nil {
+			return 0, fmt.Errorf("installation of %s: %w", full, err)
+		}
+		if id > 0 {
+			return id, nil
+		}
+	} else {
+		c.mu.Lock()
+		id := c.repos[strings.ToLower(full)]
+		c.mu.Unlock()
+		if id > 0 {
+			return id, nil
+		}
+	}
+	inst, _, err := c.app.Apps.FindRepositoryInstallation(ctx, owner, repo)
+	if err != nil {
+		var er *gh.ErrorResponse
+		if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound {
+			return 0, bot.Errorf(bot.ENOTFOUND, "the GitHub App is not installed on %s", full)
+		}
+		return 0, fmt.Errorf("installation of %s: %w", full, err)
+	}
+	id := inst.GetID()
+	if id <= 0 {
+		return 0, fmt.Errorf("installation of %s: GitHub answered without an id", full)
+	}
+	if c.installations != nil {
+		err := c.installations.SaveInstallation(ctx, id, inst.GetAccount().GetLogin(), inst.SuspendedAt != nil, []string{full}, nil)
+		if err != nil {
+			// The answer is good for this call; the next one asks again.
+			c.logger.LogAttrs(ctx, slog.LevelWarn, "record github installation",
+				slog.Int64("installation", id), slog.String("repo", full), slog.String("error", err.Error()))
+		}
+	} else {
+		c.mu.Lock()
+		c.repos[strings.ToLower(full)] = id
+		c.mu.Unlock()
+	}
+	return id, nil
+}

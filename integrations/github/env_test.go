@@ -1,0 +1,220 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/storage/bolt"
+)
+
+var _ InstallationStore = (*bolt.Store)(nil)
+
+const (
+	testSecret       = "webhook secret for tests"
+	testInstallation = 77
+)
+
+// testRouter is a tiny router: agent mentions, the default commands, a label
+// rule and a path rule, else the default agent.
+type testRouter struct{}
+
+func (testRouter) Route(ev *bot.Event) bot.Route {
+	for _, m := range ev.Mentions {
+		switch a := strings.ToLower(m); a {
+		case "triage", "coder", "reviewer":
+			return bot.Route{Agent: a, Reason: "mention @" + a}
+		}
+	}
+	if a, ok := bot.DefaultCommands()[ev.Command]; ok {
+		return bot.Route{Agent: a, Reason: "command /" + ev.Command}
+	}
+	if slices.Contains(ev.Labels, "bug") {
+		return bot.Route{Agent: "triage", Reason: `rule "bugs" (priority 100)`, Rule: "bugs"}
+	}
+	for _, p := range ev.Paths {
+		if strings.HasPrefix(p, "docs/") {
+			return bot.Route{Agent: "docs", Reason: `rule "docs" (priority 50)`, Rule: "docs"}
+		}
+	}
+	return bot.Route{Agent: "triage", Reason: "default"}
+}
+
+// env is the webhook handler wired as the daemon wires it: a real bot.Intake
+// over a real bbolt store, a real Client against the fake GitHub.
+type env struct {
+	t       *testing.T
+	gh      *fakeGitHub
+	store   *bolt.Store
+	client  *Client
+	intake  *bot.Intake
+	opts    WebhookOptions
+	handler http.Handler
+
+	mu       sync.Mutex
+	accepted func(ctx context.Context, wi *bot.WorkItem)
+}
+
+func newEnv(t *testing.T, configure ...func(*WebhookOptions)) *env {
+	t.Helper()
+	e := &env{t: t, gh: newFakeGitHub(t, "")}
+	e.gh.installs["octo/hello"] = testInstallation
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	e.store = store
+	e.client, err = NewClient(ClientOptions{
+		AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: e.gh.url(), Installations: store,
+	})
+	require.NoError(t, err)
+	e.intake = bot.NewIntake(bot.IntakeOptions{
+		Store: store, Router: testRouter{}, ExplicitOnly: []string{bot.SourceGitHub},
+		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
+			e.mu.Lock()
+			fn := e.accepted
+			e.mu.Unlock()
+			if fn != nil {
+				fn(ctx, wi)
+			}
+		},
+	})
+	e.opts = WebhookOptions{
+		Secret: testSecret, Intake: e.intake, Client: e.client, Installations: store, Outbox: store,
+		Router: testRouter{}, AppSlug: "switchyard", AllowBots: []string{"renovate"},
+	}
+	for _, c := range configure {
+		c(&e.opts)
+	}
+	e.handler = NewWebhookHandler(e.opts)
+	return e
+}
+
+func sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// post delivers a signed webhook as GitHub does.
+func (e *env) post(event, delivery string, payload []byte) (int, answer) {
+	e.t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", sign(testSecret, payload))
+	return e.serve(req)
+}
+
+func (e *env) serve(req *http.Request) (int, answer) {
+	e.t.Helper()
+	rec := httptest.NewRecorder()
+	e.handler.ServeHTTP(rec, req)
+	var a answer
+	require.NoError(e.t, json.Unmarshal(rec.Body.Bytes(), &a), rec.Body.String())
+	return rec.Code, a
+}
+
+func (e *env) workItems() []bot.WorkItem {
+	e.t.Helper()
+	items, err := e.store.ListWorkItems(context.Background(), bot.WorkItemFilter{})
+	require.NoError(e.t, err)
+	return items
+}
+
+func (e *env) ingress() []bot.IngressRecord {
+	e.t.Helper()
+	recs, err := e.store.ListIngress(context.Background(), bot.IngressFilter{})
+	require.NoError(e.t, err)
+	return recs
+}
+
+func (e *env) event(ref string) *bot.Event {
+	e.t.Helper()
+	ev, err := e.store.GetEvent(context.Background(), ref)
+	require.NoError(e.t, err)
+	return ev
+}
+
+// Payload builders: the fields Switchyard reads, shaped as GitHub sends them.
+
+type payload map[string]any
+
+func (p payload) bytes(t *testing.T) []byte {
+	t.Helper()
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	return b
+}
+
+func person(login string) ghUser  { return ghUser{Login: login, Type: "User"} }
+func botUser(login string) ghUser { return ghUser{Login: login, Type: "Bot"} }
+
+func repository() payload {
+	return payload{"id": 1, "name": "hello", "full_name": "octo/hello", "owner": payload{"login": "octo", "type": "Organization"}}
+}
+
+func labels(names ...string) []payload {
+	out := []payload{}
+	for _, n := range names {
+		out = append(out, payload{"name": n})
+	}
+	return out
+}
+
+func issueCommentPayload(action string, sender ghUser, body string, previous *string) payload {
+	p := payload{
+		"action":       action,
+		"issue":        payload{"number": 7, "title": "Flaky login test", "body": "It fails.", "labels": labels("flaky")},
+		"comment":      payload{"id": 555, "body": body, "user": sender},
+		"repository":   repository(),
+		"sender":       sender,
+		"installation": payload{"id": testInstallation},
+	}
+	if previous != nil {
+		p["changes"] = payload{"body": payload{"from": *previous}}
+	}
+	return p
+}
+
+func pullRequestPayload(action string, sender ghUser, body string, labelNames ...string) payload {
+	return payload{
+		"action": action,
+		"number": 9,
+		"pull_request": payload{
+			"number": 9, "title": "Fix docs", "body": body, "labels": labels(labelNames...), "user": sender,
+		},
+		"repository":   repository(),
+		"sender":       sender,
+		"installation": payload{"id": testInstallation},
+	}
+}
+
+func issuesPayload(action string, sender ghUser, body string, previous *string, labelNames ...string) payload {
+	p := payload{
+		"action":       action,
+		"issue":        payload{"number": 3, "title": "Crash", "body": body, "labels": labels(labelNames...), "user": sender},
+		"repository":   repository(),
+		"sender":       sender,
+		"installation": payload{"id": testInstallation},
+	}
+	if previous != nil {
+		p["changes"] = payload{"body": payload{"from": *previous}}
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }

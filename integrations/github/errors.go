@@ -1,0 +1,101 @@
+package github
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// defaultRetryAfter is how long to wait after a rate-limit answer that says
+// nothing of when to come back; GitHub's guidance is at least a minute.
+const defaultRetryAfter = time.Minute
+
+// closeTokenError closes the body ghinstallation leaves open when the token
+// exchange is answered with an error status, and returns err.
+func closeTokenError(err error) error {
+	var he *ghinstallation.HTTPError
+	if errors.As(err, &he) && he.Response != nil && he.Response.Body != nil {
+		he.Response.Body.Close()
+	}
+	return err
+}
+
+// deliveryError classifies an API error for the outbox: rate limits wait as
+// long as GitHub asks, server and network errors are retried with backoff,
+// any other refusal is permanent.
+func deliveryError(err error, now time.Time) error {
+	if err == nil {
+		return nil
+	}
+	closeTokenError(err)
+	var rle *gh.RateLimitError
+	if errors.As(err, &rle) {
+		return &bot.DeliveryError{Err: err, RetryAfter: until(rle.Rate.Reset.Time, now)}
+	}
+	var are *gh.AbuseRateLimitError
+	if errors.As(err, &are) {
+		wait := defaultRetryAfter
+		if are.RetryAfter != nil && *are.RetryAfter > 0 {
+			wait = *are.RetryAfter
+		}
+		return &bot.DeliveryError{Err: err, RetryAfter: wait}
+	}
+	resp := errorResponse(err)
+	if resp == nil {
+		return err // network: retried with backoff
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusTooManyRequests || code == http.StatusForbidden && isRateLimited(resp.Header):
+		return &bot.DeliveryError{Err: err, RetryAfter: retryAfter(resp.Header, now)}
+	case code >= 500:
+		return err
+	case code >= 400:
+		return &bot.DeliveryError{Err: err, Permanent: true}
+	}
+	return err
+}
+
+// errorResponse returns the HTTP answer behind err: an API error or a failed
+// token exchange.
+func errorResponse(err error) *http.Response {
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		return er.Response
+	}
+	var he *ghinstallation.HTTPError
+	if errors.As(err, &he) && he.Response != nil {
+		return he.Response
+	}
+	return nil
+}
+
+func isRateLimited(h http.Header) bool {
+	return h.Get("Retry-After") != "" || h.Get("X-RateLimit-Remaining") == "0"
+}
+
+// retryAfter reads Retry-After (seconds) or X-RateLimit-Reset (epoch
+// seconds), in GitHub's order of preference.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if s, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if s, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil && s > 0 {
+		return until(time.Unix(s, 0), now)
+	}
+	return defaultRetryAfter
+}
+
+// until is how long from now to t, at least a second so a reset that has
+// just passed does not turn into a busy loop.
+func until(t, now time.Time) time.Duration {
+	if t.IsZero() {
+		return defaultRetryAfter
+	}
+	return max(t.Sub(now), time.Second)
+}

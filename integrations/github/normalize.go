@@ -1,0 +1,340 @@
+package github
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// delivery is one verified webhook delivery, normalised. Besides the event it
+// carries what the trigger rules need and the router must not see.
+type delivery struct {
+	ev            *bot.Event
+	event, action string
+	// ignore is set when the kind alone decides: unsupported events and
+	// deletions.
+	ignore *bot.IngressReason
+	// comment is set for comment events, whose edits are refused unless they
+	// add a mention; issue edits only lose their old mentions.
+	comment bool
+	// edited is set for edits; previous is the body before the edit, nil when
+	// the body did not change.
+	edited   bool
+	previous *string
+	// pr is set when the thread is a pull request, whose changed files rules
+	// may need.
+	pr bool
+	// installation is set for installation and installation_repositories
+	// events.
+	installation *installationChange
+}
+
+// installationChange is what an installation event says about which
+// repositories the App may act on.
+type installationChange struct {
+	id             int64
+	account        string
+	suspended      bool
+	deleted        bool
+	added, removed []string
+}
+
+// errMalformed marks payloads that passed the signature check but cannot be
+// read: answered 400 so the delivery shows as failed.
+var errMalformed = errors.New("malformed payload")
+
+// supported reports whether Switchyard acts on event with action.
+func supported(event, action string) bool {
+	switch event {
+	case "pull_request":
+		switch action {
+		case "opened", "reopened", "synchronize", "ready_for_review", "labeled", "closed":
+			return true
+		}
+	case "issues":
+		switch action {
+		case "opened", "labeled", "edited", "closed":
+			return true
+		}
+	case "issue_comment", "pull_request_review_comment":
+		return action == "created" || action == "edited"
+	case "pull_request_review":
+		return action == "submitted"
+	case "installation", "installation_repositories":
+		return true
+	}
+	return false
+}
+
+// normalize turns the payload of a delivery of event into a bot.Event. Events
+// Switchyard does not act on are read through a small envelope, so every
+// delivery, whatever go-github knows of it, leaves an ingress record with its
+// actor and thread.
+func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
+	if p := bytes.TrimLeft(payload, " \t\r\n"); len(p) == 0 || p[0] != '{' {
+		return nil, fmt.Errorf("%w: %s payload is not a JSON object", errMalformed, event)
+	}
+	ev := &bot.Event{Source: bot.SourceGitHub, DeliveryID: deliveryID, Raw: payload}
+	d := &delivery{ev: ev}
+	switch event {
+	case "pull_request", "issues", "issue_comment", "pull_request_review_comment",
+		"pull_request_review", "installation", "installation_repositories":
+	default:
+		return d, d.fromEnvelope(event, payload)
+	}
+	parsed, err := gh.ParseWebHook(event, payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errMalformed, event, err)
+	}
+	switch e := parsed.(type) {
+	case *gh.PullRequestEvent:
+		pr := e.GetPullRequest()
+		if pr == nil {
+			return nil, missing(event, "pull_request")
+		}
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		d.pr = true
+		ev.InstallationID = e.GetInstallation().GetID()
+		ev.Labels = labelNames(pr.Labels)
+		number := e.GetNumber()
+		if number == 0 {
+			number = pr.GetNumber()
+		}
+		if err := d.setThread(e.GetRepo(), number); err != nil {
+			return nil, err
+		}
+		ev.SourceRef = "issue:" + strconv.Itoa(number)
+		if e.GetAction() == "opened" {
+			ev.Text = pr.GetBody()
+		}
+	case *gh.IssuesEvent:
+		issue := e.GetIssue()
+		if issue == nil {
+			return nil, missing(event, "issue")
+		}
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		d.pr = issue.GetPullRequestLinks() != nil
+		ev.InstallationID = e.GetInstallation().GetID()
+		ev.Labels = labelNames(issue.Labels)
+		if err := d.setThread(e.GetRepo(), issue.GetNumber()); err != nil {
+			return nil, err
+		}
+		ev.SourceRef = "issue:" + strconv.Itoa(issue.GetNumber())
+		switch e.GetAction() {
+		case "opened":
+			ev.Text = issue.GetBody()
+		case "edited":
+			ev.Text = issue.GetBody()
+			d.edited = true
+			d.previous = previousBody(e.GetChanges())
+		}
+	case *gh.IssueCommentEvent:
+		issue, comment := e.GetIssue(), e.GetComment()
+		if issue == nil || comment == nil {
+			return nil, missing(event, "issue and comment")
+		}
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		d.comment = true
+		d.pr = issue.GetPullRequestLinks() != nil
+		ev.InstallationID = e.GetInstallation().GetID()
+		ev.Labels = labelNames(issue.Labels)
+		if err := d.setThread(e.GetRepo(), issue.GetNumber()); err != nil {
+			return nil, err
+		}
+		ev.SourceRef = "comment:" + strconv.FormatInt(comment.GetID(), 10)
+		ev.Text = comment.GetBody()
+		if e.GetAction() == "edited" {
+			d.edited = true
+			d.previous = previousBody(e.GetChanges())
+		}
+	case *gh.PullRequestReviewCommentEvent:
+		pr, comment := e.GetPullRequest(), e.GetComment()
+		if pr == nil || comment == nil {
+			return nil, missing(event, "pull_request and comment")
+		}
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		d.comment = true
+		d.pr = true
+		ev.InstallationID = e.GetInstallation().GetID()
+		ev.Labels = labelNames(pr.Labels)
+		if err := d.setThread(e.GetRepo(), pr.GetNumber()); err != nil {
+			return nil, err
+		}
+		ev.SourceRef = "review_comment:" + strconv.FormatInt(comment.GetID(), 10)
+		ev.Text = comment.GetBody()
+		if e.GetAction() == "edited" {
+			d.edited = true
+			d.previous = previousBody(e.GetChanges())
+		}
+	case *gh.PullRequestReviewEvent:
+		pr := e.GetPullRequest()
+		if pr == nil {
+			return nil, missing(event, "pull_request")
+		}
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		d.pr = true
+		ev.InstallationID = e.GetInstallation().GetID()
+		ev.Labels = labelNames(pr.Labels)
+		if err := d.setThread(e.GetRepo(), pr.GetNumber()); err != nil {
+			return nil, err
+		}
+		// Reviews take no reactions through the API; the pull request does.
+		ev.SourceRef = "issue:" + strconv.Itoa(pr.GetNumber())
+		ev.Text = e.GetReview().GetBody()
+	case *gh.InstallationEvent:
+		inst := e.GetInstallation()
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		ev.InstallationID = inst.GetID()
+		ev.Org = inst.GetAccount().GetLogin()
+		d.installation = &installationChange{
+			id: inst.GetID(), account: inst.GetAccount().GetLogin(),
+			suspended: inst.SuspendedAt != nil && e.GetAction() != "unsuspend",
+			deleted:   e.GetAction() == "deleted",
+			added:     repoNames(e.Repositories),
+		}
+	case *gh.InstallationRepositoriesEvent:
+		inst := e.GetInstallation()
+		d.setKind(event, e.GetAction())
+		d.setSender(e.GetSender())
+		ev.InstallationID = inst.GetID()
+		ev.Org = inst.GetAccount().GetLogin()
+		d.installation = &installationChange{
+			id: inst.GetID(), account: inst.GetAccount().GetLogin(),
+			suspended: inst.SuspendedAt != nil,
+			added:     repoNames(e.RepositoriesAdded),
+			removed:   repoNames(e.RepositoriesRemoved),
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s payload decoded to %T", errMalformed, event, parsed)
+	}
+	if d.installation != nil && d.installation.id == 0 {
+		return nil, fmt.Errorf("%w: %s payload names no installation", errMalformed, event)
+	}
+	d.classify()
+	return d, nil
+}
+
+// envelope is what every repository-level payload shares, for events
+// Switchyard does not act on.
+type envelope struct {
+	Action     string   `json:"action"`
+	Number     int      `json:"number"`
+	Sender     *gh.User `json:"sender"`
+	Repository *struct {
+		Name  string `json:"name"`
+		Owner struct {
+			Login string `json:"login"`
+		} `json:"owner"`
+	} `json:"repository"`
+	Installation struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
+	Issue struct {
+		Number int `json:"number"`
+	} `json:"issue"`
+	PullRequest struct {
+		Number int `json:"number"`
+	} `json:"pull_request"`
+}
+
+func (d *delivery) fromEnvelope(event string, payload []byte) error {
+	var env envelope
+	if err := json.Unmarshal(payload, &env); err != nil {
+		return fmt.Errorf("%w: %s: %v", errMalformed, event, err)
+	}
+	d.setKind(event, env.Action)
+	d.setSender(env.Sender)
+	d.ev.InstallationID = env.Installation.ID
+	if r := env.Repository; r != nil && r.Owner.Login != "" && r.Name != "" {
+		d.ev.Org = r.Owner.Login
+		d.ev.Repo = r.Owner.Login + "/" + r.Name
+		n := max(env.Number, env.Issue.Number, env.PullRequest.Number)
+		if n > 0 {
+			d.ev.Number = n
+			d.ev.Thread = bot.GitHubThread(r.Owner.Login, r.Name, n)
+		}
+	}
+	d.classify()
+	return nil
+}
+
+func (d *delivery) setKind(event, action string) {
+	d.event, d.action = event, action
+	d.ev.Kind = "github." + event
+	if action != "" {
+		d.ev.Kind += "." + action
+	}
+}
+
+func (d *delivery) setSender(u *gh.User) {
+	d.ev.Actor = u.GetLogin()
+	d.ev.ActorIsBot = u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]")
+}
+
+func (d *delivery) setThread(repo *gh.Repository, number int) error {
+	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
+	if owner == "" || name == "" || number <= 0 {
+		return fmt.Errorf("%w: %s payload names no repository and number", errMalformed, d.ev.Kind)
+	}
+	d.ev.Org = owner
+	d.ev.Repo = owner + "/" + name
+	d.ev.Number = number
+	d.ev.Thread = bot.GitHubThread(owner, name, number)
+	return nil
+}
+
+// classify sets ignore for kinds Switchyard does not act on.
+func (d *delivery) classify() {
+	switch {
+	case supported(d.event, d.action):
+	case d.action == "deleted":
+		d.ignore = &bot.IngressReason{Code: bot.IgnoreDeleted, Detail: d.ev.Kind + " is a deletion"}
+	default:
+		d.ignore = &bot.IngressReason{Code: bot.IgnoreUnsupported, Detail: d.ev.Kind + " is not acted on"}
+	}
+}
+
+func missing(event, what string) error {
+	return fmt.Errorf("%w: %s payload has no %s", errMalformed, event, what)
+}
+
+// previousBody is the body before an edit, or nil when the edit left it alone.
+func previousBody(c *gh.EditChange) *string {
+	if c == nil || c.Body == nil {
+		return nil
+	}
+	return c.Body.From
+}
+
+func labelNames(labels []*gh.Label) []string {
+	var out []string
+	for _, l := range labels {
+		if n := l.GetName(); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func repoNames(repos []*gh.Repository) []string {
+	var out []string
+	for _, r := range repos {
+		if n := r.GetFullName(); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

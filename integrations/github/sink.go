@@ -1,0 +1,227 @@
+package github
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+const (
+	// maxCommentBytes keeps a comment under GitHub's limit of 65536
+	// characters, with room for the marker.
+	maxCommentBytes = 65000
+	// markerPages bounds the search for a comment posted before a crash.
+	markerPages = 10
+	// markerSkew widens that search for clock differences with GitHub.
+	markerSkew = 10 * time.Minute
+)
+
+// Sink delivers outbox messages of GitHub threads: status and reply messages
+// as issue comments (a status is edited in place), reactions on the comment
+// or issue that triggered the work item.
+//
+// Comments carry a hidden marker naming their outbox key. Before creating
+// one, the sink looks for a comment of a bot with that marker among the
+// issue's recent comments, so a crash between posting and recording the post
+// does not post twice. Reactions need no marker: GitHub answers an existing
+// reaction instead of adding another.
+//
+// The installation is found by repository (Client.ForRepo), so threads need
+// not carry it and messages survive a reinstallation of the App.
+type Sink struct {
+	client *Client
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+var _ bot.Sink = (*Sink)(nil)
+
+// NewSink returns a Sink sending through client.
+func NewSink(client *Client, logger *slog.Logger) *Sink {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sink{client: client, logger: logger, now: time.Now}
+}
+
+// Deliver implements bot.Sink. Rate limits come back as *bot.DeliveryError
+// with RetryAfter, refusals other than rate limits as permanent, server and
+// network errors as plain errors the outbox retries.
+func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, error) {
+	th := msg.Thread
+	if th.Source != bot.SourceGitHub || th.Owner == "" || th.Repo == "" || th.Number <= 0 {
+		return "", permanent(fmt.Errorf("thread %q is not a GitHub issue or pull request", th.Key()))
+	}
+	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
+	if err != nil {
+		if bot.ErrorCode(err) == bot.ENOTFOUND {
+			return "", permanent(err)
+		}
+		return "", deliveryError(err, s.now())
+	}
+	switch msg.Kind {
+	case bot.OutboxStatus, bot.OutboxReply:
+		return s.comment(ctx, c, msg)
+	case bot.OutboxReaction:
+		return s.react(ctx, c, msg)
+	}
+	return "", permanent(fmt.Errorf("outbox message %s: unknown kind %q", msg.Key, msg.Kind))
+}
+
+func permanent(err error) error { return &bot.DeliveryError{Err: err, Permanent: true} }
+
+func (s *Sink) comment(ctx context.Context, c *gh.Client, msg bot.OutboxMessage) (string, error) {
+	th := msg.Thread
+	body := commentBody(msg)
+	if msg.RemoteID != "" {
+		id, err := strconv.ParseInt(msg.RemoteID, 10, 64)
+		if err != nil {
+			return "", permanent(fmt.Errorf("outbox message %s: remote id %q is not a comment id", msg.Key, msg.RemoteID))
+		}
+		if _, _, err := c.Issues.EditComment(ctx, th.Owner, th.Repo, id, &gh.IssueComment{Body: &body}); err != nil {
+			return "", deliveryError(fmt.Errorf("edit comment %d on %s: %w", id, th, err), s.now())
+		}
+		return msg.RemoteID, nil
+	}
+	id, err := s.findMarked(ctx, c, msg, body)
+	if err != nil {
+		return "", deliveryError(err, s.now())
+	}
+	if id != 0 {
+		s.logger.LogAttrs(ctx, slog.LevelInfo, "github comment already posted; not posting again",
+			slog.String("key", msg.Key), slog.Int64("comment", id))
+		return strconv.FormatInt(id, 10), nil
+	}
+	created, _, err := c.Issues.CreateComment(ctx, th.Owner, th.Repo, th.Number, &gh.IssueComment{Body: &body})
+	if err != nil {
+		return "", deliveryError(fmt.Errorf("comment on %s: %w", th, err), s.now())
+	}
+	return strconv.FormatInt(created.GetID(), 10), nil
+}
+
+// findMarked returns the id of a bot's comment on msg's thread that carries
+// msg's marker, brought up to date with body, or 0.
+func (s *Sink) findMarked(ctx context.Context, c *gh.Client, msg bot.OutboxMessage, body string) (int64, error) {
+	th := msg.Thread
+	mark := marker(msg.Key)
+	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
+	if !msg.CreatedAt.IsZero() {
+		since := msg.CreatedAt.Add(-markerSkew)
+		opts.Since = &since
+	}
+	for range markerPages {
+		comments, resp, err := c.Issues.ListComments(ctx, th.Owner, th.Repo, th.Number, opts)
+		if err != nil {
+			return 0, fmt.Errorf("list comments of %s: %w", th, err)
+		}
+		for _, cm := range comments {
+			if cm.GetUser().GetType() != "Bot" || !strings.Contains(cm.GetBody(), mark) {
+				continue
+			}
+			if cm.GetBody() != body {
+				if _, _, err := c.Issues.EditComment(ctx, th.Owner, th.Repo, cm.GetID(), &gh.IssueComment{Body: &body}); err != nil {
+					return 0, fmt.Errorf("edit comment %d on %s: %w", cm.GetID(), th, err)
+				}
+			}
+			return cm.GetID(), nil
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return 0, nil
+}
+
+// commentBody is msg's text, cut to fit, with its marker.
+func commentBody(msg bot.OutboxMessage) string {
+	text := msg.Text
+	if len(text) > maxCommentBytes {
+		cut := maxCommentBytes
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut] + "\n\n… (cut to fit a GitHub comment)"
+	}
+	return text + "\n\n" + marker(msg.Key)
+}
+
+// marker is the hidden HTML comment naming an outbox key. Keys that could
+// end the HTML comment early are replaced by their digest.
+func marker(key string) string {
+	safe := key != "" && !strings.Contains(key, "--")
+	for _, r := range key {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:@+=-", r)) {
+			safe = false
+			break
+		}
+	}
+	if !safe {
+		sum := sha256.Sum256([]byte(key))
+		key = "sha256-" + hex.EncodeToString(sum[:16])
+	}
+	return "<!-- switchyard:" + key + " -->"
+}
+
+// reactionContent maps the core's reaction names to GitHub's fixed set:
+// 👀 stays eyes; GitHub has no check mark, so success is rocket (🚀); failure
+// is confused (😕), because -1 would read as disapproval of the person's
+// request. GitHub's own names pass through.
+func reactionContent(name string) (string, bool) {
+	switch name {
+	case bot.ReactionSeen:
+		return "eyes", true
+	case bot.ReactionSuccess:
+		return "rocket", true
+	case bot.ReactionFailure:
+		return "confused", true
+	case "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket":
+		return name, true
+	}
+	return "", false
+}
+
+func (s *Sink) react(ctx context.Context, c *gh.Client, msg bot.OutboxMessage) (string, error) {
+	if msg.RemoteID != "" {
+		return msg.RemoteID, nil // a reaction is never edited
+	}
+	th := msg.Thread
+	content, ok := reactionContent(msg.Reaction)
+	if !ok {
+		return "", permanent(fmt.Errorf("outbox message %s: GitHub has no reaction %q", msg.Key, msg.Reaction))
+	}
+	target := msg.Target
+	if target == "" {
+		target = "issue:" + strconv.Itoa(th.Number)
+	}
+	kind, ref, _ := strings.Cut(target, ":")
+	id, err := strconv.ParseInt(ref, 10, 64)
+	if err != nil || id <= 0 {
+		return "", permanent(fmt.Errorf("outbox message %s: target %q: want comment:<id>, review_comment:<id> or issue:<number>", msg.Key, target))
+	}
+	var r *gh.Reaction
+	switch kind {
+	case "comment":
+		r, _, err = c.Reactions.CreateIssueCommentReaction(ctx, th.Owner, th.Repo, id, content)
+	case "review_comment":
+		r, _, err = c.Reactions.CreatePullRequestCommentReaction(ctx, th.Owner, th.Repo, id, content)
+	case "issue":
+		r, _, err = c.Reactions.CreateIssueReaction(ctx, th.Owner, th.Repo, int(id), content)
+	default:
+		return "", permanent(fmt.Errorf("outbox message %s: target %q: want comment:<id>, review_comment:<id> or issue:<number>", msg.Key, target))
+	}
+	if err != nil {
+		return "", deliveryError(fmt.Errorf("react %s on %s %s: %w", content, th, target, err), s.now())
+	}
+	return strconv.FormatInt(r.GetID(), 10), nil
+}

@@ -1,0 +1,596 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// GitHub's published example: https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
+const (
+	vectorSecret    = "It's a Secret to Everybody"
+	vectorBody      = "Hello, World!"
+	vectorSignature = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+)
+
+func flipBit(s string, i int) string {
+	b := []byte(s)
+	b[i] ^= 1
+	return string(b)
+}
+
+func TestSignatureMatchesGitHubTestVector(t *testing.T) {
+	e := newEnv(t, func(o *WebhookOptions) { o.Secret = vectorSecret })
+	deliver := func(body, signature string) int {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/github", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "ping")
+		req.Header.Set("X-GitHub-Delivery", "vector")
+		req.Header.Set("X-Hub-Signature-256", signature)
+		code, _ := e.serve(req)
+		return code
+	}
+	require.Equal(t, http.StatusOK, deliver(vectorBody, vectorSignature))
+	for _, tc := range []struct {
+		name            string
+		body, signature string
+	}{
+		{"body bit 0", flipBit(vectorBody, 0), vectorSignature},
+		{"body last bit", flipBit(vectorBody, len(vectorBody)-1), vectorSignature},
+		{"signature first hex digit", vectorBody, flipBit(vectorSignature, len("sha256="))},
+		{"signature last hex digit", vectorBody, flipBit(vectorSignature, len(vectorSignature)-1)},
+		{"sha1 prefix", vectorBody, "sha1=" + strings.TrimPrefix(vectorSignature, "sha256=")},
+		{"truncated", vectorBody, vectorSignature[:len(vectorSignature)-2]},
+		{"missing", vectorBody, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, http.StatusUnauthorized, deliver(tc.body, tc.signature))
+		})
+	}
+}
+
+func TestWebhookRefusesBadDeliveriesAndStoresNothing(t *testing.T) {
+	e := newEnv(t)
+	good := issueCommentPayload("created", person("alice"), "@triage please look", nil).bytes(t)
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   []byte
+		header map[string]string // overrides; "" deletes
+		want   int
+	}{
+		{name: "no signature", body: good, header: map[string]string{"X-Hub-Signature-256": ""}, want: http.StatusUnauthorized},
+		{name: "wrong secret", body: good, header: map[string]string{"X-Hub-Signature-256": sign("other", good)}, want: http.StatusUnauthorized},
+		{name: "signature not hex", body: good, header: map[string]string{"X-Hub-Signature-256": "sha256=zz"}, want: http.StatusUnauthorized},
+		{name: "no event header", body: good, header: map[string]string{"X-GitHub-Event": ""}, want: http.StatusBadRequest},
+		{name: "odd event header", body: good, header: map[string]string{"X-GitHub-Event": "Issue Comment"}, want: http.StatusBadRequest},
+		{name: "no delivery header", body: good, header: map[string]string{"X-GitHub-Delivery": ""}, want: http.StatusBadRequest},
+		{name: "not JSON", body: []byte("not json"), want: http.StatusBadRequest},
+		{name: "JSON null", body: []byte("null"), want: http.StatusBadRequest},
+		{name: "wrong field types", body: []byte(`{"action":"created","issue":{"number":"seven"}}`), want: http.StatusBadRequest},
+		{name: "no repository", body: []byte(`{"action":"created","issue":{"number":7},"comment":{"id":1,"body":"@triage"}}`), want: http.StatusBadRequest},
+		{name: "GET", method: http.MethodGet, body: good, want: http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method := tc.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			req := httptest.NewRequest(method, "/webhooks/github", bytes.NewReader(tc.body))
+			req.Header.Set("X-GitHub-Event", "issue_comment")
+			req.Header.Set("X-GitHub-Delivery", "d-"+tc.name)
+			req.Header.Set("X-Hub-Signature-256", sign(testSecret, tc.body))
+			for k, v := range tc.header {
+				if v == "" {
+					req.Header.Del(k)
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			code, a := e.serve(req)
+			require.Equal(t, tc.want, code)
+			require.Equal(t, "error", a.Status)
+		})
+	}
+	require.Empty(t, e.workItems())
+	require.Empty(t, e.ingress())
+	require.Zero(t, e.gh.callCount("POST /app/installations/{id}/access_tokens"), "nothing asked GitHub")
+}
+
+func TestWebhookRefusesBodiesOver25MiB(t *testing.T) {
+	e := newEnv(t)
+	body := bytes.Repeat([]byte(" "), MaxWebhookBody+1)
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(body))
+	req.Header.Set("X-GitHub-Event", "issues")
+	req.Header.Set("X-GitHub-Delivery", "big")
+	req.Header.Set("X-Hub-Signature-256", sign(testSecret, body))
+	code, _ := e.serve(req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+	require.Empty(t, e.ingress())
+}
+
+func TestWebhookWithoutSecretRefusesEverything(t *testing.T) {
+	e := newEnv(t, func(o *WebhookOptions) { o.Secret = "" })
+	body := []byte(`{}`)
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(body))
+	req.Header.Set("X-GitHub-Event", "ping")
+	req.Header.Set("X-GitHub-Delivery", "x")
+	req.Header.Set("X-Hub-Signature-256", sign("", body))
+	code, _ := e.serve(req)
+	require.Equal(t, http.StatusUnauthorized, code)
+}
+
+func TestPingIsAnsweredAndNotStored(t *testing.T) {
+	e := newEnv(t)
+	code, a := e.post("ping", "p1", []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "pong", a.Status)
+	require.Empty(t, e.ingress())
+}
+
+// The acceptance path: a mention in a comment becomes a work item routed to
+// the mentioned agent, the reporter's 👀 and status message reach the fake
+// GitHub through the outbox and the Sink, and a redelivery changes nothing.
+func TestMentionBecomesWorkItemWithReactionAndStatusComment(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	reporter := bot.NewReporter(e.store, nil, nil)
+	e.accepted = func(ctx context.Context, wi *bot.WorkItem) { reporter.Accepted(ctx, wi) }
+	deliverer := bot.NewDeliverer(bot.DelivererOptions{
+		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client, nil)},
+		MinEditInterval: time.Millisecond,
+	})
+	flush := func() {
+		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		require.NoError(t, deliverer.Flush(fctx))
+	}
+
+	body := issueCommentPayload("created", person("alice"), "@triage please look", nil).bytes(t)
+	code, a := e.post("issue_comment", "delivery-1", body)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "accepted", a.Status)
+
+	items := e.workItems()
+	require.Len(t, items, 1)
+	wi := items[0]
+	require.Equal(t, a.WorkItem, wi.ID)
+	require.Equal(t, "triage", wi.Route.Agent)
+	require.Equal(t, "mention @triage", wi.Route.Reason)
+	require.Equal(t, "github:octo/hello#7", wi.Thread.Key())
+	require.Equal(t, "github.issue_comment.created", wi.Kind)
+	require.Equal(t, "alice", wi.Actor)
+	require.Equal(t, "comment:555", wi.SourceRef)
+	ev := e.event(wi.EventRef)
+	require.Equal(t, body, ev.Raw)
+	require.Equal(t, int64(testInstallation), ev.InstallationID)
+	require.Equal(t, []string{"flaky"}, ev.Labels)
+
+	flush()
+	require.Equal(t, []fakeReaction{{ID: e.gh.reactionList()[0].ID, Path: "/repos/octo/hello/issues/comments/555/reactions", Content: "eyes"}}, e.gh.reactionList())
+
+	run := reporter.Start(ctx, &bot.Job{ID: "job_1", Agent: wi.Route.Agent, Attempt: 1}, items)
+	flush()
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 1)
+	require.Contains(t, comments[0].Body, "triage is working on "+wi.ID)
+	require.Contains(t, comments[0].Body, "<!-- switchyard:"+wi.ID+"/status -->")
+
+	run.Finish(ctx, true, "The test waited on a real clock; it uses a fake one now.", "")
+	flush()
+	comments = e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 2, "the status is edited in place, the reply is new")
+	require.Contains(t, comments[0].Body, "triage finished "+wi.ID)
+	require.Contains(t, comments[1].Body, "uses a fake one now")
+	require.Len(t, e.gh.reactionList(), 2)
+	require.Equal(t, "rocket", e.gh.reactionList()[1].Content)
+
+	// GitHub redelivers: nothing new is stored, reacted to or posted.
+	code, a = e.post("issue_comment", "delivery-1", body)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "duplicate", a.Status)
+	flush()
+	require.Len(t, e.workItems(), 1)
+	require.Len(t, e.gh.threadComments("octo/hello#7"), 2)
+	require.Len(t, e.gh.reactionList(), 2)
+}
+
+func TestTriggerRules(t *testing.T) {
+	type want struct {
+		agent  string // a work item for this agent, or
+		reason string // an ingress record with this reason
+		reply  bool   // a refusal queued in the thread
+	}
+	for _, tc := range []struct {
+		name    string
+		event   string
+		payload payload
+		want    want
+	}{
+		{
+			name: "the App itself", event: "issue_comment",
+			payload: issueCommentPayload("created", botUser("switchyard[bot]"), "@triage done", nil),
+			want:    want{reason: bot.IgnoreBot},
+		},
+		{
+			name: "another bot", event: "issue_comment",
+			payload: issueCommentPayload("created", botUser("dependabot[bot]"), "@triage rebase", nil),
+			want:    want{reason: bot.IgnoreBot},
+		},
+		{
+			name: "a bot by login alone", event: "issue_comment",
+			payload: issueCommentPayload("created", person("ci[bot]"), "@triage rebase", nil),
+			want:    want{reason: bot.IgnoreBot},
+		},
+		{
+			name: "an allowed bot needs no permission", event: "issue_comment",
+			payload: issueCommentPayload("created", botUser("renovate[bot]"), "@coder update the lock file", nil),
+			want:    want{agent: "coder"},
+		},
+		{
+			name: "a writer's mention", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "@coder fix this", nil),
+			want:    want{agent: "coder"},
+		},
+		{
+			name: "a writer's command", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "Ship it.\n/deploy staging", nil),
+			want:    want{agent: "ops"},
+		},
+		{
+			name: "a reader's mention", event: "issue_comment",
+			payload: issueCommentPayload("created", person("rita"), "@coder fix this", nil),
+			want:    want{reason: bot.IgnoreUnauthorized, reply: true},
+		},
+		{
+			name: "a triager's command (role_name is finer than permission)", event: "issue_comment",
+			payload: issueCommentPayload("created", person("tom"), "/deploy prod", nil),
+			want:    want{reason: bot.IgnoreUnauthorized, reply: true},
+		},
+		{
+			name: "a stranger's mention", event: "issue_comment",
+			payload: issueCommentPayload("created", person("mallory"), "@coder rm -rf", nil),
+			want:    want{reason: bot.IgnoreUnauthorized, reply: true},
+		},
+		{
+			name: "a stranger mentioning a person asks no agent", event: "issue_comment",
+			payload: issueCommentPayload("created", person("mallory"), "thanks @alice!", nil),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "an edit that adds a mention", event: "issue_comment",
+			payload: issueCommentPayload("edited", person("alice"), "@reviewer and @triage please look", ptr("@reviewer please look")),
+			want:    want{agent: "triage"},
+		},
+		{
+			name: "an edit that adds no mention", event: "issue_comment",
+			payload: issueCommentPayload("edited", person("alice"), "@triage please look again", ptr("@triage please look")),
+			want:    want{reason: bot.IgnoreEdited},
+		},
+		{
+			name: "a review comment edit that adds no mention", event: "pull_request_review_comment",
+			payload: payload{
+				"action": "edited", "comment": payload{"id": 8, "body": "@coder nit"}, "changes": payload{"body": payload{"from": "@coder nit"}},
+				"pull_request": payload{"number": 9}, "repository": repository(), "sender": person("alice"),
+				"installation": payload{"id": testInstallation},
+			},
+			want: want{reason: bot.IgnoreEdited},
+		},
+		{
+			name: "an issue edit keeps old mentions quiet", event: "issues",
+			payload: issuesPayload("edited", person("alice"), "@coder fix the crash (typo fixed)", ptr("@coder fix the crahs")),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "an issue edit still matches rules", event: "issues",
+			payload: issuesPayload("edited", person("mallory"), "crash", nil, "bug"),
+			want:    want{agent: "triage"},
+		},
+		{
+			name: "a labelled issue by a stranger matches a rule", event: "issues",
+			payload: issuesPayload("labeled", person("mallory"), "@coder fix", nil, "bug"),
+			want:    want{agent: "triage"},
+		},
+		{
+			name: "an issue opened without mention or rule", event: "issues",
+			payload: issuesPayload("opened", person("alice"), "It crashes.", nil),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "a pull request opened with a mention", event: "pull_request",
+			payload: pullRequestPayload("opened", person("alice"), "@reviewer have a look"),
+			want:    want{agent: "reviewer"},
+		},
+		{
+			name: "a pull request synchronised does not repeat its mention", event: "pull_request",
+			payload: pullRequestPayload("synchronize", person("alice"), "@reviewer have a look"),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "a review with a mention", event: "pull_request_review",
+			payload: payload{
+				"action": "submitted", "review": payload{"id": 4, "body": "@coder address these", "state": "changes_requested"},
+				"pull_request": payload{"number": 9}, "repository": repository(), "sender": person("alice"),
+				"installation": payload{"id": testInstallation},
+			},
+			want: want{agent: "coder"},
+		},
+		{
+			name: "an unsupported action", event: "pull_request",
+			payload: pullRequestPayload("assigned", person("alice"), "@reviewer"),
+			want:    want{reason: bot.IgnoreUnsupported},
+		},
+		{
+			name: "a deleted comment", event: "issue_comment",
+			payload: issueCommentPayload("deleted", person("alice"), "@coder fix this", nil),
+			want:    want{reason: bot.IgnoreDeleted},
+		},
+		{
+			name: "an event go-github does not know", event: "merge_group",
+			payload: payload{"action": "checks_requested", "repository": repository(), "sender": person("alice")},
+			want:    want{reason: bot.IgnoreUnsupported},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.gh.setPermission("octo/hello", "alice", "write", "write")
+			e.gh.setPermission("octo/hello", "rita", "read", "read")
+			e.gh.setPermission("octo/hello", "tom", "read", "triage")
+			code, a := e.post(tc.event, "d-1", tc.payload.bytes(t))
+			require.Equal(t, http.StatusAccepted, code)
+			if tc.want.agent != "" {
+				require.Equal(t, "accepted", a.Status)
+				items := e.workItems()
+				require.Len(t, items, 1)
+				require.Equal(t, tc.want.agent, items[0].Route.Agent)
+				require.Empty(t, e.ingress())
+			} else {
+				require.Equal(t, "ignored", a.Status)
+				require.Equal(t, tc.want.reason, a.Reason)
+				recs := e.ingress()
+				require.Len(t, recs, 1)
+				require.Equal(t, tc.want.reason, recs[0].Reason)
+				require.NotEmpty(t, recs[0].Detail)
+				require.Empty(t, e.workItems())
+			}
+			msgs, err := e.store.ListOutbox(context.Background(), "github:octo/hello#7")
+			require.NoError(t, err)
+			if tc.want.reply {
+				require.Len(t, msgs, 1)
+				require.Equal(t, "github/d-1/refusal", msgs[0].Key)
+				require.Equal(t, bot.OutboxReply, msgs[0].Kind)
+				require.Contains(t, msgs[0].Text, "write access to octo/hello")
+			} else {
+				require.Empty(t, msgs)
+			}
+		})
+	}
+}
+
+func TestEditThatAddsAMentionRoutesToTheNewMention(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	p := issueCommentPayload("edited", person("alice"), "@coder did this; @reviewer please check", ptr("@coder did this"))
+	code, _ := e.post("issue_comment", "d-edit", p.bytes(t))
+	require.Equal(t, http.StatusAccepted, code)
+	items := e.workItems()
+	require.Len(t, items, 1)
+	require.Equal(t, "reviewer", items[0].Route.Agent)
+	require.Equal(t, []string{"reviewer"}, e.event(items[0].EventRef).Mentions)
+}
+
+func TestMinPermission(t *testing.T) {
+	for _, tc := range []struct {
+		min    Permission
+		role   string
+		accept bool
+	}{
+		{"", "write", true},
+		{"", "triage", false},
+		{PermissionTriage, "triage", true},
+		{PermissionMaintain, "write", false},
+		{PermissionMaintain, "maintain", true},
+		{PermissionAdmin, "admin", true},
+		{"owner", "admin", false}, // invalid: refuses everyone
+	} {
+		t.Run(string(tc.min)+"/"+tc.role, func(t *testing.T) {
+			e := newEnv(t, func(o *WebhookOptions) { o.MinPermission = tc.min })
+			e.gh.setPermission("octo/hello", "alice", "", tc.role)
+			code, a := e.post("issue_comment", "d", issueCommentPayload("created", person("alice"), "@coder go", nil).bytes(t))
+			require.Equal(t, http.StatusAccepted, code)
+			require.Equal(t, tc.accept, a.Status == "accepted", a)
+		})
+	}
+}
+
+func TestParsePermission(t *testing.T) {
+	for in, want := range map[string]Permission{"": PermissionWrite, "read": PermissionRead, " Maintain ": PermissionMaintain, "admin": PermissionAdmin} {
+		got, err := ParsePermission(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got)
+	}
+	for _, in := range []string{"none", "owner", "wrote"} {
+		_, err := ParsePermission(in)
+		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), in)
+	}
+}
+
+func TestPermissionAnswersAreCached(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	e := newEnv(t, func(o *WebhookOptions) { o.Now = clock; o.PermissionTTL = time.Minute })
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	const perm = "GET /repos/{owner}/{repo}/collaborators/{user}/permission"
+
+	for i, id := range []string{"a", "b", "c"} {
+		code, _ := e.post("issue_comment", id, issueCommentPayload("created", person("alice"), "@coder step "+id, nil).bytes(t))
+		require.Equal(t, http.StatusAccepted, code, i)
+	}
+	require.Equal(t, 1, e.gh.callCount(perm))
+	require.Equal(t, 1, e.gh.callCount("POST /app/installations/{id}/access_tokens"), "the installation token is reused")
+
+	// Alice loses write access; once the cached answer expires, she is refused.
+	e.gh.setPermission("octo/hello", "alice", "read", "read")
+	now = now.Add(2 * time.Minute)
+	code, a := e.post("issue_comment", "d", issueCommentPayload("created", person("alice"), "@coder again", nil).bytes(t))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, bot.IgnoreUnauthorized, a.Reason)
+	require.Equal(t, 2, e.gh.callCount(perm))
+}
+
+// When GitHub cannot say whether the commenter may ask, nothing is stored and
+// GitHub is told the delivery failed, so it can be redelivered.
+func TestPermissionLookupFailureFailsTheDelivery(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	body := issueCommentPayload("created", person("alice"), "@coder fix this", nil).bytes(t)
+
+	e.gh.fail("GET /repos/{owner}/{repo}/collaborators/{user}/permission", failure{status: 502, body: `{"message":"Server Error"}`})
+	code, a := e.post("issue_comment", "d-1", body)
+	require.Equal(t, http.StatusBadGateway, code)
+	require.NotContains(t, a.Error, "ghs_", "no token in the answer")
+	require.Empty(t, e.workItems())
+	require.Empty(t, e.ingress())
+
+	// A failed token exchange fails the delivery the same way.
+	e2 := newEnv(t)
+	e2.gh.fail("POST /app/installations/{id}/access_tokens", failure{status: 500, body: `{"message":"oops"}`})
+	code, _ = e2.post("issue_comment", "d-1", body)
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Empty(t, e2.workItems())
+
+	code, a = e.post("issue_comment", "d-1", body)
+	require.Equal(t, http.StatusAccepted, code, "the redelivery goes through")
+	require.Equal(t, "accepted", a.Status)
+}
+
+func TestRefusalIsQueuedAgainOnRedelivery(t *testing.T) {
+	e := newEnv(t)
+	body := issueCommentPayload("created", person("mallory"), "@coder hi", nil).bytes(t)
+	code, _ := e.post("issue_comment", "d-9", body)
+	require.Equal(t, http.StatusAccepted, code)
+	code, a := e.post("issue_comment", "d-9", body)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "duplicate", a.Status)
+	msgs, err := e.store.ListOutbox(context.Background(), "github:octo/hello#7")
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "one message key, so at most one comment")
+	require.Len(t, e.ingress(), 1)
+}
+
+func TestPullRequestChangedPaths(t *testing.T) {
+	needs := true
+	e := newEnv(t, func(o *WebhookOptions) { o.NeedsPaths = func() bool { return needs } })
+	var files []string
+	for i := range 230 {
+		files = append(files, "src/file"+string(rune('a'+i%26))+strings.Repeat("x", i/26)+".go")
+	}
+	files = append(files, "renamed:docs/old.md->guide/new.md")
+	e.gh.files["octo/hello#9"] = files
+
+	code, a := e.post("pull_request", "pr-1", pullRequestPayload("opened", person("alice"), "Tidy up").bytes(t))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "accepted", a.Status, "the docs rule matched the old name of a renamed file")
+	items := e.workItems()
+	require.Len(t, items, 1)
+	require.Equal(t, "docs", items[0].Route.Agent)
+	paths := e.event(items[0].EventRef).Paths
+	require.Len(t, paths, 232)
+	require.Contains(t, paths, "guide/new.md")
+	require.Contains(t, paths, "docs/old.md")
+	require.Equal(t, 3, e.gh.callCount("GET /repos/{owner}/{repo}/pulls/{number}/files"), "three pages of 100")
+
+	// A failed listing fails the delivery; nothing is stored.
+	e.gh.fail("GET /repos/{owner}/{repo}/pulls/{number}/files", failure{status: 500, body: `{}`})
+	code, _ = e.post("pull_request", "pr-2", pullRequestPayload("synchronize", person("alice"), "").bytes(t))
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Len(t, e.workItems(), 1)
+	require.Empty(t, e.ingress())
+
+	// Rules that look at no paths cost no API call.
+	needs = false
+	code, _ = e.post("pull_request", "pr-3", pullRequestPayload("synchronize", person("alice"), "").bytes(t))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, 4, e.gh.callCount("GET /repos/{owner}/{repo}/pulls/{number}/files"))
+}
+
+func TestInstallationEventsAreRecorded(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	forRepo := func(repo string) int64 {
+		id, err := e.store.InstallationForRepo(ctx, repo)
+		require.NoError(t, err)
+		return id
+	}
+	// The removal and deletion examples are of another installation; make
+	// them about the one created here.
+	retarget := func(name string, edit func(payload)) []byte {
+		var p payload
+		require.NoError(t, json.Unmarshal(fixture(t, name), &p))
+		p["installation"].(map[string]any)["id"] = 957387
+		edit(p)
+		return p.bytes(t)
+	}
+
+	code, a := e.post("installation", "i-1", fixture(t, "installation/created.payload.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "ignored", a.Status)
+	require.EqualValues(t, 957387, forRepo("Codertocat/Hello-World"))
+
+	code, _ = e.post("installation_repositories", "i-2", fixture(t, "installation_repositories/added.payload.json"))
+	require.Equal(t, http.StatusAccepted, code)
+	require.EqualValues(t, 957387, forRepo("codertocat/space"))
+
+	code, _ = e.post("installation_repositories", "i-3", retarget("installation_repositories/removed.payload.json", func(p payload) {
+		p["repositories_removed"] = []payload{{"full_name": "Codertocat/Space", "name": "Space"}}
+	}))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Zero(t, forRepo("Codertocat/Space"))
+	require.EqualValues(t, 957387, forRepo("Codertocat/Hello-World"))
+
+	code, _ = e.post("installation", "i-4", retarget("installation/deleted.payload.json", func(payload) {}))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Zero(t, forRepo("Codertocat/Hello-World"))
+
+	recs := e.ingress()
+	require.Len(t, recs, 4)
+	for _, r := range recs {
+		require.True(t, strings.HasPrefix(r.Kind, "github.installation"), r.Kind)
+	}
+}
+
+func TestFormEncodedDeliveries(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	js := issueCommentPayload("created", person("alice"), "@triage +1 & more", nil).bytes(t)
+	body := []byte(url.Values{"payload": {string(js)}}.Encode())
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-GitHub-Event", "issue_comment")
+	req.Header.Set("X-GitHub-Delivery", "form-1")
+	req.Header.Set("X-Hub-Signature-256", sign(testSecret, body))
+	code, a := e.serve(req)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "accepted", a.Status)
+	require.Equal(t, "@triage +1 & more", e.workItems()[0].Text)
+}
+
+// An intake failure is a 500 without detail; GitHub redelivers later.
+func TestIntakeFailureIs500(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	require.NoError(t, e.store.Close())
+	code, a := e.post("issue_comment", "d", issueCommentPayload("created", person("alice"), "@coder go", nil).bytes(t))
+	require.Equal(t, http.StatusInternalServerError, code)
+	require.Equal(t, "internal error", a.Error)
+}
