@@ -123,19 +123,21 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 	}
 	ec := &eventContext{self: self, team: team, eventID: env.EventID, raw: raw}
 
+	var m slackMessage
+	if head.Type == "app_mention" || head.Type == "message" {
+		if err := json.Unmarshal(inner, &m); err != nil {
+			return decision{}, fmt.Errorf("%w: %s event: %v", errBadPayload, head.Type, err)
+		}
+	}
 	switch head.Type {
 	case "app_mention":
-		var m slackevents.AppMentionEvent
-		if err := json.Unmarshal(inner, &m); err != nil {
-			return decision{}, fmt.Errorf("%w: app_mention: %v", errBadPayload, err)
-		}
-		if m.Channel == "" || m.TimeStamp == "" {
+		if m.Channel == "" || m.TS == "" {
 			return drop("app_mention without channel or ts"), nil
 		}
-		if isSelf(self, m.User, m.BotID) {
+		if isSelf(ec.self, m.User, m.BotID) {
 			return drop("the bot's own message"), nil
 		}
-		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TimeStamp, firstNonEmpty(m.ThreadTimeStamp, m.TimeStamp), m.Text, true)
+		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TS, firstNonEmpty(m.ThreadTS, m.TS), m.Text, true)
 		switch {
 		case m.BotID != "":
 			ev.ActorIsBot = true
@@ -143,36 +145,54 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 		case m.Edited != nil:
 			return ignore(ev, bot.IgnoreEdited, "an edited mention; post a new message to ask again"), nil
 		}
-		return a.admit(ev, m.Channel, m.User, m.ThreadTimeStamp, false), nil
-
+		return a.admit(ev, m.Channel, m.User, m.ThreadTS, false), nil
 	case "message":
-		var m slackevents.MessageEvent
-		if err := json.Unmarshal(inner, &m); err != nil {
-			return decision{}, fmt.Errorf("%w: message: %v", errBadPayload, err)
-		}
 		return a.decideMessage(ctx, ec, &m)
 	}
 	return drop("event type " + head.Type), nil
 }
 
-func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackevents.MessageEvent) (decision, error) {
+// slackMessage is what the core reads of a message or app_mention event.
+// slack-go's full event structs also decode blocks, attachments and files,
+// strictly: one field of an unexpected shape there would lose a person's
+// message, so only the fields used here are decoded.
+type slackMessage struct {
+	Type        string `json:"type"`
+	Subtype     string `json:"subtype"`
+	User        string `json:"user"`
+	BotID       string `json:"bot_id"`
+	Text        string `json:"text"`
+	TS          string `json:"ts"`
+	ThreadTS    string `json:"thread_ts"`
+	Channel     string `json:"channel"`
+	ChannelType string `json:"channel_type"`
+	DeletedTS   string `json:"deleted_ts"`
+	Edited      *struct {
+		User string `json:"user"`
+		TS   string `json:"ts"`
+	} `json:"edited"`
+	Message         *slackMessage `json:"message"`          // message_changed: the new version
+	PreviousMessage *slackMessage `json:"previous_message"` // message_changed, message_deleted
+}
+
+func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackMessage) (decision, error) {
 	self := ec.self
 	// Who wrote what: an edit carries the new message, a deletion the old one.
-	user, botID, text, ts, threadTS := m.User, m.BotID, m.Text, m.TimeStamp, m.ThreadTimeStamp
+	user, botID, text, ts, threadTS := m.User, m.BotID, m.Text, m.TS, m.ThreadTS
 	var prevText string
-	switch m.SubType {
+	switch m.Subtype {
 	case "message_changed":
-		if m.Message != nil {
-			user, botID, text, ts, threadTS = m.Message.User, m.Message.BotID, m.Message.Text, m.Message.Timestamp, m.Message.ThreadTimestamp
+		if n := m.Message; n != nil {
+			user, botID, text, ts, threadTS = n.User, n.BotID, n.Text, n.TS, n.ThreadTS
 		}
 		if m.PreviousMessage != nil {
 			prevText = m.PreviousMessage.Text
 		}
 	case "message_deleted":
 		if p := m.PreviousMessage; p != nil {
-			user, botID, text, ts, threadTS = p.User, p.BotID, p.Text, p.Timestamp, p.ThreadTimestamp
+			user, botID, text, ts, threadTS = p.User, p.BotID, p.Text, p.TS, p.ThreadTS
 		}
-		ts = firstNonEmpty(ts, m.DeletedTimeStamp)
+		ts = firstNonEmpty(ts, m.DeletedTS)
 	}
 	if m.Channel == "" || ts == "" {
 		return drop("message without channel or ts"), nil
@@ -184,7 +204,7 @@ func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slacke
 	}
 	dm := m.ChannelType == slackevents.ChannelTypeIM
 	mentioned := mentionsUser(text, self.UserID) || mentionsUser(prevText, self.UserID)
-	personal := personalSubtypes[m.SubType]
+	personal := personalSubtypes[m.Subtype]
 
 	// Relevance first: the bot sees every message of the channels it is in,
 	// and only those addressed to it are worth a record.
@@ -207,15 +227,15 @@ func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slacke
 
 	ev := ec.event(bot.KindSlackMessage, m.Channel, user, ts, firstNonEmpty(threadTS, ts), text, mentioned || dm)
 	switch {
-	case botID != "" || m.SubType == "bot_message":
+	case botID != "" || m.Subtype == "bot_message":
 		ev.ActorIsBot = true
 		return ignore(ev, bot.IgnoreBot, "posted by a bot"), nil
-	case m.SubType == "message_changed":
+	case m.Subtype == "message_changed":
 		return ignore(ev, bot.IgnoreEdited, "an edited message; post a new message to ask again"), nil
-	case m.SubType == "message_deleted":
+	case m.Subtype == "message_deleted":
 		return ignore(ev, bot.IgnoreDeleted, "a deleted message"), nil
 	case !personal:
-		return ignore(ev, bot.IgnoreUnsupported, "message subtype "+m.SubType), nil
+		return ignore(ev, bot.IgnoreUnsupported, "message subtype "+m.Subtype), nil
 	case user == "":
 		return ignore(ev, bot.IgnoreUnsupported, "message without a user"), nil
 	}

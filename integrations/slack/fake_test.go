@@ -54,7 +54,7 @@ type socketAck struct {
 }
 
 type fakeSlack struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	mu       sync.Mutex
@@ -68,7 +68,7 @@ type fakeSlack struct {
 	acks chan socketAck
 }
 
-func newFakeSlack(t *testing.T) *fakeSlack {
+func newFakeSlack(t testing.TB) *fakeSlack {
 	t.Helper()
 	fs := &fakeSlack{t: t, failures: map[string][]fakeFailure{}, acks: make(chan socketAck, 64)}
 	mux := http.NewServeMux()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -114,15 +115,16 @@ func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form, err := url.ParseQuery(string(body))
-	var ic slack.InteractionCallback
 	if err == nil {
-		err = json.Unmarshal([]byte(form.Get("payload")), &ic)
+		err = a.handleInteraction(r.Context(), []byte(form.Get("payload")))
+	} else {
+		err = fmt.Errorf("%w: %v", errBadPayload, err)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errBadPayload):
 		http.Error(w, "malformed interaction", http.StatusBadRequest)
 		return
-	}
-	if err := a.handleInteraction(r.Context(), ic); err != nil {
+	case err != nil:
 		a.opts.Logger.Error("slack interaction failed", slog.Any("err", err))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return

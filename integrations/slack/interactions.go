@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -36,16 +37,53 @@ type ApprovalDecider interface {
 	DecideApproval(ctx context.Context, click ApprovalClick) error
 }
 
-// handleInteraction processes an interaction payload from either transport.
-// Only approval buttons mean anything to Switchyard; the rest is
+// interaction is what the core reads of an interaction payload. Like
+// events, only the fields used are decoded: slack-go's InteractionCallback
+// decodes whole messages and views strictly, and a click must not be lost
+// to a field of an unexpected shape elsewhere in the payload.
+type interaction struct {
+	Type string `json:"type"`
+	User struct {
+		ID     string `json:"id"`
+		TeamID string `json:"team_id"`
+	} `json:"user"`
+	Team struct {
+		ID string `json:"id"`
+	} `json:"team"`
+	Channel struct {
+		ID string `json:"id"`
+	} `json:"channel"`
+	Container struct {
+		ChannelID string `json:"channel_id"`
+		MessageTS string `json:"message_ts"`
+		ThreadTS  string `json:"thread_ts"`
+	} `json:"container"`
+	Message struct {
+		TS       string `json:"ts"`
+		ThreadTS string `json:"thread_ts"`
+	} `json:"message"`
+	ResponseURL string `json:"response_url"`
+	Actions     []struct {
+		ActionID string `json:"action_id"`
+		BlockID  string `json:"block_id"`
+		Value    string `json:"value"`
+	} `json:"actions"`
+}
+
+// handleInteraction processes an interaction payload (JSON) from either
+// transport. Only approval buttons mean anything to Switchyard; the rest is
 // acknowledged and dropped.
-func (a *Adapter) handleInteraction(ctx context.Context, ic slack.InteractionCallback) error {
-	if ic.Type != slack.InteractionTypeBlockActions {
-		a.opts.Logger.Debug("slack interaction ignored", slog.String("type", string(ic.Type)))
+func (a *Adapter) handleInteraction(ctx context.Context, raw []byte) error {
+	var ic interaction
+	if err := json.Unmarshal(raw, &ic); err != nil {
+		return fmt.Errorf("%w: interaction: %v", errBadPayload, err)
+	}
+	if ic.Type != string(slack.InteractionTypeBlockActions) {
+		a.opts.Logger.Debug("slack interaction ignored", slog.String("type", ic.Type))
 		return nil
 	}
-	for _, act := range ic.ActionCallback.BlockActions {
-		if act == nil || (act.ActionID != ActionApprove && act.ActionID != ActionDeny) {
+	for _, act := range ic.Actions {
+		if act.ActionID != ActionApprove && act.ActionID != ActionDeny {
 			continue
 		}
 		click := ApprovalClick{
@@ -54,8 +92,8 @@ func (a *Adapter) handleInteraction(ctx context.Context, ic slack.InteractionCal
 			User:        ic.User.ID,
 			Team:        firstNonEmpty(ic.Team.ID, ic.User.TeamID),
 			Channel:     firstNonEmpty(ic.Channel.ID, ic.Container.ChannelID),
-			MessageTS:   firstNonEmpty(ic.Container.MessageTs, ic.Message.Timestamp),
-			ThreadTS:    firstNonEmpty(ic.Container.ThreadTs, ic.Message.ThreadTimestamp),
+			MessageTS:   firstNonEmpty(ic.Container.MessageTS, ic.Message.TS),
+			ThreadTS:    firstNonEmpty(ic.Container.ThreadTS, ic.Message.ThreadTS),
 			ResponseURL: ic.ResponseURL,
 		}
 		if a.opts.Approvals == nil {

@@ -114,12 +114,7 @@ func (a *Adapter) handleEnvelope(ctx context.Context, client *socketmode.Client,
 			payload = resp
 		}
 	case socketmode.RequestTypeInteractive:
-		var ic slack.InteractionCallback
-		if err = json.Unmarshal(req.Payload, &ic); err != nil {
-			err = fmt.Errorf("%w: %v", errBadPayload, err)
-			break
-		}
-		err = a.handleInteraction(ctx, ic)
+		err = a.handleInteraction(ctx, req.Payload)
 	default:
 		err = fmt.Errorf("%w: envelope type %q", errBadPayload, req.Type)
 	}

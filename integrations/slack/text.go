@@ -13,7 +13,15 @@ import (
 // bot, a leading "name:" as in "@switchyard coder: fix the test".
 func cleanText(text, botUser string, addressed bool) (string, []string) {
 	if botUser != "" {
-		text = removeMention(text, botUser)
+		// Until nothing changes: removing one mention can join the text
+		// around it into another ("<@U<@U>>").
+		for {
+			next := removeMention(text, botUser)
+			if next == text {
+				break
+			}
+			text = next
+		}
 	}
 	text = strings.TrimSpace(text)
 
@@ -24,7 +32,8 @@ func cleanText(text, botUser string, addressed bool) (string, []string) {
 		}
 	}
 	for _, m := range bot.ParseMentions(withoutEntities(text)) {
-		if len(mentions) == 1 && strings.EqualFold(mentions[0], m) {
+		// ParseMentions yields "" for a lone "@." or "@-".
+		if m == "" || len(mentions) == 1 && strings.EqualFold(mentions[0], m) {
 			continue
 		}
 		mentions = append(mentions, m)
