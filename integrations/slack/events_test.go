@@ -92,7 +92,7 @@ func TestEventsAddressedToTheBot(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, ModeHTTP, nil)
-			h.store.addWorkItem(bot.WorkItem{ID: "wi_0", Thread: bot.SlackThread(testTeam, "C1", botThread), Status: bot.StatusRunning})
+			h.store.seed(t, bot.SlackThread(testTeam, "C1", botThread), "coder", "an earlier request")
 			body := string(eventBody(fmt.Sprintf("EvT%d", i), tc.inner))
 			require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, body, nil).Code)
 
@@ -100,6 +100,8 @@ func TestEventsAddressedToTheBot(t *testing.T) {
 			switch tc.want.act {
 			case actDrop:
 				require.Empty(t, events)
+				require.Len(t, items, 1)
+				require.Empty(t, ingress)
 				return
 			case actIngest:
 				require.Len(t, items, 2)

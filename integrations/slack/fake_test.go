@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
+	boltstore "github.com/switchyard/switchyard/storage/bolt"
 )
 
 // The fake Slack: the Web API methods the adapter calls and the Socket Mode
@@ -231,28 +233,27 @@ func (fs *fakeSlack) nextAck(t *testing.T) socketAck {
 	}
 }
 
-// memStore is a minimal bot.IngestStore and work item lister for tests:
-// dedup by key, work items for routed events, ingress records for ignored
-// ones. storage/bolt replaces it once it exists.
-type memStore struct {
-	mu      sync.Mutex
-	seen    map[string]bot.IngestResult
-	items   []bot.WorkItem
-	ingress []bot.IngressRecord
-	events  []bot.Event // every event stored, in order
-	dups    int
-	gate    chan struct{} // when set, Ingest waits for it
-	failN   int           // the next failN calls fail
+// testStore is the real bbolt store with two knobs for tests: a gate that
+// holds Ingest, and failures for the next calls. It also remembers the events
+// it newly stored, in order, and counts duplicates.
+type testStore struct {
+	*boltstore.Store
+
+	mu     sync.Mutex
+	events []bot.Event
+	dups   int
+	gate   chan struct{} // when set, Ingest waits for it
+	failN  int           // the next failN calls fail
 }
 
-var (
-	_ bot.IngestStore = (*memStore)(nil)
-	_ WorkItemLister  = (*memStore)(nil)
-)
+func newTestStore(t testing.TB) *testStore {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "switchyard.db"), boltstore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return &testStore{Store: st}
+}
 
-func newMemStore() *memStore { return &memStore{seen: map[string]bot.IngestResult{}} }
-
-func (s *memStore) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestResult, error) {
+func (s *testStore) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestResult, error) {
 	s.mu.Lock()
 	gate := s.gate
 	s.mu.Unlock()
@@ -264,67 +265,62 @@ func (s *memStore) Ingest(ctx context.Context, req bot.IngestRequest) (bot.Inges
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.failN > 0 {
 		s.failN--
+		s.mu.Unlock()
 		return bot.IngestResult{}, bot.Errorf(bot.EUNAVAILABLE, "store is down")
 	}
-	key := req.Event.DedupKey()
-	if r, ok := s.seen[key]; ok && key != "" {
-		s.dups++
-		r.Duplicate = true
-		return r, nil
-	}
-	ev := req.Event
-	s.events = append(s.events, ev)
-	ref := fmt.Sprintf("ev_%d", len(s.events))
-	var res bot.IngestResult
-	if req.Route != nil {
-		wi := bot.WorkItem{ID: fmt.Sprintf("wi_%d", len(s.items)+1), Thread: ev.Thread, Status: bot.StatusQueued,
-			Route: *req.Route, EventRef: ref, Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID,
-			Actor: ev.Actor, Text: ev.Text, SourceRef: ev.SourceRef, CreatedAt: req.Now, UpdatedAt: req.Now}
-		s.items = append(s.items, wi)
-		res.WorkItem = &wi
-	} else {
-		rec := bot.IngressRecord{ID: fmt.Sprintf("in_%d", len(s.ingress)+1), Source: ev.Source, Kind: ev.Kind,
-			DeliveryID: ev.DeliveryID, Actor: ev.Actor, Thread: ev.Thread, Reason: req.Ignore.Code,
-			Detail: req.Ignore.Detail, EventRef: ref, CreatedAt: req.Now}
-		s.ingress = append(s.ingress, rec)
-		res.Ingress = &rec
-	}
-	if key != "" {
-		s.seen[key] = res
-	}
-	return res, nil
-}
-
-func (s *memStore) ExpireDedup(context.Context, time.Time) (int, error) { return 0, nil }
-
-func (s *memStore) ListWorkItems(_ context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []bot.WorkItem
-	for _, wi := range slices.Backward(s.items) {
-		if (f.Thread == "" || wi.Thread.Key() == f.Thread) && (f.Status == "" || wi.Status == f.Status) {
-			out = append(out, wi)
+	s.mu.Unlock()
+	res, err := s.Store.Ingest(ctx, req)
+	if err == nil {
+		s.mu.Lock()
+		if res.Duplicate {
+			s.dups++
+		} else {
+			s.events = append(s.events, req.Event)
 		}
-		if f.Limit > 0 && len(out) == f.Limit {
-			break
-		}
+		s.mu.Unlock()
 	}
-	return out, nil
+	return res, err
 }
 
-func (s *memStore) snapshot() (items []bot.WorkItem, ingress []bot.IngressRecord, events []bot.Event, dups int) {
+// snapshot returns the stored work items and ingress records oldest first,
+// the events newly stored and the duplicates seen.
+func (s *testStore) snapshot() (items []bot.WorkItem, ingress []bot.IngressRecord, events []bot.Event, dups int) {
+	ctx := context.Background()
+	items, err := s.ListWorkItems(ctx, bot.WorkItemFilter{Limit: 1000})
+	if err != nil {
+		panic(err)
+	}
+	ingress, err = s.ListIngress(ctx, bot.IngressFilter{Limit: 1000})
+	if err != nil {
+		panic(err)
+	}
+	slices.Reverse(items)
+	slices.Reverse(ingress)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.items), slices.Clone(s.ingress), slices.Clone(s.events), s.dups
+	return items, ingress, slices.Clone(s.events), s.dups
 }
 
-func (s *memStore) addWorkItem(wi bot.WorkItem) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.items = append(s.items, wi)
+// seed stores a queued work item for agent in th.
+func (s *testStore) seed(t testing.TB, th bot.Thread, agent, text string) bot.WorkItem {
+	t.Helper()
+	res, err := s.Store.Ingest(context.Background(), bot.IngestRequest{
+		Event: bot.Event{Source: th.Source, Kind: bot.KindSlackMention, Thread: th, Text: text},
+		Route: &bot.Route{Agent: agent, Reason: "mention @" + agent}, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	return *res.WorkItem
+}
+
+// claim starts the next queued work item, as a worker would.
+func (s *testStore) claim(t testing.TB) *bot.Job {
+	t.Helper()
+	c, err := s.ClaimNext(context.Background(), bot.ClaimRequest{Owner: "test", Now: time.Now(), Lease: time.Hour, MaxAttempts: 3})
+	require.NoError(t, err)
+	require.NotNil(t, c.Job)
+	return c.Job
 }
 
 // mentionDecider routes like the core's router does for the cases here:
@@ -344,14 +340,14 @@ func (mentionDecider) Route(ev *bot.Event) bot.Route {
 // harness runs an Adapter against the fake Slack and a real bot.Intake.
 type harness struct {
 	fs    *fakeSlack
-	store *memStore
+	store *testStore
 	a     *Adapter
 }
 
 func newHarness(t *testing.T, mode string, tweak func(*Options)) *harness {
 	t.Helper()
 	fs := newFakeSlack(t)
-	store := newMemStore()
+	store := newTestStore(t)
 	opts := Options{
 		Mode:            mode,
 		BotToken:        "xoxb-test",

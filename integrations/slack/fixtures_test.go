@@ -26,8 +26,8 @@ var fixtureDir = filepath.Join("..", "..", "..", "shared", "fixtures", "slack")
 
 // offlineAdapter is an Adapter that knows who it is without auth.test, for
 // tests and fuzzing that call the core directly.
-func offlineAdapter(t testing.TB, apiURL string) (*Adapter, *memStore) {
-	store := newMemStore()
+func offlineAdapter(t testing.TB, apiURL string) (*Adapter, *testStore) {
+	store := newTestStore(t)
 	a, err := New(Options{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: testSecret, APIURL: apiURL,
 		Intake: bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}}), WorkItems: store,
 		AllowedUsers: []string{"U1"}})

@@ -41,6 +41,10 @@ func TestHTTPMentionBecomesWorkItemOnce(t *testing.T) {
 	require.Equal(t, "C1", ev.Channel)
 	require.Equal(t, "@coder fix the flaky test", ev.Text)
 	require.JSONEq(t, body, string(ev.Raw))
+	stored, err := h.store.GetEvent(context.Background(), items[0].EventRef)
+	require.NoError(t, err)
+	require.JSONEq(t, body, string(stored.Raw))
+	require.Equal(t, []string{"coder"}, stored.Mentions)
 
 	// Slack retries when it thinks the ack was late: same event_id.
 	w = h.serve(t, "/slack/events", jsonType, body, http.Header{"X-Slack-Retry-Num": {"1"}, "X-Slack-Retry-Reason": {"http_timeout"}})
@@ -249,7 +253,7 @@ func TestSocketModeSlashCommand(t *testing.T) {
 func TestSocketModeStopsWithContext(t *testing.T) {
 	fs := newFakeSlack(t)
 	a, err := New(Options{Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-test", APIURL: fs.apiURL(),
-		Intake: bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}}), PingInterval: 5 * time.Second})
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: newTestStore(t), Router: mentionDecider{}}), PingInterval: 5 * time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -267,7 +271,7 @@ func TestSocketModeStopsWithContext(t *testing.T) {
 func TestSocketModeRefusedAppTokenEndsRun(t *testing.T) {
 	fs := newFakeSlack(t)
 	a, err := New(Options{Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-wrong", APIURL: fs.apiURL(),
-		Intake: bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}})})
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: newTestStore(t), Router: mentionDecider{}})})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -360,11 +364,14 @@ func TestSwitchyardCommand(t *testing.T) {
 	}
 	bare := newHarness(t, ModeHTTP, nil)
 	wired := newHarness(t, ModeHTTP, full)
-	now := time.Now()
+	ctx := context.Background()
 	for _, h := range []*harness{bare, wired} {
-		h.store.addWorkItem(bot.WorkItem{ID: "wi_7", Status: bot.StatusRunning, Route: bot.Route{Agent: "coder"}, Text: "fix the flaky test", CreatedAt: now})
-		h.store.addWorkItem(bot.WorkItem{ID: "wi_8", Status: bot.StatusQueued, Route: bot.Route{Agent: "ops"}, Text: "/deploy staging", CreatedAt: now})
-		h.store.addWorkItem(bot.WorkItem{ID: "wi_6", Status: bot.StatusDone, Route: bot.Route{Agent: "docs"}, Text: "write docs", CreatedAt: now})
+		h.store.seed(t, bot.SlackThread(testTeam, "C1", "1700000000.000010"), "docs", "write docs") // wi_1
+		job := h.store.claim(t)
+		require.NoError(t, h.store.FinishJob(ctx, bot.JobOutcome{JobID: job.ID, Owner: "test", Now: time.Now(), Success: true, Summary: "written"}))
+		h.store.seed(t, bot.SlackThread(testTeam, "C1", "1700000000.000020"), "coder", "fix the flaky test") // wi_2
+		h.store.claim(t)
+		h.store.seed(t, bot.SlackThread(testTeam, "C1", "1700000000.000030"), "ops", "/deploy staging") // wi_3
 	}
 
 	tests := []struct {
@@ -374,10 +381,10 @@ func TestSwitchyardCommand(t *testing.T) {
 		want []string
 		not  []string
 	}{
-		{"status lists open work", bare, "status", []string{"wi_7", "coder", "running", "wi_8", "ops", "queued"}, []string{"wi_6"}},
-		{"runs lists recent work", bare, "runs", []string{"wi_6", "wi_7", "wi_8"}, nil},
-		{"cancel unsupported", bare, "cancel wi_7", []string{"does not support cancelling"}, []string{"Cancelled"}},
-		{"cancel", wired, "cancel wi_7", []string{"Cancelled `wi_7`"}, nil},
+		{"status lists open work", bare, "status", []string{"`wi_2`", "coder", "running", "`wi_3`", "ops", "queued"}, []string{"wi_1"}},
+		{"runs lists recent work", bare, "runs", []string{"`wi_1`", "done", "`wi_2`", "`wi_3`"}, nil},
+		{"cancel unsupported", bare, "cancel wi_2", []string{"does not support cancelling"}, []string{"Cancelled"}},
+		{"cancel", wired, "cancel wi_2", []string{"Cancelled `wi_2`"}, nil},
 		{"cancel unknown", wired, "cancel wi_404", []string{"Could not cancel", "not found"}, nil},
 		{"cancel without id", wired, "cancel", []string{"Usage"}, nil},
 		{"agents unknown", bare, "agents", []string{"does not list its agents"}, nil},
@@ -410,7 +417,7 @@ func TestSwitchyardCommand(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, "wi_7", canceller.id)
+	require.Equal(t, "wi_2", canceller.id)
 	require.Equal(t, "U1", canceller.by)
 	require.Equal(t, "slack:T1/C9/1700000000.000100", resetter.key)
 	// Queries store nothing and post nothing.
@@ -499,7 +506,7 @@ func TestInteractionsReachTheApprovalDecider(t *testing.T) {
 func TestHTTPBeforeAuthIsNotReady(t *testing.T) {
 	fs := newFakeSlack(t)
 	a, err := New(Options{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: testSecret, APIURL: fs.apiURL(),
-		Intake: bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}})})
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: newTestStore(t), Router: mentionDecider{}})})
 	require.NoError(t, err)
 	body := string(eventBody("Ev30", mentionEvent("U1", "<@UBOT> hi", "1700000030.000100", "")))
 	w := httptest.NewRecorder()
@@ -508,7 +515,7 @@ func TestHTTPBeforeAuthIsNotReady(t *testing.T) {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
-	in := bot.NewIntake(bot.IntakeOptions{Store: newMemStore(), Router: mentionDecider{}})
+	in := bot.NewIntake(bot.IntakeOptions{Store: newTestStore(t), Router: mentionDecider{}})
 	tests := []struct {
 		name string
 		opts Options
