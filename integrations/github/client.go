@@ -140,9 +140,15 @@ func parseAPIURL(s string) (*url.URL, error) {
 	if s == "" {
 		s = DefaultAPIURL
 	}
+	// The value is echoed only once parsed, and redacted: a URL with
+	// credentials in it must not reach a log.
+	const want = "want an http(s) URL without credentials, such as " + DefaultAPIURL + " or https://HOST/api/v3/"
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, bot.Errorf(bot.EINVALID, "github.api_url %q: want an http(s) URL such as %s or https://HOST/api/v3/", s, DefaultAPIURL)
+	if err != nil {
+		return nil, bot.Errorf(bot.EINVALID, "github.api_url: %s", want)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, bot.Errorf(bot.EINVALID, "github.api_url %q: %s", u.Redacted(), want)
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"

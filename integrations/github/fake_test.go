@@ -37,6 +37,7 @@ const testAppID = 4242
 
 // failure is a canned error answer, served instead of the real one.
 type failure struct {
+	hang   bool // answer nothing until the client gives up
 	status int
 	header map[string]string
 	body   string
@@ -102,6 +103,10 @@ func newFakeGitHub(t *testing.T, prefix string) *fakeGitHub {
 				fail, f.failures[pattern] = &q[0], q[1:]
 			}
 			f.mu.Unlock()
+			if fail != nil && fail.hang {
+				<-r.Context().Done()
+				return
+			}
 			if fail != nil {
 				for k, v := range fail.header {
 					w.Header().Set(k, v)

@@ -27,7 +27,10 @@ const MaxWebhookBody = 25 << 20
 
 // Defaults of WebhookOptions.
 const (
-	DefaultPermissionTTL  = 5 * time.Minute
+	DefaultPermissionTTL = 5 * time.Minute
+	// DefaultLookupTimeout bounds the questions asked of GitHub while a
+	// delivery waits, so it is answered well inside GitHub's 10 s.
+	DefaultLookupTimeout  = 5 * time.Second
 	defaultPermissionSize = 10000
 	// maxPathPages bounds the changed files fetched for a pull request:
 	// GitHub lists at most 3000, 100 a page.
@@ -80,6 +83,9 @@ type WebhookOptions struct {
 	// PermissionTTL is how long a permission answer is reused;
 	// DefaultPermissionTTL when zero.
 	PermissionTTL time.Duration
+	// LookupTimeout bounds the permission and changed-files lookups of one
+	// delivery; DefaultLookupTimeout when zero.
+	LookupTimeout time.Duration
 	// NeedsPaths reports whether any rule matches on changed files; when it
 	// does, pull request events carry their changed paths. Nil: never.
 	NeedsPaths func() bool
@@ -114,6 +120,9 @@ func NewWebhookHandler(opts WebhookOptions) http.Handler {
 	}
 	if opts.PermissionTTL <= 0 {
 		opts.PermissionTTL = DefaultPermissionTTL
+	}
+	if opts.LookupTimeout <= 0 {
+		opts.LookupTimeout = DefaultLookupTimeout
 	}
 	if opts.MinPermission == "" {
 		opts.MinPermission = DefaultMinPermission
@@ -305,23 +314,40 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 		}
 	}
 	ev.FillFromText()
+	allowed, perm, err := h.lookups(ctx, d)
+	if err != nil {
+		return bot.IngestResult{}, &lookupError{err}
+	}
+	if !allowed {
+		return h.refuse(ctx, ev, perm)
+	}
+	return h.opts.Intake.Ingest(ctx, ev)
+}
+
+// lookups asks GitHub what the trigger rules need, within LookupTimeout: the
+// actor's permission when they ask an agent by name (allowed is false, with
+// the permission they have, when it is not enough), and the changed files of
+// a pull request when rules need them.
+func (h *webhook) lookups(ctx context.Context, d *delivery) (allowed bool, perm Permission, err error) {
+	ev := d.ev
+	ctx, cancel := context.WithTimeout(ctx, h.opts.LookupTimeout)
+	defer cancel()
 	if h.needsPermission(ev) {
-		perm, err := h.permission(ctx, ev)
-		if err != nil {
-			return bot.IngestResult{}, &lookupError{err}
+		if perm, err = h.permission(ctx, ev); err != nil {
+			return false, "", err
 		}
 		if !perm.AtLeast(h.opts.MinPermission) {
-			return h.refuse(ctx, ev, perm)
+			return false, perm, nil
 		}
 	}
 	if d.pr && h.opts.NeedsPaths != nil && h.opts.NeedsPaths() {
 		paths, err := h.changedPaths(ctx, ev)
 		if err != nil {
-			return bot.IngestResult{}, &lookupError{err}
+			return false, "", err
 		}
 		ev.Paths = paths
 	}
-	return h.opts.Intake.Ingest(ctx, ev)
+	return true, perm, nil
 }
 
 // botDetail says why ev's actor is a bot Switchyard does not listen to, or "".

@@ -342,7 +342,9 @@ func TestTriggerRules(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			// Listing the App itself among the allowed bots changes nothing:
+			// Switchyard never answers itself.
+			e := newEnv(t, func(o *WebhookOptions) { o.AllowBots = []string{"renovate", "switchyard[bot]"} })
 			e.gh.setPermission("octo/hello", "alice", "write", "write")
 			e.gh.setPermission("octo/hello", "rita", "read", "read")
 			e.gh.setPermission("octo/hello", "tom", "read", "triage")
@@ -472,6 +474,17 @@ func TestPermissionLookupFailureFailsTheDelivery(t *testing.T) {
 	code, a = e.post("issue_comment", "d-1", body)
 	require.Equal(t, http.StatusAccepted, code, "the redelivery goes through")
 	require.Equal(t, "accepted", a.Status)
+}
+
+// A GitHub that does not answer does not hold the delivery past GitHub's own
+// timeout.
+func TestSlowLookupsFailTheDeliveryInTime(t *testing.T) {
+	e := newEnv(t, func(o *WebhookOptions) { o.LookupTimeout = 100 * time.Millisecond })
+	e.gh.fail("GET /repos/{owner}/{repo}/collaborators/{user}/permission", failure{hang: true})
+	code, _ := e.post("issue_comment", "d-slow", issueCommentPayload("created", person("alice"), "@coder go", nil).bytes(t))
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Empty(t, e.workItems())
+	require.Empty(t, e.ingress())
 }
 
 func TestRefusalIsQueuedAgainOnRedelivery(t *testing.T) {

@@ -1,0 +1,269 @@
+package github
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+const (
+	createComment = "POST /repos/{owner}/{repo}/issues/{number}/comments"
+	listComments  = "GET /repos/{owner}/{repo}/issues/{number}/comments"
+	editComment   = "PATCH /repos/{owner}/{repo}/issues/comments/{id}"
+)
+
+func outboxMessage(kind bot.OutboxKind, key, text string) bot.OutboxMessage {
+	return bot.OutboxMessage{
+		Key: key, Thread: bot.GitHubThread("octo", "hello", 7), Kind: kind, Text: text,
+		Version: 1, CreatedAt: time.Now(),
+	}
+}
+
+func TestSinkPostsThenEditsTheStatusComment(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	sink := NewSink(e.client, nil)
+
+	msg := outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ coder is working on wi_1")
+	id, err := sink.Deliver(ctx, msg)
+	require.NoError(t, err)
+	require.NotEmpty(t, id)
+
+	msg.RemoteID, msg.Text, msg.Version = id, "✅ coder finished wi_1", 2
+	again, err := sink.Deliver(ctx, msg)
+	require.NoError(t, err)
+	require.Equal(t, id, again)
+
+	reply, err := sink.Deliver(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "Fixed in #8."))
+	require.NoError(t, err)
+	require.NotEqual(t, id, reply)
+
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 2)
+	require.Equal(t, strconv.FormatInt(comments[0].ID, 10), id)
+	require.Equal(t, "✅ coder finished wi_1\n\n<!-- switchyard:wi_1/status -->", comments[0].Body)
+	require.Equal(t, "Fixed in #8.\n\n<!-- switchyard:wi_1/reply -->", comments[1].Body)
+	require.Equal(t, 1, e.gh.callCount(editComment))
+}
+
+// A crash after GitHub created the comment but before the outbox recorded
+// it: the retry finds the comment by its marker and brings it up to date
+// instead of posting a second one. A person's comment quoting the marker is
+// not taken for Switchyard's.
+func TestSinkFindsTheCommentPostedBeforeACrash(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	sink := NewSink(e.client, nil)
+	e.gh.addComment("octo/hello#7", "look: <!-- switchyard:wi_1/status -->", person("mallory"))
+	for i := range 150 {
+		e.gh.addComment("octo/hello#7", fmt.Sprintf("chatter %d", i), person("alice"))
+	}
+	posted := e.gh.addComment("octo/hello#7", "⏳ starting\n\n<!-- switchyard:wi_1/status -->", botUser("switchyard[bot]"))
+
+	id, err := sink.Deliver(ctx, outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ reading main.go"))
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(posted, 10), id)
+	require.Zero(t, e.gh.callCount(createComment))
+	require.Equal(t, 2, e.gh.callCount(listComments), "the marker was on the second page")
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Equal(t, "⏳ reading main.go\n\n<!-- switchyard:wi_1/status -->", comments[len(comments)-1].Body)
+
+	// A key whose marker is not there is posted.
+	_, err = sink.Deliver(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.gh.callCount(createComment))
+}
+
+func TestSinkReactions(t *testing.T) {
+	for _, tc := range []struct {
+		reaction, target string
+		path, content    string
+	}{
+		{bot.ReactionSeen, "comment:555", "/repos/octo/hello/issues/comments/555/reactions", "eyes"},
+		{bot.ReactionSuccess, "review_comment:8", "/repos/octo/hello/pulls/comments/8/reactions", "rocket"},
+		{bot.ReactionFailure, "issue:7", "/repos/octo/hello/issues/7/reactions", "confused"},
+		{bot.ReactionSeen, "", "/repos/octo/hello/issues/7/reactions", "eyes"},
+		{"heart", "issue:3", "/repos/octo/hello/issues/3/reactions", "heart"},
+	} {
+		t.Run(tc.reaction+" on "+tc.target, func(t *testing.T) {
+			e := newEnv(t)
+			sink := NewSink(e.client, nil)
+			msg := outboxMessage(bot.OutboxReaction, "wi_1/reaction/"+tc.reaction, "")
+			msg.Reaction, msg.Target = tc.reaction, tc.target
+			id, err := sink.Deliver(context.Background(), msg)
+			require.NoError(t, err)
+			got := e.gh.reactionList()
+			require.Len(t, got, 1)
+			require.Equal(t, fakeReaction{ID: got[0].ID, Path: tc.path, Content: tc.content}, got[0])
+			require.Equal(t, strconv.FormatInt(got[0].ID, 10), id)
+
+			// Delivered before: a reaction is never sent again.
+			msg.RemoteID = id
+			again, err := sink.Deliver(context.Background(), msg)
+			require.NoError(t, err)
+			require.Equal(t, id, again)
+			require.Len(t, e.gh.reactionList(), 1)
+		})
+	}
+}
+
+func TestSinkRefusesWhatGitHubCannotShow(t *testing.T) {
+	e := newEnv(t)
+	sink := NewSink(e.client, nil)
+	reaction := func(name, target string) bot.OutboxMessage {
+		m := outboxMessage(bot.OutboxReaction, "k", "")
+		m.Reaction, m.Target = name, target
+		return m
+	}
+	status := outboxMessage(bot.OutboxStatus, "k", "x")
+	status.RemoteID = "not-a-number"
+	local := outboxMessage(bot.OutboxReply, "k", "x")
+	local.Thread = bot.LocalThread("t")
+	for name, msg := range map[string]bot.OutboxMessage{
+		"unknown reaction": reaction("tada", "issue:7"),
+		"commit target":    reaction(bot.ReactionSeen, "commit:abc"),
+		"bad comment id":   reaction(bot.ReactionSeen, "comment:x"),
+		"bad remote id":    status,
+		"local thread":     local,
+		"unknown kind":     outboxMessage("poll", "k", "x"),
+	} {
+		_, err := sink.Deliver(context.Background(), msg)
+		de, ok := bot.AsDeliveryError(err)
+		require.True(t, ok, name)
+		require.True(t, de.Permanent, name)
+	}
+}
+
+func TestSinkClassifiesGitHubErrors(t *testing.T) {
+	reset := time.Now().Add(2 * time.Minute).Unix()
+	for _, tc := range []struct {
+		name      string
+		fail      failure
+		permanent bool
+		retry     time.Duration // 0: a plain error, retried with backoff
+	}{
+		{name: "429 with Retry-After", fail: failure{status: 429, header: map[string]string{"Retry-After": "30"}, body: `{}`}, retry: 30 * time.Second},
+		{name: "429 bare", fail: failure{status: 429, body: `{}`}, retry: time.Minute},
+		{
+			name:  "primary rate limit",
+			fail:  failure{status: 403, header: map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.FormatInt(reset, 10)}, body: `{"message":"API rate limit exceeded"}`},
+			retry: 2 * time.Minute,
+		},
+		{
+			name: "secondary rate limit",
+			fail: failure{status: 403, header: map[string]string{"Retry-After": "45"},
+				body: `{"message":"You have exceeded a secondary rate limit","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`},
+			retry: 45 * time.Second,
+		},
+		{
+			name: "secondary rate limit without Retry-After",
+			fail: failure{status: 403,
+				body: `{"message":"You have exceeded a secondary rate limit","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`},
+			retry: time.Minute,
+		},
+		{name: "500", fail: failure{status: 500, body: `{}`}},
+		{name: "503 not JSON", fail: failure{status: 503, body: `<html>unicorn</html>`}},
+		{name: "403 forbidden", fail: failure{status: 403, body: `{"message":"Resource not accessible by integration"}`}, permanent: true},
+		{name: "404", fail: failure{status: 404, body: `{"message":"Not Found"}`}, permanent: true},
+		{name: "422", fail: failure{status: 422, body: `{"message":"Validation Failed"}`}, permanent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.gh.fail(createComment, tc.fail)
+			_, err := NewSink(e.client, nil).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+			require.Error(t, err)
+			de, ok := bot.AsDeliveryError(err)
+			switch {
+			case tc.permanent:
+				require.True(t, ok && de.Permanent, "%v", err)
+			case tc.retry > 0:
+				require.True(t, ok && !de.Permanent, "%v", err)
+				require.InDelta(t, tc.retry.Seconds(), de.RetryAfter.Seconds(), 5)
+			default:
+				require.False(t, ok, "%v", err)
+			}
+			require.NotContains(t, err.Error(), "ghs_")
+		})
+	}
+}
+
+func TestSinkRetriesWhenGitHubIsUnreachable(t *testing.T) {
+	e := newEnv(t)
+	e.gh.srv.Close()
+	_, err := NewSink(e.client, nil).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+	require.Error(t, err)
+	_, ok := bot.AsDeliveryError(err)
+	require.False(t, ok, "a network error is retried with backoff: %v", err)
+}
+
+func TestSinkTokenExchangeFailures(t *testing.T) {
+	for _, tc := range []struct {
+		status    int
+		permanent bool
+	}{
+		{500, false},
+		{404, true}, // the App was uninstalled
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			e := newEnv(t)
+			e.gh.fail("POST /app/installations/{id}/access_tokens", failure{status: tc.status, body: `{"message":"no"}`})
+			_, err := NewSink(e.client, nil).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+			require.Error(t, err)
+			de, ok := bot.AsDeliveryError(err)
+			require.Equal(t, tc.permanent, ok && de.Permanent, "%v", err)
+		})
+	}
+}
+
+// The installation of a repository the webhook never told about is asked of
+// GitHub once and remembered in the store.
+func TestSinkFindsTheInstallationOnce(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	sink := NewSink(e.client, nil)
+	const lookup = "GET /repos/{owner}/{repo}/installation"
+	for i := range 3 {
+		_, err := sink.Deliver(ctx, outboxMessage(bot.OutboxReply, fmt.Sprintf("wi_%d/reply", i), "done"))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, e.gh.callCount(lookup))
+	id, err := e.store.InstallationForRepo(ctx, "octo/hello")
+	require.NoError(t, err)
+	require.EqualValues(t, testInstallation, id)
+
+	// Not installed there: nothing will ever deliver, so the message dies.
+	msg := outboxMessage(bot.OutboxReply, "wi_9/reply", "done")
+	msg.Thread = bot.GitHubThread("elsewhere", "repo", 1)
+	_, err = sink.Deliver(ctx, msg)
+	de, ok := bot.AsDeliveryError(err)
+	require.True(t, ok && de.Permanent, "%v", err)
+}
+
+func TestCommentBodyFitsGitHubsLimit(t *testing.T) {
+	msg := outboxMessage(bot.OutboxReply, "wi_1/reply", strings.Repeat("é", 40000)) // 80000 bytes
+	body := commentBody(msg)
+	require.True(t, utf8.ValidString(body))
+	require.LessOrEqual(t, utf8.RuneCountInString(body), 65536)
+	require.True(t, strings.HasSuffix(body, "<!-- switchyard:wi_1/reply -->"))
+	require.Contains(t, body, "cut to fit")
+}
+
+func TestMarkerCannotEndTheHTMLCommentEarly(t *testing.T) {
+	require.Equal(t, "<!-- switchyard:github/4f1c-9a/refusal -->", marker("github/4f1c-9a/refusal"))
+	for _, key := range []string{"a-->b", "a--b", "x y", "<script>", ""} {
+		m := marker(key)
+		inner := strings.TrimSuffix(strings.TrimPrefix(m, "<!-- "), " -->")
+		require.NotContains(t, inner, "--", key)
+		require.NotContains(t, inner, ">", key)
+		require.NotEqual(t, marker("other"), m)
+	}
+	require.NotEqual(t, marker("a-->b"), marker("a--b"))
+}
