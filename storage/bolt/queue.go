@@ -48,12 +48,11 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 	if err != nil {
 		return bot.Claim{}, err
 	}
+	// The worker reports the abandoned work items; the store tells which
+	// leases ran out, which only it sees.
 	for _, j := range expired {
 		s.log.Warn("job lease expired", slog.String("job", j.ID), slog.String("owner", j.Owner),
 			slog.String("thread", j.Thread.Key()), slog.Time("lease_expires", j.LeaseExpires))
-	}
-	for _, wi := range claim.Abandoned {
-		s.log.Warn("work item abandoned", slog.String("work_item", wi.ID), slog.String("error", wi.Error))
 	}
 	return claim, nil
 }
