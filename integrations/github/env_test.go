@@ -56,7 +56,7 @@ func (testRouter) Route(ev *bot.Event) bot.Route {
 // env is the webhook handler wired as the daemon wires it: a real bot.Intake
 // over a real bbolt store, a real Client against the fake GitHub.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	gh      *fakeGitHub
 	store   *bolt.Store
 	client  *Client
@@ -68,7 +68,7 @@ type env struct {
 	accepted func(ctx context.Context, wi *bot.WorkItem)
 }
 
-func newEnv(t *testing.T, configure ...func(*WebhookOptions)) *env {
+func newEnv(t testing.TB, configure ...func(*WebhookOptions)) *env {
 	t.Helper()
 	e := &env{t: t, gh: newFakeGitHub(t, "")}
 	e.gh.installs["octo/hello"] = testInstallation
@@ -153,7 +153,7 @@ func (e *env) event(ref string) *bot.Event {
 
 type payload map[string]any
 
-func (p payload) bytes(t *testing.T) []byte {
+func (p payload) bytes(t testing.TB) []byte {
 	t.Helper()
 	b, err := json.Marshal(p)
 	require.NoError(t, err)

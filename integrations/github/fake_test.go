@@ -65,7 +65,7 @@ type fakeReaction struct {
 // authentication as GitHub does: a JWT signed with the App's key for /app
 // endpoints, an installation token for everything else.
 type fakeGitHub struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	prefix string // "/api/v3" for GitHub Enterprise Server
 
@@ -85,7 +85,7 @@ type fakeGitHub struct {
 	lastAuthBad string // set when a request failed authentication
 }
 
-func newFakeGitHub(t *testing.T, prefix string) *fakeGitHub {
+func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 	f := &fakeGitHub{
 		t: t, prefix: prefix, tokenTTL: time.Hour,
 		tokens: map[string]int64{}, exchanges: map[int64]int{}, installs: map[string]int64{},

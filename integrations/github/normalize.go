@@ -87,7 +87,10 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 	case "pull_request", "issues", "issue_comment", "pull_request_review_comment",
 		"pull_request_review", "installation", "installation_repositories":
 	default:
-		return d, d.fromEnvelope(event, payload)
+		if err := d.fromEnvelope(event, payload); err != nil {
+			return nil, err
+		}
+		return d, nil
 	}
 	parsed, err := gh.ParseWebHook(event, payload)
 	if err != nil {

@@ -78,7 +78,8 @@ type WebhookOptions struct {
 	AllowBots []string
 	// MinPermission a person needs on the repository for a mention or a
 	// command to make a work item; DefaultMinPermission when empty. An
-	// invalid value refuses everyone (validate with ParsePermission).
+	// invalid value is logged and taken as admin, the strictest (validate
+	// config with ParsePermission).
 	MinPermission Permission
 	// PermissionTTL is how long a permission answer is reused;
 	// DefaultPermissionTTL when zero.
@@ -128,8 +129,9 @@ func NewWebhookHandler(opts WebhookOptions) http.Handler {
 		opts.MinPermission = DefaultMinPermission
 	}
 	if p, err := ParsePermission(string(opts.MinPermission)); err != nil {
-		opts.Logger.Error("github min_permission is invalid; refusing every mention and command", slog.String("min_permission", string(opts.MinPermission)))
-		opts.MinPermission = Permission("invalid")
+		opts.Logger.Error("github min_permission is invalid; only admins may ask for work",
+			slog.String("min_permission", string(opts.MinPermission)))
+		opts.MinPermission = PermissionAdmin
 	} else {
 		opts.MinPermission = p
 	}

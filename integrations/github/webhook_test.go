@@ -403,7 +403,8 @@ func TestMinPermission(t *testing.T) {
 		{PermissionMaintain, "write", false},
 		{PermissionMaintain, "maintain", true},
 		{PermissionAdmin, "admin", true},
-		{"owner", "admin", false}, // invalid: refuses everyone
+		{"owner", "maintain", false}, // invalid: the strictest, admin
+		{"owner", "admin", true},
 	} {
 		t.Run(string(tc.min)+"/"+tc.role, func(t *testing.T) {
 			e := newEnv(t, func(o *WebhookOptions) { o.MinPermission = tc.min })
