@@ -1,0 +1,192 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// checkConfig checks the values that can be judged without the agents and
+// fills in the defaults of sections that are present. A path that already
+// failed to decode is not reported again.
+func checkConfig(d *decoder, c *Config) {
+	fail := func(path, format string, args ...any) {
+		if d.failed[path] {
+			return
+		}
+		d.errs = append(d.errs, errorf(d.file, (&positions{lines: d.lines}).line(path), path, format, args...))
+		d.failed[path] = true
+	}
+
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		fail("data_dir", "must not be empty")
+	}
+	if strings.TrimSpace(c.AgentsDir) == "" {
+		fail("agents_dir", "must not be empty")
+	}
+	if c.Workers < 1 || c.Workers > 256 {
+		fail("workers", "want 1 to 256, got %d", c.Workers)
+	}
+	if c.DedupWindow <= 0 {
+		fail("dedup_window", "must be positive, got %s", c.DedupWindow)
+	}
+	if c.Dispatch.MaxAttempts < 1 || c.Dispatch.MaxAttempts > 100 {
+		fail("dispatch.max_attempts", "want 1 to 100, got %d", c.Dispatch.MaxAttempts)
+	}
+	if c.Dispatch.Lease < time.Second {
+		fail("dispatch.lease", "want at least 1s, got %s", c.Dispatch.Lease)
+	}
+
+	for name, m := range c.Models {
+		p := joinPath("models", name)
+		switch m.Provider {
+		case ProviderOpenAI, ProviderAnthropic:
+		case "":
+			fail(p+".provider", "required: openai or anthropic")
+		default:
+			fail(p+".provider", "unknown provider %q (want openai or anthropic)", m.Provider)
+		}
+		if strings.TrimSpace(m.Model) == "" {
+			fail(p+".model", "required: the provider's model name")
+		}
+		if m.BaseURL != "" {
+			if why := checkURL(m.BaseURL); why != "" {
+				fail(p+".base_url", "%s", why)
+			}
+		}
+		if m.MaxTokens < 0 {
+			fail(p+".max_tokens", "must not be negative, got %d", m.MaxTokens)
+		}
+		switch {
+		case m.Timeout < 0:
+			fail(p+".timeout", "must not be negative, got %s", m.Timeout)
+		case m.Timeout == 0:
+			m.Timeout = DefaultModelTimeout
+		}
+		c.Models[name] = m
+	}
+
+	names := map[string]int{}
+	for i := range c.Schedules {
+		s := &c.Schedules[i]
+		p := fmt.Sprintf("schedules[%d]", i)
+		switch j, dup := names[s.Name]; {
+		case strings.TrimSpace(s.Name) == "":
+			fail(p+".name", "required: the scheduler remembers the last firing by name")
+		case dup:
+			fail(p+".name", "duplicate schedule name %q (also schedules[%d])", s.Name, j)
+		default:
+			names[s.Name] = i
+		}
+		if strings.TrimSpace(s.Cron) == "" {
+			fail(p+".cron", "required: a cron spec such as \"0 9 * * 1-5\" or \"@hourly\"")
+		} else if _, err := cron.ParseStandard(s.Cron); err != nil {
+			fail(p+".cron", "bad cron spec %q: %v", s.Cron, err)
+		}
+		if s.Agent == "" {
+			fail(p+".agent", "required")
+		}
+		if strings.TrimSpace(s.Text) == "" {
+			fail(p+".text", "required: the message the agent receives")
+		}
+		if s.Thread.IsZero() && s.Name != "" {
+			s.Thread = bot.LocalThread("schedule-" + s.Name)
+		}
+	}
+
+	if g := c.GitHub; g != nil {
+		if g.AppID <= 0 {
+			fail("github.app_id", "required when the github section is present: the GitHub App's id")
+		}
+		switch {
+		case !g.PrivateKey.IsSet() && g.PrivateKeyFile == "":
+			fail("github.private_key", "required when the github section is present: set private_key or private_key_file")
+		case g.PrivateKey.IsSet() && g.PrivateKeyFile != "":
+			fail("github.private_key_file", "set private_key or private_key_file, not both")
+		}
+		if !g.WebhookSecret.IsSet() {
+			fail("github.webhook_secret", "required when the github section is present")
+		}
+		g.APIURL = defaultURL(g.APIURL, DefaultGitHubAPIURL)
+		if why := checkURL(g.APIURL); why != "" {
+			fail("github.api_url", "%s", why)
+		}
+		if g.MinPermission == "" {
+			g.MinPermission = DefaultGitHubPermission
+		}
+		switch g.MinPermission {
+		case "read", "triage", "write", "maintain", "admin":
+		default:
+			fail("github.min_permission", "unknown permission %q (want read, triage, write, maintain or admin)", g.MinPermission)
+		}
+		checkList(fail, "github.allow_bots", g.AllowBots)
+	}
+
+	if s := c.Slack; s != nil {
+		switch s.Mode {
+		case SlackSocket:
+			if !s.AppToken.IsSet() {
+				fail("slack.app_token", "required in socket mode: the app-level token (xapp-...)")
+			}
+		case SlackHTTP:
+			if !s.SigningSecret.IsSet() {
+				fail("slack.signing_secret", "required in http mode")
+			}
+		case "":
+			fail("slack.mode", "required when the slack section is present: socket or http")
+		default:
+			fail("slack.mode", "unknown mode %q (want socket or http)", s.Mode)
+		}
+		if !s.BotToken.IsSet() {
+			fail("slack.bot_token", "required when the slack section is present: the bot token (xoxb-...)")
+		}
+		s.APIURL = defaultURL(s.APIURL, DefaultSlackAPIURL)
+		if why := checkURL(s.APIURL); why != "" {
+			fail("slack.api_url", "%s", why)
+		}
+		checkList(fail, "slack.allowed_channels", s.AllowedChannels)
+		checkList(fail, "slack.allowed_users", s.AllowedUsers)
+	}
+}
+
+func checkList(fail func(string, string, ...any), path string, list []string) {
+	for i, s := range list {
+		if strings.TrimSpace(s) == "" {
+			fail(fmt.Sprintf("%s[%d]", path, i), "empty value")
+		}
+	}
+}
+
+// defaultURL applies def to an empty base URL and gives any other the
+// trailing slash the API clients need to resolve paths beneath it.
+func defaultURL(u, def string) string {
+	if u == "" {
+		return def
+	}
+	if !strings.HasSuffix(u, "/") {
+		u += "/"
+	}
+	return u
+}
+
+// checkURL returns why u is not an absolute http(s) URL, or "". A password
+// in the URL is not repeated.
+func checkURL(u string) string {
+	parsed, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return "want an http or https URL, got something unparsable"
+	case parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Host == "":
+		return fmt.Sprintf("want an http or https URL, got %q", parsed.Redacted())
+	}
+	return ""
+}

@@ -1,0 +1,330 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	_ "embed"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Config is the whole configuration file. Fields hold defaults where the
+// file says nothing; see Default and config.example.yaml.
+type Config struct {
+	// Server is the HTTP listener for webhooks, the admin API and the local
+	// console.
+	Server Server `yaml:"server" json:"server"`
+	// DataDir holds the bbolt database and anything else Switchyard writes;
+	// default "./data".
+	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// Workers is how many jobs run at once; default 4, 1 to 256.
+	Workers int `yaml:"workers" json:"workers"`
+	// AgentsDir holds user agent definitions, which override packaged and
+	// built-in ones; default "./agents". A missing directory is fine.
+	AgentsDir string `yaml:"agents_dir" json:"agents_dir"`
+	// DedupWindow is how long a delivery id is remembered to drop duplicate
+	// deliveries; default 168h.
+	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window"`
+	// Dispatch tunes the dispatch queue.
+	Dispatch Dispatch `yaml:"dispatch" json:"dispatch"`
+	// Models are the model endpoints agents refer to by name.
+	Models map[string]Model `yaml:"models,omitempty" json:"models,omitempty"`
+	// Routing decides which agent handles an event.
+	Routing bot.RoutingConfig `yaml:"routing" json:"routing"`
+	// Schedules start agents at cron times.
+	Schedules []Schedule `yaml:"schedules,omitempty" json:"schedules,omitempty"`
+	// GitHub connects a GitHub App; nil (the section absent) disables it.
+	GitHub *GitHub `yaml:"github,omitempty" json:"github,omitempty"`
+	// Slack connects a Slack app; nil (the section absent) disables it.
+	Slack *Slack `yaml:"slack,omitempty" json:"slack,omitempty"`
+
+	// Source is the file the config came from, as given to Load or Parse,
+	// or "<defaults>".
+	Source string `yaml:"-" json:"-"`
+
+	// pos is a pointer so that printing a Config shows an address rather
+	// than every line number.
+	pos *positions
+}
+
+// Server configures the HTTP listener.
+type Server struct {
+	// Listen is the address to listen on; default "127.0.0.1:8080".
+	Listen string `yaml:"listen" json:"listen"`
+	// APIToken, when set, is the bearer token the admin API requires.
+	APIToken bot.Secret `yaml:"api_token" json:"api_token"`
+	// Console enables the local console channel (HTTP and `switchyard
+	// send`); default true.
+	Console bool `yaml:"console" json:"console"`
+}
+
+// Dispatch tunes the dispatch queue.
+type Dispatch struct {
+	// MaxAttempts is how often a dispatch is claimed before it fails;
+	// default 3.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// Lease is how long a worker's claim holds without renewal; default 30s.
+	Lease time.Duration `yaml:"lease" json:"lease"`
+}
+
+// Model providers.
+const (
+	ProviderOpenAI    = "openai"    // the OpenAI API or any compatible server
+	ProviderAnthropic = "anthropic" // the Anthropic Messages API
+)
+
+// DefaultModelTimeout bounds one model request when a model sets no timeout.
+const DefaultModelTimeout = 2 * time.Minute
+
+// Model is one model endpoint.
+type Model struct {
+	// Provider is "openai" (also for compatible servers such as vLLM,
+	// Ollama, LM Studio) or "anthropic". Required.
+	Provider string `yaml:"provider" json:"provider"`
+	// BaseURL overrides the provider's endpoint; empty means the official
+	// API.
+	BaseURL string `yaml:"base_url,omitempty" json:"base_url,omitempty"`
+	// APIKey authenticates to the provider; local servers may need none.
+	APIKey bot.Secret `yaml:"api_key,omitempty" json:"api_key,omitempty"`
+	// Model is the provider's model name. Required.
+	Model string `yaml:"model" json:"model"`
+	// MaxTokens caps the tokens of one response; 0 leaves it to the agent
+	// or the provider.
+	MaxTokens int `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// Timeout bounds one request; default 2m.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Schedule starts an agent at every firing of a cron spec.
+type Schedule struct {
+	// Name identifies the schedule; unique, required. The scheduler
+	// remembers its last firing under this name.
+	Name string `yaml:"name" json:"name"`
+	// Cron is a standard 5-field spec ("0 9 * * 1-5") or a descriptor
+	// ("@hourly", "@every 30m"), optionally prefixed "CRON_TZ=Europe/Berlin".
+	Cron string `yaml:"cron" json:"cron"`
+	// Agent runs at each firing. Required.
+	Agent string `yaml:"agent" json:"agent"`
+	// Thread is where the work item lives and reports go, as a session key
+	// ("slack:T1/C2/1700000000.000100", "github:acme/web#12", "local:ops");
+	// default the local thread "schedule-<name>".
+	Thread bot.Thread `yaml:"thread" json:"thread"`
+	// Text is the message the agent receives. Required.
+	Text string `yaml:"text" json:"text"`
+}
+
+// Defaults of the integration sections, applied when the section is present.
+const (
+	DefaultGitHubAPIURL     = "https://api.github.com/"
+	DefaultGitHubPermission = "write"
+	DefaultSlackAPIURL      = "https://slack.com/api/"
+)
+
+// GitHub configures the GitHub App integration.
+type GitHub struct {
+	// AppID is the GitHub App's id. Required.
+	AppID int64 `yaml:"app_id" json:"app_id"`
+	// PrivateKey is the App's PEM private key; exactly one of PrivateKey and
+	// PrivateKeyFile is required.
+	PrivateKey bot.Secret `yaml:"private_key,omitempty" json:"private_key,omitempty"`
+	// PrivateKeyFile is a path to the PEM private key, relative to the
+	// working directory.
+	PrivateKeyFile string `yaml:"private_key_file,omitempty" json:"private_key_file,omitempty"`
+	// WebhookSecret verifies webhook signatures. Required.
+	WebhookSecret bot.Secret `yaml:"webhook_secret" json:"webhook_secret"`
+	// APIURL is the REST API base, with a trailing slash; default
+	// "https://api.github.com/". GitHub Enterprise Server:
+	// "https://github.example.com/api/v3/".
+	APIURL string `yaml:"api_url" json:"api_url"`
+	// AllowBots lists bot logins ("dependabot[bot]") whose events are acted
+	// on; other bots are ignored.
+	AllowBots []string `yaml:"allow_bots,omitempty" json:"allow_bots,omitempty"`
+	// MinPermission is the repository permission an actor needs: read,
+	// triage, write, maintain or admin; default write.
+	MinPermission string `yaml:"min_permission" json:"min_permission"`
+	// AppSlug is the App's URL name; mentions of @<slug> address the bot
+	// itself and its own comments are ignored. Empty: looked up at start.
+	AppSlug string `yaml:"app_slug,omitempty" json:"app_slug,omitempty"`
+}
+
+// Slack connection modes.
+const (
+	SlackSocket = "socket" // Socket Mode: no public URL needed
+	SlackHTTP   = "http"   // Events API and slash commands over HTTPS
+)
+
+// Slack configures the Slack integration.
+type Slack struct {
+	// Mode is "socket" (needs AppToken and BotToken) or "http" (needs
+	// SigningSecret and BotToken). Required.
+	Mode string `yaml:"mode" json:"mode"`
+	// AppToken is the app-level token (xapp-...) for Socket Mode.
+	AppToken bot.Secret `yaml:"app_token,omitempty" json:"app_token,omitempty"`
+	// BotToken is the bot user token (xoxb-...) for the Web API.
+	BotToken bot.Secret `yaml:"bot_token" json:"bot_token"`
+	// SigningSecret verifies HTTP requests from Slack.
+	SigningSecret bot.Secret `yaml:"signing_secret,omitempty" json:"signing_secret,omitempty"`
+	// APIURL is the Web API base, with a trailing slash; default
+	// "https://slack.com/api/".
+	APIURL string `yaml:"api_url" json:"api_url"`
+	// AllowedChannels, when set, limits Switchyard to these channel ids.
+	AllowedChannels []string `yaml:"allowed_channels,omitempty" json:"allowed_channels,omitempty"`
+	// AllowedUsers, when set, limits Switchyard to these user ids.
+	AllowedUsers []string `yaml:"allowed_users,omitempty" json:"allowed_users,omitempty"`
+}
+
+// DefaultsName is the Source of the embedded defaults.
+const DefaultsName = "<defaults>"
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// Default returns the configuration used when there is no config file:
+// listen on 127.0.0.1:8080, data in ./data, the local console on. It is
+// parsed from the embedded defaults.yaml by the same code as any file.
+func Default() *Config {
+	cfg, err := parse(&Config{}, DefaultsName, defaultsYAML, os.LookupEnv)
+	if err != nil {
+		// The file is part of the binary and its tests parse it.
+		panic(fmt.Sprintf("config: embedded defaults: %v", err))
+	}
+	cfg.pos = nil // its lines are of a file nobody edits
+	return cfg
+}
+
+// Load reads and parses the config file at path; errors name the file as
+// given. An empty path means no config file: Load returns Default(). A file
+// that cannot be read is an I/O error, not IsInvalid.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes data, the contents of the file called name, on top of the
+// defaults, and checks everything that does not depend on the agents. A
+// config problem is returned as Errors, every problem found, sorted by line.
+func Parse(name string, data []byte) (*Config, error) {
+	return parse(Default(), name, data, os.LookupEnv)
+}
+
+func parse(base *Config, name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	d := newDecoder(name, lookup)
+	d.decodeFile(data, base)
+	checkConfig(d, base)
+	if len(d.errs) > 0 {
+		d.errs.sort()
+		return nil, d.errs
+	}
+	base.Source = name
+	base.pos = &positions{lines: d.lines}
+	return base, nil
+}
+
+// Line returns the line of the file where path (as in an Error, e.g.
+// "routing.rules[2]") or its nearest enclosing section is written, or 0.
+// `switchyard rules list` uses it to say where each rule is.
+func (c *Config) Line(path string) int {
+	if c.pos == nil {
+		return 0
+	}
+	return c.pos.line(path)
+}
+
+// Compile builds the router from the routing section for the given agents
+// and checks the agent of every schedule. Problems are returned as Errors
+// with the file's line numbers.
+func (c *Config) Compile(agents []bot.AgentInfo) (*bot.Router, error) {
+	var errs Errors
+	fail := func(path, msg string) {
+		errs = append(errs, &Error{File: c.Source, Line: c.Line(path), Path: path, Msg: msg})
+	}
+	router, err := bot.NewRouter(c.Routing, agents)
+	if err != nil {
+		list := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			list = j.Unwrap()
+		}
+		for _, e := range list {
+			var fe *bot.FieldError
+			if errors.As(e, &fe) {
+				fail(fe.Field, fe.Msg)
+			} else {
+				fail("routing", e.Error())
+			}
+		}
+	}
+	known := make(map[string]bool, len(agents))
+	for _, a := range agents {
+		known[a.Name] = true
+	}
+	for i, s := range c.Schedules {
+		if s.Agent != "" && !known[s.Agent] {
+			fail(fmt.Sprintf("schedules[%d].agent", i), fmt.Sprintf("unknown agent %q", s.Agent))
+		}
+	}
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, errs
+	}
+	return router, nil
+}
+
+// BotSchedules returns the schedules in the form the scheduler takes.
+func (c *Config) BotSchedules() []bot.Schedule {
+	out := make([]bot.Schedule, len(c.Schedules))
+	for i, s := range c.Schedules {
+		out[i] = bot.Schedule{Name: s.Name, Spec: s.Cron, Agent: s.Agent, Thread: s.Thread, Text: s.Text}
+	}
+	return out
+}
+
+// The types that hold secrets print with %v whatever the verb. bot.Secret
+// redacts itself for the verbs that consult String (%v, %s, %q, %x), but fmt
+// prints a value it cannot format with the verb asked for (%d of a struct,
+// %s of a pointer inside one) by walking it without calling any method, which
+// would show a secret as it is.
+
+type (
+	plainConfig Config
+	plainServer Server
+	plainModel  Model
+	plainGitHub GitHub
+	plainSlack  Slack
+)
+
+// Format implements fmt.Formatter.
+func (c Config) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainConfig(c), "Config") }
+
+// Format implements fmt.Formatter.
+func (s Server) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainServer(s), "Server") }
+
+// Format implements fmt.Formatter.
+func (m Model) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainModel(m), "Model") }
+
+// Format implements fmt.Formatter.
+func (g GitHub) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainGitHub(g), "GitHub") }
+
+// Format implements fmt.Formatter.
+func (s Slack) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainSlack(s), "Slack") }
+
+func formatAsV(f fmt.State, verb rune, v any, name string) {
+	switch {
+	case verb == 'v' && f.Flag('#'):
+		s := fmt.Sprintf("%#v", v)
+		fmt.Fprint(f, strings.Replace(s, "config.plain"+name, "config."+name, 1))
+	case f.Flag('+'):
+		fmt.Fprintf(f, "%+v", v)
+	default:
+		fmt.Fprintf(f, "%v", v)
+	}
+}

@@ -1,0 +1,636 @@
+package config_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
+)
+
+// builtinAgents are the five agents Switchyard ships, as the router sees
+// them.
+func builtinAgents() []bot.AgentInfo {
+	return []bot.AgentInfo{
+		{Name: "coder", Keywords: []string{"refactor", "bug fix"}},
+		{Name: "reviewer", Keywords: []string{"review"}},
+		{Name: "ops", Keywords: []string{"deploy", "rollback"}},
+		{Name: "triage", Keywords: []string{"triage"}},
+		{Name: "docs", Keywords: []string{"documentation"}},
+	}
+}
+
+func TestDefault(t *testing.T) {
+	c := config.Default()
+	require.Equal(t, config.DefaultsName, c.Source)
+	require.Equal(t, "127.0.0.1:8080", c.Server.Listen)
+	require.True(t, c.Server.Console)
+	require.False(t, c.Server.APIToken.IsSet())
+	require.Equal(t, "./data", c.DataDir)
+	require.Equal(t, 4, c.Workers)
+	require.Equal(t, "./agents", c.AgentsDir)
+	require.Equal(t, 168*time.Hour, c.DedupWindow)
+	require.Equal(t, bot.DefaultDedupWindow, c.DedupWindow)
+	require.Equal(t, config.Dispatch{MaxAttempts: 3, Lease: 30 * time.Second}, c.Dispatch)
+	require.Equal(t, "triage", c.Routing.DefaultAgent)
+	require.Nil(t, c.GitHub)
+	require.Nil(t, c.Slack)
+
+	r, err := c.Compile(builtinAgents())
+	require.NoError(t, err)
+	ev := &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "/deploy staging"}
+	ev.FillFromText()
+	require.Equal(t, bot.Route{Agent: "ops", Reason: "command /deploy"}, r.Route(ev))
+}
+
+func TestLoad(t *testing.T) {
+	t.Run("no file means defaults", func(t *testing.T) {
+		c, err := config.Load("")
+		require.NoError(t, err)
+		require.Equal(t, config.Default(), c)
+	})
+	t.Run("a missing file is an I/O error", func(t *testing.T) {
+		_, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"))
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		require.False(t, config.IsInvalid(err))
+	})
+	t.Run("errors name the file as given", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "switchyard.yaml")
+		require.NoError(t, os.WriteFile(path, []byte("workers: 0\n"), 0o600))
+		_, err := config.Load(path)
+		require.EqualError(t, err, path+":1: workers: want 1 to 256, got 0")
+		require.True(t, config.IsInvalid(err))
+		require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
+	})
+	t.Run("a file on top of the defaults", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		require.NoError(t, os.WriteFile(path, []byte("server:\n  listen: 0.0.0.0:9000\nworkers: 8\n"), 0o600))
+		c, err := config.Load(path)
+		require.NoError(t, err)
+		require.Equal(t, path, c.Source)
+		require.Equal(t, "0.0.0.0:9000", c.Server.Listen)
+		require.True(t, c.Server.Console, "keys the file does not mention keep their defaults")
+		require.Equal(t, 8, c.Workers)
+		require.Equal(t, "./data", c.DataDir)
+	})
+}
+
+func TestParseEmptyFiles(t *testing.T) {
+	for _, data := range []string{"", "# nothing here\n", "---\n", "~\n"} {
+		c, err := config.Parse("c.yaml", []byte(data))
+		require.NoError(t, err, "%q", data)
+		require.Equal(t, 4, c.Workers)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"syntax error", "server:\n  listen: [1, 2\nworkers: 3\n",
+			"c.yaml:1: did not find expected ',' or ']'"},
+		{"tab indentation", "server:\n\tlisten: x\n",
+			"c.yaml:2: found character that cannot start any token"},
+		{"two documents", "workers: 2\n---\nworkers: 3\n",
+			"c.yaml:2: a config file holds one YAML document; found another"},
+		{"top level is a list", "- a\n- b\n",
+			"c.yaml:1: want a mapping, got a list"},
+		{"unknown key, close to a known one", "workrs: 4\n",
+			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
+		{"unknown key", "frobnicate: 1\n",
+			"c.yaml:1: frobnicate: unknown key; want one of agents_dir, data_dir, dedup_window, dispatch, github, models, routing, schedules, server, slack, workers"},
+		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
+			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
+		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
+			`c.yaml:2: server.token: unknown key; want one of api_token, console, listen`},
+		{"duplicate key", "workers: 2\ndata_dir: x\nworkers: 3\n",
+			"c.yaml:3: workers: duplicate key (first on line 1)"},
+		{"duplicate nested key", "models:\n  a:\n    provider: openai\n    model: x\n    model: y\n",
+			`c.yaml:5: models.a.model: duplicate key (first on line 4)`},
+		{"string for an int", "workers: four\n",
+			`c.yaml:1: workers: want an integer, got "four"`},
+		{"float for an int", "workers: 2.5\n",
+			`c.yaml:1: workers: want an integer, got "2.5"`},
+		{"quoted int", "workers: \"4\"\n",
+			`c.yaml:1: workers: want an integer, got "4"`},
+		{"int out of range", "workers: 99999999999999999999\n",
+			`c.yaml:1: workers: want an integer, got "99999999999999999999"`},
+		{"yes is not a boolean", "server:\n  console: yes\n",
+			`c.yaml:2: server.console: want true or false, got "yes"`},
+		{"list for a boolean", "server:\n  console: [true]\n",
+			`c.yaml:2: server.console: want true or false, got a list`},
+		{"mapping where a list is wanted", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        labels: {bug: true}\n",
+			"c.yaml:6: routing.rules[0].match.labels: want a list, got a mapping"},
+		{"string where a list is wanted", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        labels: bug\n",
+			"c.yaml:6: routing.rules[0].match.labels: want a list, got a string"},
+		{"list where a mapping is wanted", "server: [a, b]\n",
+			"c.yaml:1: server: want a mapping, got a list"},
+		{"mapping where a string is wanted", "data_dir: {a: b}\n",
+			"c.yaml:1: data_dir: want a string, got a mapping"},
+		{"bad duration", "models:\n  default:\n    provider: openai\n    model: m\n    timeout: 5 minutes\n",
+			`c.yaml:5: models.default.timeout: bad duration "5 minutes": want a number and a unit, such as 30s, 5m or 168h`},
+		{"duration without unit", "dedup_window: 30\n",
+			`c.yaml:1: dedup_window: bad duration "30": want a number and a unit, such as 30s, 5m or 168h`},
+		{"bad variable reference", "data_dir: ${1DIR}\n",
+			`c.yaml:1: data_dir: bad variable reference "${1DIR}": want ${NAME} or ${NAME:-default}`},
+		{"unterminated variable reference", "data_dir: /x/${DIR\n",
+			`c.yaml:1: data_dir: unterminated variable reference "${DIR"`},
+		{"workers out of range", "workers: 300\n",
+			"c.yaml:1: workers: want 1 to 256, got 300"},
+		{"listen without port", "server:\n  listen: localhost\n",
+			`c.yaml:2: server.listen: want host:port such as 127.0.0.1:8080, got "localhost"`},
+		{"empty data dir", "data_dir: \"\"\n",
+			"c.yaml:1: data_dir: must not be empty"},
+		{"negative dedup window", "dedup_window: -1h\n",
+			"c.yaml:1: dedup_window: must be positive, got -1h0m0s"},
+		{"short lease", "dispatch:\n  lease: 10ms\n",
+			"c.yaml:2: dispatch.lease: want at least 1s, got 10ms"},
+		{"max attempts", "dispatch:\n  max_attempts: 0\n",
+			"c.yaml:2: dispatch.max_attempts: want 1 to 100, got 0"},
+		{"unknown provider", "models:\n  default:\n    provider: opnai\n    model: gpt-4.1\n",
+			`c.yaml:3: models.default.provider: unknown provider "opnai" (want openai or anthropic)`},
+		{"model without provider and model, key quoted in the path", "models:\n  gpt-4.1:\n    timeout: 1m\n",
+			"c.yaml:2: models[\"gpt-4.1\"].model: required: the provider's model name\n" +
+				"c.yaml:2: models[\"gpt-4.1\"].provider: required: openai or anthropic"},
+		{"bad base url", "models:\n  local:\n    provider: openai\n    model: m\n    base_url: localhost:11434\n",
+			`c.yaml:5: models.local.base_url: want an http or https URL, got "localhost:11434"`},
+		{"base url password is not repeated", "models:\n  local:\n    provider: openai\n    model: m\n    base_url: ftp://me:hunter2@example.com/\n",
+			`c.yaml:5: models.local.base_url: want an http or https URL, got "ftp://me:xxxxx@example.com/"`},
+		{"bad cron", "schedules:\n  - name: a\n    cron: \"* * *\"\n    agent: triage\n    text: hi\n",
+			`c.yaml:3: schedules[0].cron: bad cron spec "* * *": expected exactly 5 fields, found 3: [* * *]`},
+		{"duplicate schedule", "schedules:\n  - {name: a, cron: \"@hourly\", agent: triage, text: hi}\n  - {name: a, cron: \"@daily\", agent: triage, text: hi}\n",
+			`c.yaml:3: schedules[1].name: duplicate schedule name "a" (also schedules[0])`},
+		{"bad schedule thread", "schedules:\n  - name: a\n    cron: \"@hourly\"\n    agent: triage\n    text: hi\n    thread: \"github:acme\"\n",
+			`c.yaml:6: schedules[0].thread: thread "github:acme": want github:<owner>/<repo>#<number>`},
+		{"incomplete schedule", "schedules:\n  - name: a\n",
+			"c.yaml:2: schedules[0].agent: required\n" +
+				"c.yaml:2: schedules[0].cron: required: a cron spec such as \"0 9 * * 1-5\" or \"@hourly\"\n" +
+				"c.yaml:2: schedules[0].text: required: the message the agent receives"},
+		{"github webhook secret without app id", "server:\n  listen: 127.0.0.1:8080\ngithub:\n  webhook_secret: s3cr3t\n  private_key_file: key.pem\n",
+			"c.yaml:3: github.app_id: required when the github section is present: the GitHub App's id"},
+		{"github without key", "github:\n  app_id: 12\n  webhook_secret: s\n",
+			"c.yaml:1: github.private_key: required when the github section is present: set private_key or private_key_file"},
+		{"github with both keys", "github:\n  app_id: 12\n  webhook_secret: s\n  private_key: k\n  private_key_file: f\n",
+			"c.yaml:5: github.private_key_file: set private_key or private_key_file, not both"},
+		{"github permission", "github:\n  app_id: 12\n  webhook_secret: s\n  private_key: k\n  min_permission: owner\n",
+			`c.yaml:5: github.min_permission: unknown permission "owner" (want read, triage, write, maintain or admin)`},
+		{"empty github section is present", "github: {}\n",
+			"c.yaml:1: github.app_id: required when the github section is present: the GitHub App's id\n" +
+				"c.yaml:1: github.private_key: required when the github section is present: set private_key or private_key_file\n" +
+				"c.yaml:1: github.webhook_secret: required when the github section is present"},
+		{"slack socket without app token", "slack:\n  mode: socket\n  bot_token: xoxb-1\n",
+			"c.yaml:1: slack.app_token: required in socket mode: the app-level token (xapp-...)"},
+		{"slack http without signing secret", "slack:\n  mode: http\n  bot_token: xoxb-1\n",
+			"c.yaml:1: slack.signing_secret: required in http mode"},
+		{"slack mode", "slack:\n  mode: websocket\n  bot_token: xoxb-1\n",
+			`c.yaml:2: slack.mode: unknown mode "websocket" (want socket or http)`},
+		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: b\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
+			"c.yaml:5: slack.allowed_channels[1]: empty value"},
+		{"merge of a list", "base: &b [1]\n",
+			`c.yaml:1: base: unknown key; want one of agents_dir, data_dir, dedup_window, dispatch, github, models, routing, schedules, server, slack, workers`},
+		{"merge of a scalar", "server:\n  <<: 3\n",
+			"c.yaml:2: server: << merges mappings, got an integer"},
+		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",
+			"c.yaml:1: workers: want 1 to 256, got 0\n" +
+				`c.yaml:3: server.listen: want host:port such as 127.0.0.1:8080, got "x"` + "\n" +
+				`c.yaml:4: server.consol: unknown key; did you mean "console"?` + "\n" +
+				"c.yaml:5: data_dir: want a string, got a list"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse("c.yaml", []byte(tt.yaml))
+			require.Nil(t, c)
+			require.EqualError(t, err, tt.want)
+			require.True(t, config.IsInvalid(err))
+			require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
+			var errs config.Errors
+			require.True(t, errors.As(err, &errs))
+			require.Len(t, errs, strings.Count(tt.want, "\n")+1)
+		})
+	}
+}
+
+// The issue's own example, with the rule on line 14.
+const compileYAML = `server:
+  listen: 127.0.0.1:8080
+routing:
+  commands:
+    ship: opz
+  rules:
+    - name: bugs
+      agent: coder
+      match: {labels: [bug]}
+    - name: prs
+      agent: reviewer
+      match: {kinds: ["github.pull_request.*"]}
+    - name: triage-all
+      agent: tirage
+      match:
+        kinds:
+          - github.issues.*
+          - "["
+        text: "("
+schedules:
+  - name: nightly
+    cron: "@daily"
+    agent: nightwatch
+    text: report
+`
+
+func TestCompileErrors(t *testing.T) {
+	c, err := config.Parse("config.yaml", []byte(compileYAML))
+	require.NoError(t, err)
+	r, err := c.Compile(builtinAgents())
+	require.Nil(t, r)
+	require.EqualError(t, err, `config.yaml:5: routing.commands.ship: unknown agent "opz"
+config.yaml:14: routing.rules[2].agent: unknown agent "tirage"
+config.yaml:18: routing.rules[2].match.kinds[1]: bad glob "[": syntax error in pattern
+config.yaml:19: routing.rules[2].match.text: bad regular expression "(": missing closing )
+config.yaml:23: schedules[0].agent: unknown agent "nightwatch"`)
+	require.True(t, config.IsInvalid(err))
+}
+
+func TestCompileErrorLines(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"default agent", "routing:\n  default_agent: tirage\n",
+			`c.yaml:2: routing.default_agent: unknown agent "tirage"`},
+		{"default agent from the defaults has no line", "workers: 2\n",
+			`c.yaml: routing.default_agent: unknown agent "triage"`},
+		{"default agent from the defaults, under routing", "workers: 2\nrouting:\n  rules: []\n",
+			`c.yaml:2: routing.default_agent: unknown agent "triage"`},
+		{"rule without name", "routing:\n  default_agent: coder\n  rules:\n    - agent: coder\n",
+			"c.yaml:4: routing.rules[0].name: a rule needs a name (it is recorded with every decision the rule makes)"},
+		{"duplicate rule name", "routing:\n  default_agent: coder\n  rules:\n    - {name: a, agent: coder}\n    - name: a\n      agent: coder\n",
+			`c.yaml:5: routing.rules[1].name: duplicate rule name "a" (also routing.rules[0])`},
+		{"odd command key", "routing:\n  default_agent: coder\n  commands:\n    \"/ship\": coder\n",
+			`c.yaml:4: routing.commands["/ship"]: bad command name "/ship": write it without the slash`},
+		{"unknown source", "routing:\n  default_agent: coder\n  rules:\n    - name: a\n      agent: coder\n      match:\n        sources: [github, jira]\n",
+			`c.yaml:7: routing.rules[0].match.sources[1]: unknown source "jira" (want local, github, slack or schedule)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse("c.yaml", []byte(tt.yaml))
+			require.NoError(t, err)
+			_, err = c.Compile([]bot.AgentInfo{{Name: "coder"}})
+			require.EqualError(t, err, tt.want)
+		})
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	t.Setenv("SY_WORKERS", "12")
+	t.Setenv("SY_DIR", "/var/lib/switchyard")
+	t.Setenv("SY_EMPTY", "")
+	t.Setenv("SY_TOKEN", "tok-123")
+	t.Setenv("SY_TRICKY", "a: b\n- c")
+	t.Setenv("SY_FALSE", "false")
+	c, err := config.Parse("c.yaml", []byte(`
+server:
+  listen: ${SY_UNSET}
+  api_token: ${SY_TOKEN}
+  console: ${SY_FALSE}
+data_dir: ${SY_DIR}/data
+workers: "${SY_WORKERS}"
+agents_dir: ${SY_EMPTY:-./my-agents}
+dispatch:
+  lease: ${SY_UNSET:-45s}
+routing:
+  rules:
+    - name: $$literal and ${SY_TRICKY}
+      agent: coder
+      match:
+        text: 'deploy$|costs \$5|^a$'
+`))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.Server.Listen, "a value that expands to nothing keeps the default")
+	require.Equal(t, "tok-123", c.Server.APIToken.Reveal())
+	require.False(t, c.Server.Console)
+	require.Equal(t, "/var/lib/switchyard/data", c.DataDir)
+	require.Equal(t, 12, c.Workers, "an expanded value is typed by what it expands to, quoted or not")
+	require.Equal(t, "./my-agents", c.AgentsDir)
+	require.Equal(t, 45*time.Second, c.Dispatch.Lease)
+	require.Equal(t, "$literal and a: b\n- c", c.Routing.Rules[0].Name, "a value cannot change the structure")
+	require.Equal(t, `deploy$|costs \$5|^a$`, c.Routing.Rules[0].Match.Text)
+}
+
+func TestEnvExpansionExplicitTag(t *testing.T) {
+	t.Setenv("SY_WORKERS", "12")
+	_, err := config.Parse("c.yaml", []byte("workers: !!str ${SY_WORKERS}\n"))
+	require.EqualError(t, err, `c.yaml:1: workers: want an integer, got "${SY_WORKERS}" (as expanded)`)
+}
+
+// Secret values come from the environment or the file; none may show up in
+// a printed or marshalled config nor in an error.
+func TestSecretsNeverPrinted(t *testing.T) {
+	secrets := map[string]string{
+		"SY_API_TOKEN": "sentinel-api-token", "SY_MODEL_KEY": "sentinel-model-key",
+		"SY_GH_KEY": "sentinel-gh-key", "SY_GH_HOOK": "sentinel-gh-hook",
+		"SY_SLACK_APP": "sentinel-slack-app", "SY_SLACK_BOT": "sentinel-slack-bot",
+		"SY_SLACK_SIGN": "sentinel-slack-sign",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	c, err := config.Parse("c.yaml", []byte(`
+server:
+  api_token: ${SY_API_TOKEN}
+models:
+  default:
+    provider: openai
+    model: gpt-4.1
+    api_key: ${SY_MODEL_KEY}
+github:
+  app_id: 1
+  private_key: ${SY_GH_KEY}
+  webhook_secret: ${SY_GH_HOOK}
+slack:
+  mode: socket
+  app_token: ${SY_SLACK_APP}
+  bot_token: ${SY_SLACK_BOT}
+  signing_secret: ${SY_SLACK_SIGN}
+`))
+	require.NoError(t, err)
+	require.Equal(t, "sentinel-gh-hook", c.GitHub.WebhookSecret.Reveal())
+
+	var outputs []string
+	for _, v := range []any{c, *c, *c.GitHub, *c.Slack, c.Models, c.Server} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%x", "%q"} {
+			outputs = append(outputs, fmt.Sprintf(verb, v))
+		}
+		j, err := json.Marshal(v)
+		require.NoError(t, err)
+		y, err := yaml.Marshal(v)
+		require.NoError(t, err)
+		outputs = append(outputs, string(j), string(y))
+	}
+	for _, out := range outputs {
+		for _, s := range secrets {
+			require.NotContains(t, out, s)
+		}
+	}
+	y, err := yaml.Marshal(c)
+	require.NoError(t, err)
+	require.Contains(t, string(y), "webhook_secret: <secret>")
+}
+
+func TestSecretsNeverInErrors(t *testing.T) {
+	t.Setenv("SY_SECRET", "sentinel-from-env")
+	for _, doc := range []string{
+		"server:\n  api_token: [sentinel-in-file]\n",
+		"server:\n  api_token: {sentinel-in-file: sentinel-in-file}\n",
+		"github:\n  app_id: 1\n  private_key: [sentinel-in-file]\n  webhook_secret: {a: sentinel-in-file}\n",
+		"slack:\n  mode: http\n  bot_token: [sentinel-in-file]\n  signing_secret: [sentinel-in-file]\n  app_token: [sentinel-in-file]\n",
+		"models:\n  m:\n    api_key: [sentinel-in-file]\n",
+		"workers: ${SY_SECRET}\n",
+		"dedup_window: ${SY_SECRET}\n",
+		"server:\n  console: ${SY_SECRET}\n",
+		"github:\n  app_id: ${SY_SECRET}\n  webhook_secret: ${SY_SECRET}\n",
+		"dispatch: ${SY_SECRET}\n",
+	} {
+		_, err := config.Parse("c.yaml", []byte(doc))
+		require.Error(t, err, doc)
+		require.NotContains(t, err.Error(), "sentinel", doc)
+	}
+}
+
+func TestAliasesAndMergeKeys(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(`
+models:
+  default: &base
+    provider: openai
+    model: gpt-4.1
+    timeout: 1m
+  long:
+    <<: *base
+    timeout: 10m
+  mixed:
+    <<: [*base, {model: other, max_tokens: 5}]
+routing:
+  rules:
+    - name: a
+      agent: coder
+      match: &m
+        labels: &labels [bug]
+    - name: b
+      agent: docs
+      match: *m
+    - name: c
+      agent: docs
+      match:
+        labels: *labels
+`))
+	require.NoError(t, err)
+	require.Equal(t, config.Model{Provider: "openai", Model: "gpt-4.1", Timeout: time.Minute}, c.Models["default"])
+	require.Equal(t, config.Model{Provider: "openai", Model: "gpt-4.1", Timeout: 10 * time.Minute}, c.Models["long"])
+	require.Equal(t, config.Model{Provider: "openai", Model: "gpt-4.1", MaxTokens: 5, Timeout: time.Minute}, c.Models["mixed"],
+		"the first merged mapping wins")
+	for _, r := range c.Routing.Rules {
+		require.Equal(t, []string{"bug"}, r.Match.Labels)
+	}
+}
+
+func TestAliasBombFailsFast(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("models:\n  a0: &a0 {provider: openai, model: m}\n")
+	for i := 1; i < 12; i++ {
+		fmt.Fprintf(&b, "  a%d: &a%d {<<: [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]}\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	start := time.Now()
+	_, err := config.Parse("c.yaml", []byte(b.String()))
+	require.ErrorContains(t, err, "document too large (more than 100000 nodes with aliases expanded)")
+	require.Less(t, time.Since(start), 10*time.Second)
+}
+
+func TestDefaultsFilledIn(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(`
+models:
+  m:
+    provider: anthropic
+    model: claude
+github:
+  app_id: 42
+  private_key_file: key.pem
+  webhook_secret: s
+  api_url: https://github.example.com/api/v3
+slack:
+  mode: http
+  bot_token: b
+  signing_secret: s
+schedules:
+  - name: nightly
+    cron: "CRON_TZ=Europe/Berlin 0 2 * * *"
+    agent: triage
+    text: report
+`))
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultModelTimeout, c.Models["m"].Timeout)
+	require.Equal(t, "https://github.example.com/api/v3/", c.GitHub.APIURL, "the API clients need the trailing slash")
+	require.Equal(t, "write", c.GitHub.MinPermission)
+	require.Equal(t, "https://slack.com/api/", c.Slack.APIURL)
+	require.Equal(t, []bot.Schedule{{
+		Name: "nightly", Spec: "CRON_TZ=Europe/Berlin 0 2 * * *", Agent: "triage",
+		Thread: bot.LocalThread("schedule-nightly"), Text: "report",
+	}}, c.BotSchedules())
+}
+
+func TestLine(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(compileYAML))
+	require.NoError(t, err)
+	require.Equal(t, 7, c.Line("routing.rules[0]"))
+	require.Equal(t, 13, c.Line("routing.rules[2]"))
+	require.Equal(t, 14, c.Line("routing.rules[2].agent"))
+	require.Equal(t, 18, c.Line("routing.rules[2].match.kinds[1]"))
+	require.Equal(t, 13, c.Line("routing.rules[2].priority"), "an absent key is placed at its section")
+	require.Equal(t, 0, c.Line("github.app_id"))
+	require.Equal(t, 0, config.Default().Line("workers"), "the defaults are not a file anyone edits")
+}
+
+// exampleEnv is what config.example.yaml references.
+func exampleEnv(t *testing.T) {
+	for k, v := range map[string]string{
+		"SWITCHYARD_API_TOKEN": "api-token", "ANTHROPIC_API_KEY": "sk-ant",
+		"GITHUB_APP_ID": "12345", "GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----",
+		"GITHUB_WEBHOOK_SECRET": "hook", "GITHUB_APP_SLUG": "switchyard",
+		"SLACK_APP_TOKEN": "xapp-1", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "sign",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+func TestExampleConfig(t *testing.T) {
+	t.Run("as shipped, with no environment", func(t *testing.T) {
+		c, err := config.Load("../config.example.yaml")
+		require.NoError(t, err)
+		require.Nil(t, c.GitHub)
+		require.Nil(t, c.Slack)
+		_, err = c.Compile(builtinAgents())
+		require.NoError(t, err)
+	})
+	t.Run("as shipped", func(t *testing.T) {
+		exampleEnv(t)
+		c, err := config.Load("../config.example.yaml")
+		require.NoError(t, err)
+		require.Equal(t, "api-token", c.Server.APIToken.Reveal())
+		require.Equal(t, "qwen2.5-coder:14b", c.Models["local"].Model)
+		require.Equal(t, []string{"acme/*"}, c.Routing.Rules[3].Match.Repos)
+
+		r, err := c.Compile(builtinAgents())
+		require.NoError(t, err)
+		var names []string
+		for _, ri := range r.Rules() {
+			names = append(names, ri.Name)
+		}
+		require.Equal(t, []string{"security", "bugs", "docs-changes", "pull-requests", "incidents", "release-owners"}, names)
+
+		for _, tt := range []struct {
+			ev   *bot.Event
+			want string
+		}{
+			{&bot.Event{Source: bot.SourceGitHub, Kind: "github.issues.labeled", Labels: []string{"bug"}}, `rule "bugs" (priority 100)`},
+			{&bot.Event{Source: bot.SourceGitHub, Kind: "github.pull_request.opened", Repo: "acme/web", Paths: []string{"docs/a/b.md"}}, `rule "docs-changes" (priority 60)`},
+			{&bot.Event{Source: bot.SourceSlack, Kind: bot.KindSlackMessage, Channel: "incidents", Text: "SEV2: checkout is down"}, `rule "incidents" (priority 40)`},
+			{&bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "/rollback web"}, "command /rollback"},
+		} {
+			tt.ev.FillFromText()
+			require.Equal(t, tt.want, r.Route(tt.ev).Reason)
+		}
+	})
+	t.Run("with the github and slack sections uncommented", func(t *testing.T) {
+		exampleEnv(t)
+		data, err := os.ReadFile("../config.example.yaml")
+		require.NoError(t, err)
+		var out []string
+		uncomment := false
+		for line := range strings.Lines(string(data)) {
+			switch {
+			case line == "# github:\n" || line == "# slack:\n":
+				uncomment = true
+			case strings.TrimSpace(line) == "":
+				uncomment = false
+			}
+			if uncomment {
+				line = strings.TrimPrefix(line, "# ")
+			}
+			out = append(out, line)
+		}
+		c, err := config.Parse("example", []byte(strings.Join(out, "")))
+		require.NoError(t, err)
+		require.NotNil(t, c.GitHub)
+		require.Equal(t, int64(12345), c.GitHub.AppID)
+		require.Equal(t, "hook", c.GitHub.WebhookSecret.Reveal())
+		require.Equal(t, []string{"dependabot[bot]"}, c.GitHub.AllowBots)
+		require.Equal(t, "switchyard", c.GitHub.AppSlug)
+		require.NotNil(t, c.Slack)
+		require.Equal(t, config.SlackSocket, c.Slack.Mode)
+		require.Equal(t, "xoxb-1", c.Slack.BotToken.Reveal())
+		_, err = c.Compile(builtinAgents())
+		require.NoError(t, err)
+
+		// Without the variables, a present section is incomplete.
+		for _, k := range []string{"GITHUB_APP_ID", "SLACK_APP_TOKEN"} {
+			t.Setenv(k, "")
+		}
+		_, err = config.Parse("example", []byte(strings.Join(out, "")))
+		require.ErrorContains(t, err, "github.app_id: required when the github section is present")
+		require.ErrorContains(t, err, "slack.app_token: required in socket mode")
+	})
+}
+
+// Every key of the config types appears in the example, so the example
+// stays the complete reference.
+func TestExampleHasEveryKey(t *testing.T) {
+	data, err := os.ReadFile("../config.example.yaml")
+	require.NoError(t, err)
+	var doc map[string]any
+	// Marshal a config with every field set, then look for each key.
+	full := config.Default()
+	full.Models = map[string]config.Model{"m": {Provider: "openai", BaseURL: "x", APIKey: "k", Model: "m", MaxTokens: 1, Timeout: 1}}
+	full.Routing = bot.RoutingConfig{DefaultAgent: "a", Commands: map[string]string{"x": "y"}, Rules: []bot.Rule{{Name: "n", Priority: 1, Agent: "a",
+		Match: bot.Match{Sources: []string{"s"}, Kinds: []string{"k"}, Labels: []string{"l"}, Repos: []string{"r"}, Paths: []string{"p"}, Text: "t", Actors: []string{"a"}, Channels: []string{"c"}}}}}
+	full.Schedules = []config.Schedule{{Name: "n", Cron: "c", Agent: "a", Thread: bot.LocalThread("x"), Text: "t"}}
+	full.GitHub = &config.GitHub{AppID: 1, PrivateKey: "k", PrivateKeyFile: "f", WebhookSecret: "s", APIURL: "u", AllowBots: []string{"b"}, MinPermission: "m", AppSlug: "s"}
+	full.Slack = &config.Slack{Mode: "m", AppToken: "a", BotToken: "b", SigningSecret: "s", APIURL: "u", AllowedChannels: []string{"c"}, AllowedUsers: []string{"u"}}
+	y, err := yaml.Marshal(full)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(y, &doc))
+	var keys []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				keys = append(keys, k)
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	require.Greater(t, len(keys), 40)
+	for _, k := range keys {
+		if k == "m" || k == "x" { // map keys of the sample, not config keys
+			continue
+		}
+		require.Contains(t, string(data), k+":", "config.example.yaml lacks %q", k)
+	}
+}
