@@ -117,6 +117,10 @@ func planIngest(req *bot.IngestRequest, seqs Seqs) (ingestPlan, error) {
 		return ingestPlan{}, err
 	}
 	now := utc(req.Now)
+	dedupUntil := req.DedupUntil
+	if dedupUntil.IsZero() {
+		dedupUntil = now.Add(bot.DefaultDedupWindow)
+	}
 	ev := &req.Event
 	evRef := formatID(prefixEvent, seqs.Event)
 	evValue, err := encodeEvent(ev)
@@ -177,7 +181,7 @@ func planIngest(req *bot.IngestRequest, seqs Seqs) (ingestPlan, error) {
 	}
 
 	if key := ev.DedupKey(); key != "" {
-		until := timeKey(req.DedupUntil)
+		until := timeKey(dedupUntil)
 		p.put(bucketDedup, []byte(key), append(until, id...))
 		p.put(bucketDedupExpiry, append(until, key...), nil)
 	}

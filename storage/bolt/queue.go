@@ -111,19 +111,11 @@ func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.W
 	if d.Status != bot.DispatchLeased {
 		return nil, nil
 	}
-	d.UpdatedAt = req.Now
 	if d.Attempts < req.MaxAttempts {
-		d.Status = bot.DispatchPending
 		d.LastError = j.Error
-		if err := t.putDispatch(seq, d); err != nil {
-			return nil, err
-		}
-		if err := t.addPending(seq, d); err != nil {
-			return nil, err
-		}
-		_, err := t.setItemStatus(d, bot.StatusQueued, req.Now, nil)
-		return nil, err
+		return nil, t.requeue(seq, d, req.Now)
 	}
+	d.UpdatedAt = req.Now
 	d.Status = bot.DispatchFailed
 	d.LastError = fmt.Sprintf("lease expired after %d attempts (worker died)", d.Attempts)
 	if err := t.putDispatch(seq, d); err != nil {
@@ -133,6 +125,32 @@ func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.W
 		wi.Error = d.LastError
 		wi.FinishedAt = &req.Now
 	})
+}
+
+// requeue puts a dispatch of an ended job back in the queue, in its old
+// place, with its work item queued. A dispatch whose work item was handed
+// off meanwhile is not run again: the handoff's dispatch carries the work
+// item now. So a pending dispatch is always its work item's current one.
+func (t txn) requeue(seq uint64, d *bot.Dispatch, now time.Time) error {
+	rec, _, err := t.workItem(d.WorkItemID)
+	if err != nil {
+		return err
+	}
+	d.UpdatedAt = now
+	if rec.Dispatch != d.ID {
+		d.Status = bot.DispatchFailed
+		d.LastError = fmt.Sprintf("superseded by the handoff to @%s", rec.Route.Agent)
+		return t.putDispatch(seq, d)
+	}
+	d.Status = bot.DispatchPending
+	if err := t.putDispatch(seq, d); err != nil {
+		return err
+	}
+	if err := t.addPending(seq, d); err != nil {
+		return err
+	}
+	_, err = t.setItemStatus(d, bot.StatusQueued, now, nil)
+	return err
 }
 
 // setItemStatus moves the work item of d to status, applying edit, when d
@@ -350,17 +368,10 @@ func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Ti
 			if d.Status != bot.DispatchLeased {
 				continue
 			}
-			d.Status, d.UpdatedAt = bot.DispatchPending, now
 			if d.Attempts > 0 {
 				d.Attempts--
 			}
-			if err := t.putDispatch(dSeq, d); err != nil {
-				return err
-			}
-			if err := t.addPending(dSeq, d); err != nil {
-				return err
-			}
-			if _, err := t.setItemStatus(d, bot.StatusQueued, now, nil); err != nil {
+			if err := t.requeue(dSeq, d, now); err != nil {
 				return err
 			}
 		}

@@ -329,3 +329,22 @@ func TestThreadlessWorkRunsInParallel(t *testing.T) {
 	}
 	require.Equal(t, want, got)
 }
+
+// A request without a dedup window still dedups, for bot's default window.
+func TestDedupWindowDefault(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	req := bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceSlack, DeliveryID: "Ev1", Thread: bot.LocalThread("t")},
+		Route: &bot.Route{Agent: "coder", Reason: "default"}, Now: now,
+	}
+	_, err := s.Ingest(t.Context(), req)
+	require.NoError(t, err)
+	req.Now = now.Add(bot.DefaultDedupWindow - time.Minute)
+	res, err := s.Ingest(t.Context(), req)
+	require.NoError(t, err)
+	require.True(t, res.Duplicate)
+	n, err := s.ExpireDedup(t.Context(), now.Add(bot.DefaultDedupWindow+time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}

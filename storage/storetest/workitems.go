@@ -174,6 +174,41 @@ func testReroute(t *testing.T, open Opener) {
 		require.Len(t, h.jobs(a.ID), 2)
 	})
 
+	t.Run("a run that handed off and then died is not retried", func(t *testing.T) {
+		h := newHarness(t, open)
+		a := h.submit(bot.LocalThread("t"), "coder", "a")
+		h.mustClaim("w1", epoch()) // lease until +1m, never renewed
+		_, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "ops", Reason: "deploy", At: at(time.Second)})
+		require.NoError(t, err)
+
+		next := h.claim(claimReq("w2", at(5*time.Minute)))
+		require.Empty(t, next.Abandoned)
+		require.NotNil(t, next.Job)
+		require.Equal(t, "ops", next.Job.Agent)
+		require.Equal(t, []string{a.ID}, next.Job.WorkItemIDs)
+		require.Equal(t, []string{a.ID}, ids(next.WorkItems))
+		h.finish(next.Job, at(6*time.Minute), "deployed")
+		require.Zero(t, h.depth())
+		h.requireNothingToClaim(at(time.Hour))
+		require.Equal(t, bot.StatusDone, h.workItem(a.ID).Status)
+	})
+
+	t.Run("a run that handed off and was released is not retried", func(t *testing.T) {
+		h := newHarness(t, open)
+		a := h.submit(bot.LocalThread("t"), "coder", "a")
+		run := h.mustClaim("w1", epoch())
+		_, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "ops", Reason: "deploy", At: at(time.Second)})
+		require.NoError(t, err)
+		require.NoError(t, h.s.ReleaseJob(h.ctx, run.Job.ID, "w1", at(2*time.Second)))
+		require.Equal(t, 1, h.depth())
+
+		next := h.mustClaim("w2", at(3*time.Second))
+		require.Equal(t, "ops", next.Job.Agent)
+		require.Equal(t, []string{a.ID}, ids(next.WorkItems))
+		h.finish(next.Job, at(4*time.Second), "deployed")
+		h.requireNothingToClaim(at(time.Hour))
+	})
+
 	t.Run("hop limit", func(t *testing.T) {
 		h := newHarness(t, open)
 		a := h.submit(bot.LocalThread("t"), "coder", "a")
