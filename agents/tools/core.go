@@ -1,0 +1,493 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Core tool names.
+const (
+	ReadFile      = "read_file"
+	ListDirectory = "list_directory"
+	SearchFiles   = "search_files"
+	WriteFile     = "write_file"
+	EditFile      = "edit_file"
+	Bash          = "bash"
+)
+
+// CoreNames lists the core tools, the set an agent with no tools list sees.
+func CoreNames() []string {
+	return []string{ReadFile, ListDirectory, SearchFiles, WriteFile, EditFile, Bash}
+}
+
+// CoreOptions tune the core tools.
+type CoreOptions struct {
+	// BashTimeout is a command's default time limit; 0 means 2 minutes.
+	BashTimeout time.Duration
+	// BashMaxTimeout caps what a call may ask for; 0 means 10 minutes.
+	BashMaxTimeout time.Duration
+	// BashOutput caps the output kept from a command; 0 means 64 KiB.
+	BashOutput int
+	// Env is the environment of commands, "KEY=value". Nil means a minimal
+	// one (PATH, LANG, TERM, HOME set to the workspace): the daemon's own
+	// environment holds its credentials and is never passed on.
+	Env []string
+}
+
+func (o CoreOptions) withDefaults() CoreOptions {
+	if o.BashTimeout <= 0 {
+		o.BashTimeout = 2 * time.Minute
+	}
+	if o.BashMaxTimeout <= 0 {
+		o.BashMaxTimeout = 10 * time.Minute
+	}
+	if o.BashTimeout > o.BashMaxTimeout {
+		o.BashTimeout = o.BashMaxTimeout
+	}
+	if o.BashOutput <= 0 {
+		o.BashOutput = 64 << 10
+	}
+	return o
+}
+
+// Core returns the core tools.
+func Core(opts CoreOptions) []Tool {
+	opts = opts.withDefaults()
+	return []Tool{
+		&funcTool{info: Info{Name: ReadFile, Kind: KindCore, Schema: readFileSchema,
+			Description: "Read a text file in the workspace. Optional offset (first line, 1-based) and limit (number of lines) read part of a long file."},
+			run: readFile},
+		&funcTool{info: Info{Name: ListDirectory, Kind: KindCore, Schema: listDirectorySchema,
+			Description: "List a directory of the workspace (default: its root). Directories end in '/'. Set recursive to list the whole tree (without .git)."},
+			run: listDirectory},
+		&funcTool{info: Info{Name: SearchFiles, Kind: KindCore, Schema: searchFilesSchema,
+			Description: "Search the text files of the workspace for a regular expression (Go RE2 syntax). Returns path:line: text for each match. Narrow with path (a directory) and glob (e.g. \"**/*.go\")."},
+			run: searchFiles},
+		&funcTool{info: Info{Name: WriteFile, Kind: KindCore, Schema: writeFileSchema,
+			Description: "Create or overwrite a file in the workspace with the given content, creating parent directories. Prefer edit_file for changing part of an existing file."},
+			run: writeFile},
+		&funcTool{info: Info{Name: EditFile, Kind: KindCore, Schema: editFileSchema,
+			Description: "Replace exact text in a workspace file. old_string must occur exactly once (include surrounding lines to make it unique) unless replace_all is true."},
+			run: editFile},
+		&funcTool{info: Info{Name: Bash, Kind: KindCore, Schema: bashSchema,
+			Description: fmt.Sprintf("Run a bash command in the workspace directory and return its combined output and exit code. Default time limit %s, at most %s (timeout_seconds). Output is capped at %d KiB.",
+				opts.BashTimeout, opts.BashMaxTimeout, opts.BashOutput>>10)},
+			run: bash(opts)},
+	}
+}
+
+type funcTool struct {
+	info Info
+	run  func(ctx context.Context, cc CallContext, input json.RawMessage) (string, error)
+}
+
+func (t *funcTool) Info() Info { return t.info }
+func (t *funcTool) Run(ctx context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	return t.run(ctx, cc, input)
+}
+
+var (
+	readFileSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"path":{"type":"string","description":"File path relative to the workspace"},` +
+		`"offset":{"type":"integer","minimum":1,"description":"First line to read, 1-based"},` +
+		`"limit":{"type":"integer","minimum":1,"description":"Number of lines to read"}},` +
+		`"required":["path"],"additionalProperties":false}`)
+	listDirectorySchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"path":{"type":"string","description":"Directory relative to the workspace; default \".\""},` +
+		`"recursive":{"type":"boolean"}},"additionalProperties":false}`)
+	searchFilesSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"pattern":{"type":"string","description":"Regular expression (RE2)"},` +
+		`"path":{"type":"string","description":"Directory to search, relative to the workspace; default \".\""},` +
+		`"glob":{"type":"string","description":"Only files whose path matches, e.g. \"**/*.go\""},` +
+		`"case_insensitive":{"type":"boolean"}},` +
+		`"required":["pattern"],"additionalProperties":false}`)
+	writeFileSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"path":{"type":"string","description":"File path relative to the workspace"},` +
+		`"content":{"type":"string"}},` +
+		`"required":["path","content"],"additionalProperties":false}`)
+	editFileSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"path":{"type":"string","description":"File path relative to the workspace"},` +
+		`"old_string":{"type":"string","description":"Exact text to replace"},` +
+		`"new_string":{"type":"string","description":"Replacement text"},` +
+		`"replace_all":{"type":"boolean","description":"Replace every occurrence"}},` +
+		`"required":["path","old_string","new_string"],"additionalProperties":false}`)
+	bashSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"command":{"type":"string","description":"The command line, run with bash -c"},` +
+		`"timeout_seconds":{"type":"integer","minimum":1}},` +
+		`"required":["command"],"additionalProperties":false}`)
+)
+
+// decode reads a tool's input strictly: a misspelt field is an error the
+// model can correct, not a silently ignored option.
+func decode(input json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid input: %w", err)
+	}
+	return nil
+}
+
+const (
+	maxReadBytes   = 4 << 20
+	maxSearchBytes = 1 << 20
+	maxListEntries = 1000
+	maxMatches     = 200
+)
+
+func readFile(_ context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	var in struct {
+		Path   string `json:"path"`
+		Offset int    `json:"offset"`
+		Limit  int    `json:"limit"`
+	}
+	if err := decode(input, &in); err != nil {
+		return "", err
+	}
+	if in.Path == "" {
+		return "", errors.New("invalid input: path is required")
+	}
+	rel, err := resolve(cc.Workspace, in.Path)
+	if err != nil {
+		return "", err
+	}
+	root, err := openRoot(cc.Workspace)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("read %s: it is a directory; use list_directory", in.Path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
+	}
+	if isBinary(data) {
+		return fmt.Sprintf("%s is a binary file of %d bytes", in.Path, st.Size()), nil
+	}
+	text := string(data)
+	if in.Offset > 0 || in.Limit > 0 {
+		lines := strings.SplitAfter(text, "\n")
+		start := max(in.Offset, 1) - 1
+		if start >= len(lines) {
+			return "", fmt.Errorf("read %s: offset %d is past the end (%d lines)", in.Path, in.Offset, len(lines))
+		}
+		end := len(lines)
+		if in.Limit > 0 && start+in.Limit < end {
+			end = start + in.Limit
+		}
+		return fmt.Sprintf("[lines %d-%d of %d]\n%s", start+1, end, len(lines), strings.Join(lines[start:end], "")), nil
+	}
+	if st.Size() > maxReadBytes {
+		text += fmt.Sprintf("\n[… file is %d bytes; read the rest with offset and limit]", st.Size())
+	}
+	return text, nil
+}
+
+func listDirectory(_ context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	var in struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	if err := decode(input, &in); err != nil {
+		return "", err
+	}
+	rel, err := resolve(cc.Workspace, in.Path)
+	if err != nil {
+		return "", err
+	}
+	root, err := openRoot(cc.Workspace)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	fsys := root.FS()
+	var b strings.Builder
+	n := 0
+	line := func(p string, d fs.DirEntry) {
+		switch {
+		case d.IsDir():
+			fmt.Fprintf(&b, "%s/\n", p)
+		case d.Type()&fs.ModeSymlink != 0:
+			fmt.Fprintf(&b, "%s@\n", p)
+		default:
+			size := int64(-1)
+			if info, err := d.Info(); err == nil {
+				size = info.Size()
+			}
+			fmt.Fprintf(&b, "%s (%d bytes)\n", p, size)
+		}
+		n++
+	}
+	if !in.Recursive {
+		entries, err := fs.ReadDir(fsys, rel)
+		if err != nil {
+			return "", fmt.Errorf("list %s: %w", displayPath(in.Path), unwrapPath(err))
+		}
+		for _, d := range entries {
+			if n == maxListEntries {
+				fmt.Fprintf(&b, "[… %d more entries]\n", len(entries)-n)
+				break
+			}
+			line(d.Name(), d)
+		}
+	} else {
+		err := fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if p == rel {
+				return nil
+			}
+			if d.IsDir() && d.Name() == ".git" {
+				return fs.SkipDir
+			}
+			if n == maxListEntries {
+				b.WriteString("[… more entries omitted; list a subdirectory]\n")
+				return fs.SkipAll
+			}
+			line(relTo(rel, p), d)
+			return nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("list %s: %w", displayPath(in.Path), unwrapPath(err))
+		}
+	}
+	if n == 0 {
+		return displayPath(in.Path) + " is empty", nil
+	}
+	return b.String(), nil
+}
+
+func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	var in struct {
+		Pattern         string `json:"pattern"`
+		Path            string `json:"path"`
+		Glob            string `json:"glob"`
+		CaseInsensitive bool   `json:"case_insensitive"`
+	}
+	if err := decode(input, &in); err != nil {
+		return "", err
+	}
+	if in.Pattern == "" {
+		return "", errors.New("invalid input: pattern is required")
+	}
+	expr := in.Pattern
+	if in.CaseInsensitive {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return "", fmt.Errorf("invalid input: pattern: %w", err)
+	}
+	if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
+		return "", fmt.Errorf("invalid input: glob %q is not a valid pattern", in.Glob)
+	}
+	rel, err := resolve(cc.Workspace, in.Path)
+	if err != nil {
+		return "", err
+	}
+	root, err := openRoot(cc.Workspace)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	fsys := root.FS()
+	var b strings.Builder
+	matches := 0
+	err = fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if in.Glob != "" {
+			if ok, _ := doublestar.Match(in.Glob, relTo(rel, p)); !ok {
+				if ok, _ := doublestar.Match(in.Glob, p); !ok {
+					return nil
+				}
+			}
+		}
+		if info, err := d.Info(); err != nil || info.Size() > maxSearchBytes {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil || isBinary(data) {
+			return nil
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 0, 64<<10), maxSearchBytes)
+		for ln := 1; sc.Scan(); ln++ {
+			if !re.Match(sc.Bytes()) {
+				continue
+			}
+			if matches == maxMatches {
+				b.WriteString("[… more matches omitted; narrow the search with path or glob]\n")
+				return fs.SkipAll
+			}
+			text := sc.Text()
+			if len(text) > 300 {
+				text = strings.ToValidUTF8(text[:300], "") + "…"
+			}
+			fmt.Fprintf(&b, "%s:%d: %s\n", p, ln, text)
+			matches++
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("search %s: %w", displayPath(in.Path), unwrapPath(err))
+	}
+	if matches == 0 {
+		return "no matches", nil
+	}
+	return b.String(), nil
+}
+
+func writeFile(_ context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	var in struct {
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
+	}
+	if err := decode(input, &in); err != nil {
+		return "", err
+	}
+	if in.Path == "" || in.Content == nil {
+		return "", errors.New("invalid input: path and content are required")
+	}
+	rel, err := resolve(cc.Workspace, in.Path)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", fmt.Errorf("write %s: that is the workspace itself", in.Path)
+	}
+	root, err := openRoot(cc.Workspace)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	if dir := path.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o750); err != nil {
+			return "", fmt.Errorf("write %s: %w", in.Path, unwrapPath(err))
+		}
+	}
+	if err := root.WriteFile(rel, []byte(*in.Content), 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", in.Path, unwrapPath(err))
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), rel), nil
+}
+
+func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	var in struct {
+		Path       string  `json:"path"`
+		OldString  *string `json:"old_string"`
+		NewString  *string `json:"new_string"`
+		ReplaceAll bool    `json:"replace_all"`
+	}
+	if err := decode(input, &in); err != nil {
+		return "", err
+	}
+	if in.Path == "" || in.OldString == nil || in.NewString == nil {
+		return "", errors.New("invalid input: path, old_string and new_string are required")
+	}
+	if *in.OldString == "" {
+		return "", errors.New("invalid input: old_string is empty; use write_file to create a file")
+	}
+	if *in.OldString == *in.NewString {
+		return "", errors.New("invalid input: old_string and new_string are the same")
+	}
+	rel, err := resolve(cc.Workspace, in.Path)
+	if err != nil {
+		return "", err
+	}
+	root, err := openRoot(cc.Workspace)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	st, err := root.Stat(rel)
+	if err != nil {
+		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
+	}
+	data, err := root.ReadFile(rel)
+	if err != nil {
+		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
+	}
+	text := string(data)
+	n := strings.Count(text, *in.OldString)
+	switch {
+	case n == 0:
+		return "", fmt.Errorf("edit %s: old_string not found; read the file and copy the text exactly", in.Path)
+	case n > 1 && !in.ReplaceAll:
+		return "", fmt.Errorf("edit %s: old_string occurs %d times; include more surrounding text or set replace_all", in.Path, n)
+	}
+	if in.ReplaceAll {
+		text = strings.ReplaceAll(text, *in.OldString, *in.NewString)
+	} else {
+		text = strings.Replace(text, *in.OldString, *in.NewString, 1)
+	}
+	if err := root.WriteFile(rel, []byte(text), st.Mode().Perm()); err != nil {
+		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
+	}
+	return fmt.Sprintf("replaced %d occurrence(s) in %s", n, rel), nil
+}
+
+func isBinary(data []byte) bool {
+	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
+}
+
+func relTo(base, p string) string {
+	if base == "." {
+		return p
+	}
+	return strings.TrimPrefix(p, base+"/")
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// unwrapPath drops the *fs.PathError wrapper, whose path is the workspace
+// relative form the message already names, to keep messages short.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,235 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// process is one command to run for a tool.
+type process struct {
+	name    string
+	args    []string
+	dir     string
+	env     []string
+	stdin   io.Reader
+	timeout time.Duration
+	output  int // bytes of output kept
+}
+
+// run executes p and returns its combined output, capped, and a non-nil
+// error for a non-zero exit, a timeout or a start failure. The command runs
+// in its own process group so a timeout or cancellation kills everything it
+// started, not only the shell.
+func (p process) run(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.name, p.args...)
+	cmd.Dir = p.dir
+	cmd.Env = p.env
+	cmd.Stdin = p.stdin
+	out := &capped{max: p.output}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	setProcessGroup(cmd)
+	// Children that keep the pipes open must not hold the call forever.
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	text := out.String()
+	switch {
+	case err == nil:
+		return text, nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return text, fmt.Errorf("timed out after %s and was killed", p.timeout)
+	case ctx.Err() != nil:
+		return text, fmt.Errorf("cancelled: %w", ctx.Err())
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return text, fmt.Errorf("exit code %d", exit.ExitCode())
+	}
+	return text, err
+}
+
+// baseEnv is the environment commands get when none is configured: enough to
+// find programs and print UTF-8, nothing from the daemon's own environment,
+// which holds its credentials.
+func baseEnv(workspace string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{"PATH=" + path, "HOME=" + workspace, "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1"}
+}
+
+// capped keeps the first max bytes written and the last part, and counts
+// what it dropped in between.
+type capped struct {
+	mu      sync.Mutex
+	max     int
+	head    bytes.Buffer
+	tail    []byte
+	dropped int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	headMax := c.max - c.max/4
+	if room := headMax - c.head.Len(); room > 0 {
+		k := min(room, len(p))
+		c.head.Write(p[:k])
+		p = p[k:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	tailMax := c.max / 4
+	c.tail = append(c.tail, p...)
+	if over := len(c.tail) - tailMax; over > 0 {
+		c.dropped += over
+		c.tail = append(c.tail[:0], c.tail[over:]...)
+	}
+	return n, nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped == 0 {
+		return c.head.String() + string(c.tail)
+	}
+	return fmt.Sprintf("%s\n[… %d bytes omitted …]\n%s",
+		strings.ToValidUTF8(c.head.String(), ""), c.dropped, strings.ToValidUTF8(string(c.tail), ""))
+}
+
+func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) (string, error) {
+	return func(ctx context.Context, cc CallContext, input json.RawMessage) (string, error) {
+		var in struct {
+			Command        string `json:"command"`
+			TimeoutSeconds int    `json:"timeout_seconds"`
+		}
+		if err := decode(input, &in); err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(in.Command) == "" {
+			return "", errors.New("invalid input: command is required")
+		}
+		if cc.Workspace == "" {
+			return "", errors.New("this run has no workspace")
+		}
+		timeout := opts.BashTimeout
+		if in.TimeoutSeconds > 0 {
+			timeout = min(time.Duration(in.TimeoutSeconds)*time.Second, opts.BashMaxTimeout)
+		}
+		env := opts.Env
+		if env == nil {
+			env = baseEnv(cc.Workspace)
+		}
+		out, err := process{
+			name: "bash", args: []string{"-c", in.Command}, dir: cc.Workspace, env: env,
+			timeout: timeout, output: opts.BashOutput,
+		}.run(ctx)
+		if err == nil && out == "" {
+			return "(no output, exit code 0)", nil
+		}
+		return out, err
+	}
+}
+
+// CommandSpec is a command tool contributed by a package: the program runs
+// with the call's input as JSON on stdin and its output becomes the result.
+type CommandSpec struct {
+	Name        string
+	Description string
+	// Package is the contributing package; Dir its directory, against which
+	// a relative Command is resolved.
+	Package string
+	Dir     string
+	Command string
+	Args    []string
+	// Schema is the input's JSON schema; nil accepts any object.
+	Schema json.RawMessage
+	// RequiredAgent, when set, is the only agent that may see and call it.
+	RequiredAgent string
+	// Timeout defaults to 2 minutes; Output to 64 KiB.
+	Timeout time.Duration
+	Output  int
+	// Env is the command's environment; nil means the minimal one bash
+	// gets, plus SWITCHYARD_* variables naming the call.
+	Env []string
+}
+
+// NewCommand returns the tool spec describes.
+func NewCommand(spec CommandSpec) (Tool, error) {
+	if !ValidName(spec.Name) {
+		return nil, fmt.Errorf("command tool %q: invalid name", spec.Name)
+	}
+	if spec.Command == "" {
+		return nil, fmt.Errorf("command tool %q: command is required", spec.Name)
+	}
+	if spec.Schema == nil {
+		spec.Schema = json.RawMessage(`{"type":"object"}`)
+	}
+	if err := validSchema(spec.Schema); err != nil {
+		return nil, fmt.Errorf("command tool %q: %w", spec.Name, err)
+	}
+	if spec.Timeout <= 0 {
+		spec.Timeout = 2 * time.Minute
+	}
+	if spec.Output <= 0 {
+		spec.Output = 64 << 10
+	}
+	return &commandTool{spec: spec}, nil
+}
+
+type commandTool struct{ spec CommandSpec }
+
+func (t *commandTool) Info() Info {
+	return Info{
+		Name: t.spec.Name, Description: t.spec.Description, Schema: t.spec.Schema,
+		Kind: KindCommand, Package: t.spec.Package, RequiredAgent: t.spec.RequiredAgent,
+	}
+}
+
+func (t *commandTool) Run(ctx context.Context, cc CallContext, input json.RawMessage) (string, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(input, &obj); err != nil {
+		return "", fmt.Errorf("invalid input: want a JSON object: %w", err)
+	}
+	name := t.spec.Command
+	if strings.ContainsRune(name, '/') && !strings.HasPrefix(name, "/") && t.spec.Dir != "" {
+		name = t.spec.Dir + "/" + name
+	}
+	dir := cc.Workspace
+	if dir == "" {
+		dir = t.spec.Dir
+	}
+	env := t.spec.Env
+	if env == nil {
+		env = append(baseEnv(dir),
+			"SWITCHYARD_AGENT="+cc.Agent,
+			"SWITCHYARD_SESSION_KEY="+cc.SessionKey,
+			"SWITCHYARD_CORRELATION_ID="+cc.CorrelationID,
+			"SWITCHYARD_WORKSPACE="+cc.Workspace,
+			"SWITCHYARD_PACKAGE_DIR="+t.spec.Dir,
+		)
+	}
+	out, err := process{
+		name: name, args: t.spec.Args, dir: dir, env: env, stdin: bytes.NewReader(input),
+		timeout: t.spec.Timeout, output: t.spec.Output,
+	}.run(ctx)
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", t.spec.Name, err)
+	}
+	return out, nil
+}

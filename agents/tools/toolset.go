@@ -1,0 +1,182 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DefaultMaxOutput caps what one tool call returns to the model.
+const DefaultMaxOutput = 32 << 10
+
+// ToolsetOptions configure a Toolset.
+type ToolsetOptions struct {
+	// Policy decides every call; nil means DefaultPolicy with Profiles.
+	Policy Policy
+	// Profiles decide what is listed; nil forbids nothing.
+	Profiles Profiles
+	// Approver answers NeedsApproval; nil refuses such calls.
+	Approver Approver
+	// Extra are tools of this run only: agent_<name> and control tools.
+	Extra []Tool
+	// MaxOutput caps a result; 0 means DefaultMaxOutput.
+	MaxOutput int
+	Logger    *slog.Logger
+}
+
+// Toolset is what one agent's run calls through: the tools it is shown and
+// the single path every call takes to execution.
+type Toolset struct {
+	scope    Scope
+	tools    map[string]entry
+	visible  []Info
+	policy   Policy
+	approver Approver
+	max      int
+	log      *slog.Logger
+}
+
+type entry struct {
+	tool Tool
+	info Info
+}
+
+// NewToolset returns the toolset of an agent in scope s over the tools of r
+// (nil: none) and opts.Extra. An extra tool shadows a registered one of the
+// same name.
+func NewToolset(r *Registry, s Scope, opts ToolsetOptions) *Toolset {
+	ts := &Toolset{
+		scope:    s,
+		tools:    map[string]entry{},
+		policy:   opts.Policy,
+		approver: opts.Approver,
+		max:      opts.MaxOutput,
+		log:      opts.Logger,
+	}
+	if ts.policy == nil {
+		ts.policy = DefaultPolicy{Profiles: opts.Profiles}
+	}
+	if ts.max <= 0 {
+		ts.max = DefaultMaxOutput
+	}
+	if ts.log == nil {
+		ts.log = slog.New(slog.DiscardHandler)
+	}
+	var all []Tool
+	if r != nil {
+		all = r.snapshot()
+	}
+	for _, t := range append(all, opts.Extra...) {
+		info := t.Info()
+		ts.tools[info.Name] = entry{tool: t, info: info}
+	}
+	for _, e := range ts.tools {
+		if ok, _ := Visible(e.info, s, opts.Profiles); ok {
+			ts.visible = append(ts.visible, e.info)
+		}
+	}
+	sort.Slice(ts.visible, func(i, j int) bool { return ts.visible[i].Name < ts.visible[j].Name })
+	return ts
+}
+
+// Visible returns the tools the agent is shown, sorted by name.
+func (ts *Toolset) Visible() []Info { return ts.visible }
+
+// Result is the outcome of one call, as the model will read it.
+type Result struct {
+	Output string
+	// IsError marks a failure or a refusal.
+	IsError bool
+	// Refused means nothing executed.
+	Refused  bool
+	Duration time.Duration
+}
+
+// Execute runs one call: the tool must exist, the policy must allow it, and
+// only then does it run. Refusals and failures come back as a Result the
+// model reads, never as a Go error.
+func (ts *Toolset) Execute(ctx context.Context, cc CallContext, name string, input json.RawMessage) Result {
+	cc.Scope = ts.scope
+	e, ok := ts.tools[name]
+	if !ok {
+		return ts.refuse(ctx, cc, name, fmt.Sprintf("unknown tool %q; the tools you can call are: %s", name, ts.names()))
+	}
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	call := Call{CallContext: cc, Tool: e.info, Input: input}
+	d := ts.policy.Check(ctx, call)
+	switch d.Verdict {
+	case Allow:
+	case NeedsApproval:
+		if ts.approver == nil {
+			return ts.refuse(ctx, cc, name, fmt.Sprintf("%s (needs approval, and no approver is configured)", d.Reason))
+		}
+		ok, err := ts.approver.Approve(ctx, call, d.Reason)
+		if err != nil {
+			return ts.refuse(ctx, cc, name, fmt.Sprintf("%s (approval failed: %v)", d.Reason, err))
+		}
+		if !ok {
+			return ts.refuse(ctx, cc, name, fmt.Sprintf("%s (approval denied)", d.Reason))
+		}
+	default:
+		return ts.refuse(ctx, cc, name, d.Reason)
+	}
+	start := time.Now()
+	out, err := e.tool.Run(ctx, cc, input)
+	res := Result{Duration: time.Since(start)}
+	switch {
+	case IsRefused(err):
+		ts.logRefusal(ctx, cc, name, err.Error())
+		res.Refused, res.IsError, res.Output = true, true, err.Error()
+	case err != nil:
+		res.IsError = true
+		res.Output = "error: " + err.Error()
+		if out != "" {
+			res.Output += "\n" + out
+		}
+	default:
+		res.Output = out
+	}
+	res.Output = capOutput(res.Output, ts.max)
+	return res
+}
+
+func (ts *Toolset) refuse(ctx context.Context, cc CallContext, name, reason string) Result {
+	ts.logRefusal(ctx, cc, name, reason)
+	return Result{Output: "refused: " + reason, IsError: true, Refused: true}
+}
+
+func (ts *Toolset) logRefusal(ctx context.Context, cc CallContext, name, reason string) {
+	ts.log.LogAttrs(ctx, slog.LevelWarn, "tool call refused",
+		slog.String("agent", cc.Agent), slog.String("tool", name), slog.String("reason", reason),
+		slog.String("correlation_id", cc.CorrelationID), slog.String("job", cc.JobID))
+}
+
+func (ts *Toolset) names() string {
+	names := make([]string, len(ts.visible))
+	for i, v := range ts.visible {
+		names[i] = v.Name
+	}
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+// capOutput keeps the head and the tail of a long output: the start says
+// what it is, the end usually says how it ended. A rune cut in half at either
+// edge is dropped.
+func capOutput(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	tail := max / 4
+	head := max - tail
+	return fmt.Sprintf("%s\n[… %d bytes omitted …]\n%s",
+		strings.ToValidUTF8(s[:head], ""), len(s)-head-tail, strings.ToValidUTF8(s[len(s)-tail:], ""))
+}

@@ -1,0 +1,118 @@
+package tools
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Workspaces hands out one directory per session key under Root
+// (<data_dir>/workspaces), so every run of a thread works on the same files
+// and threads never see each other's.
+type Workspaces struct {
+	Root string
+}
+
+// Dir returns the absolute workspace directory of sessionKey, creating it.
+func (w Workspaces) Dir(sessionKey string) (string, error) {
+	if w.Root == "" {
+		return "", errors.New("workspaces: no root directory configured")
+	}
+	root, err := filepath.Abs(w.Root)
+	if err != nil {
+		return "", fmt.Errorf("workspaces: %w", err)
+	}
+	dir := filepath.Join(root, WorkspaceName(sessionKey))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create workspace of %s: %w", sessionKey, err)
+	}
+	return dir, nil
+}
+
+// WorkspaceName turns a session key into a directory name: the key's safe
+// characters, readable in a listing, then a hash of the whole key, because
+// sanitising alone maps "github:a/b#1" and "github:a_b#1" to one name.
+func WorkspaceName(sessionKey string) string {
+	var b strings.Builder
+	for _, r := range sessionKey {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 80 {
+			break
+		}
+	}
+	name := strings.Trim(b.String(), "_")
+	if name == "" {
+		name = "session"
+	}
+	sum := sha256.Sum256([]byte(sessionKey))
+	return name + "-" + hex.EncodeToString(sum[:6])
+}
+
+// resolve checks that p names something inside workspace and returns it
+// relative to the workspace, slash-separated, for use with os.Root. The
+// lexical checks give the model a clear refusal; the symlink check catches a
+// link that points out; os.Root then enforces the same at the system call,
+// which also covers a link swapped in between.
+func resolve(workspace, p string) (string, error) {
+	if workspace == "" {
+		return "", errors.New("this run has no workspace")
+	}
+	if p == "" {
+		p = "."
+	}
+	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
+		return "", Refuse("path %q is absolute; use a path relative to the workspace", p)
+	}
+	clean := filepath.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", Refuse("path %q is outside the workspace", p)
+	}
+	realRoot, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	// Resolve the longest prefix that exists: a file about to be written
+	// does not exist yet, but its parent directory might be a link.
+	existing := filepath.Join(realRoot, clean)
+	for {
+		if _, err := os.Lstat(existing); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			break
+		}
+		existing = parent
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// A dangling link: where it points is outside or nowhere.
+			return "", Refuse("path %q goes through a symbolic link that leads nowhere inside the workspace", p)
+		}
+		return "", err
+	}
+	if real != realRoot && !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+		return "", Refuse("path %q leads outside the workspace through a symbolic link", p)
+	}
+	return filepath.ToSlash(clean), nil
+}
+
+// openRoot opens the workspace for confined access.
+func openRoot(workspace string) (*os.Root, error) {
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	return root, nil
+}
