@@ -39,6 +39,7 @@ const (
 type apiCall struct {
 	Method string
 	Form   url.Values
+	TS     string // the ts the fake answered chat.postMessage with
 }
 
 // fakeFailure is how the fake answers one call of a method instead of
@@ -110,13 +111,13 @@ func (fs *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fs.mu.Lock()
-	fs.calls = append(fs.calls, apiCall{Method: method, Form: r.PostForm})
+	fs.nextTS++
+	ts := fmt.Sprintf("1700000100.%06d", fs.nextTS)
+	fs.calls = append(fs.calls, apiCall{Method: method, Form: r.PostForm, TS: ts})
 	var failure *fakeFailure
 	if q := fs.failures[method]; len(q) > 0 {
 		failure, fs.failures[method] = &q[0], q[1:]
 	}
-	fs.nextTS++
-	ts := fmt.Sprintf("1700000100.%06d", fs.nextTS)
 	fs.mu.Unlock()
 
 	if failure != nil && !failure.pass {
@@ -346,8 +347,11 @@ type harness struct {
 
 func newHarness(t *testing.T, mode string, tweak func(*Options)) *harness {
 	t.Helper()
-	fs := newFakeSlack(t)
-	store := newTestStore(t)
+	return newHarnessWith(t, mode, newFakeSlack(t), newTestStore(t), tweak)
+}
+
+func newHarnessWith(t *testing.T, mode string, fs *fakeSlack, store *testStore, tweak func(*Options)) *harness {
+	t.Helper()
 	opts := Options{
 		Mode:            mode,
 		BotToken:        "xoxb-test",

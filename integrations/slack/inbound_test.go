@@ -304,7 +304,7 @@ func TestHTTPDeployCommand(t *testing.T) {
 	require.Equal(t, "C1", posts[0].Form.Get("channel"))
 	require.Contains(t, posts[0].Form.Get("text"), "<@U1> ran `/deploy staging`")
 	require.Empty(t, posts[0].Form.Get("thread_ts"))
-	anchor := "1700000100.000002" // auth.test took the first ts of the fake
+	anchor := posts[0].TS
 
 	items, _, events, _ := h.store.snapshot()
 	require.Len(t, items, 1)
