@@ -43,7 +43,7 @@ func Detect(ctx context.Context, env func(string) string, hc *http.Client) (Conf
 	if err != nil {
 		return Config{}, fmt.Sprintf("no model configured: ANTHROPIC_API_KEY and OPENAI_API_KEY are unset and no Ollama answered at %s (%v)", host, err), false
 	}
-	c := Config{Provider: ProviderOllama, BaseURL: host + "/v1", Model: model}
+	c := Config{Provider: ProviderOpenAI, BaseURL: host + "/v1", Model: model}
 	return c, "Ollama answered at " + host + ": using " + c.Describe(), true
 }
 

@@ -98,9 +98,8 @@ func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
 
 // Provider names accepted in Config.Provider.
 const (
-	ProviderOpenAI    = "openai"    // any OpenAI-compatible chat completions server
+	ProviderOpenAI    = "openai"    // OpenAI or any compatible chat completions server (Ollama, vLLM, LM Studio)
 	ProviderAnthropic = "anthropic" // Anthropic messages
-	ProviderOllama    = "ollama"    // OpenAI-compatible at Ollama's default address
 )
 
 // Defaults applied by New to a Config that leaves them zero.
@@ -108,8 +107,6 @@ const (
 	DefaultMaxTokens  = 4096
 	DefaultTimeout    = 5 * time.Minute
 	DefaultMaxRetries = 3
-	// OllamaBaseURL is where a local Ollama serves its OpenAI-compatible API.
-	OllamaBaseURL = "http://127.0.0.1:11434/v1"
 )
 
 // Config is one entry of the models section of the config file.
@@ -134,11 +131,11 @@ type Config struct {
 // prefixes "models.<name>.".
 func (c Config) Validate() error {
 	switch c.Provider {
-	case ProviderOpenAI, ProviderAnthropic, ProviderOllama:
+	case ProviderOpenAI, ProviderAnthropic:
 	case "":
-		return &bot.FieldError{Field: "provider", Msg: "required (openai, anthropic or ollama)"}
+		return &bot.FieldError{Field: "provider", Msg: "required: openai or anthropic"}
 	default:
-		return &bot.FieldError{Field: "provider", Msg: fmt.Sprintf("unknown provider %q (want openai, anthropic or ollama)", c.Provider)}
+		return &bot.FieldError{Field: "provider", Msg: fmt.Sprintf("unknown provider %q (want openai or anthropic)", c.Provider)}
 	}
 	if c.Model == "" {
 		return &bot.FieldError{Field: "model", Msg: "required"}
@@ -149,7 +146,7 @@ func (c Config) Validate() error {
 			return &bot.FieldError{Field: "base_url", Msg: fmt.Sprintf("%q is not an http(s) URL", c.BaseURL)}
 		}
 	}
-	if !c.APIKey.IsSet() && c.BaseURL == "" && c.Provider != ProviderOllama {
+	if !c.APIKey.IsSet() && c.BaseURL == "" {
 		return &bot.FieldError{Field: "api_key", Msg: fmt.Sprintf("required for %s without a base_url", c.Provider)}
 	}
 	if c.MaxTokens < 0 {
@@ -164,10 +161,6 @@ func (c Config) Validate() error {
 // Describe says which model this is, for logs: never the key.
 func (c Config) Describe() string {
 	switch {
-	case c.Provider == ProviderAnthropic && c.BaseURL == "":
-		return fmt.Sprintf("anthropic %s", c.Model)
-	case c.BaseURL == "" && c.Provider == ProviderOllama:
-		return fmt.Sprintf("ollama %s at %s", c.Model, OllamaBaseURL)
 	case c.BaseURL == "":
 		return fmt.Sprintf("openai %s", c.Model)
 	default:
@@ -187,9 +180,6 @@ func (c Config) withDefaults() Config {
 		c.MaxRetries = DefaultMaxRetries
 	case c.MaxRetries < 0:
 		c.MaxRetries = 0
-	}
-	if c.Provider == ProviderOllama && c.BaseURL == "" {
-		c.BaseURL = OllamaBaseURL
 	}
 	return c
 }

@@ -360,9 +360,9 @@ func TestConfigValidate(t *testing.T) {
 		field string
 	}{
 		{"ok openai", llm.Config{Provider: "openai", APIKey: "k", Model: "gpt"}, ""},
-		{"ok ollama without key", llm.Config{Provider: "ollama", Model: "llama3.2"}, ""},
 		{"ok local server without key", llm.Config{Provider: "openai", BaseURL: "http://127.0.0.1:8000/v1", Model: "qwen"}, ""},
 		{"no provider", llm.Config{Model: "x"}, "provider"},
+		{"ollama is openai-compatible", llm.Config{Provider: "ollama", Model: "x"}, "provider"},
 		{"unknown provider", llm.Config{Provider: "bard", Model: "x"}, "provider"},
 		{"no model", llm.Config{Provider: "openai", APIKey: "k"}, "model"},
 		{"bad url", llm.Config{Provider: "openai", BaseURL: "localhost:8000", Model: "x"}, "base_url"},
@@ -392,7 +392,7 @@ func TestConfigNeverPrintsKey(t *testing.T) {
 
 func TestOpen(t *testing.T) {
 	m, err := llm.Open(map[string]llm.Config{
-		"default": {Provider: "ollama", Model: "llama3.2"},
+		"default": {Provider: "anthropic", APIKey: "k", Model: "claude"},
 		"fast":    {Provider: "openai", BaseURL: "http://127.0.0.1:1/v1", Model: "small"},
 	}, nil)
 	require.NoError(t, err)
@@ -428,7 +428,7 @@ func TestDetect(t *testing.T) {
 		{"anthropic first", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": "sk-x", "OLLAMA_HOST": ollama.URL}, true, "anthropic", "claude-sonnet-5-5", ""},
 		{"anthropic model override", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x", "ANTHROPIC_MODEL": "claude-haiku-5-5"}, true, "anthropic", "claude-haiku-5-5", ""},
 		{"openai with base url", map[string]string{"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://vllm:8000/v1", "OLLAMA_HOST": ollama.URL}, true, "openai", "gpt-5.5", "http://vllm:8000/v1"},
-		{"ollama first model", map[string]string{"OLLAMA_HOST": ollama.URL}, true, "ollama", "qwen2.5-coder:7b", ollama.URL + "/v1"},
+		{"ollama first model", map[string]string{"OLLAMA_HOST": ollama.URL}, true, "openai", "qwen2.5-coder:7b", ollama.URL + "/v1"},
 		{"ollama without models", map[string]string{"OLLAMA_HOST": empty.URL}, false, "", "", ""},
 		{"nothing answers", map[string]string{"OLLAMA_HOST": closed.URL}, false, "", "", ""},
 	}
