@@ -98,7 +98,7 @@ func (a *Adapter) apply(ctx context.Context, d decision) error {
 	return nil
 }
 
-// messageSubtypes people write; other subtypes (joins, topic changes,
+// personalSubtypes are the message subtypes people write; other subtypes (joins, topic changes,
 // huddles…) are housekeeping.
 var personalSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true, "me_message": true}
 
@@ -136,6 +136,9 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 		}
 		if isSelf(ec.self, m.User, m.BotID) {
 			return drop("the bot's own message"), nil
+		}
+		if m.User == "" && m.BotID == "" {
+			return drop("app_mention without an author"), nil
 		}
 		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TS, firstNonEmpty(m.ThreadTS, m.TS), m.Text, true)
 		switch {

@@ -534,3 +534,18 @@ func TestNewValidatesOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestSocketModeInteraction(t *testing.T) {
+	dec := recordingDecider{clicks: make(chan ApprovalClick, 1)}
+	h := newHarness(t, ModeSocket, func(o *Options) { o.Approvals = dec })
+	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": "U1"},
+		"container": map[string]any{"type": "message", "message_ts": "1700000020.000100", "channel_id": "C1"},
+		"actions":   []map[string]any{{"type": "button", "action_id": ActionDeny, "value": "appr_2"}}})
+	h.fs.sendEnvelope("env-i1", "interactive", payload, 0)
+	require.Equal(t, "env-i1", h.fs.nextAck(t).EnvelopeID)
+	click := <-dec.clicks
+	require.False(t, click.Approve)
+	require.Equal(t, "appr_2", click.ApprovalID)
+	require.Equal(t, "U1", click.User)
+	require.Equal(t, "C1", click.Channel)
+}

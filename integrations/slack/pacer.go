@@ -2,8 +2,12 @@ package slack
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // pacer spaces messages in one channel: Slack allows about one a second per
@@ -18,6 +22,15 @@ func newPacer(interval time.Duration) *pacer {
 	return &pacer{interval: interval, next: map[string]time.Time{}}
 }
 
+// maxPaceWait is the longest wait sleeps through. A channel held longer
+// (Slack said Retry-After) answers with the delay instead, so the outbox
+// moves on to other channels and comes back when it is over.
+const maxPaceWait = 3 * time.Second
+
+// errHeld is returned, wrapped in a bot.DeliveryError with the delay, for a
+// channel that is held longer than maxPaceWait.
+var errHeld = errors.New("channel is rate limited")
+
 // wait reserves the channel's next slot and sleeps until it.
 func (p *pacer) wait(ctx context.Context, channel string) error {
 	p.mu.Lock()
@@ -25,6 +38,10 @@ func (p *pacer) wait(ctx context.Context, channel string) error {
 	at := p.next[channel]
 	if at.Before(now) {
 		at = now
+	}
+	if d := at.Sub(now); d > maxPaceWait {
+		p.mu.Unlock()
+		return &bot.DeliveryError{Err: fmt.Errorf("slack channel %s: %w", channel, errHeld), RetryAfter: d}
 	}
 	p.next[channel] = at.Add(p.interval)
 	if len(p.next) > 4096 {
@@ -44,7 +61,7 @@ func (p *pacer) wait(ctx context.Context, channel string) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("slack channel %s: wait for a slot: %w", channel, ctx.Err())
 	case <-t.C:
 		return nil
 	}

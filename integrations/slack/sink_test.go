@@ -215,11 +215,17 @@ func TestSinkPacesAChannel(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
 	require.Len(t, fs.callsOf("chat.postMessage"), 3)
 
-	// Another channel is not held up by this one.
+	// A channel Slack told to back off answers with the delay instead of
+	// holding the outbox, and another channel is not held up by it.
 	s.pace.hold("C1", time.Hour)
+	_, err := s.Deliver(context.Background(), bot.OutboxMessage{Key: "held", Thread: thread, Kind: bot.OutboxReply, Text: "x", Version: 1})
+	de, ok := bot.AsDeliveryError(err)
+	require.True(t, ok)
+	require.Greater(t, de.RetryAfter, 59*time.Minute)
+	require.Len(t, fs.callsOf("chat.postMessage"), 3)
 	other := bot.OutboxMessage{Key: "o", Thread: bot.SlackThread(testTeam, "C2", "1.2"), Kind: bot.OutboxReply, Text: "hi", Version: 1}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := s.Deliver(ctx, other)
+	_, err = s.Deliver(ctx, other)
 	require.NoError(t, err)
 }

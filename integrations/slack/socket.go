@@ -15,9 +15,10 @@ import (
 // maxInFlight bounds the Socket Mode envelopes handled at once.
 const maxInFlight = 16
 
-// runSocket holds the Socket Mode connection until ctx is cancelled. Each
-// envelope is handled on its own goroutine and acknowledged only after the
-// intake returned; an envelope whose event could not be persisted is left
+// runSocket holds the Socket Mode connection until ctx is cancelled. Events
+// are handled in order, commands and interactions (which may call the Web
+// API) on goroutines of their own; each envelope is acknowledged only after
+// the intake returned, and one whose event could not be persisted is left
 // unacknowledged, so Slack delivers it again.
 func (a *Adapter) runSocket(ctx context.Context) error {
 	opts := []socketmode.Option{socketmode.OptionLog(slog.NewLogLogger(a.opts.Logger.Handler(), slog.LevelDebug))}
@@ -42,6 +43,13 @@ func (a *Adapter) runSocket(ctx context.Context) error {
 		case evt := <-client.Events:
 			req, ok := a.socketRequest(evt)
 			if !ok {
+				continue
+			}
+			if req.Type == socketmode.RequestTypeEventsAPI {
+				// In arrival order: two quick messages in one thread must
+				// become work items in the order they were written. The
+				// core makes no network calls for events, only store ones.
+				a.handleEnvelope(ctx, client, req)
 				continue
 			}
 			select {
