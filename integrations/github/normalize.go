@@ -198,6 +198,9 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		ev.Text = e.GetReview().GetBody()
 	case *gh.InstallationEvent:
 		inst := e.GetInstallation()
+		if inst == nil {
+			return nil, missing(event, "installation")
+		}
 		d.setKind(event, e.GetAction())
 		d.setSender(e.GetSender())
 		ev.InstallationID = inst.GetID()
@@ -210,6 +213,9 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		}
 	case *gh.InstallationRepositoriesEvent:
 		inst := e.GetInstallation()
+		if inst == nil {
+			return nil, missing(event, "installation")
+		}
 		d.setKind(event, e.GetAction())
 		d.setSender(e.GetSender())
 		ev.InstallationID = inst.GetID()
@@ -223,8 +229,8 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 	default:
 		return nil, fmt.Errorf("%w: %s payload decoded to %T", errMalformed, event, parsed)
 	}
-	if d.installation != nil && d.installation.id == 0 {
-		return nil, fmt.Errorf("%w: %s payload names no installation", errMalformed, event)
+	if d.installation != nil && d.installation.id <= 0 {
+		return nil, missing(event, "installation id")
 	}
 	d.classify()
 	return d, nil
