@@ -102,12 +102,15 @@ func Open(path string, opts Options) (*Store, error) {
 
 // openDB opens the bbolt file, turning bbolt's errors into ones that name the
 // file. bbolt panics on some kinds of corruption while loading the file; the
-// panic becomes an error and the file handle, with its lock, is closed.
+// panic becomes an error, and the file is unlocked and closed so the caller
+// can report it and another process can look at the file. The memory map
+// bbolt made of the corrupt file stays until the process exits.
 func openDB(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	var file *os.File
 	defer func() {
 		if r := recover(); r != nil {
 			if file != nil {
+				unlock(file)
 				_ = file.Close()
 			}
 			db, err = nil, fmt.Errorf("open %s: corrupt database: %v", path, r)

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -163,6 +164,29 @@ func TestOpenTruncatedDatabase(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "switchyard.db")
 	require.NoError(t, os.WriteFile(bad, damaged, 0o600))
 	requireRefused(t, bad)
+}
+
+// bbolt panics on a damaged freelist page; Open must turn that into an
+// error and let go of the file.
+func TestOpenDamagedFreelist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "switchyard.db")
+	s, err := Open(path, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	// Each meta page: a 16-byte page header, then magic, version, page size
+	// and flags (4 bytes each), the root bucket (16), the freelist page id.
+	pageSize := int(binary.LittleEndian.Uint32(b[16+8:]))
+	for meta := range 2 {
+		freelist := int(binary.LittleEndian.Uint64(b[meta*pageSize+48:]))
+		require.Less(t, (freelist+1)*pageSize, len(b)+1)
+		for i := range pageSize {
+			b[freelist*pageSize+i] = 0xab
+		}
+	}
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	requireRefused(t, path, "corrupt database")
 }
 
 func TestOpenForeignBoltFile(t *testing.T) {
