@@ -1,0 +1,617 @@
+package agents
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/agents/llm"
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Runtime defaults, used when neither the agent nor RuntimeOptions say.
+const (
+	DefaultMaxTurns   = 30
+	DefaultMaxTokens  = 400_000
+	DefaultTimeBudget = 15 * time.Minute
+	// DefaultMaxDepth bounds chains of agents called as tools: the agent
+	// the work item was routed to is depth 0.
+	DefaultMaxDepth = 3
+	// DefaultMaxHistory is how many messages of a conversation are kept for
+	// the next run of the thread.
+	DefaultMaxHistory = 100
+)
+
+// AgentResponse is how one invocation of an agent ended.
+type AgentResponse struct {
+	// Status is bot.ResultSuccess, bot.ResultError (failed or stopped by a
+	// limit; retrying may help) or bot.ResultRefused (the model declined).
+	Status string `json:"status"`
+	// Content is the answer, or for an error what the agent had said so far.
+	Content    string `json:"content"`
+	Error      string `json:"error,omitempty"`
+	TokensUsed int    `json:"tokens_used"`
+	TurnsUsed  int    `json:"turns_used"`
+}
+
+// InvocationContext is what an agent called by another agent receives
+// instead of the caller's conversation.
+type InvocationContext struct {
+	ConversationSummary string `json:"conversation_summary,omitempty"`
+	UserMessage         string `json:"user_message,omitempty"`
+	CorrelationID       string `json:"correlation_id,omitempty"`
+}
+
+// Limits bound one invocation; zero fields take the defaults.
+type Limits struct {
+	MaxTurns   int
+	MaxTokens  int
+	TimeBudget time.Duration
+}
+
+// RuntimeOptions configure a Runtime. Agents is required; everything else
+// may be left zero.
+type RuntimeOptions struct {
+	Agents *Manager
+	// Models are the configured models; nil means none, and every run ends
+	// with the "has no model" reply.
+	Models ModelSource
+	// Tools are the core and package tools.
+	Tools *tools.Registry
+	// Policy decides every tool call; nil means tools.DefaultPolicy with
+	// Profiles.
+	Policy tools.Policy
+	// Profiles decide which tools an agent is shown; nil means
+	// tools.BuiltinProfiles.
+	Profiles tools.Profiles
+	// Approver answers calls the policy wants approved; nil refuses them.
+	Approver tools.Approver
+	// Workspaces give each thread its directory; a zero Root means runs have
+	// no workspace and file tools say so.
+	Workspaces    tools.Workspaces
+	Conversations ConversationStore
+	Transcripts   TranscriptStore
+	// Rerouter enables handoff_to; nil leaves it out.
+	Rerouter Rerouter
+	// Secrets are masked in stored conversations, transcripts and replies.
+	Secrets []bot.Secret
+	// Limits apply to agents that set none.
+	Limits     Limits
+	MaxDepth   int
+	MaxHistory int
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// Runtime runs agents; it implements bot.Runner and is safe for concurrent
+// runs.
+type Runtime struct {
+	opts     RuntimeOptions
+	redactor *Redactor
+	log      *slog.Logger
+}
+
+var _ bot.Runner = (*Runtime)(nil)
+
+// NewRuntime returns a Runtime.
+func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
+	if opts.Agents == nil {
+		return nil, errors.New("agent runtime: no agent manager")
+	}
+	if opts.Profiles == nil {
+		opts.Profiles = tools.BuiltinProfiles{}
+	}
+	if opts.Policy == nil {
+		opts.Policy = tools.DefaultPolicy{Profiles: opts.Profiles}
+	}
+	if opts.Limits.MaxTurns <= 0 {
+		opts.Limits.MaxTurns = DefaultMaxTurns
+	}
+	if opts.Limits.MaxTokens <= 0 {
+		opts.Limits.MaxTokens = DefaultMaxTokens
+	}
+	if opts.Limits.TimeBudget <= 0 {
+		opts.Limits.TimeBudget = DefaultTimeBudget
+	}
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	if opts.MaxHistory <= 0 {
+		opts.MaxHistory = DefaultMaxHistory
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	secrets := make([]string, 0, len(opts.Secrets))
+	for _, s := range opts.Secrets {
+		secrets = append(secrets, s.Reveal())
+	}
+	return &Runtime{opts: opts, redactor: NewRedactor(secrets...), log: opts.Logger}, nil
+}
+
+// run is the state of one invocation of one agent: the top-level run of a
+// job, or an agent called as a tool inside it.
+type run struct {
+	def           Definition
+	jobID         string
+	workItemID    string // set on the top-level run only: handoff needs it
+	sessionKey    string
+	workspace     string
+	correlationID string
+	parentID      string
+	chain         []string // agents from the top-level run down to this one
+	depth         int
+	userMessage   string // the request that started the job
+	progress      bot.Progress
+
+	mu          sync.Mutex
+	children    int
+	childTokens int
+	handoff     *bot.Hop
+}
+
+func (rn *run) nextChildID() string {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.children++
+	return fmt.Sprintf("%s.%d", rn.correlationID, rn.children)
+}
+
+func (rn *run) addChildTokens(n int) {
+	rn.mu.Lock()
+	rn.childTokens += n
+	rn.mu.Unlock()
+}
+
+func (rn *run) takeChildTokens() int {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	n := rn.childTokens
+	rn.childTokens = 0
+	return n
+}
+
+func (rn *run) setHandoff(h bot.Hop) {
+	rn.mu.Lock()
+	rn.handoff = &h
+	rn.mu.Unlock()
+}
+
+func (rn *run) handedOff() *bot.Hop {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.handoff
+}
+
+func (rn *run) attrs() []slog.Attr {
+	return []slog.Attr{
+		slog.String("agent", rn.def.Name), slog.String("correlation_id", rn.correlationID),
+		slog.String("parent_correlation_id", rn.parentID), slog.Int("depth", rn.depth),
+		slog.String("job", rn.jobID), slog.String("thread", rn.sessionKey),
+	}
+}
+
+// Run implements bot.Runner: it runs the job's agent on the job's work items
+// with the thread's conversation, and returns the reply for the thread. It
+// returns an error only when it could not run at all (the workspace or the
+// conversation store failed); an agent that ran and failed is a RunResult
+// with status error.
+func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Progress) (bot.RunResult, error) {
+	name := req.Agent
+	if name == "" {
+		name = req.Job.Agent
+	}
+	def, ok := r.opts.Agents.Get(name)
+	if !ok {
+		msg := fmt.Sprintf("agent %q is not defined (agents: %s)", name, strings.Join(r.agentNames(), ", "))
+		return bot.RunResult{Status: bot.ResultError, Reply: msg, Error: msg}, nil
+	}
+	thread := req.Thread
+	if thread.IsZero() {
+		thread = req.Job.Thread
+	}
+	rn := &run{
+		def:           def,
+		jobID:         req.Job.ID,
+		sessionKey:    thread.Key(),
+		correlationID: req.Job.ID,
+		chain:         []string{def.Name},
+		progress:      progress,
+	}
+	if rn.correlationID == "" {
+		rn.correlationID = "run-" + randomID()
+	}
+	if len(req.WorkItems) > 0 {
+		rn.workItemID = req.WorkItems[0].ID
+	}
+	if r.opts.Workspaces.Root != "" {
+		dir, err := r.opts.Workspaces.Dir(rn.sessionKey)
+		if err != nil {
+			return bot.RunResult{}, err
+		}
+		rn.workspace = dir
+	}
+	history, err := r.loadConversation(ctx, rn.sessionKey, def.Name)
+	if err != nil {
+		return bot.RunResult{}, err
+	}
+	rn.userMessage = taskText(req.WorkItems)
+
+	started := r.opts.Now()
+	r.log.LogAttrs(ctx, slog.LevelInfo, "agent run started", append(rn.attrs(), slog.String("work_item", rn.workItemID))...)
+	out := r.invoke(ctx, rn, history, rn.userMessage, req.Continuation.Text())
+	resp := r.redactResponse(out.resp)
+
+	// The run is over; its record is written even when the job's context
+	// was cancelled, within a bound of its own.
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	r.saveConversation(saveCtx, rn, append(history, out.messages...))
+	r.saveTranscript(saveCtx, rn, out, resp, len(history), started)
+	r.log.LogAttrs(ctx, slog.LevelInfo, "agent run finished", append(rn.attrs(),
+		slog.String("status", resp.Status), slog.Int("tokens", resp.TokensUsed), slog.Int("turns", resp.TurnsUsed),
+		slog.String("error", resp.Error))...)
+	return runResult(resp), nil
+}
+
+// Invoke runs agent on a task with only ic for context, as agent_<name>
+// does: no conversation is loaded or kept. It is the entry point for callers
+// outside a job (subagents, tests); progress may be nil.
+func (r *Runtime) Invoke(ctx context.Context, agent, task string, ic InvocationContext, sessionKey string, progress bot.Progress) AgentResponse {
+	def, ok := r.opts.Agents.Get(agent)
+	if !ok {
+		return AgentResponse{Status: bot.ResultError, Error: fmt.Sprintf("agent %q is not defined", agent)}
+	}
+	rn := &run{
+		def:           def,
+		sessionKey:    sessionKey,
+		correlationID: ic.CorrelationID,
+		chain:         []string{def.Name},
+		userMessage:   ic.UserMessage,
+		progress:      progress,
+	}
+	if rn.correlationID == "" {
+		rn.correlationID = "invoke-" + randomID()
+	}
+	if r.opts.Workspaces.Root != "" && sessionKey != "" {
+		dir, err := r.opts.Workspaces.Dir(sessionKey)
+		if err != nil {
+			return AgentResponse{Status: bot.ResultError, Error: err.Error()}
+		}
+		rn.workspace = dir
+	}
+	return r.redactResponse(r.invoke(ctx, rn, nil, invocationText("", task, ic), "").resp)
+}
+
+func (r *Runtime) agentNames() []string {
+	list := r.opts.Agents.List()
+	names := make([]string, len(list))
+	for i, d := range list {
+		names[i] = d.Name
+	}
+	return names
+}
+
+// outcome is what one invocation produced.
+type outcome struct {
+	resp     AgentResponse
+	messages []llm.Message // the new messages: the input and everything after
+	system   string
+	model    string
+}
+
+// invoke runs the model loop of rn's agent: history, then input, then model
+// turns and tool calls until a final answer or a limit.
+func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, input, continuation string) outcome {
+	def := rn.def
+	out := outcome{model: def.ModelName()}
+	provider, err := r.model(def)
+	if err != nil {
+		out.resp = AgentResponse{Status: bot.ResultError, Error: err.Error()}
+		return out
+	}
+	limits := r.limits(def)
+	runCtx, cancel := context.WithTimeout(ctx, limits.TimeBudget)
+	defer cancel()
+
+	ts := r.toolset(rn)
+	visible := ts.Visible()
+	defs := make([]llm.ToolDef, len(visible))
+	for i, t := range visible {
+		defs[i] = llm.ToolDef{Name: t.Name, Description: t.Description, Schema: t.Schema}
+	}
+	out.system = r.systemPrompt(rn, visible, continuation)
+	msgs := make([]llm.Message, len(history), len(history)+16)
+	copy(msgs, history)
+	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: input})
+	first := len(history)
+	finish := func(resp AgentResponse) outcome {
+		out.resp = resp
+		out.messages = msgs[first:]
+		return out
+	}
+	req := llm.Request{System: out.system, Tools: defs, Temperature: def.Temperature, ReasoningEffort: def.ReasoningEffort}
+	cc := tools.CallContext{
+		SessionKey: rn.sessionKey, JobID: rn.jobID, WorkItemID: rn.workItemID,
+		CorrelationID: rn.correlationID, Workspace: rn.workspace,
+	}
+	var resp AgentResponse
+	var said string // the latest text the model wrote, for a run stopped early
+	for turn := 1; ; turn++ {
+		why := interruption(ctx, runCtx, limits)
+		if why == "" {
+			why = exhausted(turn, resp.TokensUsed, limits)
+		}
+		if why != "" {
+			r.stop(ctx, rn, turn-1, why)
+			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
+			return finish(resp)
+		}
+		r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressTurnStarted, Turn: turn, Text: fmt.Sprintf("turn %d", turn)})
+		req.Messages = msgs
+		res, err := provider.Chat(runCtx, req)
+		resp.TurnsUsed = turn
+		if err != nil {
+			if why := interruption(ctx, runCtx, limits); why != "" {
+				r.stop(ctx, rn, turn, why)
+				resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
+				return finish(resp)
+			}
+			resp.Status, resp.Error, resp.Content = bot.ResultError, "model call failed: "+err.Error(), said
+			return finish(resp)
+		}
+		resp.TokensUsed += res.Usage.Total()
+		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
+		if res.Text != "" {
+			said = res.Text
+		}
+		if res.StopReason == llm.StopRefusal {
+			resp.Status, resp.Content, resp.Error = bot.ResultRefused, res.Refusal, "the model declined the task"
+			return finish(resp)
+		}
+		if len(res.ToolCalls) == 0 {
+			if res.StopReason == llm.StopMaxTokens {
+				resp.Status, resp.Content = bot.ResultError, res.Text
+				resp.Error = "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml"
+				return finish(resp)
+			}
+			resp.Status, resp.Content = bot.ResultSuccess, res.Text
+			return finish(resp)
+		}
+		for _, call := range res.ToolCalls {
+			msgs = append(msgs, r.call(ctx, runCtx, rn, ts, cc, turn, call))
+		}
+		resp.TokensUsed += rn.takeChildTokens()
+		if hop := rn.handedOff(); hop != nil {
+			resp.Status = bot.ResultSuccess
+			resp.Content = fmt.Sprintf("Handed off to @%s: %s", hop.To, hop.Reason)
+			return finish(resp)
+		}
+	}
+}
+
+// call runs one tool call and returns the tool message for the model.
+func (r *Runtime) call(ctx, runCtx context.Context, rn *run, ts *tools.Toolset, cc tools.CallContext, turn int, call llm.ToolCall) llm.Message {
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: call.ID}
+	if hop := rn.handedOff(); hop != nil {
+		msg.Content, msg.IsError = "not executed: the work item was handed off to @"+hop.To, true
+		return msg
+	}
+	if runCtx.Err() != nil {
+		msg.Content, msg.IsError = "not executed: the run was stopped", true
+		return msg
+	}
+	r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Turn: turn, Tool: call.Name, Text: describeCall(call)})
+	cc.CallID = call.ID
+	res := ts.Execute(runCtx, cc, call.Name, call.Input)
+	state := "done"
+	switch {
+	case res.Refused:
+		state = "refused"
+	case res.IsError:
+		state = "failed"
+	}
+	r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressToolFinished, Turn: turn, Tool: call.Name, Text: call.Name + " " + state})
+	msg.Content, msg.IsError = res.Output, res.IsError
+	return msg
+}
+
+// interruption says why the run cannot go on, or "": the job was
+// cancelled (or the caller's budget ran out), or the agent's own time budget
+// did.
+func interruption(ctx, runCtx context.Context, l Limits) string {
+	switch {
+	case ctx.Err() != nil:
+		return "cancelled: " + context.Cause(ctx).Error()
+	case runCtx.Err() != nil:
+		return fmt.Sprintf("stopped: time_budget (%s) used up before a final answer", l.TimeBudget)
+	}
+	return ""
+}
+
+// exhausted says which limit stops the run before turn, or "".
+func exhausted(turn, tokens int, l Limits) string {
+	switch {
+	case turn > l.MaxTurns:
+		return fmt.Sprintf("stopped: reached max_turns (%d) before a final answer", l.MaxTurns)
+	case tokens >= l.MaxTokens:
+		return fmt.Sprintf("stopped: used %d tokens, over max_tokens (%d), before a final answer", tokens, l.MaxTokens)
+	}
+	return ""
+}
+
+// stop reports a limit; a cancellation is the caller's doing and needs no
+// report.
+func (r *Runtime) stop(ctx context.Context, rn *run, turn int, why string) {
+	r.log.LogAttrs(ctx, slog.LevelWarn, "agent run stopped", append(rn.attrs(), slog.String("reason", why))...)
+	if !strings.HasPrefix(why, "cancelled") {
+		r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressLimitReached, Turn: turn, Text: why})
+	}
+}
+
+func (r *Runtime) report(ctx context.Context, rn *run, ev bot.ProgressEvent) {
+	if rn.progress == nil {
+		return
+	}
+	ev.At = r.opts.Now()
+	rn.progress.Report(ctx, ev)
+}
+
+// model returns the provider of d's model, or the error that becomes the
+// reply when it is not configured.
+func (r *Runtime) model(d Definition) (llm.Provider, error) {
+	if r.opts.Models != nil {
+		if p, ok := r.opts.Models.Model(d.ModelName()); ok {
+			return p, nil
+		}
+	}
+	if d.Model == "" {
+		return nil, fmt.Errorf("agent %q has no model: set models.default in config.yaml (see config.example.yaml)", d.Name)
+	}
+	return nil, fmt.Errorf("agent %q uses model %q, which is not configured: add models.%s to config.yaml (see config.example.yaml)", d.Name, d.Model, d.Model)
+}
+
+func (r *Runtime) limits(d Definition) Limits {
+	l := r.opts.Limits
+	if d.MaxTurns > 0 {
+		l.MaxTurns = d.MaxTurns
+	}
+	if d.MaxTokens > 0 {
+		l.MaxTokens = d.MaxTokens
+	}
+	if d.TimeBudget > 0 {
+		l.TimeBudget = d.TimeBudget
+	}
+	return l
+}
+
+// toolset builds what rn's agent may call: the registry's tools, every
+// other tool-mode agent as agent_<name>, and handoff_to on a top-level run
+// that owns a work item.
+func (r *Runtime) toolset(rn *run) *tools.Toolset {
+	var extra []tools.Tool
+	for _, d := range r.opts.Agents.List() {
+		if d.Mode == ModeTool && d.Name != rn.def.Name {
+			extra = append(extra, &agentTool{rt: r, caller: rn, callee: d})
+		}
+	}
+	if r.opts.Rerouter != nil && rn.workItemID != "" {
+		extra = append(extra, &handoffTool{rt: r, rn: rn})
+	}
+	return tools.NewToolset(r.opts.Tools, tools.Scope{
+		Agent: rn.def.Name, Tools: rn.def.Tools, Profile: rn.def.Profile, Package: rn.def.Package,
+	}, tools.ToolsetOptions{
+		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: r.opts.Approver, Extra: extra, Logger: r.log,
+	})
+}
+
+// runResult maps an AgentResponse to what the reporter posts.
+func runResult(resp AgentResponse) bot.RunResult {
+	res := bot.RunResult{Status: resp.Status, Error: resp.Error, TokensUsed: resp.TokensUsed, TurnsUsed: resp.TurnsUsed}
+	switch {
+	case resp.Status == bot.ResultSuccess:
+		res.Reply = resp.Content
+	case resp.Content == "":
+		res.Reply = resp.Error
+	case resp.Status == bot.ResultRefused:
+		res.Reply = resp.Content
+	default:
+		res.Reply = resp.Error + "\n\n" + resp.Content
+	}
+	return res
+}
+
+func (r *Runtime) redactResponse(resp AgentResponse) AgentResponse {
+	resp.Content = r.redactor.Redact(resp.Content)
+	resp.Error = r.redactor.Redact(resp.Error)
+	return resp
+}
+
+// taskText is the user message of a job: its work items' text, with where
+// each came from. Several items arrived while an earlier run was busy and are
+// answered together.
+func taskText(items []bot.WorkItem) string {
+	if len(items) == 0 {
+		return "(no message)"
+	}
+	one := func(w bot.WorkItem) string {
+		var from strings.Builder
+		from.WriteString("[" + w.Kind)
+		if w.Actor != "" {
+			from.WriteString(" from @" + w.Actor)
+		}
+		from.WriteString("]\n")
+		text := strings.TrimSpace(w.Text)
+		if text == "" {
+			text = "(no text)"
+		}
+		return from.String() + text
+	}
+	if len(items) == 1 {
+		return one(items[0])
+	}
+	var b strings.Builder
+	b.WriteString("Several messages arrived in this thread; answer them together.\n")
+	for i, w := range items {
+		fmt.Fprintf(&b, "\n%d. %s\n", i+1, one(w))
+	}
+	return b.String()
+}
+
+// describeCall says what a call does, for the thread's status message.
+func describeCall(call llm.ToolCall) string {
+	var in map[string]any
+	_ = json.Unmarshal(call.Input, &in)
+	str := func(k string) string {
+		s, _ := in[k].(string)
+		return oneLine(s, 80)
+	}
+	switch call.Name {
+	case tools.ReadFile:
+		return "reading " + str("path")
+	case tools.WriteFile:
+		return "writing " + str("path")
+	case tools.EditFile:
+		return "editing " + str("path")
+	case tools.ListDirectory:
+		if p := str("path"); p != "" {
+			return "listing " + p
+		}
+		return "listing files"
+	case tools.SearchFiles:
+		return "searching for " + str("pattern")
+	case tools.Bash:
+		return "running `" + str("command") + "`"
+	case HandoffTool:
+		return "handing off to @" + str("agent")
+	}
+	if callee, ok := strings.CutPrefix(call.Name, "agent_"); ok {
+		return "asking @" + callee + ": " + str("task")
+	}
+	return "calling " + call.Name
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		return strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
+}
+
+func randomID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
