@@ -16,9 +16,9 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 )
 
-// DefaultAgent receives what nothing else routes when the routing config
+// fallbackAgent receives what nothing else routes when the routing config
 // names no default agent.
-const DefaultAgent = "triage"
+const fallbackAgent = "triage"
 
 // Router decides which agent handles an event. It is compiled once from the
 // routing config and is safe for concurrent use: Route only reads.
@@ -122,7 +122,7 @@ func NewRouter(cfg RoutingConfig, agents []AgentInfo) (*Router, error) {
 
 	r.defaultAgent = cfg.DefaultAgent
 	if r.defaultAgent == "" {
-		r.defaultAgent = DefaultAgent
+		r.defaultAgent = fallbackAgent
 	}
 	if !known(r.defaultAgent) {
 		fail("routing.default_agent", "unknown agent %q", r.defaultAgent)
@@ -620,6 +620,10 @@ type textMatcher struct {
 	// lower-cased ASCII.
 	lit  string
 	fold bool
+	// pivot is the index of lit's rarest byte in English text: searching
+	// for it first skips most candidate positions ("ticket-42" is looked
+	// for by its "-", not by each "t" of the text).
+	pivot int
 }
 
 func compileText(expr string) (*textMatcher, error) {
@@ -655,7 +659,44 @@ func compileText(expr string) (*textMatcher, error) {
 		}
 		tm.lit, tm.fold = lit, fold
 	}
+	for i := range len(tm.lit) {
+		if byteRarity(tm.lit[i]) > byteRarity(tm.lit[tm.pivot]) {
+			tm.pivot = i
+		}
+	}
 	return tm, nil
+}
+
+// byteRarity ranks how seldom b occurs in English text: space and the
+// letters by frequency, then everything else.
+func byteRarity(b byte) int {
+	const common = " etaoinsrhldcumfpgwybvkxjqz"
+	if b >= 'A' && b <= 'Z' {
+		b += 'a' - 'A'
+	}
+	if i := strings.IndexByte(common, b); i >= 0 {
+		return i
+	}
+	return len(common)
+}
+
+// containsPivot reports whether s contains lit, scanning s for lit's byte at
+// pivot.
+func containsPivot(s, lit string, pivot int) bool {
+	c := lit[pivot]
+	// Positions of c in s that leave room for lit around it.
+	for i, last := pivot, len(s)-len(lit)+pivot; i <= last; {
+		j := strings.IndexByte(s[i:last+1], c)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if s[i-pivot:i-pivot+len(lit)] == lit {
+			return true
+		}
+		i++
+	}
+	return false
 }
 
 func (tm *textMatcher) match(in *routeInput) bool {
@@ -663,13 +704,13 @@ func (tm *textMatcher) match(in *routeInput) bool {
 	switch {
 	case tm.lit == "":
 	case !tm.fold:
-		if !strings.Contains(text, tm.lit) {
+		if !containsPivot(text, tm.lit, tm.pivot) {
 			return false
 		}
 	default:
 		// For ASCII text, lower-casing is exactly the regexp's case
 		// folding; other text goes to the engine unfiltered.
-		if l, ascii := in.lowerText(); ascii && !strings.Contains(l, tm.lit) {
+		if l, ascii := in.lowerText(); ascii && !containsPivot(l, tm.lit, tm.pivot) {
 			return false
 		}
 	}

@@ -236,3 +236,17 @@ func FuzzNewRouter(f *testing.F) {
 		require.NotEmpty(t, got.Agent)
 	})
 }
+
+func FuzzContainsPivot(f *testing.F) {
+	f.Add("the ticket-42 is open", "ticket-42", uint8(6))
+	f.Add("aaa", "aaaa", uint8(0))
+	f.Add("xab", "ab", uint8(1))
+	f.Add("", "a", uint8(0))
+	f.Fuzz(func(t *testing.T, s, lit string, pivot uint8) {
+		if lit == "" {
+			return
+		}
+		p := int(pivot) % len(lit)
+		require.Equal(t, strings.Contains(s, lit), containsPivot(s, lit, p), "%q in %q at %d", lit, s, p)
+	})
+}
