@@ -16,11 +16,12 @@ import (
 // fills in the defaults of sections that are present. A path that already
 // failed to decode is not reported again.
 func checkConfig(d *decoder, c *Config) {
+	pos := &positions{lines: d.lines}
 	fail := func(path, format string, args ...any) {
 		if d.failed[path] {
 			return
 		}
-		d.errs = append(d.errs, errorf(d.file, (&positions{lines: d.lines}).line(path), path, format, args...))
+		d.errs = append(d.errs, errorf(d.file, pos.line(path), path, format, args...))
 		d.failed[path] = true
 	}
 

@@ -502,20 +502,27 @@ func TestLine(t *testing.T) {
 	require.Equal(t, 0, config.Default().Line("workers"), "the defaults are not a file anyone edits")
 }
 
-// exampleEnv is what config.example.yaml references.
-func exampleEnv(t *testing.T) {
+// exampleEnv sets the variables config.example.yaml references, or, with
+// set false, clears them, so the developer's own environment cannot change
+// the outcome.
+func exampleEnv(t *testing.T, set bool) {
 	for k, v := range map[string]string{
 		"SWITCHYARD_API_TOKEN": "api-token", "ANTHROPIC_API_KEY": "sk-ant",
+		"LOCAL_MODEL": "", "LOCAL_MODEL_URL": "", "GITHUB_ORG": "",
 		"GITHUB_APP_ID": "12345", "GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----",
 		"GITHUB_WEBHOOK_SECRET": "hook", "GITHUB_APP_SLUG": "switchyard",
 		"SLACK_APP_TOKEN": "xapp-1", "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "sign",
 	} {
+		if !set {
+			v = ""
+		}
 		t.Setenv(k, v)
 	}
 }
 
 func TestExampleConfig(t *testing.T) {
 	t.Run("as shipped, with no environment", func(t *testing.T) {
+		exampleEnv(t, false)
 		c, err := config.Load("../config.example.yaml")
 		require.NoError(t, err)
 		require.Nil(t, c.GitHub)
@@ -524,7 +531,7 @@ func TestExampleConfig(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Run("as shipped", func(t *testing.T) {
-		exampleEnv(t)
+		exampleEnv(t, true)
 		c, err := config.Load("../config.example.yaml")
 		require.NoError(t, err)
 		require.Equal(t, "api-token", c.Server.APIToken.Reveal())
@@ -553,7 +560,7 @@ func TestExampleConfig(t *testing.T) {
 		}
 	})
 	t.Run("with the github and slack sections uncommented", func(t *testing.T) {
-		exampleEnv(t)
+		exampleEnv(t, true)
 		data, err := os.ReadFile("../config.example.yaml")
 		require.NoError(t, err)
 		var out []string
