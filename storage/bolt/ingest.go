@@ -117,6 +117,16 @@ const expireChunk = 1000
 // expiry index in time order, so its cost is the number of keys it removes.
 func (s *Store) ExpireDedup(ctx context.Context, now time.Time) (int, error) {
 	limit := timeKey(now)
+	// Most sweeps find nothing: look first, so they do not write the file.
+	var due bool
+	err := s.view("expire dedup keys", func(t txn) error {
+		k, _ := t.bucket(bucketDedupExpiry).Cursor().First()
+		due = k != nil && bytes.Compare(k[:min(8, len(k))], limit) < 0
+		return nil
+	})
+	if err != nil || !due {
+		return 0, err
+	}
 	total := 0
 	for done := false; !done; {
 		if err := ctx.Err(); err != nil {

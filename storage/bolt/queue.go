@@ -34,9 +34,20 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 		req.Now = time.Now()
 	}
 	req.Now = utc(req.Now)
+	// Idle workers poll: look in a read transaction first, so a poll that
+	// finds nothing neither waits for the writer lock nor writes the file.
+	var work bool
+	err := s.view("claim next dispatch", func(t txn) error {
+		var err error
+		work, err = t.claimable(req.Now)
+		return err
+	})
+	if err != nil || !work {
+		return bot.Claim{}, err
+	}
 	var claim bot.Claim
 	var expired []*bot.Job
-	err := s.update("claim next dispatch", func(t txn) error {
+	err = s.update("claim next dispatch", func(t txn) error {
 		var err error
 		expired, claim.Abandoned, err = t.expireLeases(req)
 		if err != nil {
@@ -55,6 +66,29 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 			slog.String("thread", j.Thread.Key()), slog.Time("lease_expires", j.LeaseExpires))
 	}
 	return claim, nil
+}
+
+// claimable reports whether a claim at now would change anything: a lease
+// has run out, or a pending dispatch's thread has no running job.
+func (t txn) claimable(now time.Time) (bool, error) {
+	active := t.bucket(bucketActive)
+	c := active.Cursor()
+	for _, v := c.First(); v != nil; _, v = c.Next() {
+		var j bot.Job
+		if _, err := t.get(bucketJobs, v, &j); err != nil {
+			return false, err
+		}
+		if !j.LeaseExpires.After(now) {
+			return true, nil
+		}
+	}
+	pc := t.bucket(bucketPending).Cursor()
+	for k, v := pc.First(); k != nil; k, v = pc.Next() {
+		if unit, _ := splitPendingValue(v); active.Get([]byte(unit)) == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // expireLeases ends every running job whose lease is not after req.Now.

@@ -13,23 +13,34 @@ import (
 )
 
 // Opener opens, or reopens, a store whose files live in dir. The suite
-// closes every store it opens.
+// closes every store it opens. Subtests run in parallel, each in its own
+// directory, so open is called concurrently.
 type Opener func(t *testing.T, dir string) bot.Store
 
-// Run runs the conformance suite against the stores open makes. Each subtest
-// uses a fresh directory.
+// Run runs the conformance suite against the stores open makes.
 func Run(t *testing.T, open Opener) {
-	t.Run("Ingest", func(t *testing.T) { testIngest(t, open) })
-	t.Run("Dedup", func(t *testing.T) { testDedup(t, open) })
-	t.Run("Queue", func(t *testing.T) { testQueue(t, open) })
-	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
-	t.Run("WorkItems", func(t *testing.T) { testWorkItems(t, open) })
-	t.Run("Reroute", func(t *testing.T) { testReroute(t, open) })
-	t.Run("Ingress", func(t *testing.T) { testIngress(t, open) })
-	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open) })
-	t.Run("Schedules", func(t *testing.T) { testSchedules(t, open) })
-	t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
-	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, open) })
+	for _, g := range []struct {
+		name string
+		run  func(*testing.T, Opener)
+	}{
+		{"Ingest", testIngest},
+		{"Dedup", testDedup},
+		{"Queue", testQueue},
+		{"Leases", testLeases},
+		{"WorkItems", testWorkItems},
+		{"Reroute", testReroute},
+		{"Ingress", testIngress},
+		{"Outbox", testOutbox},
+		{"Schedules", testSchedules},
+		{"Reopen", testReopen},
+		{"Lifecycle", testLifecycle},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			// Stores spend their time waiting for fsync: groups overlap.
+			t.Parallel()
+			g.run(t, open)
+		})
+	}
 }
 
 // harness is one store in its own directory, with helpers that fail the test

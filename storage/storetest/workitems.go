@@ -91,9 +91,9 @@ func testWorkItems(t *testing.T, open Opener) {
 		const n = 1010
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
-		for i := range 16 {
+		for i := range 64 {
 			wg.Go(func() {
-				for j := i; j < n; j += 16 {
+				for j := i; j < n; j += 64 {
 					_, err := h.s.Ingest(h.ctx, routed(h.event(bot.LocalThread("t"), "x"), "coder", epoch()))
 					errs <- err
 				}
@@ -259,8 +259,18 @@ func testIngress(t *testing.T, open Opener) {
 	require.Equal(t, reversed(bots)[:1], list(bot.IngressFilter{Reason: bot.IgnoreBot, Limit: 1}))
 	require.Empty(t, list(bot.IngressFilter{Reason: bot.IgnoreDeleted}))
 
+	var wg sync.WaitGroup
+	errs := make(chan error, 105)
 	for range 105 {
-		h.ingest(ignored(h.event(bot.LocalThread("t"), "x"), bot.IgnoreUnsupported, epoch()))
+		wg.Go(func() {
+			_, err := h.s.Ingest(h.ctx, ignored(h.event(bot.LocalThread("t"), "x"), bot.IgnoreUnsupported, epoch()))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
 	}
 	require.Len(t, list(bot.IngressFilter{}), 100)
 	require.Len(t, list(bot.IngressFilter{Reason: bot.IgnoreUnsupported}), 100)
