@@ -28,6 +28,19 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 		req.Now = time.Now()
 	}
 	req.Now = utc(req.Now)
+	// A redelivery (Slack retries, GitHub redeliveries) is answered from a
+	// read transaction, without waiting for a batch to commit.
+	if key := req.Event.DedupKey(); key != "" {
+		var dup bot.IngestResult
+		err := s.view("ingest", func(t txn) error {
+			var err error
+			dup, err = t.duplicate(key, req.Now)
+			return err
+		})
+		if err != nil || dup.Duplicate {
+			return dup, err
+		}
+	}
 	var res bot.IngestResult
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		// bbolt may run this function more than once (when another function
@@ -47,11 +60,11 @@ func ingest(t txn, req *bot.IngestRequest) (bot.IngestResult, error) {
 	key := req.Event.DedupKey()
 	var stale []byte
 	if key != "" {
+		dup, err := t.duplicate(key, req.Now)
+		if err != nil || dup.Duplicate {
+			return dup, err
+		}
 		if v := t.bucket(bucketDedup).Get([]byte(key)); len(v) >= 8 {
-			until := decodeTime(v[:8])
-			if !req.Now.After(until) {
-				return t.original(string(v[8:]))
-			}
 			// Expired but not yet swept: the key is free again, and its old
 			// expiry entry goes so the sweep does not delete the new one.
 			stale = append(append([]byte(nil), v[:8]...), key...)
@@ -88,6 +101,16 @@ func ingest(t txn, req *bot.IngestRequest) (bot.IngestResult, error) {
 		}
 	}
 	return bot.IngestResult{WorkItem: p.workItem, Ingress: p.ingress}, nil
+}
+
+// duplicate returns the original of a dedup key that is known and not
+// expired at now, with Duplicate set, or a zero result.
+func (t txn) duplicate(key string, now time.Time) (bot.IngestResult, error) {
+	v := t.bucket(bucketDedup).Get([]byte(key))
+	if len(v) < 8 || now.After(decodeTime(v[:8])) {
+		return bot.IngestResult{}, nil
+	}
+	return t.original(string(v[8:]))
 }
 
 // original returns what a dedup key's first event made.
