@@ -172,6 +172,19 @@ func (c *Client) newGitHubClient(rt http.RoundTripper) *gh.Client {
 // /app endpoints.
 func (c *Client) App() *gh.Client { return c.app }
 
+// AppSlug asks GitHub for the App's slug, the name its comments carry as
+// "<slug>[bot]", for when the configuration does not say.
+func (c *Client) AppSlug(ctx context.Context) (string, error) {
+	app, _, err := c.app.Apps.Get(ctx, "")
+	if err != nil {
+		return "", fmt.Errorf("get github app %d: %w", c.appID, err)
+	}
+	if app.GetSlug() == "" {
+		return "", fmt.Errorf("get github app %d: GitHub answered without a slug", c.appID)
+	}
+	return app.GetSlug(), nil
+}
+
 // Installation returns the client of installation id, creating its token
 // transport on first use.
 func (c *Client) Installation(id int64) (*gh.Client, error) {

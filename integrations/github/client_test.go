@@ -134,6 +134,19 @@ func TestInstallationTokensAreCachedAndRefreshed(t *testing.T) {
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
 }
 
+func TestAppSlugIsAskedOfGitHub(t *testing.T) {
+	fake := newFakeGitHub(t, "")
+	c, err := NewClient(ClientOptions{AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: fake.url()})
+	require.NoError(t, err)
+	slug, err := c.AppSlug(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "switchyard", slug)
+
+	fake.fail("GET /app", failure{status: 401, body: `{"message":"A JSON web token could not be decoded"}`})
+	_, err = c.AppSlug(context.Background())
+	require.ErrorContains(t, err, "401")
+}
+
 // Neither the App's key nor an installation token appears in what a failed
 // call returns.
 func TestNoCredentialsInErrors(t *testing.T) {

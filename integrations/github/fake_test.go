@@ -125,6 +125,9 @@ func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 	}
 	route("POST /app/installations/{id}/access_tokens", true, f.accessToken)
 	route("GET /repos/{owner}/{repo}/installation", true, f.repoInstallation)
+	route("GET /app", true, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"id": testAppID, "slug": strings.TrimSuffix(f.botLogin, "[bot]")})
+	})
 	route("GET /repos/{owner}/{repo}/collaborators/{user}/permission", false, f.permission)
 	route("GET /repos/{owner}/{repo}/pulls/{number}/files", false, f.pullFiles)
 	route("GET /repos/{owner}/{repo}/issues/{number}/comments", false, f.listComments)
