@@ -96,8 +96,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 }
 
 // Flush delivers until nothing is due and no edit is waiting out its
-// interval, or ctx ends. The daemon calls it at shutdown so the last state
-// reaches the thread.
+// interval, or ctx ends. The daemon calls it at shutdown, after Run has
+// returned (the two must not deliver at once), so the last state reaches the
+// thread.
 func (d *Deliverer) Flush(ctx context.Context) error {
 	for {
 		n, err := d.DeliverDue(ctx)

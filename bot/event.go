@@ -88,8 +88,8 @@ func ParseMentions(text string) []string {
 		for j < len(text) && isNameByte(text[j]) {
 			j++
 		}
-		if j > i+1 {
-			out = append(out, strings.TrimRight(text[i+1:j], ".-"))
+		if name := strings.TrimRight(text[i+1:j], ".-"); name != "" {
+			out = append(out, name)
 		}
 		i = j - 1
 	}

@@ -1,6 +1,9 @@
 package bot
 
-import "log/slog"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // Secret holds a credential (token, key, signing secret). Every way of
 // printing it — fmt verbs, JSON, YAML, slog — yields "<secret>", so a config
@@ -38,4 +41,21 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
 func (s *Secret) UnmarshalText(b []byte) error {
 	*s = Secret(b)
 	return nil
+}
+
+// Format covers every fmt verb, including those (%d, %x of a struct field)
+// that would otherwise walk the underlying string without calling String.
+func (s Secret) Format(f fmt.State, verb rune) {
+	switch verb {
+	case 'q':
+		fmt.Fprintf(f, "%q", redacted)
+	case 'v':
+		if f.Flag('#') {
+			fmt.Fprint(f, s.GoString())
+			return
+		}
+		fmt.Fprint(f, redacted)
+	default:
+		fmt.Fprint(f, redacted)
+	}
 }

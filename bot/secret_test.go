@@ -26,7 +26,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	h := holder{Token: s, Ptr: &s}
 
 	var outputs []string
-	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x"} {
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%10s", "%T"} {
 		outputs = append(outputs, fmt.Sprintf(verb, s), fmt.Sprintf(verb, h))
 	}
 	j, err := json.Marshal(h)

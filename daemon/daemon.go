@@ -262,13 +262,14 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	stopWork()
 	work.Wait()
 
+	// Run and Flush must not deliver at the same time: stop Run first.
+	stopDelivery()
+	delivery.Wait()
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if ferr := d.deliverer.Flush(flushCtx); ferr != nil {
 		d.log.Warn("outbox not fully flushed; the rest is sent after restart", slog.String("error", ferr.Error()))
 	}
 	cancel()
-	stopDelivery()
-	delivery.Wait()
 	if cerr := d.store.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close store: %w", cerr)
 	}

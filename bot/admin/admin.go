@@ -47,16 +47,19 @@ type WorkItemSummary struct {
 	Thread   string         `json:"thread"`
 	Status   bot.WorkStatus `json:"status"`
 	Route    bot.Route      `json:"route"`
-	ParentID string         `json:"parent_work_item_id"`
+	ParentID *string        `json:"parent_work_item_id"`
 	Created  time.Time      `json:"created_at"`
 }
 
 // Summarize returns the list row of wi.
 func Summarize(wi bot.WorkItem) WorkItemSummary {
-	return WorkItemSummary{
-		ID: wi.ID, Thread: wi.Thread.Key(), Status: wi.Status, Route: wi.Route,
-		ParentID: wi.ParentID, Created: wi.CreatedAt,
+	s := WorkItemSummary{
+		ID: wi.ID, Thread: wi.Thread.Key(), Status: wi.Status, Route: wi.Route, Created: wi.CreatedAt,
 	}
+	if wi.ParentID != "" {
+		s.ParentID = &wi.ParentID // null, not "", for top-level work items
+	}
+	return s
 }
 
 func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
