@@ -18,8 +18,11 @@ import (
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
+	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/local"
+	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
@@ -43,6 +46,12 @@ type Options struct {
 	// default 30s.
 	ShutdownGrace time.Duration
 
+	// GitHub and Slack connect those platforms; nil leaves them off.
+	GitHub *config.GitHub
+	Slack  *config.Slack
+	// Agents lists agent names for chat commands such as /switchyard agents.
+	Agents func(ctx context.Context) ([]string, error)
+
 	Logger  *slog.Logger
 	Version string
 }
@@ -60,6 +69,8 @@ type Daemon struct {
 	deliverer  *bot.Deliverer
 	dispatcher *bot.Dispatcher
 	scheduler  *bot.Scheduler
+	slack      *slack.Adapter
+	github     http.Handler
 	handler    http.Handler
 }
 
@@ -93,10 +104,9 @@ func New(opts Options) (*Daemon, error) {
 	d.metrics = bot.NewMetrics(d.registry)
 	d.registerGauges()
 
+	sinks := map[string]bot.Sink{bot.SourceLocal: local.Sink{}}
 	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
-		Store:   store,
-		Sinks:   map[string]bot.Sink{bot.SourceLocal: local.Sink{}},
-		Metrics: d.metrics, Logger: d.log,
+		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log,
 	})
 	d.reporter = bot.NewReporter(store, d.deliverer.Wake, d.log)
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
@@ -120,8 +130,63 @@ func New(opts Options) (*Daemon, error) {
 		store.Close()
 		return nil, err
 	}
+	if err := d.connect(sinks); err != nil {
+		store.Close()
+		return nil, err
+	}
 	d.handler = d.routes()
 	return d, nil
+}
+
+// connect sets up the GitHub and Slack integrations that are configured,
+// adding their sinks. It runs before the deliverer starts, so writing the
+// sinks map here is safe.
+func (d *Daemon) connect(sinks map[string]bot.Sink) error {
+	if gc := d.opts.GitHub; gc != nil {
+		client, err := github.NewClient(github.ClientOptions{
+			AppID: gc.AppID, PrivateKey: gc.PrivateKey, PrivateKeyFile: gc.PrivateKeyFile,
+			APIURL: gc.APIURL, Installations: d.store, Logger: d.log,
+		})
+		if err != nil {
+			return fmt.Errorf("github: %w", err)
+		}
+		perm, err := github.ParsePermission(gc.MinPermission)
+		if err != nil {
+			return bot.Errorf(bot.EINVALID, "github.min_permission: %v", err)
+		}
+		slug := gc.AppSlug
+		if slug == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			slug, err = client.AppSlug(ctx)
+			cancel()
+			if err != nil {
+				// Its own comments are still ignored: GitHub marks the App's
+				// login as a bot.
+				d.log.Warn("github: could not look up the App's slug; set github.app_slug", slog.String("error", err.Error()))
+			}
+		}
+		d.github = github.NewWebhookHandler(github.WebhookOptions{
+			Secret: gc.WebhookSecret, Intake: d.intake, Client: client, Installations: d.store,
+			Outbox: d.store, Router: d.opts.Router, AppSlug: slug, AllowBots: gc.AllowBots,
+			MinPermission: perm, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
+		})
+		sinks[bot.SourceGitHub] = github.NewSink(client, d.log)
+		d.log.Info("github connected", slog.Int64("app_id", gc.AppID), slog.String("api_url", gc.APIURL), slog.String("app_slug", slug))
+	}
+	if sc := d.opts.Slack; sc != nil {
+		a, err := slack.New(slack.Options{
+			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
+			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
+			Intake: d.intake, WorkItems: d.store, Agents: d.opts.Agents, Logger: d.log,
+		})
+		if err != nil {
+			return fmt.Errorf("slack: %w", err)
+		}
+		d.slack = a
+		sinks[bot.SourceSlack] = a.Sink()
+		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
+	}
+	return nil
 }
 
 // checkListen refuses a listen address beyond loopback without an API
@@ -176,6 +241,13 @@ func (d *Daemon) routes() http.Handler {
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", httpapi.RequireToken(d.opts.APIToken, api))
+	// Webhooks authenticate with their platform's signature, not the API token.
+	if d.github != nil {
+		mux.Handle("POST /webhooks/github", d.github)
+	}
+	if d.slack != nil && d.opts.Slack.Mode == config.SlackHTTP {
+		mux.Handle("/slack/", d.slack.Handler())
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpapi.JSON(w, http.StatusOK, map[string]string{"status": "ok", "version": d.opts.Version})
 	})
@@ -243,6 +315,13 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	work.Go(func() { _ = d.scheduler.Run(workCtx) })
 	work.Go(func() { d.expireDedup(workCtx) })
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
+	if d.slack != nil {
+		work.Go(func() {
+			if err := d.slack.Run(workCtx); err != nil {
+				d.log.Error("slack stopped", slog.String("error", err.Error()))
+			}
+		})
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -47,7 +48,15 @@ func newServeCmd() *cobra.Command {
 				Router: s.router, Schedules: cfg.BotSchedules(),
 				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,
 				DedupWindow: cfg.DedupWindow,
-				Logger:      logger, Version: version,
+				GitHub:      cfg.GitHub, Slack: cfg.Slack,
+				Agents: func(context.Context) ([]string, error) {
+					var names []string
+					for _, a := range s.agents.List() {
+						names = append(names, a.Name)
+					}
+					return names, nil
+				},
+				Logger: logger, Version: version,
 			})
 			if err != nil {
 				if bot.ErrorCode(err) == bot.EINVALID {

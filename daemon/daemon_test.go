@@ -1,0 +1,244 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
+	"github.com/switchyard/switchyard/daemon"
+	"github.com/switchyard/switchyard/integrations/local"
+)
+
+var agentsForTest = []bot.AgentInfo{
+	{Name: "coder"}, {Name: "reviewer"}, {Name: "ops", Keywords: []string{"deploy"}}, {Name: "triage"}, {Name: "docs"},
+}
+
+type running struct {
+	base  string
+	token string
+	stop  func()
+}
+
+// start runs a daemon on a free loopback port until the test ends.
+func start(t *testing.T, mutate func(*daemon.Options)) *running {
+	t.Helper()
+	router, err := config.Default().Compile(agentsForTest)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	opts := daemon.Options{
+		Listen: ln.Addr().String(), Console: true, DataDir: t.TempDir(), Router: router,
+		ShutdownGrace: time.Second,
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	d, err := daemon.New(opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx, ln) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	r := &running{base: "http://" + ln.Addr().String(), token: opts.APIToken.Reveal(), stop: stop}
+	require.Eventually(t, func() bool { return r.status(t, "GET", "/readyz", "") == 200 }, 5*time.Second, 10*time.Millisecond)
+	return r
+}
+
+func (r *running) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, r.base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+func (r *running) status(t *testing.T, method, path, body string) int {
+	code, _ := r.do(t, method, path, body)
+	return code
+}
+
+func TestSendRoutesPersistsAndReportsInTheThread(t *testing.T) {
+	r := start(t, nil)
+	code, body := r.do(t, "POST", "/api/v1/messages", `{"thread":"t1","text":"@Coder hi","user":"ana","id":"c-1"}`)
+	require.Equal(t, http.StatusAccepted, code, string(body))
+	var res local.MessageResponse
+	require.NoError(t, json.Unmarshal(body, &res))
+	require.Equal(t, "local:t1", res.Thread)
+	require.False(t, res.Duplicate)
+	require.Equal(t, bot.Route{Agent: "coder", Reason: "mention @coder"}, res.Route)
+	require.JSONEq(t, fmt.Sprintf(`{"work_item_id":%q,"thread":"local:t1","duplicate":false,"route":{"agent":"coder","reason":"mention @coder","rule":""}}`, res.WorkItemID), string(body))
+
+	var msgs []local.ThreadMessage
+	require.Eventually(t, func() bool {
+		code, body := r.do(t, "GET", "/api/v1/threads/t1/messages", "")
+		require.Equal(t, 200, code)
+		require.NoError(t, json.Unmarshal(body, &msgs))
+		return len(msgs) == 2
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, "status", msgs[0].Kind)
+	require.Equal(t, "reply", msgs[1].Kind)
+	require.Contains(t, msgs[1].Text, "no agent runtime is configured")
+
+	// The same thread by its escaped session key.
+	code, _ = r.do(t, "GET", "/api/v1/threads/"+url.PathEscape("local:t1")+"/messages", "")
+	require.Equal(t, 200, code)
+
+	code, body = r.do(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "")
+	require.Equal(t, 200, code)
+	var detail map[string]any
+	require.NoError(t, json.Unmarshal(body, &detail))
+	require.Equal(t, "failed", detail["status"])
+	require.NotEmpty(t, detail["jobs"])
+
+	code, body = r.do(t, "GET", "/api/v1/workitems?thread=t1&status=failed&limit=5", "")
+	require.Equal(t, 200, code, string(body))
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list, 1)
+	require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keys(list[0]))
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestSameClientIDConcurrentlyMakesOneWorkItem(t *testing.T) {
+	r := start(t, nil)
+	const n = 100
+	results := make([]local.MessageResponse, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			code, body := r.do(t, "POST", "/api/v1/messages", `{"thread":"t","text":"@ops deploy","id":"same"}`)
+			require.Equal(t, http.StatusAccepted, code)
+			require.NoError(t, json.Unmarshal(body, &results[i]))
+		})
+	}
+	wg.Wait()
+	first := 0
+	for _, res := range results {
+		require.Equal(t, results[0].WorkItemID, res.WorkItemID, "every answer carries the one work item")
+		if !res.Duplicate {
+			first++
+		}
+	}
+	require.Equal(t, 1, first, "exactly one answer is the original")
+	code, body := r.do(t, "GET", "/api/v1/workitems?thread=t", "")
+	require.Equal(t, 200, code)
+	var list []any
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list, 1)
+}
+
+func TestAPIEdgeCases(t *testing.T) {
+	r := start(t, nil)
+	big := `{"text":"` + strings.Repeat("x", 2<<20) + `"}`
+	tests := []struct {
+		name, method, path, body string
+		code                     int
+		contains                 string
+	}{
+		{"body over 1 MiB", "POST", "/api/v1/messages", big, 413, "over 1048576 bytes"},
+		{"malformed JSON", "POST", "/api/v1/messages", `{"text":`, 400, "malformed JSON"},
+		{"wrong type", "POST", "/api/v1/messages", `{"text":5}`, 400, `field "text"`},
+		{"unknown field", "POST", "/api/v1/messages", `{"txt":"hi"}`, 400, `unknown field "txt"`},
+		{"missing text", "POST", "/api/v1/messages", `{"thread":"t"}`, 400, "text: required"},
+		{"not a local thread", "POST", "/api/v1/messages", `{"thread":"github:o/r#1","text":"x"}`, 400, "local threads only"},
+		{"bad thread key", "GET", "/api/v1/threads/" + url.PathEscape("irc:x") + "/messages", "", 400, "unknown source"},
+		{"unknown work item", "GET", "/api/v1/workitems/wi_999", "", 404, "wi_999"},
+		{"bad status filter", "GET", "/api/v1/workitems?status=sleeping", "", 400, `status "sleeping"`},
+		{"bad limit", "GET", "/api/v1/workitems?limit=0", "", 400, "limit"},
+		{"explain", "POST", "/api/v1/explain", `{"source":"local","kind":"local.message","text":"/deploy staging"}`, 200, `"reason": "command /deploy"`},
+		{"ingress", "GET", "/api/v1/ingress", "", 200, "["},
+		{"healthz", "GET", "/healthz", "", 200, "ok"},
+		{"metrics", "GET", "/metrics", "", 200, "switchyard_queue_depth"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := r.do(t, tt.method, tt.path, tt.body)
+			require.Equal(t, tt.code, code, string(body))
+			text := string(body)
+			if code >= 400 {
+				var e struct{ Error, Code string }
+				require.NoError(t, json.Unmarshal(body, &e))
+				text = e.Error
+			}
+			require.Contains(t, text, tt.contains)
+		})
+	}
+}
+
+func TestAPITokenIsRequiredWhenSet(t *testing.T) {
+	r := start(t, func(o *daemon.Options) { o.APIToken = "s3cret-token" })
+	code, _ := r.do(t, "GET", "/api/v1/workitems", "")
+	require.Equal(t, 200, code)
+	anon := &running{base: r.base}
+	code, body := anon.do(t, "GET", "/api/v1/workitems", "")
+	require.Equal(t, 401, code)
+	require.NotContains(t, string(body), "s3cret-token")
+	wrong := &running{base: r.base, token: "nope"}
+	require.Equal(t, 401, wrong.status(t, "GET", "/api/v1/workitems", ""))
+	require.Equal(t, 200, anon.status(t, "GET", "/healthz", ""), "health needs no token")
+}
+
+func TestRefusesPublicListenWithoutToken(t *testing.T) {
+	router, err := config.Default().Compile(agentsForTest)
+	require.NoError(t, err)
+	for _, listen := range []string{"0.0.0.0:0", ":8080", "10.1.2.3:80"} {
+		_, err := daemon.New(daemon.Options{Listen: listen, DataDir: t.TempDir(), Router: router})
+		require.ErrorContains(t, err, "set server.api_token", listen)
+		require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
+	}
+	for _, listen := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
+		d, err := daemon.New(daemon.Options{Listen: listen, DataDir: t.TempDir(), Router: router})
+		require.NoError(t, err, listen)
+		require.NoError(t, d.Close())
+	}
+	d, err := daemon.New(daemon.Options{Listen: "0.0.0.0:0", APIToken: "t", DataDir: t.TempDir(), Router: router})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+}
+
+func TestSecondDaemonOnTheSameDataFails(t *testing.T) {
+	router, err := config.Default().Compile(agentsForTest)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	d, err := daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: dir, Router: router})
+	require.NoError(t, err)
+	defer d.Close()
+	t0 := time.Now()
+	_, err = daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: dir, Router: router})
+	require.ErrorContains(t, err, "switchyard.db")
+	require.ErrorContains(t, err, "locked by another process")
+	require.Less(t, time.Since(t0), 5*time.Second)
+}
