@@ -214,12 +214,12 @@ func TestRunAgainstOpenAICompatibleServer(t *testing.T) {
 	require.Len(t, sent, 2)
 	msgs := sent[0]["messages"].([]any)
 	system := msgs[0].(map[string]any)["content"].(string)
-	require.Contains(t, system, "You are the coder agent of Switchyard")             // instructions
-	require.Contains(t, system, "Tools:\n- bash: ")                                   // tools...
-	require.Contains(t, system, "- agent_reviewer: Reviews code changes")             // ...and agents apart
-	require.NotContains(t, system, "agent_ops", "ops works by handoff")               //
-	require.Contains(t, system, "handoff_to gives this whole work item")              //
-	require.Contains(t, system, "created the skeleton")                               // the continuation
+	require.Contains(t, system, "You are the coder agent of Switchyard")  // instructions
+	require.Contains(t, system, "Tools:\n- bash: ")                       // tools...
+	require.Contains(t, system, "- agent_reviewer: Reviews code changes") // ...and agents apart
+	require.NotContains(t, system, "agent_ops", "ops works by handoff")   //
+	require.Contains(t, system, "handoff_to gives this whole work item")  //
+	require.Contains(t, system, "created the skeleton")                   // the continuation
 	require.Equal(t, "[local.message from @alice]\n@coder list the files", msgs[1].(map[string]any)["content"])
 	require.Len(t, sent[0]["tools"].([]any), 6+3+1, "core tools, the tool-mode agents but coder, handoff_to")
 
