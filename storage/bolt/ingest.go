@@ -41,12 +41,16 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 			return dup, err
 		}
 	}
+	p, err := planIngest(&req)
+	if err != nil {
+		return bot.IngestResult{}, err
+	}
 	var res bot.IngestResult
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.db.Batch(func(tx *bolt.Tx) error {
 		// bbolt may run this function more than once (when another function
 		// of the batch fails); it only assigns res, which the last, committed
 		// run leaves behind.
-		r, err := ingest(txn{tx}, &req)
+		r, err := p.write(txn{tx}, req.Now)
 		res = r
 		return err
 	})
@@ -56,18 +60,19 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	return res, nil
 }
 
-func ingest(t txn, req *bot.IngestRequest) (bot.IngestResult, error) {
-	key := req.Event.DedupKey()
+// write stores the plan unless its dedup key is taken, in which case it
+// returns the original: another delivery of the event may have been in the
+// same batch, or committed since the read transaction looked.
+func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
 	var stale []byte
-	if key != "" {
-		dup, err := t.duplicate(key, req.Now)
-		if err != nil || dup.Duplicate {
-			return dup, err
-		}
-		if v := t.bucket(bucketDedup).Get([]byte(key)); len(v) >= 8 {
+	if p.dedupKey != "" {
+		if v := t.bucket(bucketDedup).Get([]byte(p.dedupKey)); len(v) >= 8 {
+			if !now.After(decodeTime(v[:8])) {
+				return t.original(string(v[8:]))
+			}
 			// Expired but not yet swept: the key is free again, and its old
 			// expiry entry goes so the sweep does not delete the new one.
-			stale = append(append([]byte(nil), v[:8]...), key...)
+			stale = append(append(make([]byte, 0, 8+len(p.dedupKey)), v[:8]...), p.dedupKey...)
 		}
 	}
 
@@ -76,7 +81,7 @@ func ingest(t txn, req *bot.IngestRequest) (bot.IngestResult, error) {
 	if seqs.Event, err = t.bucket(bucketEvents).NextSequence(); err != nil {
 		return bot.IngestResult{}, err
 	}
-	if req.Route != nil {
+	if p.workItem != nil {
 		if seqs.WorkItem, err = t.bucket(bucketWorkItems).NextSequence(); err != nil {
 			return bot.IngestResult{}, err
 		}
@@ -86,21 +91,18 @@ func ingest(t txn, req *bot.IngestRequest) (bot.IngestResult, error) {
 	} else if seqs.Ingress, err = t.bucket(bucketIngress).NextSequence(); err != nil {
 		return bot.IngestResult{}, err
 	}
-	p, err := planIngest(req, seqs)
-	if err != nil {
-		return bot.IngestResult{}, err
-	}
+	records, res := p.records(seqs)
 	if stale != nil {
 		if err := t.bucket(bucketDedupExpiry).Delete(stale); err != nil {
 			return bot.IngestResult{}, err
 		}
 	}
-	for _, r := range p.records {
+	for _, r := range records {
 		if err := t.tx.Bucket(r.Bucket).Put(r.Key, r.Value); err != nil {
 			return bot.IngestResult{}, err
 		}
 	}
-	return bot.IngestResult{WorkItem: p.workItem, Ingress: p.ingress}, nil
+	return res, nil
 }
 
 // duplicate returns the original of a dedup key that is known and not

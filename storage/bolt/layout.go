@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -86,17 +87,12 @@ type Seqs struct {
 // event given the sequences it allocated. Ingest writes exactly these with
 // Put, so a raw bbolt loop over them is the baseline of the store's intake.
 func IngestRecords(req bot.IngestRequest, seqs Seqs) ([]Record, error) {
-	p, err := planIngest(&req, seqs)
+	p, err := planIngest(&req)
 	if err != nil {
 		return nil, err
 	}
-	return p.records, nil
-}
-
-type ingestPlan struct {
-	records  []Record
-	workItem *bot.WorkItem
-	ingress  *bot.IngressRecord
+	records, _ := p.records(seqs)
+	return records, nil
 }
 
 func validateIngest(req *bot.IngestRequest) error {
@@ -112,9 +108,33 @@ func validateIngest(req *bot.IngestRequest) error {
 	return nil
 }
 
-func planIngest(req *bot.IngestRequest, seqs Seqs) (ingestPlan, error) {
+// ingestPlan is what Ingest writes for one new event, encoded before the
+// write transaction. bbolt runs the functions of a batch one after another
+// in its single writer, so every microsecond one of them spends is spent
+// by every caller of the batch; encoding a message's text twice as JSON
+// took longer than writing it. Only the sequences are left to the
+// transaction, and with them the ids, which are spliced into JSON encoded
+// with empty ids.
+type ingestPlan struct {
+	dedupKey string
+	until    []byte // the dedup key's expiry, timeKey
+	event    []byte // the events value; it holds no id
+
+	// A routed event: the work item and its dispatch, with empty ids.
+	workItem *bot.WorkItem
+	item     template // id, event_ref, dispatch_id
+	dispatch template // id, work_item_id
+	agent    string
+	thread   string // session key; "" for an event without a thread
+
+	// An ignored event: the ingress record with empty ids.
+	ingress    *bot.IngressRecord
+	ingressRec template // id, event_ref
+}
+
+func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 	if err := validateIngest(req); err != nil {
-		return ingestPlan{}, err
+		return nil, err
 	}
 	now := utc(req.Now)
 	dedupUntil := req.DedupUntil
@@ -122,77 +142,145 @@ func planIngest(req *bot.IngestRequest, seqs Seqs) (ingestPlan, error) {
 		dedupUntil = now.Add(bot.DefaultDedupWindow)
 	}
 	ev := &req.Event
-	evRef := formatID(prefixEvent, seqs.Event)
-	evValue, err := encodeEvent(ev)
+	event, err := encodeEvent(ev)
 	if err != nil {
-		return ingestPlan{}, err
+		return nil, err
 	}
-	p := ingestPlan{records: make([]Record, 0, 9)}
-	p.put(bucketEvents, seqKey(seqs.Event), evValue)
-
-	var id string
+	p := &ingestPlan{dedupKey: ev.DedupKey(), until: timeKey(dedupUntil), event: event, thread: ev.Thread.Key()}
 	if req.Route != nil {
-		id = formatID(prefixWorkItem, seqs.WorkItem)
-		dispatchID := formatID(prefixDispatch, seqs.Dispatch)
-		rec := workItemRecord{
-			WorkItem: bot.WorkItem{
-				ID: id, Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
-				EventRef: evRef, Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID,
-				Actor: ev.Actor, Text: ev.Text, SourceRef: ev.SourceRef,
-				CreatedAt: now, UpdatedAt: now,
-			},
-			Dispatch: dispatchID,
-		}
+		rec := workItemRecord{WorkItem: bot.WorkItem{
+			Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
+			Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID,
+			Actor: ev.Actor, Text: ev.Text, SourceRef: ev.SourceRef,
+			CreatedAt: now, UpdatedAt: now,
+		}}
 		d := bot.Dispatch{
-			ID: dispatchID, WorkItemID: id, Agent: req.Route.Agent, Thread: ev.Thread,
-			Status: bot.DispatchPending, CreatedAt: now, UpdatedAt: now,
+			Agent: req.Route.Agent, Thread: ev.Thread, Status: bot.DispatchPending, CreatedAt: now, UpdatedAt: now,
 		}
-		wiValue, err := json.Marshal(&rec)
-		if err != nil {
-			return ingestPlan{}, fmt.Errorf("encode work item: %w", err)
+		if p.item, err = newTemplate("work item", &rec, "id", "event_ref", "dispatch_id"); err != nil {
+			return nil, err
 		}
-		dValue, err := json.Marshal(&d)
-		if err != nil {
-			return ingestPlan{}, fmt.Errorf("encode dispatch: %w", err)
+		if p.dispatch, err = newTemplate("dispatch", &d, "id", "work_item_id"); err != nil {
+			return nil, err
 		}
-		p.put(bucketWorkItems, seqKey(seqs.WorkItem), wiValue)
-		if tk := ev.Thread.Key(); tk != "" {
-			p.put(bucketItemsByThread, indexKey(tk, seqs.WorkItem), nil)
-		}
-		p.put(bucketItemsByStatus, indexKey(string(bot.StatusQueued), seqs.WorkItem), nil)
-		p.put(bucketDispatches, seqKey(seqs.Dispatch), dValue)
-		unit := unitKey(ev.Thread, id)
-		p.put(bucketPending, seqKey(seqs.Dispatch), pendingValue(unit, d.Agent))
-		p.put(bucketPendingByThread, indexKey(unit, seqs.Dispatch), []byte(d.Agent))
-		p.workItem = &rec.WorkItem
-	} else {
-		id = formatID(prefixIngress, seqs.Ingress)
-		in := bot.IngressRecord{
-			ID: id, Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID, Actor: ev.Actor,
-			Thread: ev.Thread, Reason: req.Ignore.Code, Detail: req.Ignore.Detail, EventRef: evRef, CreatedAt: now,
-		}
-		v, err := json.Marshal(&in)
-		if err != nil {
-			return ingestPlan{}, fmt.Errorf("encode ingress record: %w", err)
-		}
-		p.put(bucketIngress, seqKey(seqs.Ingress), v)
-		p.put(bucketIngressBy, indexKey(in.Reason, seqs.Ingress), nil)
-		p.ingress = &in
+		p.workItem, p.agent = &rec.WorkItem, d.Agent
+		return p, nil
 	}
-
-	if key := ev.DedupKey(); key != "" {
-		until := timeKey(dedupUntil)
-		p.put(bucketDedup, []byte(key), append(until, id...))
-		p.put(bucketDedupExpiry, append(until, key...), nil)
+	in := bot.IngressRecord{
+		Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID, Actor: ev.Actor,
+		Thread: ev.Thread, Reason: req.Ignore.Code, Detail: req.Ignore.Detail, CreatedAt: now,
 	}
+	if p.ingressRec, err = newTemplate("ingress record", &in, "id", "event_ref"); err != nil {
+		return nil, err
+	}
+	p.ingress = &in
 	return p, nil
 }
 
-func (p *ingestPlan) put(bucket string, key, value []byte) {
-	if value == nil {
-		value = []byte{}
+// records returns what the plan writes with the given sequences, and the
+// result Ingest answers with. It allocates afresh on every call: bbolt holds
+// on to the keys and values of a Put until the transaction commits, and may
+// run a batch function more than once.
+func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
+	records := make([]Record, 0, 9)
+	put := func(bucket string, key, value []byte) {
+		if value == nil {
+			value = []byte{}
+		}
+		records = append(records, Record{Bucket: []byte(bucket), Key: key, Value: value})
 	}
-	p.records = append(p.records, Record{Bucket: []byte(bucket), Key: key, Value: value})
+	evRef := formatID(prefixEvent, seqs.Event)
+	put(bucketEvents, seqKey(seqs.Event), p.event)
+
+	var id string
+	var res bot.IngestResult
+	if p.workItem != nil {
+		id = formatID(prefixWorkItem, seqs.WorkItem)
+		dispatchID := formatID(prefixDispatch, seqs.Dispatch)
+		put(bucketWorkItems, seqKey(seqs.WorkItem), p.item.fill(id, evRef, dispatchID))
+		if p.thread != "" {
+			put(bucketItemsByThread, indexKey(p.thread, seqs.WorkItem), nil)
+		}
+		put(bucketItemsByStatus, indexKey(string(bot.StatusQueued), seqs.WorkItem), nil)
+		put(bucketDispatches, seqKey(seqs.Dispatch), p.dispatch.fill(dispatchID, id))
+		unit := p.thread
+		if unit == "" {
+			unit = unitKey(bot.Thread{}, id)
+		}
+		put(bucketPending, seqKey(seqs.Dispatch), pendingValue(unit, p.agent))
+		put(bucketPendingByThread, indexKey(unit, seqs.Dispatch), []byte(p.agent))
+		wi := *p.workItem
+		wi.ID, wi.EventRef = id, evRef
+		res.WorkItem = &wi
+	} else {
+		id = formatID(prefixIngress, seqs.Ingress)
+		put(bucketIngress, seqKey(seqs.Ingress), p.ingressRec.fill(id, evRef))
+		put(bucketIngressBy, indexKey(p.ingress.Reason, seqs.Ingress), nil)
+		in := *p.ingress
+		in.ID, in.EventRef = id, evRef
+		res.Ingress = &in
+	}
+
+	if p.dedupKey != "" {
+		put(bucketDedup, []byte(p.dedupKey), append(append(make([]byte, 0, 8+len(id)), p.until...), id...))
+		put(bucketDedupExpiry, append(append(make([]byte, 0, 8+len(p.dedupKey)), p.until...), p.dedupKey...), nil)
+	}
+	return records, res
+}
+
+// template is a record's JSON encoded with empty ids, and where each id
+// goes.
+type template struct {
+	json  []byte
+	holes []int // offsets of the ids, between the quotes of "", ascending
+}
+
+// newTemplate encodes v, whose fields named in ids are empty strings, and
+// finds where their values go, each after the one before. A key is found
+// only where it is a key: a quote that follows '{' or ',' opens a member
+// name, never text inside a string, where every quote is escaped.
+func newTemplate(what string, v any, ids ...string) (template, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return template{}, fmt.Errorf("encode %s: %w", what, err)
+	}
+	t := template{json: b, holes: make([]int, 0, len(ids))}
+	from := 0
+	for _, name := range ids {
+		member := `"` + name + `":""`
+		at := -1
+		for i := from; at < 0; {
+			j := bytes.Index(b[i:], []byte(member))
+			if j < 0 {
+				return template{}, fmt.Errorf("encode %s: no empty member %q in its JSON", what, name)
+			}
+			i += j
+			if i > 0 && (b[i-1] == '{' || b[i-1] == ',') {
+				at = i + len(member) - 1
+			}
+			i++
+		}
+		t.holes = append(t.holes, at)
+		from = at
+	}
+	return t, nil
+}
+
+// fill returns the JSON with ids[i] at holes[i]. Ids are a prefix and a
+// decimal number and need no escaping.
+func (t template) fill(ids ...string) []byte {
+	n := len(t.json)
+	for _, id := range ids {
+		n += len(id)
+	}
+	out := make([]byte, 0, n)
+	prev := 0
+	for i, at := range t.holes {
+		out = append(out, t.json[prev:at]...)
+		out = append(out, ids[i]...)
+		prev = at
+	}
+	return append(out, t.json[prev:]...)
 }
 
 // workItemRecord is a work item as stored: the work item plus the dispatch

@@ -1,0 +1,84 @@
+package bolt
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// FuzzIngestRecords checks that the records Ingest writes, whose ids are
+// spliced into JSON encoded before the ids were known, are exactly the JSON
+// of the records with their ids, whatever the text of the event.
+func FuzzIngestRecords(f *testing.F) {
+	f.Add("local", "t1", "@coder please look", "alice", "id-1", "coder", "mention @coder", "", "", false, uint64(1), uint64(1), uint64(1))
+	f.Add("github", "", `","id":"","event_ref":"`, "bot", "", "", "", "no_route", `"event_ref":""`, true, uint64(7), uint64(1), uint64(1<<40))
+	f.Add("slack", `{"id":""}`, "\x00\"\\<>&\u2028", `,"dispatch_id":""}`, `"id":""`, "ops", `{"id":""`, "bot_actor", "", true, uint64(1<<63), uint64(2), uint64(3))
+	f.Fuzz(func(t *testing.T, source, thread, text, actor, delivery, agent, reason, code, detail string, ignored bool, evSeq, seq1, seq2 uint64) {
+		now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		req := bot.IngestRequest{
+			Event: bot.Event{
+				Source: source, Kind: source + ".message", DeliveryID: delivery, Actor: actor, Text: text,
+				SourceRef: reason, ReceivedAt: now,
+			},
+			ParentID: detail, Now: now, DedupUntil: now.Add(time.Hour),
+		}
+		if thread != "" {
+			req.Event.Thread = bot.LocalThread(thread)
+		}
+		seqs := Seqs{Event: evSeq}
+		if ignored {
+			req.Ignore = &bot.IngressReason{Code: code, Detail: detail}
+			seqs.Ingress = seq1
+		} else {
+			req.Route = &bot.Route{Agent: agent, Reason: reason, Rule: code}
+			seqs.WorkItem, seqs.Dispatch = seq1, seq2
+		}
+		if validateIngest(&req) != nil {
+			return
+		}
+		p, err := planIngest(&req)
+		require.NoError(t, err)
+		records, res := p.records(seqs)
+		got := map[string][]byte{}
+		for _, r := range records {
+			if string(r.Bucket) != bucketWorkItems && string(r.Bucket) != bucketDispatches && string(r.Bucket) != bucketIngress {
+				continue
+			}
+			got[string(r.Bucket)] = r.Value
+		}
+
+		evRef := formatID(prefixEvent, evSeq)
+		if ignored {
+			want := bot.IngressRecord{
+				ID: formatID(prefixIngress, seq1), Source: source, Kind: source + ".message", DeliveryID: delivery,
+				Actor: actor, Thread: req.Event.Thread, Reason: code, Detail: detail, EventRef: evRef, CreatedAt: now,
+			}
+			requireJSON(t, &want, got[bucketIngress])
+			require.Equal(t, &want, res.Ingress)
+			return
+		}
+		wiID, dID := formatID(prefixWorkItem, seq1), formatID(prefixDispatch, seq2)
+		want := workItemRecord{WorkItem: bot.WorkItem{
+			ID: wiID, Thread: req.Event.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: detail,
+			EventRef: evRef, Source: source, Kind: source + ".message", DeliveryID: delivery, Actor: actor,
+			Text: text, SourceRef: reason, CreatedAt: now, UpdatedAt: now,
+		}, Dispatch: dID}
+		requireJSON(t, &want, got[bucketWorkItems])
+		require.Equal(t, &want.WorkItem, res.WorkItem)
+		requireJSON(t, &bot.Dispatch{
+			ID: dID, WorkItemID: wiID, Agent: agent, Thread: req.Event.Thread,
+			Status: bot.DispatchPending, CreatedAt: now, UpdatedAt: now,
+		}, got[bucketDispatches])
+	})
+}
+
+func requireJSON(t *testing.T, want any, got []byte) {
+	t.Helper()
+	raw, err := json.Marshal(want)
+	require.NoError(t, err)
+	require.Equal(t, string(raw), string(got))
+}
