@@ -17,7 +17,7 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-func writeAgent(t *testing.T, dir, file, src string) {
+func writeAgent(t testing.TB, dir, file, src string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o750))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, file), []byte(src), 0o644))

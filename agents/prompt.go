@@ -82,9 +82,13 @@ func (r *Runtime) systemPrompt(rn *run, visible []tools.Info, continuation strin
 // firstSentence keeps prompts short: the full descriptions travel with the
 // tool definitions.
 func firstSentence(s string) string {
-	s = oneLine(s, 300)
-	if i := strings.Index(s, ". "); i > 0 {
-		return s[:i+1]
+	if len(s) > 300 {
+		s = s[:300]
 	}
-	return s
+	if i := strings.Index(s, ". "); i > 0 {
+		s = s[:i+1]
+	} else if i := strings.Index(s, ".\n"); i > 0 {
+		s = s[:i+1]
+	}
+	return oneLine(s, 300)
 }

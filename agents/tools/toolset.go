@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -79,7 +79,7 @@ func NewToolset(r *Registry, s Scope, opts ToolsetOptions) *Toolset {
 			ts.visible = append(ts.visible, e.info)
 		}
 	}
-	sort.Slice(ts.visible, func(i, j int) bool { return ts.visible[i].Name < ts.visible[j].Name })
+	slices.SortFunc(ts.visible, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return ts
 }
 
