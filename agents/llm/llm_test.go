@@ -450,3 +450,14 @@ func TestDetect(t *testing.T) {
 		})
 	}
 }
+
+func TestToolCallWithoutID(t *testing.T) {
+	_, srv := newWire(t, jsonReply(200, `{"id":"x","object":"chat.completion","created":1,"model":"m",
+		"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",
+		"tool_calls":[{"type":"function","function":{"name":"bash","arguments":"not json"}}]}}]}`))
+	res, err := provider(t, flavours[0], srv.URL).Chat(context.Background(), llm.Request{
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []llm.ToolCall{{ID: "call_0", Name: "bash", Input: json.RawMessage(`"not json"`)}}, res.ToolCalls)
+}

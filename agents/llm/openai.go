@@ -63,14 +63,20 @@ func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error
 			OutputTokens: int(completion.Usage.CompletionTokens),
 		},
 	}
-	for _, tc := range choice.Message.ToolCalls {
+	for i, tc := range choice.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
 			continue
 		}
 		if tc.Function.Name == "" {
 			return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: tool call without a function name"}
 		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Input: rawArguments(tc.Function.Arguments)})
+		id := tc.ID
+		if id == "" {
+			// Some compatible servers leave ids out; the result must still
+			// name its call when the conversation is sent back.
+			id = fmt.Sprintf("call_%d", i)
+		}
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Input: rawArguments(tc.Function.Arguments)})
 	}
 	switch {
 	case out.Refusal != "" || choice.FinishReason == "content_filter":

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -117,7 +118,7 @@ func (r *Registry) Register(t Tool) error {
 	if !ValidName(info.Name) {
 		return fmt.Errorf("register tool %q: name must be 1-64 letters, digits, '_' or '-'", info.Name)
 	}
-	if len(info.Name) > len("agent_") && info.Name[:len("agent_")] == "agent_" && info.Kind != KindAgent {
+	if strings.HasPrefix(info.Name, "agent_") && info.Kind != KindAgent {
 		return fmt.Errorf("register tool %q: the agent_ prefix is reserved for agents called as tools", info.Name)
 	}
 	if err := validSchema(info.Schema); err != nil {
