@@ -32,12 +32,12 @@ func (s *Store) LoadConversation(ctx context.Context, sessionKey, agent string) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validKeys("conversation", sessionKey, agent); err != nil {
+	if err := validAgentKeys("conversation", sessionKey, agent); err != nil {
 		return nil, err
 	}
 	var doc []byte
 	err := s.view("load conversation", func(t txn) error {
-		b := nested(t.tx, bucketConversations, sessionKey)
+		b := agentBucket(t.tx, bucketConversations, sessionKey)
 		if b == nil {
 			return nil
 		}
@@ -54,11 +54,11 @@ func (s *Store) SaveConversation(ctx context.Context, sessionKey, agent string, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKeys("conversation", sessionKey, agent); err != nil {
+	if err := validAgentKeys("conversation", sessionKey, agent); err != nil {
 		return err
 	}
 	return s.update("save conversation", func(t txn) error {
-		b, err := createNested(t.tx, bucketConversations, sessionKey)
+		b, err := createAgentBucket(t.tx, bucketConversations, sessionKey)
 		if err != nil {
 			return err
 		}
@@ -98,11 +98,11 @@ func (s *Store) SaveTranscript(ctx context.Context, jobID, runID string, doc []b
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKeys("transcript", jobID, runID); err != nil {
+	if err := validAgentKeys("transcript", jobID, runID); err != nil {
 		return err
 	}
 	return s.update("save transcript", func(t txn) error {
-		b, err := createNested(t.tx, bucketTranscripts, jobID)
+		b, err := createAgentBucket(t.tx, bucketTranscripts, jobID)
 		if err != nil {
 			return err
 		}
@@ -135,7 +135,7 @@ func (s *Store) ListTranscripts(ctx context.Context, jobID string) ([][]byte, er
 	}
 	var entries []entry
 	err := s.view("list transcripts", func(t txn) error {
-		b := nested(t.tx, bucketTranscripts, jobID)
+		b := agentBucket(t.tx, bucketTranscripts, jobID)
 		if b == nil {
 			return nil
 		}
@@ -158,7 +158,7 @@ func (s *Store) ListTranscripts(ctx context.Context, jobID string) ([][]byte, er
 	return out, nil
 }
 
-func validKeys(what, outer, inner string) error {
+func validAgentKeys(what, outer, inner string) error {
 	if outer == "" || inner == "" {
 		return bot.Errorf(bot.EINVALID, "%s: empty key (%q, %q)", what, outer, inner)
 	}
@@ -168,8 +168,8 @@ func validKeys(what, outer, inner string) error {
 	return nil
 }
 
-// nested returns top/name in a read transaction, nil until it was created.
-func nested(tx *bolt.Tx, top []byte, name string) *bolt.Bucket {
+// agentBucket returns top/name in a read transaction, nil until it was created.
+func agentBucket(tx *bolt.Tx, top []byte, name string) *bolt.Bucket {
 	b := tx.Bucket(top)
 	if b == nil {
 		return nil
@@ -177,8 +177,8 @@ func nested(tx *bolt.Tx, top []byte, name string) *bolt.Bucket {
 	return b.Bucket([]byte(name))
 }
 
-// createNested returns top/name, creating both as needed.
-func createNested(tx *bolt.Tx, top []byte, name string) (*bolt.Bucket, error) {
+// createAgentBucket returns top/name, creating both as needed.
+func createAgentBucket(tx *bolt.Tx, top []byte, name string) (*bolt.Bucket, error) {
 	b, err := tx.CreateBucketIfNotExists(top)
 	if err != nil {
 		return nil, fmt.Errorf("create bucket %s: %w", top, err)
