@@ -196,7 +196,9 @@ func loadDir(dir string) ([]Definition, error) {
 	return out, errors.Join(errs...)
 }
 
-// List returns the agents in effect, sorted by name.
+// List returns the agents in effect, sorted by name. The slice is shared
+// with other callers and must not be modified; Reload replaces it rather
+// than changing it.
 func (m *Manager) List() []Definition {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
