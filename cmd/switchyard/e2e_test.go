@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These tests drive the real binary, as a user does.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "switchyard-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "switchyard")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build switchyard: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what a command printed and how it exited.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func run(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// daemonProc is a running `switchyard serve`.
+type daemonProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	dir    string
+	log    *bytes.Buffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit error, once done is closed
+}
+
+// wait waits for the process to exit and returns its exit error.
+func (p *daemonProc) wait() error {
+	<-p.done
+	return p.err
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// serve starts the daemon in dir and waits until it is ready.
+func serve(t *testing.T, dir, addr string, args ...string) *daemonProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--listen", addr}, args...)...)
+	cmd.Dir = dir
+	log := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	p := &daemonProc{cmd: cmd, addr: addr, dir: dir, log: log, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = p.wait()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", log.String())
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("daemon exited early: %v\n%s", p.err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not ready:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *daemonProc) env() []string { return []string{"SWITCHYARD_SERVER=http://" + p.addr} }
+
+func TestTourFromAFreshDirectory(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "send", "@triage hello")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "wi_1")
+	require.Contains(t, r.stdout, "triage (mention @triage)")
+
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p.env(), "thread", "local:default", "--json")
+		var msgs []struct{ Kind, Text string }
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &msgs) == nil && len(msgs) == 2 &&
+			msgs[0].Kind == "status" && msgs[1].Kind == "reply"
+	}, 10*time.Second, 100*time.Millisecond)
+	r = run(t, dir, p.env(), "thread", "local:default")
+	require.Contains(t, r.stdout, "[status")
+	require.Contains(t, r.stdout, "[reply")
+	require.Contains(t, r.stdout, "no agent runtime is configured")
+
+	// --wait prints the reply and exits 1 because the work failed.
+	r = run(t, dir, p.env(), "send", "--wait", "--thread", "t2", "/deploy staging")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stdout, "ops (command /deploy)")
+	require.Contains(t, r.stdout, "ops could not finish")
+
+	r = run(t, dir, p.env(), "workitems", "list", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var items []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
+	require.Len(t, items, 2)
+	require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keysOf(items[0]))
+
+	r = run(t, dir, p.env(), "workitems", "show", "wi_1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "mention @triage")
+
+	r = run(t, dir, p.env(), "send", "--id", "x1", "--json", "hi")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"duplicate": false`)
+	r = run(t, dir, p.env(), "send", "--id", "x1", "--json", "hi")
+	require.Contains(t, r.stdout, `"duplicate": true`)
+
+	r = run(t, dir, []string{"SWITCHYARD_SERVER=http://" + freeAddr(t)}, "workitems", "list")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "is `switchyard serve` running?")
+}
+
+func keysOf(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestKill9LosesNothing kills the daemon with SIGKILL right after it
+// acknowledged a burst of messages, restarts it and checks every
+// acknowledged work item is processed.
+func TestKill9LosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	// A short lease, so work held by the killed process is reclaimed
+	// quickly.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("dispatch:\n  lease: 1s\n"), 0o600))
+	addr := freeAddr(t)
+	p := serve(t, dir, addr)
+
+	const n = 40
+	var (
+		mu  sync.Mutex
+		ids []string
+		wg  sync.WaitGroup
+	)
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"thread":"t%d","text":"@coder task %d","id":"k-%d"}`, i%5, i, i)
+			resp, err := http.Post("http://"+addr+"/api/v1/messages", "application/json", strings.NewReader(body))
+			if err != nil {
+				return // the kill may land first: unacknowledged, so not owed
+			}
+			defer resp.Body.Close()
+			var res struct {
+				WorkItemID string `json:"work_item_id"`
+			}
+			if resp.StatusCode == http.StatusAccepted && json.NewDecoder(resp.Body).Decode(&res) == nil {
+				mu.Lock()
+				ids = append(ids, res.WorkItemID)
+				mu.Unlock()
+			}
+		})
+		if i == n/2 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wg.Wait()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	_ = p.wait()
+	require.NotEmpty(t, ids)
+
+	p2 := serve(t, dir, addr)
+	for _, id := range ids {
+		require.Eventually(t, func() bool {
+			r := run(t, dir, p2.env(), "workitems", "show", id, "--json")
+			var wi struct{ Status string }
+			return r.code == 0 && json.Unmarshal([]byte(r.stdout), &wi) == nil &&
+				(wi.Status == "done" || wi.Status == "failed")
+		}, 20*time.Second, 100*time.Millisecond, "work item %s acknowledged before the kill was not processed", id)
+	}
+}
+
+func TestSIGTERMShutsDownCleanly(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "send", "@triage hello")
+	require.Equal(t, 0, r.code)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.done:
+		require.NoError(t, p.err, "exit status 0 after SIGTERM")
+	case <-time.After(40 * time.Second):
+		t.Fatal("daemon did not stop within 40s of SIGTERM")
+	}
+	require.Contains(t, p.log.String(), "stopped")
+}
+
+func TestConfigErrorsExit2NamingFileLineAndKey(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600))
+		return name
+	}
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown-agent.yaml", "routing:\n  rules:\n    - name: bugs\n      agent: tirage\n      match:\n        labels: [bug]\n",
+			`unknown-agent.yaml:4: routing.rules[0].agent: unknown agent "tirage"`},
+		{"unknown-key.yaml", "server:\n  listn: 127.0.0.1:1\n", "unknown-key.yaml:2: server.listn"},
+		{"bad-regex.yaml", "routing:\n  rules:\n    - name: r\n      agent: coder\n      match:\n        text: \"(\"\n",
+			"bad-regex.yaml:6: routing.rules[0].match.text"},
+		{"wrong-type.yaml", "workers: many\n", "wrong-type.yaml:1: workers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := write(tt.name, tt.body)
+			for _, args := range [][]string{
+				{"config", "check", "--config", file},
+				{"explain", "--config", file, "--text", "hi"},
+				{"serve", "--config", file, "--listen", freeAddr(t)},
+			} {
+				r := run(t, dir, nil, args...)
+				require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+				require.Contains(t, r.stderr, tt.want, args)
+			}
+		})
+	}
+	r := run(t, dir, nil, "config", "check", "--config", "missing.yaml")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "missing.yaml")
+
+	r = run(t, dir, nil, "config", "check")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "<defaults>: ok")
+}
+
+func TestExplainOffline(t *testing.T) {
+	dir := t.TempDir()
+	cfg := `routing:
+  commands:
+    ship: ops
+  rules:
+    - name: bugs
+      priority: 100
+      agent: coder
+      match:
+        labels: [bug]
+    - name: migrations
+      priority: 50
+      agent: reviewer
+      match:
+        kinds: ["github.pull_request.*"]
+        paths: ["db/**/*.sql"]
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--text", "@coder fix it"}, `{"agent":"coder","reason":"mention @coder","rule":""}`},
+		{[]string{"--text", "/deploy staging"}, `{"agent":"ops","reason":"command /deploy","rule":""}`},
+		{[]string{"--text", "/ship it"}, `{"agent":"ops","reason":"command /ship","rule":""}`},
+		{[]string{"--text", "/unknown x"}, `{"agent":"triage","reason":"default","rule":""}`},
+		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"agent":"coder","reason":"rule \"bugs\" (priority 100)","rule":"bugs"}`},
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"agent":"reviewer","reason":"rule \"migrations\" (priority 50)","rule":"migrations"}`},
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "src/x.go"}, `{"agent":"triage","reason":"default","rule":""}`},
+	}
+	for _, tt := range tests {
+		r := run(t, dir, nil, append([]string{"explain", "--json"}, tt.args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.JSONEq(t, tt.want, r.stdout, tt.args)
+	}
+	r := run(t, dir, nil, "explain", "--text", "@coder hi")
+	require.Equal(t, "coder (mention @coder)\n", r.stdout)
+
+	r = run(t, dir, nil, "rules", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "bugs")
+	require.Less(t, strings.Index(r.stdout, "bugs"), strings.Index(r.stdout, "migrations"), "higher priority first")
+	require.Contains(t, r.stdout, "/ship → ops")
+}
+
+func TestVersionAndUsageErrors(t *testing.T) {
+	r := run(t, t.TempDir(), nil, "version")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "switchyard ")
+	r = run(t, t.TempDir(), nil, "send", "--no-such-flag", "x")
+	require.Equal(t, 2, r.code)
+}
