@@ -1,0 +1,341 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
+)
+
+// DefaultApprovalTimeout is how long a call waits for a person; then it is
+// denied.
+const DefaultApprovalTimeout = 15 * time.Minute
+
+// ApprovalStatus is where an approval stands.
+type ApprovalStatus string
+
+const (
+	ApprovalPending   ApprovalStatus = "pending"
+	ApprovalApproved  ApprovalStatus = "approved"
+	ApprovalRejected  ApprovalStatus = "rejected"
+	ApprovalExpired   ApprovalStatus = "expired"
+	ApprovalCancelled ApprovalStatus = "cancelled"
+)
+
+// Approval is one call waiting for, or decided by, a person. Arguments are
+// redacted.
+type Approval struct {
+	ID            string         `json:"id"`
+	Status        ApprovalStatus `json:"status"`
+	Tool          string         `json:"tool"`
+	Arguments     string         `json:"arguments"`
+	Reason        string         `json:"reason"`
+	Agent         string         `json:"agent"`
+	Profile       string         `json:"profile"`
+	SessionKey    string         `json:"session_key"`
+	WorkItemID    string         `json:"work_item_id,omitempty"`
+	JobID         string         `json:"job_id,omitempty"`
+	CorrelationID string         `json:"correlation_id,omitempty"`
+	Approvers     []string       `json:"approvers"`
+	CreatedAt     time.Time      `json:"created_at"`
+	ExpiresAt     time.Time      `json:"expires_at"`
+	DecidedAt     *time.Time     `json:"decided_at,omitempty"`
+	DecidedBy     string         `json:"decided_by,omitempty"`
+}
+
+// Notifier asks the thread a call came from for a decision, and tells it
+// the outcome. The Slack integration answers with buttons; the local
+// console with `switchyard approvals`.
+type Notifier interface {
+	ApprovalRequested(ctx context.Context, a Approval) error
+	ApprovalResolved(ctx context.Context, a Approval) error
+}
+
+// ApproverLists says who may approve calls of a profile; Engine implements
+// it.
+type ApproverLists interface {
+	Approvers(profile string) []string
+}
+
+// ApprovalOptions configure Approvals.
+type ApprovalOptions struct {
+	// Approvers is required.
+	Approvers ApproverLists
+	// Notifier asks the thread; nil means approvals are only listed.
+	Notifier Notifier
+	// Audit records every decision; nil records nothing.
+	Audit *Auditor
+	// Redactor masks secrets in the arguments shown to approvers; nil
+	// withholds the arguments.
+	Redactor Redactor
+	// Timeout defaults to DefaultApprovalTimeout.
+	Timeout time.Duration
+	// Keep is how many decided approvals List remembers; default 100.
+	Keep   int
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Approvals holds the calls waiting for a person. A waiting call blocks its
+// run, so pending approvals live as long as the process that waits: after a
+// restart the run is retried from its job, and asks again.
+type Approvals struct {
+	opts ApprovalOptions
+
+	mu      sync.Mutex
+	pending map[string]*pendingApproval
+	decided []Approval // most recent last
+}
+
+type pendingApproval struct {
+	Approval
+	done     chan struct{}
+	approved bool
+}
+
+var _ tools.Approver = (*Approvals)(nil)
+
+// NewApprovals returns an empty Approvals.
+func NewApprovals(opts ApprovalOptions) (*Approvals, error) {
+	if opts.Approvers == nil {
+		return nil, errors.New("approvals: no approver lists")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultApprovalTimeout
+	}
+	if opts.Keep <= 0 {
+		opts.Keep = 100
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Approvals{opts: opts, pending: map[string]*pendingApproval{}}, nil
+}
+
+// ErrApprovalTimeout is the error of a call nobody decided in time.
+var ErrApprovalTimeout = errors.New("nobody approved it in time, so it is denied")
+
+// Approve implements tools.Approver: it records the call as pending, asks
+// the thread, and blocks until a person decides, the approval expires
+// (denied, with ErrApprovalTimeout) or ctx ends (cancelled).
+func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string) (bool, error) {
+	now := a.opts.Now()
+	args := "[withheld: no redactor configured]"
+	if a.opts.Redactor != nil {
+		args = a.opts.Redactor.Redact(capText(string(call.Input), maxAuditArgs))
+	}
+	p := &pendingApproval{
+		Approval: Approval{
+			ID: newID("ap", now), Status: ApprovalPending, Tool: call.Tool.Name, Arguments: args, Reason: reason,
+			Agent: call.Agent, Profile: call.Profile, SessionKey: call.SessionKey, WorkItemID: call.WorkItemID,
+			JobID: call.JobID, CorrelationID: call.CorrelationID, Approvers: a.opts.Approvers.Approvers(call.Profile),
+			CreatedAt: now, ExpiresAt: now.Add(a.opts.Timeout),
+		},
+		done: make(chan struct{}),
+	}
+	if a.opts.Redactor != nil {
+		p.Reason = a.opts.Redactor.Redact(p.Reason)
+	}
+	a.mu.Lock()
+	a.pending[p.ID] = p
+	snapshot := p.Approval
+	a.mu.Unlock()
+	a.notify(ctx, snapshot, true)
+
+	timer := time.NewTimer(a.opts.Timeout)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		a.mu.Lock()
+		res := p.Approval
+		approved := p.approved
+		a.mu.Unlock()
+		a.finish(ctx, res)
+		return approved, nil
+	case <-timer.C:
+		if res, ok := a.close(p, ApprovalExpired); ok {
+			a.finish(ctx, res)
+			return false, fmt.Errorf("%w (no decision within %s)", ErrApprovalTimeout, a.opts.Timeout)
+		}
+	case <-ctx.Done():
+		if res, ok := a.close(p, ApprovalCancelled); ok {
+			// The run is gone; record the outcome without its context.
+			a.finish(context.WithoutCancel(ctx), res)
+			return false, ctx.Err()
+		}
+	}
+	// A decision raced the timer or the context and won.
+	<-p.done
+	a.mu.Lock()
+	res, approved := p.Approval, p.approved
+	a.mu.Unlock()
+	a.finish(ctx, res)
+	return approved, nil
+}
+
+// close ends a pending approval without a person's decision; ok is false
+// when a decision came first.
+func (a *Approvals) close(p *pendingApproval, status ApprovalStatus) (Approval, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.Status != ApprovalPending {
+		return Approval{}, false
+	}
+	now := a.opts.Now()
+	p.Status, p.DecidedAt = status, &now
+	delete(a.pending, p.ID)
+	a.remember(p.Approval)
+	close(p.done)
+	return p.Approval, true
+}
+
+// remember keeps a decided approval for List; the caller holds mu.
+func (a *Approvals) remember(ap Approval) {
+	a.decided = append(a.decided, ap)
+	if over := len(a.decided) - a.opts.Keep; over > 0 {
+		a.decided = slices.Delete(a.decided, 0, over)
+	}
+}
+
+func (a *Approvals) finish(ctx context.Context, ap Approval) {
+	if a.opts.Audit != nil {
+		decision := map[ApprovalStatus]string{
+			ApprovalApproved: AuditApproved, ApprovalRejected: AuditRejected,
+			ApprovalExpired: AuditExpired, ApprovalCancelled: AuditCancelled,
+		}[ap.Status]
+		err := a.opts.Audit.Record(ctx, AuditRecord{
+			Decision: decision, Rule: "approval", Reason: ap.Reason, Tool: ap.Tool, Arguments: ap.Arguments,
+			Agent: ap.Agent, Profile: ap.Profile, WorkItemID: ap.WorkItemID, JobID: ap.JobID,
+			SessionKey: ap.SessionKey, CorrelationID: ap.CorrelationID, ApprovalID: ap.ID, By: ap.DecidedBy,
+		})
+		if err != nil {
+			a.opts.Logger.LogAttrs(ctx, slog.LevelError, "audit record failed", slog.String("approval", ap.ID),
+				slog.String("error", err.Error()))
+		}
+	}
+	a.notify(ctx, ap, false)
+}
+
+func (a *Approvals) notify(ctx context.Context, ap Approval, requested bool) {
+	if a.opts.Notifier == nil {
+		return
+	}
+	var err error
+	if requested {
+		err = a.opts.Notifier.ApprovalRequested(ctx, ap)
+	} else {
+		err = a.opts.Notifier.ApprovalResolved(ctx, ap)
+	}
+	if err != nil {
+		a.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "approval notification failed", slog.String("approval", ap.ID),
+			slog.String("thread", ap.SessionKey), slog.String("error", err.Error()))
+	}
+}
+
+// List returns the pending approvals, oldest first, and with all also the
+// recently decided ones, newest first after them.
+func (a *Approvals) List(all bool) []Approval {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Approval, 0, len(a.pending))
+	for _, p := range a.pending {
+		out = append(out, p.Approval)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	if all {
+		for i := len(a.decided) - 1; i >= 0; i-- {
+			out = append(out, a.decided[i])
+		}
+	}
+	return out
+}
+
+// Get returns one approval, pending or recently decided.
+func (a *Approvals) Get(id string) (Approval, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.pending[id]; ok {
+		return p.Approval, nil
+	}
+	for _, d := range a.decided {
+		if d.ID == id {
+			return d, nil
+		}
+	}
+	return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found", id)
+}
+
+// Grant approves a pending call on behalf of by.
+func (a *Approvals) Grant(ctx context.Context, id, by string) (Approval, error) {
+	return a.Decide(ctx, id, true, by)
+}
+
+// Reject denies a pending call on behalf of by.
+func (a *Approvals) Reject(ctx context.Context, id, by string) (Approval, error) {
+	return a.Decide(ctx, id, false, by)
+}
+
+// Decide records a person's decision. Only the profile's approvers may
+// decide (bot.EUNAUTHORIZED otherwise); an approval already decided or
+// expired is a bot.ECONFLICT, an unknown one bot.ENOTFOUND.
+func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by string) (Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return Approval{}, err
+	}
+	by = strings.TrimSpace(by)
+	if by == "" {
+		return Approval{}, bot.Errorf(bot.EINVALID, "approval %q: who decides is required", id)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.pending[id]
+	if !ok {
+		for _, d := range a.decided {
+			if d.ID == id {
+				who := ""
+				if d.DecidedBy != "" {
+					who = " by " + d.DecidedBy
+				}
+				return d, bot.Errorf(bot.ECONFLICT, "approval %q is already %s%s", id, d.Status, who)
+			}
+		}
+		return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found (it may have expired; approvals wait %s)", id, a.opts.Timeout)
+	}
+	if !mayApprove(p.Approvers, by) {
+		who := "nobody"
+		if len(p.Approvers) > 0 {
+			who = strings.Join(p.Approvers, ", ")
+		}
+		return Approval{}, bot.Errorf(bot.EUNAUTHORIZED, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, p.Profile, who)
+	}
+	now := a.opts.Now()
+	p.Status = ApprovalRejected
+	if approve {
+		p.Status = ApprovalApproved
+	}
+	p.approved, p.DecidedBy, p.DecidedAt = approve, by, &now
+	delete(a.pending, id)
+	a.remember(p.Approval)
+	close(p.done)
+	return p.Approval, nil
+}
+
+func mayApprove(approvers []string, by string) bool {
+	for _, a := range approvers {
+		if a == AnyApprover || strings.EqualFold(a, by) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,552 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/switchyard/switchyard/agents/tools"
+)
+
+// Skill is what a loaded skill restricts. AllowedTools nil means the skill
+// declares no allow list; an empty, non-nil list allows no tool. Forbidden
+// tools are refused whatever else allows them. Control tools (enable_skill,
+// disable_skill, handoff_to) are exempt from allow lists, so a skill can
+// always be unloaded.
+type Skill struct {
+	Name           string   `json:"name" yaml:"name"`
+	AllowedTools   []string `json:"allowed_tools" yaml:"allowed_tools"`
+	ForbiddenTools []string `json:"forbidden_tools" yaml:"forbidden_tools"`
+}
+
+// SkillSource gives the skills the agent making a call has loaded. The
+// runtime implements it from its record of enable_skill calls.
+type SkillSource interface {
+	ActiveSkills(ctx context.Context, cc tools.CallContext) []Skill
+}
+
+// ToolPermissions gives the permissions a tool declares it needs; packages
+// declare them for their command tools in their manifests. ok is false for
+// a tool that declares nothing.
+type ToolPermissions interface {
+	ToolPermissions(t tools.Info) (perms []Permission, ok bool)
+}
+
+// Options configure an Engine.
+type Options struct {
+	// Profiles are the custom profiles of the config file (profiles:).
+	Profiles map[string]ProfileConfig
+	// Skills gives each call's loaded skills; nil means none are loaded.
+	Skills SkillSource
+	// ToolPermissions gives what tools declare they need; nil means
+	// nothing is declared.
+	ToolPermissions ToolPermissions
+	// Audit records denials, approval requests and sensitive calls; nil
+	// records nothing.
+	Audit *Auditor
+	// ProtectedBranches are the branch globs pushing to needs merge; nil
+	// means DefaultProtectedBranches.
+	ProtectedBranches []string
+	Logger            *slog.Logger
+}
+
+// Decision is what the Engine decided about a call, with the rule that
+// decided ("profile:read-only/permission:write") and the reason the model
+// reads.
+type Decision struct {
+	Verdict tools.Verdict `json:"verdict"`
+	Reason  string        `json:"reason"`
+	Rule    string        `json:"rule"`
+	Profile string        `json:"profile"`
+	// Sensitive marks an allowed call worth an audit record: it uses a
+	// permission beyond the workspace (push, merge, ci, deploy, secrets,
+	// network, admin), a path outside it, or needed approval.
+	Sensitive bool `json:"sensitive,omitempty"`
+	// Permissions are those the call uses.
+	Permissions []Permission `json:"permissions,omitempty"`
+}
+
+// Engine is the one enforcement point: every tool call passes the
+// intersection of its agent's tools list, required_agent, its loaded
+// skills and its permission profile, with the profile's shell and path
+// policy applied to the call's arguments. It is safe for concurrent use.
+type Engine struct {
+	profiles  map[string]*Profile
+	cmds      map[string]handler
+	branches  []string
+	skills    SkillSource
+	toolPerms ToolPermissions
+	audit     *Auditor
+	parsers   sync.Pool
+	log       *slog.Logger
+}
+
+var (
+	_ tools.Policy   = (*Engine)(nil)
+	_ tools.Profiles = (*Engine)(nil)
+)
+
+// New compiles the profiles and returns the Engine. Problems with the
+// profiles come back as *bot.FieldError values joined with errors.Join,
+// each at its config path: profiles.deployer.extends: unknown profile "x".
+func New(opts Options) (*Engine, error) {
+	profiles, err := compileProfiles(opts.Profiles)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		profiles:  profiles,
+		cmds:      newCommandTable(),
+		branches:  opts.ProtectedBranches,
+		skills:    opts.Skills,
+		toolPerms: opts.ToolPermissions,
+		audit:     opts.Audit,
+		log:       opts.Logger,
+	}
+	if e.branches == nil {
+		e.branches = DefaultProtectedBranches()
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.parsers.New = func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }
+	return e, nil
+}
+
+// ValidateProfiles checks the profiles section of a config without building
+// an Engine, for `switchyard config check`.
+func ValidateProfiles(cfg map[string]ProfileConfig) error {
+	_, err := compileProfiles(cfg)
+	return err
+}
+
+// Names returns every profile name, sorted: what agent definitions are
+// validated against.
+func (e *Engine) Names() []string {
+	names := make([]string, 0, len(e.profiles))
+	for n := range e.profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Profiles returns every profile, the built-in ones first, for `switchyard
+// policy profiles`.
+func (e *Engine) Profiles() []Profile {
+	out := make([]Profile, 0, len(e.profiles))
+	for _, n := range builtinNames() {
+		out = append(out, *e.profiles[n])
+	}
+	for _, n := range e.Names() {
+		if p := e.profiles[n]; !p.Builtin {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+// Profile returns the named profile.
+func (e *Engine) Profile(name string) (Profile, bool) {
+	p, ok := e.profiles[name]
+	if !ok {
+		return Profile{}, false
+	}
+	return *p, true
+}
+
+// Network reports whether bash of an agent with the profile may reach the
+// network: what the sandbox is told.
+func (e *Engine) Network(profile string) bool {
+	p, ok := e.profiles[profile]
+	return ok && p.Network
+}
+
+// Approvers returns who may approve calls of the profile.
+func (e *Engine) Approvers(profile string) []string {
+	if p, ok := e.profiles[profile]; ok {
+		return slices.Clone(p.Approvers)
+	}
+	return nil
+}
+
+// Forbids implements tools.Profiles: whether the profile can never allow
+// the tool, whatever its arguments. An unknown profile forbids everything.
+func (e *Engine) Forbids(profile string, t tools.Info) bool {
+	p, ok := e.profiles[profile]
+	if !ok {
+		return true
+	}
+	return e.toolGate(p, t) != nil
+}
+
+// Check implements tools.Policy: it decides the call, with the skills the
+// agent has loaded, and records denials, approval requests and sensitive
+// calls in the audit log. A sensitive call that cannot be recorded is
+// refused.
+func (e *Engine) Check(ctx context.Context, call tools.Call) tools.Decision {
+	var skills []Skill
+	if e.skills != nil {
+		skills = e.skills.ActiveSkills(ctx, call.CallContext)
+	}
+	d, err := e.decide(call, skills)
+	if err != nil {
+		d = Decision{Verdict: tools.Deny, Profile: call.Profile, Rule: "input:invalid", Reason: "denied: " + err.Error()}
+	}
+	if e.audit != nil && (d.Verdict != tools.Allow || d.Sensitive) {
+		if err := e.audit.RecordCall(ctx, call, d); err != nil {
+			e.log.LogAttrs(ctx, slog.LevelError, "audit record failed", slog.String("tool", call.Tool.Name),
+				slog.String("agent", call.Agent), slog.String("error", err.Error()))
+			if d.Verdict == tools.Allow {
+				d = Decision{Verdict: tools.Deny, Profile: d.Profile, Rule: "audit:unavailable",
+					Reason: "denied: this call must be recorded in the audit log, and the audit log cannot be written"}
+			}
+		}
+	}
+	return tools.Decision{Verdict: d.Verdict, Reason: d.Reason}
+}
+
+// Decide decides a call with the given loaded skills and records nothing.
+// Input that is not what the tool takes is refused.
+func (e *Engine) Decide(call tools.Call, skills []Skill) Decision {
+	d, err := e.decide(call, skills)
+	if err != nil {
+		return Decision{Verdict: tools.Deny, Profile: call.Profile, Rule: "input:invalid", Reason: "denied: " + err.Error()}
+	}
+	return d
+}
+
+// inputError is a call whose input cannot be read: bad input to the offline
+// check, a refusal at run time.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }
+
+func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
+	t, s := call.Tool, call.Scope
+	deny := func(rule, reason string) Decision {
+		return Decision{Verdict: tools.Deny, Rule: rule, Reason: reason, Profile: s.Profile}
+	}
+	p, ok := e.profiles[s.Profile]
+	if !ok {
+		return deny("profile:unknown", fmt.Sprintf("denied: agent %q names profile %q, which does not exist", s.Agent, s.Profile)), nil
+	}
+	if t.RequiredAgent != "" && t.RequiredAgent != s.Agent {
+		return deny("required_agent", fmt.Sprintf("denied: tool %q may only be called by agent %q (required_agent)", t.Name, t.RequiredAgent)), nil
+	}
+	if ok, reason := tools.Visible(t, s, nil); !ok {
+		return deny("agent:"+s.Agent+"/tools", fmt.Sprintf("denied by agent %q: %s", s.Agent, reason)), nil
+	}
+	for _, sk := range dedupSkills(skills) {
+		if matchTool(sk.ForbiddenTools, t.Name) {
+			return deny("skill:"+sk.Name+"/forbidden_tools", fmt.Sprintf("denied by skill %q: tool %q is forbidden (forbidden_tools)", sk.Name, t.Name)), nil
+		}
+		if sk.AllowedTools != nil && t.Kind != tools.KindControl && !matchTool(sk.AllowedTools, t.Name) {
+			return deny("skill:"+sk.Name+"/allowed_tools", fmt.Sprintf("denied by skill %q: tool %q is not in its allowed_tools", sk.Name, t.Name)), nil
+		}
+	}
+	byProfile := func(f *finding) Decision {
+		return deny("profile:"+p.Name+"/"+f.rule, fmt.Sprintf("denied by profile %q: %s", p.Name, f.reason))
+	}
+	if f := e.toolGate(p, t); f != nil {
+		return byProfile(f), nil
+	}
+	used := e.toolNeeds(t)
+	if listed, _ := p.allowsTool(t.Name); listed {
+		used = 0
+	}
+	var approval *finding
+	if p.toolNeedsApproval(t.Name) {
+		approval = &finding{rule: "approval:" + t.Name, reason: fmt.Sprintf("tool %q needs approval", t.Name)}
+	}
+	outside := false
+	if t.Kind == tools.KindCore || t.Kind == "" {
+		f, a, u, out, err := e.checkArgs(p, call)
+		if err != nil {
+			return Decision{}, err
+		}
+		if f != nil {
+			return byProfile(f), nil
+		}
+		if approval == nil {
+			approval = a
+		}
+		used |= u
+		outside = out
+	}
+	d := Decision{Verdict: tools.Allow, Rule: "profile:" + p.Name + "/allow", Profile: p.Name, Permissions: used.list()}
+	d.Reason = fmt.Sprintf("allowed by profile %q", p.Name)
+	if approval != nil {
+		d.Verdict = tools.NeedsApproval
+		d.Rule = "profile:" + p.Name + "/" + approval.rule
+		d.Reason = fmt.Sprintf("profile %q requires approval: %s", p.Name, approval.reason)
+	}
+	d.Sensitive = used&sensitivePerms != 0 || outside || approval != nil
+	return d, nil
+}
+
+func dedupSkills(skills []Skill) []Skill {
+	if len(skills) < 2 {
+		return skills
+	}
+	seen := map[string]bool{}
+	out := make([]Skill, 0, len(skills))
+	for _, s := range skills {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func matchTool(list []string, name string) bool {
+	for _, t := range list {
+		if t == name {
+			return true
+		}
+		if ok, _ := path.Match(t, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// toolGate decides whether the profile allows the tool at all.
+func (e *Engine) toolGate(p *Profile, t tools.Info) *finding {
+	listed, hasList := p.allowsTool(t.Name)
+	if hasList && !listed {
+		return &finding{rule: "tools", reason: fmt.Sprintf("tool %q is not in the profile's tools list", t.Name)}
+	}
+	if listed {
+		return nil
+	}
+	if missing := e.toolNeeds(t) &^ p.perms; missing != 0 {
+		return &finding{rule: "permission:" + missingName(missing), reason: fmt.Sprintf("tool %q is not allowed (needs the %s permission)", t.Name, missing)}
+	}
+	return nil
+}
+
+// toolNeeds is what a tool needs at the least, before its arguments are
+// looked at.
+func (e *Engine) toolNeeds(t tools.Info) perms {
+	if e.toolPerms != nil {
+		if declared, ok := e.toolPerms.ToolPermissions(t); ok {
+			var need perms
+			for _, p := range declared {
+				if bit, ok := permBit(p); ok {
+					need |= bit
+				}
+			}
+			return need
+		}
+	}
+	switch t.Kind {
+	case tools.KindAgent, tools.KindControl:
+		return 0
+	case tools.KindCommand:
+		return pExec
+	}
+	switch t.Name {
+	case tools.ReadFile, tools.ListDirectory, tools.SearchFiles, tools.Bash:
+		return pRead
+	case tools.WriteFile, tools.EditFile:
+		return pWrite
+	}
+	return namedNeeds(t.Name)
+}
+
+// namedNeeds reads what an integration tool (github_merge_pull_request,
+// slack_post_message) needs from the words of its name, for tools that
+// declare nothing.
+func namedNeeds(name string) perms {
+	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' })
+	has := func(ws ...string) bool {
+		for _, w := range words {
+			if slices.Contains(ws, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("secret", "secrets", "token", "credential", "credentials"):
+		return pSecrets
+	case has("deploy", "deployment", "release", "rollback", "rollout"):
+		return pDeploy
+	case has("merge"):
+		return pMerge
+	case has("workflow", "workflows", "ci") && !has("get", "list", "view", "read", "show", "status"):
+		return pCI
+	case has("get", "list", "search", "read", "view", "show", "fetch", "find", "describe", "status", "diff", "lookup"):
+		return pRead
+	}
+	return pPush
+}
+
+// checkArgs applies the path and shell policy to a core tool's input. It
+// returns a refusal, an approval, the permissions used and whether a path
+// outside the workspace is involved; an error for input that cannot be
+// read.
+func (e *Engine) checkArgs(p *Profile, call tools.Call) (deny, approval *finding, used perms, outside bool, err error) {
+	var in map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(call.Input))
+	if err := dec.Decode(&in); err != nil || in == nil {
+		return nil, nil, 0, false, &inputError{fmt.Sprintf("tool %q input is not a JSON object", call.Tool.Name)}
+	}
+	str := func(key string) (string, error) {
+		raw, ok := in[key]
+		if !ok {
+			return "", nil
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", &inputError{fmt.Sprintf("tool %q input: %s must be a string", call.Tool.Name, key)}
+		}
+		return s, nil
+	}
+	var acc access
+	var pathKey string
+	switch call.Tool.Name {
+	case tools.ReadFile, tools.ListDirectory, tools.SearchFiles:
+		acc, pathKey = accRead, "path"
+	case tools.WriteFile, tools.EditFile:
+		acc, pathKey = accWrite, "path"
+	case tools.Bash:
+		cmd, err := str("command")
+		if err != nil {
+			return nil, nil, 0, false, err
+		}
+		if strings.TrimSpace(cmd) == "" {
+			return nil, nil, 0, false, &inputError{"tool \"bash\" input: command is required"}
+		}
+		ws, werr := newWorkspace(call.Workspace)
+		if werr != nil {
+			return &finding{rule: "workspace", reason: "the run has no workspace, so the command's paths cannot be checked"}, nil, 0, false, nil
+		}
+		c := e.newChecker(p, ws)
+		defer e.parsers.Put(c.parser)
+		c.script(cmd, cwds{ws.real})
+		return c.deny, c.approval, c.used, c.outside, nil
+	default:
+		return nil, nil, 0, false, nil
+	}
+	rel, err := str(pathKey)
+	if err != nil {
+		return nil, nil, 0, false, err
+	}
+	if rel == "" {
+		if acc == accWrite {
+			return nil, nil, 0, false, &inputError{fmt.Sprintf("tool %q input: path is required", call.Tool.Name)}
+		}
+		rel = "."
+	}
+	ws, werr := newWorkspace(call.Workspace)
+	if werr != nil {
+		return &finding{rule: "workspace", reason: "the run has no workspace, so paths cannot be checked"}, nil, 0, false, nil
+	}
+	r := ws.resolve(ws.real, rel)
+	u := pathUse{acc: acc, tree: call.Tool.Name == tools.SearchFiles || call.Tool.Name == tools.ListDirectory}
+	if d, out := p.checkPath(r, u, false); d != nil {
+		return &finding{rule: d.rule, reason: d.reason}, nil, 0, false, nil
+	} else {
+		outside = out
+	}
+	used = pRead
+	if acc == accWrite {
+		used = pWrite
+	}
+	return nil, nil, used, outside, nil
+}
+
+func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
+	return &checker{
+		p:        p,
+		ws:       ws,
+		cmds:     e.cmds,
+		branches: e.branches,
+		parser:   e.parsers.Get().(*syntax.Parser),
+		funcs:    map[string]*syntax.Stmt{},
+		active:   map[string]bool{},
+		clean:    map[string]bool{},
+		seen:     map[*syntax.CallExpr]bool{},
+		dirs:     cwds{ws.real},
+	}
+}
+
+// CheckRequest is a call checked offline, by `switchyard policy check`.
+type CheckRequest struct {
+	Profile string
+	// Agent, AgentTools and Package describe the calling agent; an empty
+	// AgentTools means every core tool, as for a definition without one.
+	Agent      string
+	AgentTools []string
+	Package    string
+	Skills     []Skill
+	// Workspace is the directory paths are resolved in; "" means the
+	// current directory.
+	Workspace string
+	// Tool is the tool called; a Kind left empty is core for the core
+	// tools' names.
+	Tool  tools.Info
+	Input json.RawMessage
+}
+
+// CheckOffline decides req without recording anything. Its error is bad
+// input (an unknown profile, a tool input that is not JSON), which the CLI
+// exits 2 for; otherwise the decision's verdict says allow, deny or
+// needs_approval.
+func (e *Engine) CheckOffline(req CheckRequest) (Decision, error) {
+	if _, ok := e.profiles[req.Profile]; !ok {
+		return Decision{}, fmt.Errorf("unknown profile %q (known: %s)", req.Profile, strings.Join(e.Names(), ", "))
+	}
+	if req.Tool.Name == "" {
+		return Decision{}, errors.New("no tool named")
+	}
+	if req.Tool.Kind == "" {
+		switch {
+		case slices.Contains(tools.CoreNames(), req.Tool.Name):
+			req.Tool.Kind = tools.KindCore
+		case strings.HasPrefix(req.Tool.Name, "agent_"):
+			req.Tool.Kind = tools.KindAgent
+		}
+	}
+	ws := req.Workspace
+	if ws == "" {
+		ws = "."
+	}
+	w, err := newWorkspace(ws)
+	if err != nil {
+		return Decision{}, err
+	}
+	input := req.Input
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if !json.Valid(input) {
+		return Decision{}, fmt.Errorf("tool input is not valid JSON")
+	}
+	agent := req.Agent
+	if agent == "" {
+		agent = "(offline)"
+	}
+	call := tools.Call{
+		CallContext: tools.CallContext{
+			Scope:     tools.Scope{Agent: agent, Tools: req.AgentTools, Profile: req.Profile, Package: req.Package},
+			Workspace: w.root,
+		},
+		Tool:  req.Tool,
+		Input: input,
+	}
+	return e.decide(call, req.Skills)
+}

@@ -1,0 +1,421 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// workspace is the directory a run is confined to, with its real path
+// (symbolic links resolved) that every resolved path is compared with.
+type workspace struct {
+	root string // absolute and clean, as configured
+	real string // root with symbolic links resolved
+	home string // what ~ means: the workspace, as the bash tool sets HOME
+}
+
+func newWorkspace(dir string) (*workspace, error) {
+	if dir == "" {
+		return nil, errors.New("no workspace")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	return &workspace{root: abs, real: real, home: real}, nil
+}
+
+// resolved is a path as the kernel would reach it.
+type resolved struct {
+	raw string // as the command or tool wrote it
+	abs string // absolute, every existing symbolic link followed
+	rel string // slash-separated, relative to the workspace; "" outside it
+	in  bool   // inside the workspace
+	// escaped means the path is inside the workspace as written but leads
+	// out of it through a symbolic link.
+	escaped bool
+	// special is a device every profile may use: /dev/null, /dev/stdout …
+	special bool
+	// network is bash's /dev/tcp or /dev/udp.
+	network bool
+}
+
+// maxLinks bounds the symbolic links followed for one path, as the kernel
+// does (40).
+const maxLinks = 40
+
+// resolve resolves p, relative to cwd (a real directory inside the
+// workspace), the way the kernel would: component by component, following
+// every existing symbolic link, including one that points nowhere (writing
+// through it creates its target), and treating ".." after a link as the
+// parent of where the link leads. Components that do not exist are taken
+// as written.
+func (w *workspace) resolve(cwd, p string) resolved {
+	r := resolved{raw: p}
+	if !filepath.IsAbs(p) {
+		p = cwd + "/" + p
+	}
+	switch clean := filepath.Clean(p); {
+	case isSpecialDevice(clean):
+		r.special, r.abs, r.in = true, clean, true
+		return r
+	case strings.HasPrefix(clean, "/dev/tcp/") || strings.HasPrefix(clean, "/dev/udp/"):
+		r.network, r.abs = true, clean
+		return r
+	}
+	lexIn := w.within(filepath.Clean(p))
+
+	// Start from the workspace's real path when the path is written under
+	// it: that skips resolving the components above, which are known.
+	cur, rest := "/", p
+	for _, prefix := range []string{w.real, w.root} {
+		if p == prefix {
+			cur, rest = w.real, ""
+			break
+		}
+		if strings.HasPrefix(p, prefix+"/") {
+			cur, rest = w.real, p[len(prefix)+1:]
+			break
+		}
+	}
+	links := 0
+	missing := false
+	for rest != "" {
+		var comp string
+		comp, rest, _ = strings.Cut(rest, "/")
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := join(cur, comp)
+		if missing {
+			cur = next
+			continue
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			missing = true
+			cur = next
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		links++
+		target, err := os.Readlink(next)
+		if err != nil || links > maxLinks {
+			// Unreadable or looping: say it leads nowhere we know, which
+			// is outside.
+			r.abs, r.escaped = next, lexIn
+			return r
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		if rest == "" {
+			rest = target
+		} else {
+			rest = target + "/" + rest
+		}
+	}
+	r.abs = cur
+	if rel, ok := w.relative(cur); ok {
+		r.in, r.rel = true, rel
+	} else {
+		r.escaped = lexIn
+	}
+	return r
+}
+
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+func (w *workspace) within(abs string) bool {
+	for _, root := range []string{w.real, w.root} {
+		if abs == root || strings.HasPrefix(abs, root+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// relative returns abs relative to the workspace's real path, "." for the
+// workspace itself.
+func (w *workspace) relative(abs string) (string, bool) {
+	if abs == w.real {
+		return ".", true
+	}
+	if rest, ok := strings.CutPrefix(abs, w.real+"/"); ok {
+		return rest, true
+	}
+	return "", false
+}
+
+func isSpecialDevice(p string) bool {
+	switch p {
+	case "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+		"/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty":
+		return true
+	}
+	return strings.HasPrefix(p, "/dev/fd/")
+}
+
+// access is what a command does with a path.
+type access uint8
+
+const (
+	accRead access = iota
+	accWrite
+)
+
+func (a access) verb() string {
+	if a == accWrite {
+		return "writing"
+	}
+	return "reading"
+}
+
+// pathUse is one path a call touches.
+type pathUse struct {
+	acc access
+	// tree means the whole tree under the path may be touched: rm -r, a
+	// directory moved or deleted, find -delete.
+	tree bool
+}
+
+// protectedMarkers are what a tree write is probed for: CI/CD config and
+// repository internals at the top of the tree or one level down.
+var protectedMarkers = []string{
+	".git", ".github/workflows", ".github/actions", ".gitlab-ci.yml", ".circleci", ".travis.yml",
+	"Jenkinsfile", "azure-pipelines.yml", ".buildkite", ".drone.yml", ".husky", ".pre-commit-config.yaml",
+}
+
+// protected reports whether a path inside the workspace (slash-separated,
+// relative) is CI/CD configuration, a git hook or repository internals,
+// at any depth, so a repository cloned into a subdirectory is covered too.
+func protected(rel string) bool {
+	if rel == "." || rel == "" {
+		return false
+	}
+	comps := strings.Split(rel, "/")
+	for i, c := range comps {
+		switch c {
+		case ".git", ".circleci", ".buildkite", ".husky", ".woodpecker":
+			return true
+		case ".github":
+			if i+1 < len(comps) {
+				switch comps[i+1] {
+				case "workflows", "actions", "CODEOWNERS":
+					return true
+				}
+			}
+		}
+	}
+	switch comps[len(comps)-1] {
+	case ".gitlab-ci.yml", ".travis.yml", "Jenkinsfile", "azure-pipelines.yml", ".drone.yml",
+		".woodpecker.yml", "bitbucket-pipelines.yml", "cloudbuild.yaml", "cloudbuild.yml",
+		"appveyor.yml", ".pre-commit-config.yaml", "CODEOWNERS":
+		return true
+	}
+	return false
+}
+
+// treeHasProtected probes a directory about to be changed as a whole for
+// protected content at its top and one level down. It is a bounded probe,
+// not a walk: the sandbox and the git history are the backstop for deeper
+// trees.
+func treeHasProtected(abs string) (string, bool) {
+	fi, err := os.Stat(abs)
+	if err != nil || !fi.IsDir() {
+		return "", false
+	}
+	probe := func(dir string) (string, bool) {
+		for _, m := range protectedMarkers {
+			if _, err := os.Lstat(dir + "/" + m); err == nil {
+				return dir + "/" + m, true
+			}
+		}
+		return "", false
+	}
+	if p, ok := probe(abs); ok {
+		return p, true
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	entries, _ := f.ReadDir(256)
+	for _, e := range entries {
+		if e.IsDir() {
+			if p, ok := probe(abs + "/" + e.Name()); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// secretFile reports whether a file name looks like it holds credentials:
+// reading one needs the secrets permission.
+func secretFile(rel string) bool {
+	base := rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		base = rel[i+1:]
+	}
+	switch base {
+	case ".env", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".htpasswd", ".pgpass",
+		"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519":
+		return true
+	case ".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults":
+		return false
+	}
+	if strings.HasPrefix(base, ".env.") {
+		return true
+	}
+	for _, ext := range []string{".pem", ".key", ".p12", ".pfx", ".kdbx", ".keystore", ".jks"} {
+		if strings.HasSuffix(base, ext) {
+			return true
+		}
+	}
+	return strings.HasSuffix(rel, ".aws/credentials") || strings.HasSuffix(rel, ".docker/config.json") ||
+		strings.HasSuffix(rel, ".kube/config")
+}
+
+// covers reports whether glob g matches p or a directory p is in. With tree,
+// it also reports a glob that may match something under p, so that a change
+// of the whole tree is caught.
+func covers(g, p string, tree bool) bool {
+	if doublestar.MatchUnvalidated(g, p) {
+		return true
+	}
+	for dir := p; ; {
+		i := strings.LastIndexByte(dir, '/')
+		if i <= 0 {
+			break
+		}
+		dir = dir[:i]
+		if doublestar.MatchUnvalidated(g, dir) {
+			return true
+		}
+	}
+	if !tree {
+		return false
+	}
+	// Could g match below p? Walk g's components along p's.
+	if p == "." {
+		return !strings.HasPrefix(g, "/")
+	}
+	gc := strings.Split(strings.TrimPrefix(g, "/"), "/")
+	pc := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if strings.HasPrefix(g, "/") != strings.HasPrefix(p, "/") {
+		return false
+	}
+	for i, c := range pc {
+		if i >= len(gc) {
+			return false
+		}
+		if gc[i] == "**" {
+			return true
+		}
+		if ok, _ := doublestar.Match(gc[i], c); !ok {
+			return false
+		}
+	}
+	return len(gc) > len(pc)
+}
+
+// pathDenial is why a path may not be used, and the rule that says so.
+type pathDenial struct {
+	rule, reason string
+}
+
+// checkPath applies p's path rules and the built-in protections to one
+// resolved path. It returns nil when the use is allowed; outside reports a
+// use outside the workspace a profile allowed (worth auditing).
+func (p *Profile) checkPath(r resolved, u pathUse, allowedCmd bool) (d *pathDenial, outside bool) {
+	switch {
+	case r.special:
+		return nil, false
+	case r.network:
+		if !p.perms.has(pNetwork) {
+			return &pathDenial{rule: "path:network", reason: fmt.Sprintf("%q opens a network connection, and the profile has no network access", r.raw)}, false
+		}
+		return nil, false
+	case r.escaped:
+		return &pathDenial{rule: "path:symlink-escape", reason: fmt.Sprintf("%s %q is not allowed: it leads outside the workspace through a symbolic link (to %s)", u.acc.verb(), r.raw, r.abs)}, false
+	}
+	rule := p.Paths.Read
+	field := "paths.read"
+	if u.acc == accWrite {
+		rule, field = p.Paths.Write, "paths.write"
+	}
+	target := r.rel
+	if !r.in {
+		target = r.abs
+	}
+	for _, g := range rule.Deny {
+		if strings.HasPrefix(g, "/") == !r.in && covers(g, target, u.tree) {
+			return &pathDenial{rule: field + ".deny:" + g, reason: fmt.Sprintf("%s %q is denied by %s.deny %q", u.acc.verb(), r.raw, field, g)}, false
+		}
+	}
+	if !r.in {
+		for _, g := range rule.Allow {
+			if strings.HasPrefix(g, "/") && covers(g, r.abs, false) {
+				return nil, true
+			}
+		}
+		return &pathDenial{rule: "path:outside-workspace", reason: fmt.Sprintf("%s %q is not allowed: it is outside the workspace", u.acc.verb(), r.raw)}, false
+	}
+	if u.acc == accWrite {
+		if protected(r.rel) && !p.perms.has(pCI) {
+			return &pathDenial{rule: "path:ci", reason: fmt.Sprintf("writing %q is not allowed: CI/CD config, git hooks and repository internals need the ci permission (maintainer)", r.raw)}, false
+		}
+		if u.tree && !p.perms.has(pCI) {
+			if found, ok := treeHasProtected(r.abs); ok {
+				rel, _ := filepath.Rel(r.abs, found)
+				return &pathDenial{rule: "path:ci", reason: fmt.Sprintf("changing all of %q is not allowed: it holds %s, and CI/CD config, git hooks and repository internals need the ci permission (maintainer)", r.raw, filepath.ToSlash(rel))}, false
+			}
+		}
+	} else if secretFile(r.rel) && !p.perms.has(pSecrets) {
+		return &pathDenial{rule: "path:secrets", reason: fmt.Sprintf("reading %q is not allowed: it looks like a secret, which needs the secrets permission", r.raw)}, false
+	}
+	var relAllow []string
+	for _, g := range rule.Allow {
+		if !strings.HasPrefix(g, "/") {
+			relAllow = append(relAllow, g)
+		}
+	}
+	if len(relAllow) > 0 {
+		for _, g := range relAllow {
+			if covers(g, r.rel, false) {
+				return nil, false
+			}
+		}
+		return &pathDenial{rule: field + ".allow", reason: fmt.Sprintf("%s %q is not allowed: it matches none of %s.allow", u.acc.verb(), r.raw, field)}, false
+	}
+	need, name := pRead, PermRead
+	if u.acc == accWrite {
+		need, name = pWrite, PermWrite
+	}
+	if !p.perms.has(need) && !(allowedCmd && u.acc == accRead) {
+		return &pathDenial{rule: "permission:" + string(name), reason: fmt.Sprintf("%s %q is not allowed (needs the %s permission)", u.acc.verb(), r.raw, name)}, false
+	}
+	return nil, false
+}
