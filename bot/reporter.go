@@ -168,7 +168,7 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 	text := reply
 	if !success {
 		text = fmt.Sprintf("%s could not finish %s: %s", run.agent, run.lead.ID, errText)
-		if reply != "" {
+		if reply != "" && reply != errText {
 			text += "\n\n" + reply
 		}
 	}

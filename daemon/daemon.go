@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
@@ -34,8 +35,10 @@ type Options struct {
 	Console  bool       // serve the local console endpoints
 	DataDir  string
 
-	Router    *bot.Router
-	Runner    bot.Runner // nil: bot.NoRuntime
+	Router *bot.Router
+	// NewRunner builds the agent runtime over the daemon's store; nil runs
+	// bot.NoRuntime, which fails every job with a clear error.
+	NewRunner func(*bolt.Store) (bot.Runner, error)
 	Schedules []bot.Schedule
 
 	Workers     int
@@ -49,8 +52,8 @@ type Options struct {
 	// GitHub and Slack connect those platforms; nil leaves them off.
 	GitHub *config.GitHub
 	Slack  *config.Slack
-	// Agents lists agent names for chat commands such as /switchyard agents.
-	Agents func(ctx context.Context) ([]string, error)
+	// Agents are the agents in effect, for the API and chat commands.
+	Agents *agents.Manager
 
 	Logger  *slog.Logger
 	Version string
@@ -62,6 +65,7 @@ type Daemon struct {
 	opts       Options
 	log        *slog.Logger
 	store      *bolt.Store
+	runner     bot.Runner
 	metrics    *bot.Metrics
 	registry   *prometheus.Registry
 	intake     *bot.Intake
@@ -83,9 +87,6 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Runner == nil {
-		opts.Runner = bot.NoRuntime{}
-	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 30 * time.Second
 	}
@@ -99,7 +100,14 @@ func New(opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, store: store, registry: prometheus.NewRegistry()}
+	var runner bot.Runner = bot.NoRuntime{}
+	if opts.NewRunner != nil {
+		if runner, err = opts.NewRunner(store); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("agent runtime: %w", err)
+		}
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, store: store, runner: runner, registry: prometheus.NewRegistry()}
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.metrics = bot.NewMetrics(d.registry)
 	d.registerGauges()
@@ -110,7 +118,7 @@ func New(opts Options) (*Daemon, error) {
 	})
 	d.reporter = bot.NewReporter(store, d.deliverer.Wake, d.log)
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Runner: opts.Runner, Reporter: d.reporter,
+		Queue: store, Items: store, Runner: runner, Reporter: d.reporter,
 		Workers: opts.Workers, Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, Grace: opts.ShutdownGrace,
 		Metrics: d.metrics, Logger: d.log,
 	})
@@ -177,7 +185,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink) error {
 		a, err := slack.New(slack.Options{
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
-			Intake: d.intake, WorkItems: d.store, Agents: d.opts.Agents, Logger: d.log,
+			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Logger: d.log,
 		})
 		if err != nil {
 			return fmt.Errorf("slack: %w", err)
@@ -237,7 +245,14 @@ func (d *Daemon) routes() http.Handler {
 	if d.opts.Console {
 		local.New(d.intake, d.store, d.log).Mount(api)
 	}
-	admin.New(d.store, d.opts.Router, d.log).Mount(api)
+	ao := admin.Options{Store: d.store, Router: d.opts.Router, Logger: d.log}
+	if d.opts.Agents != nil {
+		ao.Agents = agentCatalog{d.opts.Agents}
+	}
+	if rs, ok := d.runner.(admin.ThreadResetter); ok {
+		ao.Threads = rs
+	}
+	admin.New(ao).Mount(api)
 
 	mux := http.NewServeMux()
 	mux.Handle("/api/", httpapi.RequireToken(d.opts.APIToken, api))
@@ -376,3 +391,28 @@ func (d *Daemon) expireDedup(ctx context.Context) {
 
 // Close releases the store of a daemon that was never served.
 func (d *Daemon) Close() error { return d.store.Close() }
+
+// agentCatalog shows the agent manager to the admin API.
+type agentCatalog struct{ m *agents.Manager }
+
+func (c agentCatalog) ListAgents() any { return c.m.Summaries() }
+
+func (c agentCatalog) GetAgent(name string) (any, bool) {
+	d, ok := c.m.Get(name)
+	if !ok {
+		return nil, false
+	}
+	return d.Detail(), true
+}
+
+// agentNames lists agent names for chat commands.
+func (d *Daemon) agentNames(context.Context) ([]string, error) {
+	if d.opts.Agents == nil {
+		return nil, nil
+	}
+	var names []string
+	for _, a := range d.opts.Agents.List() {
+		names = append(names, a.Name)
+	}
+	return names, nil
+}

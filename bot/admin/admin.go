@@ -18,19 +18,39 @@ type Store interface {
 	ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, error)
 }
 
+// AgentCatalog lists the agents in effect. Values are rendered as JSON as
+// they are, so the agent manager decides their shape.
+type AgentCatalog interface {
+	ListAgents() any
+	GetAgent(name string) (any, bool)
+}
+
+// ThreadResetter forgets the conversation agents had in a thread.
+type ThreadResetter interface {
+	ResetThread(ctx context.Context, sessionKey string) (int, error)
+}
+
+// Options configure the API; Store and Router are required.
+type Options struct {
+	Store   Store
+	Router  bot.Decider
+	Agents  AgentCatalog   // nil: the agents endpoints answer 503
+	Threads ThreadResetter // nil: reset answers 503
+	Logger  *slog.Logger
+}
+
 // API serves the admin endpoints.
 type API struct {
-	store  Store
-	router bot.Decider
+	opts   Options
 	logger *slog.Logger
 }
 
-// New returns an API over store, explaining decisions with router.
-func New(store Store, router bot.Decider, logger *slog.Logger) *API {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// New returns an API.
+func New(opts Options) *API {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{store: store, router: router, logger: logger}
+	return &API{opts: opts, logger: opts.Logger}
 }
 
 // Mount registers the API's routes on mux.
@@ -39,6 +59,55 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/workitems/{id}", a.getWorkItem)
 	mux.HandleFunc("POST /api/v1/explain", a.explain)
 	mux.HandleFunc("GET /api/v1/ingress", a.listIngress)
+	mux.HandleFunc("GET /api/v1/agents", a.listAgents)
+	mux.HandleFunc("GET /api/v1/agents/{name}", a.getAgent)
+	mux.HandleFunc("POST /api/v1/threads/{thread}/reset", a.resetThread)
+}
+
+func (a *API) listAgents(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Agents == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no agents are loaded"))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, a.opts.Agents.ListAgents())
+}
+
+func (a *API) getAgent(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if a.opts.Agents == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no agents are loaded"))
+		return
+	}
+	ag, ok := a.opts.Agents.GetAgent(name)
+	if !ok {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.ENOTFOUND, "no agent %q", name))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, ag)
+}
+
+// ResetResult is the answer of a thread reset.
+type ResetResult struct {
+	Thread  string `json:"thread"`
+	Cleared int    `json:"cleared"` // conversations forgotten
+}
+
+func (a *API) resetThread(w http.ResponseWriter, r *http.Request) {
+	th, err := bot.ParseThread(r.PathValue("thread"))
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	if a.opts.Threads == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no agent runtime is configured"))
+		return
+	}
+	n, err := a.opts.Threads.ResetThread(r.Context(), th.Key())
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, ResetResult{Thread: th.Key(), Cleared: n})
 }
 
 // WorkItemSummary is one row of the work item list.
@@ -84,7 +153,7 @@ func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Limit = limit
-	items, err := a.store.ListWorkItems(r.Context(), f)
+	items, err := a.opts.Store.ListWorkItems(r.Context(), f)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
@@ -103,12 +172,12 @@ type WorkItemDetail struct {
 }
 
 func (a *API) getWorkItem(w http.ResponseWriter, r *http.Request) {
-	wi, err := a.store.GetWorkItem(r.Context(), r.PathValue("id"))
+	wi, err := a.opts.Store.GetWorkItem(r.Context(), r.PathValue("id"))
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	jobs, err := a.store.ListJobs(r.Context(), wi.ID)
+	jobs, err := a.opts.Store.ListJobs(r.Context(), wi.ID)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
@@ -126,7 +195,7 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.FillFromText()
-	httpapi.JSON(w, http.StatusOK, a.router.Route(&ev))
+	httpapi.JSON(w, http.StatusOK, a.opts.Router.Route(&ev))
 }
 
 func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +204,7 @@ func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	recs, err := a.store.ListIngress(r.Context(), bot.IngressFilter{Reason: r.URL.Query().Get("reason"), Limit: limit})
+	recs, err := a.opts.Store.ListIngress(r.Context(), bot.IngressFilter{Reason: r.URL.Query().Get("reason"), Limit: limit})
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return

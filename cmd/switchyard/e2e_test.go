@@ -64,12 +64,12 @@ func run(t *testing.T, dir string, env []string, args ...string) result {
 
 // daemonProc is a running `switchyard serve`.
 type daemonProc struct {
-	cmd    *exec.Cmd
-	addr   string
-	dir    string
-	log    *bytes.Buffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // its exit error, once done is closed
+	cmd  *exec.Cmd
+	addr string
+	dir  string
+	log  *bytes.Buffer
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit error, once done is closed
 }
 
 // wait waits for the process to exit and returns its exit error.
@@ -92,6 +92,7 @@ func serve(t *testing.T, dir, addr string, args ...string) *daemonProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", addr}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = hermeticEnv()
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
@@ -125,6 +126,21 @@ func serve(t *testing.T, dir, addr string, args ...string) *daemonProc {
 	}
 }
 
+// hermeticEnv keeps the developer's model credentials and a local Ollama
+// out of the daemon under test: with no models configured it must not find
+// one.
+func hermeticEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OLLAMA_HOST", "SWITCHYARD_API_TOKEN":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "OLLAMA_HOST=127.0.0.1:1")
+}
+
 func (p *daemonProc) env() []string { return []string{"SWITCHYARD_SERVER=http://" + p.addr} }
 
 func TestTourFromAFreshDirectory(t *testing.T) {
@@ -144,7 +160,7 @@ func TestTourFromAFreshDirectory(t *testing.T) {
 	r = run(t, dir, p.env(), "thread", "local:default")
 	require.Contains(t, r.stdout, "[status")
 	require.Contains(t, r.stdout, "[reply")
-	require.Contains(t, r.stdout, "no agent runtime is configured")
+	require.Contains(t, r.stdout, `agent "triage" has no model: set models.default in config.yaml`)
 
 	// --wait prints the reply and exits 1 because the work failed.
 	r = run(t, dir, p.env(), "send", "--wait", "--thread", "t2", "/deploy staging")

@@ -30,6 +30,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSendCmd(cl),
 		newThreadCmd(cl),
 		newWorkItemsCmd(cl),
+		newAgentsCmd(cl),
 		newExplainCmd(),
 		newRulesCmd(),
 		newConfigCmd(),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -43,19 +42,18 @@ func newServeCmd() *cobra.Command {
 			if !token.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
 			}
+			newRunner, err := newRuntime(cmd.Context(), cfg, s.agents, token, logger)
+			if err != nil {
+				return err
+			}
 			d, err := daemon.New(daemon.Options{
-				Listen: cfg.Server.Listen, APIToken: token, Console: cfg.Server.Console, DataDir: cfg.DataDir,
+				NewRunner: newRunner,
+				Listen:    cfg.Server.Listen, APIToken: token, Console: cfg.Server.Console, DataDir: cfg.DataDir,
 				Router: s.router, Schedules: cfg.BotSchedules(),
 				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,
 				DedupWindow: cfg.DedupWindow,
 				GitHub:      cfg.GitHub, Slack: cfg.Slack,
-				Agents: func(context.Context) ([]string, error) {
-					var names []string
-					for _, a := range s.agents.List() {
-						names = append(names, a.Name)
-					}
-					return names, nil
-				},
+				Agents: s.agents,
 				Logger: logger, Version: version,
 			})
 			if err != nil {

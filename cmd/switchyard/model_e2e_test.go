@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeOpenAI speaks the chat completions wire format: the first request of
+// a conversation gets a list_directory tool call, the next the final answer
+// naming what the tool returned.
+type fakeOpenAI struct {
+	mu       sync.Mutex
+	requests int
+}
+
+func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	f.mu.Lock()
+	f.requests++
+	f.mu.Unlock()
+	// Give the status message time to show each step.
+	time.Sleep(1100 * time.Millisecond)
+	last := req.Messages[len(req.Messages)-1]
+	w.Header().Set("Content-Type", "application/json")
+	if last.Role != "tool" {
+		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake",
+			"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+			"tool_calls":[{"id":"call_1","type":"function","function":{"name":"list_directory","arguments":"{\"path\":\".\"}"}}]}}],
+			"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
+		return
+	}
+	answer, _ := json.Marshal("The workspace holds: " + fmt.Sprint(last.Content))
+	fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","created":2,"model":"fake",
+		"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%s}}],
+		"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}`, answer)
+}
+
+func TestSendWaitRunsAToolCallAgainstAModelServer(t *testing.T) {
+	fake := &fakeOpenAI{}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake-model\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	r := run(t, dir, p.env(), "send", "--wait", "--thread", "files", "@coder list the files")
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.Contains(t, r.stdout, "coder (mention @coder)")
+	require.Contains(t, r.stdout, "The workspace holds:")
+	fake.mu.Lock()
+	require.Equal(t, 2, fake.requests, "one tool call, then the answer")
+	fake.mu.Unlock()
+
+	r = run(t, dir, p.env(), "thread", "files", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var msgs []struct {
+		ID, Kind, Text string
+		Edits          int
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &msgs))
+	require.Len(t, msgs, 2, "one status message and the reply: %s", r.stdout)
+	require.Equal(t, "status", msgs[0].Kind)
+	require.GreaterOrEqual(t, msgs[0].Edits, 1, "the status message was edited in place as the agent worked")
+	require.True(t, strings.HasPrefix(msgs[0].Text, "✅ coder finished"), msgs[0].Text)
+	require.Equal(t, "reply", msgs[1].Kind)
+	require.Contains(t, msgs[1].Text, "The workspace holds:")
+}
+
+func TestSendWaitWithNoModelExits1(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "send", "--wait", "@coder list the files")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, `agent "coder" has no model: set models.default in config.yaml (see config.example.yaml)`)
+}
+
+func TestAgentsListShowsSources(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "coder.md"), []byte(
+		"---\nname: coder\ndescription: Our own coder, tuned for this team.\nprofile: contributor\n---\nYou write Go the way this team does.\n"), 0o600))
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "agents", "list", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	sources := map[string]any{}
+	for _, a := range list {
+		require.ElementsMatch(t, []string{"name", "description", "source", "model", "profile", "mode", "tools"}, keysOf(a))
+		sources[a["name"].(string)] = a["source"]
+	}
+	require.Equal(t, "user", sources["coder"])
+	require.Equal(t, "builtin", sources["ops"])
+
+	r = run(t, dir, p.env(), "agents", "show", "coder")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "You write Go the way this team does.")
+	r = run(t, dir, p.env(), "agents", "show", "nobody")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `no agent "nobody"`)
+}
