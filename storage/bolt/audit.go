@@ -1,0 +1,189 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// The audit log lives in one top-level bucket of its own, created by the
+// first record, so files written before the policy existed need no
+// migration. Records are opaque documents (package agents/policy encodes
+// them), keyed by time so a listing since a moment is a seek:
+//
+//	audit/records      time (8) + seq (8) → document
+//	audit/by_decision  decision + 0x00 + time (8) + seq (8) → ""
+//
+// The sequence keeps records of the same nanosecond apart and in append
+// order.
+var (
+	bucketAudit     = []byte("audit")
+	auditRecords    = []byte("records")
+	auditByDecision = []byte("by_decision")
+)
+
+const (
+	auditKeyLen         = 16 // time + sequence
+	defaultAuditLimit   = 100
+	maxAuditLimit       = 10_000
+	maxAuditDecisionLen = 64
+)
+
+// auditBuckets returns the inner buckets, creating them in a writable
+// transaction; in a read-only one they are nil until the first record.
+func auditBuckets(tx *bolt.Tx) (records, byDecision *bolt.Bucket, err error) {
+	if !tx.Writable() {
+		top := tx.Bucket(bucketAudit)
+		if top == nil {
+			return nil, nil, nil
+		}
+		return top.Bucket(auditRecords), top.Bucket(auditByDecision), nil
+	}
+	top, err := tx.CreateBucketIfNotExists(bucketAudit)
+	if err != nil {
+		return nil, nil, err
+	}
+	if records, err = top.CreateBucketIfNotExists(auditRecords); err != nil {
+		return nil, nil, err
+	}
+	if byDecision, err = top.CreateBucketIfNotExists(auditByDecision); err != nil {
+		return nil, nil, err
+	}
+	return records, byDecision, nil
+}
+
+func validAuditDecision(decision string) error {
+	if decision == "" || len(decision) > maxAuditDecisionLen || strings.ContainsRune(decision, 0) {
+		return bot.Errorf(bot.EINVALID, "audit decision %q: want 1-%d characters without NUL", decision, maxAuditDecisionLen)
+	}
+	return nil
+}
+
+// AppendAudit adds one audit document at the given time under decision.
+func (s *Store) AppendAudit(ctx context.Context, at time.Time, decision string, doc []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validAuditDecision(decision); err != nil {
+		return err
+	}
+	if len(doc) == 0 {
+		return bot.Errorf(bot.EINVALID, "audit record: empty document")
+	}
+	return s.update("append audit record", func(t txn) error {
+		records, byDecision, err := auditBuckets(t.tx)
+		if err != nil {
+			return err
+		}
+		seq, err := records.NextSequence()
+		if err != nil {
+			return err
+		}
+		key := append(timeKey(at), seqKey(seq)...)
+		if err := records.Put(key, doc); err != nil {
+			return err
+		}
+		idx := make([]byte, 0, len(decision)+1+len(key))
+		idx = append(append(append(idx, decision...), 0), key...)
+		return byDecision.Put(idx, []byte{})
+	})
+}
+
+// ListAudit returns the documents recorded at or after since (zero: all),
+// of the decision ("": any), newest first, at most limit (0: 100; at most
+// 10000).
+func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string, limit int) ([][]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if decision != "" {
+		if err := validAuditDecision(decision); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case limit <= 0:
+		limit = defaultAuditLimit
+	case limit > maxAuditLimit:
+		limit = maxAuditLimit
+	}
+	var floor []byte
+	if !since.IsZero() {
+		floor = timeKey(since)
+	}
+	var out [][]byte
+	err := s.view("list audit records", func(t txn) error {
+		records, byDecision, err := auditBuckets(t.tx)
+		if err != nil || records == nil {
+			return err
+		}
+		take := func(key []byte) bool {
+			if floor != nil && bytes.Compare(key[:8], floor) < 0 {
+				return false
+			}
+			if v := records.Get(key); v != nil {
+				out = append(out, bytes.Clone(v))
+			}
+			return len(out) < limit
+		}
+		if decision == "" {
+			return scanAll(records, true, func(k, _ []byte) (bool, error) {
+				if len(k) != auditKeyLen {
+					return true, nil
+				}
+				return take(k), nil
+			})
+		}
+		prefix := append([]byte(decision), 0)
+		return scanPrefix(byDecision, prefix, auditKeyLen, true, func(k, _ []byte) (bool, error) {
+			return take(k[len(prefix):]), nil
+		})
+	})
+	return out, err
+}
+
+// PruneAudit removes the records made before cutoff and returns how many it
+// removed: the retention upkeep of the audit log.
+func (s *Store) PruneAudit(ctx context.Context, cutoff time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	end := timeKey(cutoff)
+	n := 0
+	err := s.update("prune audit records", func(t txn) error {
+		records, byDecision, err := auditBuckets(t.tx)
+		if err != nil {
+			return err
+		}
+		var old [][]byte
+		c := records.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k[:min(8, len(k))], end) < 0; k, _ = c.Next() {
+			old = append(old, bytes.Clone(k))
+		}
+		for _, k := range old {
+			if err := records.Delete(k); err != nil {
+				return err
+			}
+		}
+		var idx [][]byte
+		ic := byDecision.Cursor()
+		for k, _ := ic.First(); k != nil; k, _ = ic.Next() {
+			if len(k) > auditKeyLen && bytes.Compare(k[len(k)-auditKeyLen:len(k)-auditKeyLen+8], end) < 0 {
+				idx = append(idx, bytes.Clone(k))
+			}
+		}
+		for _, k := range idx {
+			if err := byDecision.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(old)
+		return nil
+	})
+	return n, err
+}
