@@ -34,19 +34,19 @@ func TestAuditListsNewestFirstByTimeAndDecision(t *testing.T) {
 
 	docs, err = s.ListAudit(ctx, time.Time{}, "", 0)
 	require.NoError(t, err)
-	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":3}`, `{"n":2}`, `{"n":1}`, `{"n":0}`}, strs(docs))
+	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":3}`, `{"n":2}`, `{"n":1}`, `{"n":0}`}, auditDocs(docs))
 
 	docs, err = s.ListAudit(ctx, time.Time{}, "deny", 0)
 	require.NoError(t, err)
-	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":2}`, `{"n":0}`}, strs(docs))
+	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":2}`, `{"n":0}`}, auditDocs(docs))
 
 	docs, err = s.ListAudit(ctx, base.Add(2*time.Minute), "deny", 0)
 	require.NoError(t, err)
-	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":2}`}, strs(docs), "since is inclusive")
+	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":2}`}, auditDocs(docs), "since is inclusive")
 
 	docs, err = s.ListAudit(ctx, base.Add(time.Minute), "", 2)
 	require.NoError(t, err)
-	require.Equal(t, []string{`{"n":5}`, `{"n":4}`}, strs(docs))
+	require.Equal(t, []string{`{"n":5}`, `{"n":4}`}, auditDocs(docs))
 
 	docs, err = s.ListAudit(ctx, time.Time{}, "expired", 0)
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestAuditListsNewestFirstByTimeAndDecision(t *testing.T) {
 	require.Len(t, docs, 4)
 	docs, err = s.ListAudit(ctx, time.Time{}, "deny", 0)
 	require.NoError(t, err)
-	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":2}`}, strs(docs))
+	require.Equal(t, []string{`{"n":5}`, `{"n":4}`, `{"n":2}`}, auditDocs(docs))
 }
 
 func TestAuditRefusesBadInput(t *testing.T) {
@@ -89,7 +89,7 @@ func TestAuditRefusesBadInput(t *testing.T) {
 	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err))
 }
 
-func strs(docs [][]byte) []string {
+func auditDocs(docs [][]byte) []string {
 	out := make([]string, len(docs))
 	for i, d := range docs {
 		out[i] = string(d)
