@@ -490,3 +490,28 @@ func count[T comparable](s []T, v T) int {
 	}
 	return n
 }
+
+func TestHandedOffThreadKeepsItsOwnerUntilItFinishes(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: toAgent("triage"), Threads: store})
+	send := func(text string) *bot.WorkItem {
+		res, err := intake.Ingest(ctx, &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: text, Thread: bot.LocalThread("t")})
+		require.NoError(t, err)
+		return res.WorkItem
+	}
+	first := send("the site is down")
+	_, err := store.RerouteWorkItem(ctx, first.ID, bot.Hop{From: "triage", To: "ops", Reason: "incident", At: time.Now()})
+	require.NoError(t, err)
+
+	next := send("any news?")
+	require.Equal(t, "ops", next.Route.Agent)
+	require.Equal(t, bot.RouteHandoff, next.Route.Kind())
+	require.Contains(t, next.Route.Reason, "@ops owns this thread")
+
+	// Once the handed-off work is finished, the thread routes as usual.
+	claim, err := store.ClaimNext(ctx, bot.ClaimRequest{Owner: "w", Now: time.Now(), Lease: time.Minute, MaxAttempts: 3})
+	require.NoError(t, err)
+	require.NoError(t, store.FinishJob(ctx, bot.JobOutcome{JobID: claim.Job.ID, Owner: "w", Now: time.Now(), Success: true, Summary: "fixed"}))
+	require.Equal(t, "triage", send("thanks").Route.Agent)
+}

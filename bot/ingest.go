@@ -28,11 +28,21 @@ type IntakeOptions struct {
 	// ingress records with reason no_route (GitHub: a PR opened without a
 	// matching rule must not start an agent).
 	ExplicitOnly []string
+	// Threads, when set, lets a thread's owner keep it: while a work item
+	// that was handed off to another agent is unfinished, messages the
+	// router would send to a content or default agent go to that owner
+	// instead; once it finishes, routing is as usual again.
+	Threads WorkItemLister
 	// Accepted is called after a work item is persisted (not for
 	// duplicates): the reporter reacts, the dispatcher wakes up.
 	Accepted func(ctx context.Context, wi *WorkItem, ev *Event)
 	// Now defaults to time.Now.
 	Now func() time.Time
+}
+
+// WorkItemLister lists a thread's work items; bot.WorkItemStore has it.
+type WorkItemLister interface {
+	ListWorkItems(ctx context.Context, f WorkItemFilter) ([]WorkItem, error)
 }
 
 // Intake turns events into persisted work items or ingress records. Sources
@@ -68,6 +78,11 @@ func NewIntake(opts IntakeOptions) *Intake {
 func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
 	ev.FillFromText()
 	route := in.opts.Router.Route(ev)
+	if k := route.Kind(); (k == RouteContent || k == RouteDefault) && in.opts.Threads != nil && !ev.Thread.IsZero() {
+		if owner, ok := in.owner(ctx, ev.Thread); ok {
+			route = owner
+		}
+	}
 	req := in.request(ev)
 	if in.explicit[ev.Source] {
 		switch route.Kind() {
@@ -98,6 +113,22 @@ func (in *Intake) IngestRouted(ctx context.Context, ev *Event, route Route, pare
 	req.Route = &route
 	req.ParentID = parentID
 	return in.store(ctx, ev, req)
+}
+
+// owner returns the route to the agent a thread was handed off to, while
+// that work item is unfinished.
+func (in *Intake) owner(ctx context.Context, th Thread) (Route, bool) {
+	items, err := in.opts.Threads.ListWorkItems(ctx, WorkItemFilter{Thread: th.Key(), Limit: 10})
+	if err != nil {
+		in.opts.Logger.Warn("look up thread owner", slog.String("thread", th.Key()), slog.String("error", err.Error()))
+		return Route{}, false
+	}
+	for _, wi := range items {
+		if len(wi.Hops) > 0 && !wi.Status.Finished() {
+			return Route{Agent: wi.Route.Agent, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true
+		}
+	}
+	return Route{}, false
 }
 
 func (in *Intake) request(ev *Event) IngestRequest {

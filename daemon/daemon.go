@@ -100,6 +100,14 @@ func New(opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Jobs still running in the file belong to a process that died: hand
+	// them back now instead of after their lease.
+	if n, err := store.ExpireOrphanedLeases(context.Background(), time.Now()); err != nil {
+		store.Close()
+		return nil, err
+	} else if n > 0 {
+		opts.Logger.Warn("reclaiming jobs of a previous process that did not stop cleanly", slog.Int("jobs", n))
+	}
 	var runner bot.Runner = bot.NoRuntime{}
 	if opts.NewRunner != nil {
 		if runner, err = opts.NewRunner(store); err != nil {
@@ -126,6 +134,7 @@ func New(opts Options) (*Daemon, error) {
 		Store: store, Router: opts.Router, Metrics: d.metrics, Logger: d.log,
 		DedupWindow:  opts.DedupWindow,
 		ExplicitOnly: []string{bot.SourceGitHub},
+		Threads:      store,
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
 			d.reporter.Accepted(ctx, wi)
 			d.dispatcher.Wake()
