@@ -223,7 +223,7 @@ func runsCode(bits perms) handler {
 }
 
 func unknownCommand(c *checker, inv *invocation) cwds {
-	if !inv.allowed && !c.p.perms.has(pExec) {
+	if !inv.allowed && !c.perms.has(pExec) {
 		c.denyf("permission:exec", "command %q is not allowed (it is not a known read-only command; running other programs needs the exec permission)", inv.name)
 		return inv.cwd
 	}
@@ -300,8 +300,13 @@ func newCommandTable() map[string]handler {
 	reg(dateHandler, "date")
 	reg(hostnameHandler, "hostname")
 
+	// Shell builtins that touch no file and run nothing: any profile whose
+	// tools include bash may use them.
+	reg(needOnly(0), "echo", "true", "false", ":", "pwd", "test", "[", "exit", "return", "break", "continue",
+		"shift", "wait", "jobs", "type", "which", "getopts", "times", "umask", "dirs", "caller")
+
 	// Commands whose arguments are not paths.
-	reg(needOnly(pRead), "echo", "printf", "true", "false", ":", "pwd", "sleep", "yes", "seq", "expr",
+	reg(needOnly(pRead), "printf", "tr", "true", "false", ":", "pwd", "sleep", "yes", "seq", "expr",
 		"basename", "dirname", "whoami", "id", "groups", "uname", "nproc", "arch", "getconf", "locale",
 		"tty", "printenv", "logname", "users", "uptime", "which", "type", "help", "jobs", "wait", "times",
 		"umask", "ulimit", "unset", "shift", "shopt", "getopts", "test", "[", "break", "continue",
@@ -310,6 +315,7 @@ func newCommandTable() map[string]handler {
 		"tput", "clear", "reset", "stty", "bc", "factor", "cal", "ncal", "w", "who",
 		"last", "top", "htop", "vmstat", "iostat", "lscpu", "lsb_release")
 	reg(readVarsHandler, "read", "mapfile", "readarray")
+	reg(unsetHandler, "unset")
 	reg(printfHandler, "printf")
 	reg(setHandler, "set")
 	reg(declHandler, "declare", "typeset", "local", "export", "readonly")
@@ -636,6 +642,26 @@ func readVarsHandler(c *checker, inv *invocation) cwds {
 	return inv.cwd
 }
 
+// unsetHandler: unset can remove a function, after which its name runs a
+// program again.
+func unsetHandler(c *checker, inv *invocation) cwds {
+	if !c.need(inv, pRead) {
+		return inv.cwd
+	}
+	for _, w := range inv.argv[1:] {
+		if !w.lit {
+			for _, f := range c.funcs {
+				f.sure = false
+			}
+			return inv.cwd
+		}
+		if f, ok := c.funcs[w.s]; ok {
+			f.sure = false
+		}
+	}
+	return inv.cwd
+}
+
 func printfHandler(c *checker, inv *invocation) cwds {
 	if !c.need(inv, pRead) {
 		return inv.cwd
@@ -647,7 +673,7 @@ func printfHandler(c *checker, inv *invocation) cwds {
 			return inv.cwd
 		}
 		name, _, _ := strings.Cut(args[1].s, "[")
-		if shellSensitive(name) && !c.p.perms.has(pExec) {
+		if shellSensitive(name) && !c.perms.has(pExec) {
 			c.denyf("shell:environment", "setting %s is not allowed: it changes what the shell runs (needs the exec permission)", name)
 			return inv.cwd
 		}
@@ -663,7 +689,7 @@ func setHandler(c *checker, inv *invocation) cwds {
 	args := inv.argv[1:]
 	for i, w := range args {
 		if !w.lit {
-			if !c.p.perms.has(pExec) {
+			if !c.perms.has(pExec) {
 				c.denyf("shell:environment", "set with an argument that is not a literal is not allowed")
 			}
 			return inv.cwd
@@ -694,14 +720,14 @@ func declHandler(c *checker, inv *invocation) cwds {
 	exported := inv.name == "export"
 	for _, w := range inv.argv[1:] {
 		if !w.lit {
-			if !c.p.perms.has(pExec) {
+			if !c.perms.has(pExec) {
 				c.denyf("shell:environment", "%s with an argument that is not a literal (%s) is not allowed: it could assign any variable", inv.name, w.source())
 			}
 			return inv.cwd
 		}
 		if strings.HasPrefix(w.s, "-") {
 			exported = exported || strings.Contains(w.s, "x")
-			if strings.ContainsAny(w.s, "ni") && !c.p.perms.has(pExec) {
+			if strings.ContainsAny(w.s, "ni") && !c.perms.has(pExec) {
 				c.denyf("shell:environment", "%s %s is not allowed here (needs the exec permission)", inv.name, w.s)
 				return inv.cwd
 			}
@@ -709,7 +735,7 @@ func declHandler(c *checker, inv *invocation) cwds {
 		}
 		name, _, _ := strings.Cut(w.s, "=")
 		name, _, _ = strings.Cut(name, "[")
-		if !c.p.perms.has(pExec) && (exported || shellSensitive(name)) && !envSafe(name) {
+		if !c.perms.has(pExec) && (exported || shellSensitive(name)) && !envSafe(name) {
 			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
 			return inv.cwd
 		}
@@ -981,7 +1007,7 @@ func sedHandler(c *checker, inv *invocation) cwds {
 			fromOpts = true
 			if o.val != nil {
 				c.usePath(inv, *o.val, pathUse{acc: accRead})
-				if !sandboxed && !c.p.perms.has(pExec) && !inv.allowed {
+				if !sandboxed && !c.perms.has(pExec) && !inv.allowed {
 					c.denyf("permission:exec", "sed -f is not allowed: the policy cannot see what the script file does (needs the exec permission)")
 					return inv.cwd
 				}
@@ -1429,7 +1455,7 @@ assigns:
 		if !w.lit || !ok || !validName(name) {
 			break
 		}
-		if !c.p.perms.has(pExec) && !envSafe(name) && !inv.allowed {
+		if !c.perms.has(pExec) && !envSafe(name) && !inv.allowed {
 			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
 			return inv.cwd
 		}
@@ -1744,9 +1770,9 @@ func fcHandler(c *checker, inv *invocation) cwds {
 // the bash tool sets to the workspace; cd - goes back to any directory the
 // script has been in.
 func cdHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
-		return inv.cwd
-	}
+	// Changing directory reads nothing; the commands that follow are
+	// checked from where it leads.
+	inv = &invocation{name: inv.name, argv: inv.argv, cwd: inv.cwd, sub: inv.sub, allowed: true}
 	_, pos := parseOpts(inv.argv[1:], optSpec{})
 	if len(pos) == 0 {
 		return cwds{c.ws.home}
@@ -1778,9 +1804,6 @@ func cdHandler(c *checker, inv *invocation) cwds {
 }
 
 func popdHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
-		return inv.cwd
-	}
 	return union(inv.cwd, c.dirs)
 }
 

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -88,6 +90,9 @@ type Engine struct {
 	toolPerms ToolPermissions
 	audit     *Auditor
 	parsers   sync.Pool
+	// realRoots caches each workspace's real path: resolving it costs a
+	// system call per component, more than the rest of a check.
+	realRoots sync.Map // string → string
 	log       *slog.Logger
 }
 
@@ -271,7 +276,11 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 	}
 	outside := false
 	if t.Kind == tools.KindCore || t.Kind == "" {
-		f, a, u, out, err := e.checkArgs(p, call)
+		var grant perms
+		if listed, _ := p.allowsTool(t.Name); listed {
+			grant = e.toolNeeds(t)
+		}
+		f, a, u, out, err := e.checkArgs(p, call, grant)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -398,10 +407,9 @@ func namedNeeds(name string) perms {
 // returns a refusal, an approval, the permissions used and whether a path
 // outside the workspace is involved; an error for input that cannot be
 // read.
-func (e *Engine) checkArgs(p *Profile, call tools.Call) (deny, approval *finding, used perms, outside bool, err error) {
+func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, approval *finding, used perms, outside bool, err error) {
 	var in map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(call.Input))
-	if err := dec.Decode(&in); err != nil || in == nil {
+	if err := json.Unmarshal(call.Input, &in); err != nil || in == nil {
 		return nil, nil, 0, false, &inputError{fmt.Sprintf("tool %q input is not a JSON object", call.Tool.Name)}
 	}
 	str := func(key string) (string, error) {
@@ -430,10 +438,12 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call) (deny, approval *finding
 		if strings.TrimSpace(cmd) == "" {
 			return nil, nil, 0, false, &inputError{"tool \"bash\" input: command is required"}
 		}
-		ws, werr := newWorkspace(call.Workspace)
+		ws, werr := e.workspace(call.Workspace)
 		if werr != nil {
 			return &finding{rule: "workspace", reason: "the run has no workspace, so the command's paths cannot be checked"}, nil, 0, false, nil
 		}
+		// Listing bash in a profile's tools lets it be called; the
+		// commands in it still need permissions or commands.allow.
 		c := e.newChecker(p, ws)
 		defer e.parsers.Put(c.parser)
 		c.script(cmd, cwds{ws.real})
@@ -451,13 +461,13 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call) (deny, approval *finding
 		}
 		rel = "."
 	}
-	ws, werr := newWorkspace(call.Workspace)
+	ws, werr := e.workspace(call.Workspace)
 	if werr != nil {
 		return &finding{rule: "workspace", reason: "the run has no workspace, so paths cannot be checked"}, nil, 0, false, nil
 	}
 	r := ws.resolve(ws.real, rel)
 	u := pathUse{acc: acc, tree: call.Tool.Name == tools.SearchFiles || call.Tool.Name == tools.ListDirectory}
-	if d, out := p.checkPath(r, u, false); d != nil {
+	if d, out := p.checkPath(r, u, grant); d != nil {
 		return &finding{rule: d.rule, reason: d.reason}, nil, 0, false, nil
 	} else {
 		outside = out
@@ -469,14 +479,45 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call) (deny, approval *finding
 	return nil, nil, used, outside, nil
 }
 
+// workspace returns the workspace of a call. The real path of its root is
+// resolved once and then only confirmed to still be a directory: the
+// directories above a workspace belong to the daemon, not to agents.
+func (e *Engine) workspace(dir string) (*workspace, error) {
+	if dir == "" {
+		return nil, errors.New("no workspace")
+	}
+	abs := dir
+	if !filepath.IsAbs(abs) {
+		var err error
+		if abs, err = filepath.Abs(dir); err != nil {
+			return nil, fmt.Errorf("workspace %s: %w", dir, err)
+		}
+	}
+	abs = filepath.Clean(abs)
+	if v, ok := e.realRoots.Load(abs); ok {
+		real := v.(string)
+		if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
+			return &workspace{root: abs, real: real, home: real}, nil
+		}
+		e.realRoots.Delete(abs)
+	}
+	w, err := newWorkspace(abs)
+	if err != nil {
+		return nil, err
+	}
+	e.realRoots.Store(abs, w.real)
+	return w, nil
+}
+
 func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
 	return &checker{
 		p:        p,
+		perms:    p.perms,
 		ws:       ws,
 		cmds:     e.cmds,
 		branches: e.branches,
 		parser:   e.parsers.Get().(*syntax.Parser),
-		funcs:    map[string]*syntax.Stmt{},
+		funcs:    map[string]*funcDef{},
 		active:   map[string]bool{},
 		clean:    map[string]bool{},
 		seen:     map[*syntax.CallExpr]bool{},
@@ -525,7 +566,7 @@ func (e *Engine) CheckOffline(req CheckRequest) (Decision, error) {
 	if ws == "" {
 		ws = "."
 	}
-	w, err := newWorkspace(ws)
+	w, err := e.workspace(ws)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -254,7 +254,7 @@ func gitHandler(c *checker, inv *invocation) cwds {
 			c.need(inv, pExec)
 		}
 	default:
-		if !inv.allowed && !c.p.perms.has(pExec) {
+		if !inv.allowed && !c.perms.has(pExec) {
 			c.denyf("git:unknown", "command %q is not allowed: %q is not a git subcommand the policy knows (it may be an alias or a git-%s program; running those needs the exec permission)", "git "+sub, sub, sub)
 			return inv.cwd
 		}
@@ -437,9 +437,12 @@ func gitPush(c *checker, inv *invocation, opts []opt, pos []word) cwds {
 			}
 			if dst, ok := pushTarget(w.s); !ok || c.protectedBranch(dst) {
 				need |= pMerge
-				if ok {
+				switch {
+				case ok:
 					why = "branch " + dst + " is protected"
-				} else {
+				case strings.HasPrefix(strings.TrimPrefix(w.s, "+"), ":"):
+					why = "it deletes a remote branch"
+				default:
 					why = "it pushes HEAD, which may be a protected branch; name the branch"
 				}
 				break
@@ -457,6 +460,9 @@ func pushTarget(spec string) (string, bool) {
 	src, dst, hasColon := strings.Cut(spec, ":")
 	if !hasColon {
 		dst = src
+	} else if src == "" {
+		// ":branch" deletes it.
+		return "", false
 	}
 	if dst == "" || dst == "HEAD" || strings.HasPrefix(dst, "@") {
 		return "", false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -199,13 +200,6 @@ type pathUse struct {
 	tree bool
 }
 
-// protectedMarkers are what a tree write is probed for: CI/CD config and
-// repository internals at the top of the tree or one level down.
-var protectedMarkers = []string{
-	".git", ".github/workflows", ".github/actions", ".gitlab-ci.yml", ".circleci", ".travis.yml",
-	"Jenkinsfile", "azure-pipelines.yml", ".buildkite", ".drone.yml", ".husky", ".pre-commit-config.yaml",
-}
-
 // protected reports whether a path inside the workspace (slash-separated,
 // relative) is CI/CD configuration, a git hook or repository internals,
 // at any depth, so a repository cloned into a subdirectory is covered too.
@@ -218,6 +212,11 @@ func protected(rel string) bool {
 		switch c {
 		case ".git", ".circleci", ".buildkite", ".husky", ".woodpecker":
 			return true
+		case ".config":
+			// $HOME is the workspace: git's user configuration.
+			if i+1 < len(comps) && comps[i+1] == "git" {
+				return true
+			}
 		case ".github":
 			if i+1 < len(comps) {
 				switch comps[i+1] {
@@ -230,46 +229,84 @@ func protected(rel string) bool {
 	switch comps[len(comps)-1] {
 	case ".gitlab-ci.yml", ".travis.yml", "Jenkinsfile", "azure-pipelines.yml", ".drone.yml",
 		".woodpecker.yml", "bitbucket-pipelines.yml", "cloudbuild.yaml", "cloudbuild.yml",
-		"appveyor.yml", ".pre-commit-config.yaml", "CODEOWNERS":
+		"appveyor.yml", ".pre-commit-config.yaml", "CODEOWNERS",
+		// Start-up files read from $HOME, which is the workspace: git's
+		// configuration runs programs (core.fsmonitor, aliases), and the
+		// others configure shells and downloads.
+		".gitconfig", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".curlrc", ".wgetrc",
+		".inputrc":
 		return true
 	}
 	return false
 }
 
 // treeHasProtected probes a directory about to be changed as a whole for
-// protected content at its top and one level down. It is a bounded probe,
-// not a walk: the sandbox and the git history are the backstop for deeper
-// trees.
-func treeHasProtected(abs string) (string, bool) {
-	fi, err := os.Stat(abs)
-	if err != nil || !fi.IsDir() {
-		return "", false
-	}
-	probe := func(dir string) (string, bool) {
-		for _, m := range protectedMarkers {
-			if _, err := os.Lstat(dir + "/" + m); err == nil {
-				return dir + "/" + m, true
-			}
-		}
-		return "", false
-	}
-	if p, ok := probe(abs); ok {
-		return p, true
-	}
-	f, err := os.Open(abs)
+// protected content, two levels deep: its entries and theirs. It reads two
+// levels of directory listings and no more; the sandbox and the git
+// history are the backstop for deeper trees.
+func treeHasProtected(abs, rel string) (string, bool) {
+	entries, err := readDirNames(abs)
 	if err != nil {
 		return "", false
 	}
-	defer f.Close()
-	entries, _ := f.ReadDir(256)
 	for _, e := range entries {
-		if e.IsDir() {
-			if p, ok := probe(abs + "/" + e.Name()); ok {
+		if protected(path.Join(rel, e.name)) {
+			return path.Join(rel, e.name), true
+		}
+	}
+	for _, e := range entries {
+		if !e.dir {
+			continue
+		}
+		sub, err := readDirNames(abs + "/" + e.name)
+		if err != nil {
+			continue
+		}
+		for _, s := range sub {
+			if p := path.Join(rel, e.name, s.name); protected(p) || s.name == ".github" && subProtected(abs+"/"+e.name+"/.github") {
 				return p, true
 			}
 		}
 	}
 	return "", false
+}
+
+// subProtected reports whether a .github directory holds workflows or
+// actions.
+func subProtected(dir string) bool {
+	entries, err := readDirNames(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.name == "workflows" || e.name == "actions" || e.name == "CODEOWNERS" {
+			return true
+		}
+	}
+	return false
+}
+
+type dirEntry struct {
+	name string
+	dir  bool
+}
+
+// readDirNames lists at most 256 entries of dir, unsorted.
+func readDirNames(dir string) ([]dirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(256)
+	if err != nil && len(entries) == 0 {
+		return nil, err
+	}
+	out := make([]dirEntry, len(entries))
+	for i, e := range entries {
+		out[i] = dirEntry{name: e.Name(), dir: e.IsDir()}
+	}
+	return out, nil
 }
 
 // secretFile reports whether a file name looks like it holds credentials:
@@ -347,9 +384,11 @@ type pathDenial struct {
 }
 
 // checkPath applies p's path rules and the built-in protections to one
-// resolved path. It returns nil when the use is allowed; outside reports a
-// use outside the workspace a profile allowed (worth auditing).
-func (p *Profile) checkPath(r resolved, u pathUse, allowedCmd bool) (d *pathDenial, outside bool) {
+// resolved path. grant adds the permissions an explicitly allowed command
+// or tool brings for plain reading and writing. It returns nil when the use
+// is allowed; outside reports a use outside the workspace a profile
+// allowed (worth auditing).
+func (p *Profile) checkPath(r resolved, u pathUse, grant perms) (d *pathDenial, outside bool) {
 	switch {
 	case r.special:
 		return nil, false
@@ -388,9 +427,8 @@ func (p *Profile) checkPath(r resolved, u pathUse, allowedCmd bool) (d *pathDeni
 			return &pathDenial{rule: "path:ci", reason: fmt.Sprintf("writing %q is not allowed: CI/CD config, git hooks and repository internals need the ci permission (maintainer)", r.raw)}, false
 		}
 		if u.tree && !p.perms.has(pCI) {
-			if found, ok := treeHasProtected(r.abs); ok {
-				rel, _ := filepath.Rel(r.abs, found)
-				return &pathDenial{rule: "path:ci", reason: fmt.Sprintf("changing all of %q is not allowed: it holds %s, and CI/CD config, git hooks and repository internals need the ci permission (maintainer)", r.raw, filepath.ToSlash(rel))}, false
+			if found, ok := treeHasProtected(r.abs, r.rel); ok {
+				return &pathDenial{rule: "path:ci", reason: fmt.Sprintf("changing all of %q is not allowed: it holds %s, and CI/CD config, git hooks and repository internals need the ci permission (maintainer)", r.raw, found)}, false
 			}
 		}
 	} else if secretFile(r.rel) && !p.perms.has(pSecrets) {
@@ -414,7 +452,7 @@ func (p *Profile) checkPath(r resolved, u pathUse, allowedCmd bool) (d *pathDeni
 	if u.acc == accWrite {
 		need, name = pWrite, PermWrite
 	}
-	if !p.perms.has(need) && !(allowedCmd && u.acc == accRead) {
+	if !(p.perms | grant).has(need) {
 		return &pathDenial{rule: "permission:" + string(name), reason: fmt.Sprintf("%s %q is not allowed (needs the %s permission)", u.acc.verb(), r.raw, name)}, false
 	}
 	return nil, false

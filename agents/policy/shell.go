@@ -33,23 +33,37 @@ type finding struct {
 // them.
 type checker struct {
 	p        *Profile
+	perms    perms
 	ws       *workspace
 	cmds     map[string]handler
 	branches []string
 	parser   *syntax.Parser
 
-	funcs  map[string]*syntax.Stmt
+	funcs  map[string]*funcDef
 	active map[string]bool
 	clean  map[string]bool
 	seen   map[*syntax.CallExpr]bool
 	dirs   cwds // every directory the script has been in, for cd - and popd
 	depth  int
 	steps  int
+	// cond counts the constructs around the current point that may not
+	// run, or run in a subshell: a function defined inside one may not
+	// exist where it is called.
+	cond int
 
 	deny     *finding
 	approval *finding
 	used     perms
 	outside  bool
+}
+
+// funcDef is a function the script defines. sure means it is defined
+// unconditionally at the top of the script it is called from, so a call
+// runs it and not a program of the same name.
+type funcDef struct {
+	body  *syntax.Stmt
+	sure  bool
+	depth int
 }
 
 // cwds is the set of directories (real, absolute, inside the workspace)
@@ -159,6 +173,10 @@ func (c *checker) stmt(s *syntax.Stmt, cwd cwds) (succ, all cwds) {
 	for _, r := range s.Redirs {
 		c.redirect(r, cwd)
 	}
+	if s.Background || s.Coprocess || s.Disown {
+		c.cond++
+		defer func() { c.cond-- }()
+	}
 	succ, all = c.command(s.Cmd, cwd)
 	switch {
 	case s.Background || s.Coprocess || s.Disown:
@@ -176,6 +194,8 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 	case *syntax.CallExpr:
 		return c.call(x, cwd)
 	case *syntax.BinaryCmd:
+		c.cond++
+		defer func() { c.cond-- }()
 		switch x.Op {
 		case syntax.AndStmt:
 			s1, a1 := c.stmt(x.X, cwd)
@@ -193,21 +213,29 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 			return cwd, cwd
 		}
 	case *syntax.Subshell:
+		c.cond++
 		c.stmts(x.Stmts, cwd)
+		c.cond--
 		return cwd, cwd
 	case *syntax.Block:
 		a := c.stmts(x.Stmts, cwd)
 		return a, a
 	case *syntax.IfClause:
+		c.cond++
 		a := c.ifClause(x, cwd)
+		c.cond--
 		return a, a
 	case *syntax.WhileClause:
+		c.cond++
+		defer func() { c.cond-- }()
 		a := c.loop(cwd, func(cur cwds) cwds {
 			a := c.stmts(x.Cond, cur)
 			return union(a, c.stmts(x.Do, a))
 		})
 		return a, a
 	case *syntax.ForClause:
+		c.cond++
+		defer func() { c.cond-- }()
 		switch l := x.Loop.(type) {
 		case *syntax.WordIter:
 			clean := l.InPos.IsValid()
@@ -230,6 +258,8 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		a := c.loop(cwd, func(cur cwds) cwds { return c.stmts(x.Do, cur) })
 		return a, a
 	case *syntax.CaseClause:
+		c.cond++
+		defer func() { c.cond-- }()
 		c.subst(x.Word, cwd)
 		out := cwd
 		for _, it := range x.Items {
@@ -244,7 +274,7 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 			c.denyf("shell:unsupported", "anonymous functions are not supported")
 			return cwd, cwd
 		}
-		c.funcs[x.Name.Value] = x.Body
+		c.funcs[x.Name.Value] = &funcDef{body: x.Body, sure: c.cond == 0 && c.depth == 1, depth: c.depth}
 		// Check the body where it is defined, so a function never called
 		// is checked too; calls check it again from where they are.
 		c.callFunc(x.Name.Value, cwd)
@@ -269,6 +299,8 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		}
 		return cwd, cwd
 	case *syntax.CoprocClause:
+		c.cond++
+		defer func() { c.cond-- }()
 		if x.Name != nil {
 			c.subst(x.Name, cwd)
 		}
@@ -304,12 +336,14 @@ func (c *checker) loop(cwd cwds, body func(cwds) cwds) cwds {
 }
 
 func (c *checker) callFunc(name string, cwd cwds) cwds {
-	body := c.funcs[name]
-	if body == nil || c.active[name] {
+	f := c.funcs[name]
+	if f == nil || c.active[name] {
 		return cwd
 	}
 	c.active[name] = true
-	_, all := c.stmt(body, cwd)
+	c.cond++
+	_, all := c.stmt(f.body, cwd)
+	c.cond--
 	delete(c.active, name)
 	return all
 }
@@ -372,10 +406,14 @@ func (c *checker) subst(n syntax.Node, cwd cwds) {
 		}
 		switch x := n.(type) {
 		case *syntax.CmdSubst:
+			c.cond++
 			c.stmts(x.Stmts, cwd)
+			c.cond--
 			return false
 		case *syntax.ProcSubst:
+			c.cond++
 			c.stmts(x.Stmts, cwd)
+			c.cond--
 			return false
 		case *syntax.ArithmExp:
 			c.arithVars(x.X)
@@ -410,7 +448,7 @@ func (c *checker) arith(x syntax.ArithmExpr, cwd cwds) {
 // variables whose values are not known: bash evaluates such a value as an
 // expression, and a value like a[$(rm -rf /)] runs the command.
 func (c *checker) arithVars(x syntax.ArithmExpr) {
-	if c.p.perms.has(pExec) {
+	if c.perms.has(pExec) {
 		return
 	}
 	syntax.Walk(x, func(n syntax.Node) bool {
@@ -571,7 +609,7 @@ func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
 		return
 	}
 	name := a.Name.Value
-	if !c.p.perms.has(pExec) {
+	if !c.perms.has(pExec) {
 		if (exported || shellSensitive(name)) && !envSafe(name) {
 			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
 			return
@@ -586,7 +624,7 @@ func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
 		// declare NAME: keeps the value it had.
 		return
 	}
-	if integer && !clean && !c.p.perms.has(pExec) {
+	if integer && !clean && !c.perms.has(pExec) {
 		if a.Value != nil {
 			c.arithVars(a.Value)
 		}
@@ -605,7 +643,7 @@ func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 			ws := expandWord(a.Value, c.ws.home)
 			for _, w := range ws {
 				if !w.lit {
-					if !c.p.perms.has(pExec) {
+					if !c.perms.has(pExec) {
 						c.denyf("shell:environment", "%s with an argument that is not a literal (%s) is not allowed: it could assign any variable", variant, w.source())
 						return
 					}
@@ -619,7 +657,7 @@ func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 			}
 		}
 	}
-	if nameref && !c.p.perms.has(pExec) {
+	if nameref && !c.perms.has(pExec) {
 		c.denyf("shell:environment", "%s -n is not allowed: a name reference can assign any variable", variant)
 		return
 	}
@@ -684,8 +722,12 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 		return cwd
 	}
 	name := w.s
-	if _, ok := c.funcs[name]; ok {
+	if f, ok := c.funcs[name]; ok {
 		cwd = union(cwd, c.callFunc(name, cwd))
+		if f.sure && f.depth == c.depth {
+			// The function runs, not a program of its name.
+			return cwd
+		}
 	}
 	if strings.Contains(name, "/") {
 		dir, base := path.Split(name)
@@ -717,7 +759,7 @@ func (c *checker) program(argv []word, cwd cwds) cwds {
 		return cwd
 	}
 	c.usePath(inv, argv[0], pathUse{acc: accRead})
-	if !inv.allowed && !c.p.perms.has(pExec) {
+	if !inv.allowed && !c.perms.has(pExec) {
 		c.denyf("permission:exec", "running %q is not allowed (needs the exec permission)", argv[0].s)
 		return cwd
 	}
@@ -780,7 +822,7 @@ func (c *checker) needBecause(inv *invocation, bits perms, why string) bool {
 	if c.deny != nil {
 		return false
 	}
-	if missing := bits &^ c.p.perms; missing != 0 && !inv.allowed {
+	if missing := bits &^ c.perms; missing != 0 && !inv.allowed {
 		reason := fmt.Sprintf("command %q is not allowed (needs the %s permission)", inv.display(), missing)
 		if why != "" {
 			reason += ": " + why
@@ -827,7 +869,11 @@ func (c *checker) usePath(inv *invocation, w word, u pathUse) {
 }
 
 func (c *checker) useResolved(inv *invocation, r resolved, u pathUse) {
-	d, outside := c.p.checkPath(r, u, inv.allowed)
+	var grant perms
+	if inv.allowed {
+		grant = pRead | pWrite
+	}
+	d, outside := c.p.checkPath(r, u, grant)
 	if d != nil {
 		c.denyf(d.rule, "%s", d.reason)
 		return
@@ -840,26 +886,22 @@ func (c *checker) useResolved(inv *invocation, r resolved, u pathUse) {
 // useGlob checks a glob the way bash expands it: every match, and where
 // nothing matches, the pattern as a literal name.
 func (c *checker) useGlob(inv *invocation, w word, dir string, u pathUse) {
-	pat := w.pat
-	if !filepath.IsAbs(pat) {
-		pat = filepath.Join(escapeGlob(dir), pat)
-	}
 	for _, comp := range strings.Split(w.pat, "/") {
-		// Only a component written with a leading dot can match "..".
+		// Only a component written with a leading dot can match "..";
+		// bash before 5.2 lets it.
 		if ok, _ := filepath.Match(comp, ".."); ok && comp != ".." && strings.HasPrefix(strings.TrimPrefix(comp, `\`), ".") {
 			c.denyf("path:glob-parent", "%s %s is not allowed: the pattern can match \"..\"", u.acc.verb(), w.source())
 			return
 		}
 	}
-	matches, err := filepath.Glob(pat)
-	if err != nil || len(matches) == 0 {
+	matches, more := globBash(dir, w.pat, maxGlobMatches)
+	if len(matches) == 0 {
 		c.useResolved(inv, c.ws.resolve(dir, w.s), u)
 		return
 	}
-	if len(matches) > maxGlobMatches {
+	if more {
 		// Check the directory the pattern lists instead, as a tree.
-		static := staticPrefix(w.pat)
-		c.useResolved(inv, c.ws.resolve(dir, static), pathUse{acc: u.acc, tree: true})
+		c.useResolved(inv, c.ws.resolve(dir, staticPrefix(w.s)), pathUse{acc: u.acc, tree: true})
 		return
 	}
 	for _, m := range matches {

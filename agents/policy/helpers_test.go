@@ -1,0 +1,86 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/tools"
+)
+
+// fixture is a workspace laid out like a checked-out repository, with a
+// directory outside it and symbolic links that lead there.
+type fixture struct {
+	ws, outside string
+	engine      *policy.Engine
+}
+
+func newFixture(t testing.TB, cfg map[string]policy.ProfileConfig) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	ws := filepath.Join(root, "workspace")
+	outside := filepath.Join(root, "outside")
+	files := map[string]string{
+		"README.md":                "# demo\n",
+		"src/main.go":              "package main\n",
+		"src/util.go":              "package main\n",
+		"docs/README.md":           "docs\n",
+		"build/out.o":              "obj",
+		".github/workflows/ci.yml": "on: push\n",
+		".git/config":              "[core]\n",
+		".git/hooks/pre-push":      "#!/bin/sh\n",
+		".env":                     "TOKEN=ghp_" + "0123456789abcdefghijABCDEFGHIJ\n",
+		".env.example":             "TOKEN=\n",
+		"Jenkinsfile":              "pipeline {}\n",
+		"secrets/db.txt":           "password\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(ws, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("outside\n"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(ws, "link-out")))
+	require.NoError(t, os.Symlink("src", filepath.Join(ws, "link-in")))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "missing", "file"), filepath.Join(ws, "dangling")))
+	e, err := policy.New(policy.Options{Profiles: cfg})
+	require.NoError(t, err)
+	return &fixture{ws: ws, outside: outside, engine: e}
+}
+
+// bash decides a bash command for profile offline.
+func (f *fixture) bash(t testing.TB, profile, command string) policy.Decision {
+	t.Helper()
+	in, err := json.Marshal(map[string]string{"command": command})
+	require.NoError(t, err)
+	d, err := f.engine.CheckOffline(policy.CheckRequest{Profile: profile, Workspace: f.ws, Tool: tools.Info{Name: tools.Bash}, Input: in})
+	require.NoError(t, err)
+	return d
+}
+
+// tool decides a call of a core tool with the given input.
+func (f *fixture) tool(t testing.TB, profile, name string, input any) policy.Decision {
+	t.Helper()
+	in, err := json.Marshal(input)
+	require.NoError(t, err)
+	d, err := f.engine.CheckOffline(policy.CheckRequest{Profile: profile, Workspace: f.ws, Tool: tools.Info{Name: name}, Input: in})
+	require.NoError(t, err)
+	return d
+}
+
+func letter(v tools.Verdict) byte {
+	switch v {
+	case tools.Allow:
+		return 'A'
+	case tools.NeedsApproval:
+		return 'N'
+	}
+	return 'D'
+}
+
+func coreInfo(name string) tools.Info { return tools.Info{Name: name, Kind: tools.KindCore} }
