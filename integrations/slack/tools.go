@@ -257,8 +257,8 @@ func (at *agentTools) where(name string, cc tools.CallContext, channel string) (
 }
 
 var (
-	channelIDRe = regexp.MustCompile(`^[CGD][A-Z0-9]{2,20}$`)
-	userIDRe    = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+	channelIDRe = regexp.MustCompile(`^[CGD][A-Z0-9]{1,20}$`)
+	userIDRe    = regexp.MustCompile(`^[UW][A-Z0-9]{1,20}$`)
 	tsRe        = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
 	emojiRe     = regexp.MustCompile(`^[a-zA-Z0-9_+'.-]{1,100}(::skin-tone-[2-6])?$`)
 )
@@ -541,7 +541,7 @@ func (at *agentTools) names(ctx context.Context, msgs []slack.Message) map[strin
 	for _, id := range ids {
 		u, err := at.a.api.GetUserInfoContext(ctx, id)
 		if err != nil {
-			at.a.opts.Logger.Debug("slack users.info failed; showing the id alone", slog.String("user", id), slog.Any("err", err))
+			at.a.opts.Logger.Debug("slack users.info failed; showing the id alone", slog.String("user", id), slog.String("err", at.redact(err.Error())))
 			continue
 		}
 		if n := displayName(u); n != "" {
