@@ -68,6 +68,10 @@ type fakeGitHub struct {
 	t      testing.TB
 	srv    *httptest.Server
 	prefix string // "/api/v3" for GitHub Enterprise Server
+	mux    *http.ServeMux
+	// route adds an API endpoint, served under prefix with the same call
+	// counting, canned failures and authentication as the built-in ones.
+	route func(pattern string, jwt bool, h http.HandlerFunc)
 
 	mu          sync.Mutex
 	tokenTTL    time.Duration
@@ -123,6 +127,7 @@ func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 			h(w, r)
 		})
 	}
+	f.mux, f.route = mux, route
 	route("POST /app/installations/{id}/access_tokens", true, f.accessToken)
 	route("GET /repos/{owner}/{repo}/installation", true, f.repoInstallation)
 	route("GET /app", true, func(w http.ResponseWriter, _ *http.Request) {
