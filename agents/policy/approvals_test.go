@@ -1,0 +1,267 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
+)
+
+// recordingBash stands in for the bash tool: it records what it was asked
+// to run instead of running it.
+type recordingBash struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+func (b *recordingBash) Info() tools.Info {
+	return tools.Info{Name: tools.Bash, Kind: tools.KindCore, Schema: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (b *recordingBash) Run(_ context.Context, _ tools.CallContext, input json.RawMessage) (string, error) {
+	var in struct{ Command string }
+	_ = json.Unmarshal(input, &in)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ran = append(b.ran, in.Command)
+	return "ok", nil
+}
+
+func (b *recordingBash) commands() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.ran...)
+}
+
+// threadNotifier records what the thread was told.
+type threadNotifier struct {
+	mu        sync.Mutex
+	requested []policy.Approval
+	resolved  []policy.Approval
+}
+
+func (n *threadNotifier) ApprovalRequested(_ context.Context, a policy.Approval) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.requested = append(n.requested, a)
+	return nil
+}
+
+func (n *threadNotifier) ApprovalResolved(_ context.Context, a policy.Approval) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.resolved = append(n.resolved, a)
+	return nil
+}
+
+func (n *threadNotifier) lastResolved() (policy.Approval, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.resolved) == 0 {
+		return policy.Approval{}, false
+	}
+	return n.resolved[len(n.resolved)-1], true
+}
+
+type approvalRig struct {
+	f         *fixture
+	approvals *policy.Approvals
+	auditor   *policy.Auditor
+	notifier  *threadNotifier
+	bash      *recordingBash
+	toolset   *tools.Toolset
+}
+
+func newApprovalRig(t *testing.T, timeout time.Duration) *approvalRig {
+	t.Helper()
+	auditor, _ := openAudit(t)
+	cfg := map[string]policy.ProfileConfig{
+		"deployer": {Extends: "ops", Approval: []string{"kubectl apply"}, Approvers: []string{"alice", "Bob"}},
+	}
+	f := newFixture(t, cfg)
+	e, err := policy.New(policy.Options{Profiles: cfg, Audit: auditor})
+	require.NoError(t, err)
+	n := &threadNotifier{}
+	a, err := policy.NewApprovals(policy.ApprovalOptions{
+		Approvers: e, Notifier: n, Audit: auditor, Redactor: agents.NewRedactor(configuredSecret), Timeout: timeout,
+	})
+	require.NoError(t, err)
+	bash := &recordingBash{}
+	reg, err := tools.NewRegistry(bash)
+	require.NoError(t, err)
+	ts := tools.NewToolset(reg, tools.Scope{Agent: "ops", Profile: "deployer"}, tools.ToolsetOptions{Policy: e, Profiles: e, Approver: a})
+	return &approvalRig{f: f, approvals: a, auditor: auditor, notifier: n, bash: bash, toolset: ts}
+}
+
+// execute runs a bash call through the toolset in the background.
+func (r *approvalRig) execute(ctx context.Context, command string) <-chan tools.Result {
+	out := make(chan tools.Result, 1)
+	in, _ := json.Marshal(map[string]string{"command": command})
+	go func() {
+		out <- r.toolset.Execute(ctx, tools.CallContext{
+			SessionKey: "slack:T1/C1/1700000000.000100", JobID: "job_7", WorkItemID: "wi_7", Workspace: r.f.ws,
+		}, tools.Bash, in)
+	}()
+	return out
+}
+
+func (r *approvalRig) pending(t *testing.T) policy.Approval {
+	t.Helper()
+	var got []policy.Approval
+	require.Eventually(t, func() bool {
+		got = r.approvals.List(false)
+		return len(got) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	return got[0]
+}
+
+func TestApprovalPausesTheCallUntilAnApproverDecides(t *testing.T) {
+	ctx := context.Background()
+	r := newApprovalRig(t, time.Minute)
+	done := r.execute(ctx, "kubectl apply -f app.yaml --token="+configuredSecret)
+
+	p := r.pending(t)
+	require.Equal(t, policy.ApprovalPending, p.Status)
+	require.Equal(t, "slack:T1/C1/1700000000.000100", p.SessionKey, "the thread the call came from is asked")
+	require.Equal(t, []string{"alice", "Bob"}, p.Approvers)
+	require.Equal(t, "deployer", p.Profile)
+	require.Equal(t, "wi_7", p.WorkItemID)
+	require.NotContains(t, p.Arguments, configuredSecret)
+	require.Contains(t, p.Reason, "kubectl")
+	require.WithinDuration(t, p.CreatedAt.Add(time.Minute), p.ExpiresAt, time.Second)
+	require.Eventually(t, func() bool {
+		r.notifier.mu.Lock()
+		defer r.notifier.mu.Unlock()
+		return len(r.notifier.requested) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Empty(t, r.bash.commands(), "nothing runs before the decision")
+
+	_, err := r.approvals.Grant(ctx, p.ID, "mallory")
+	require.Equal(t, bot.EUNAUTHORIZED, bot.ErrorCode(err))
+	require.EqualError(t, err, `mallory may not decide approval "`+p.ID+`": calls of profile "deployer" are decided by alice, Bob`)
+	_, err = r.approvals.Grant(ctx, p.ID, "")
+	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
+	_, err = r.approvals.Grant(ctx, "ap_missing", "alice")
+	require.Equal(t, bot.ENOTFOUND, bot.ErrorCode(err))
+
+	decided, err := r.approvals.Grant(ctx, p.ID, "bob")
+	require.NoError(t, err)
+	require.Equal(t, policy.ApprovalApproved, decided.Status)
+	require.Equal(t, "bob", decided.DecidedBy)
+
+	res := <-done
+	require.False(t, res.IsError, res.Output)
+	require.Len(t, r.bash.commands(), 1)
+
+	_, err = r.approvals.Reject(ctx, p.ID, "alice")
+	require.Equal(t, bot.ECONFLICT, bot.ErrorCode(err))
+	require.ErrorContains(t, err, "already approved by bob")
+
+	got, err := r.approvals.Get(p.ID)
+	require.NoError(t, err)
+	require.Equal(t, policy.ApprovalApproved, got.Status)
+	require.Len(t, r.approvals.List(true), 1)
+	require.Empty(t, r.approvals.List(false))
+
+	require.Eventually(t, func() bool {
+		a, ok := r.notifier.lastResolved()
+		return ok && a.Status == policy.ApprovalApproved
+	}, 10*time.Second, 5*time.Millisecond)
+	recs, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditApproved})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, "bob", recs[0].By)
+	require.Equal(t, p.ID, recs[0].ApprovalID)
+	require.NotContains(t, recs[0].Arguments, configuredSecret)
+	asked, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditNeedsApproval})
+	require.NoError(t, err)
+	require.Len(t, asked, 1)
+}
+
+func TestRejectedApprovalRefusesTheCall(t *testing.T) {
+	ctx := context.Background()
+	r := newApprovalRig(t, time.Minute)
+	done := r.execute(ctx, "kubectl apply -f app.yaml")
+	p := r.pending(t)
+	_, err := r.approvals.Reject(ctx, p.ID, "ALICE")
+	require.NoError(t, err)
+	res := <-done
+	require.True(t, res.Refused)
+	require.Contains(t, res.Output, "approval denied")
+	require.Empty(t, r.bash.commands())
+	recs, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditRejected})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+}
+
+func TestApprovalTimesOutAsADenial(t *testing.T) {
+	ctx := context.Background()
+	r := newApprovalRig(t, 50*time.Millisecond)
+	res := <-r.execute(ctx, "kubectl apply -f app.yaml")
+	require.True(t, res.Refused)
+	require.Contains(t, res.Output, "nobody approved it in time")
+	require.Empty(t, r.bash.commands())
+	recs, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditExpired})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	a, ok := r.notifier.lastResolved()
+	require.True(t, ok)
+	require.Equal(t, policy.ApprovalExpired, a.Status)
+
+	_, err = r.approvals.Grant(ctx, a.ID, "alice")
+	require.Equal(t, bot.ECONFLICT, bot.ErrorCode(err))
+}
+
+func TestApprovalEndsWithItsRun(t *testing.T) {
+	r := newApprovalRig(t, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := r.execute(ctx, "kubectl apply -f app.yaml")
+	p := r.pending(t)
+	cancel()
+	res := <-done
+	require.True(t, res.Refused)
+	got, err := r.approvals.Get(p.ID)
+	require.NoError(t, err)
+	require.Equal(t, policy.ApprovalCancelled, got.Status)
+	recs, err := r.auditor.List(context.Background(), policy.AuditFilter{Decision: policy.AuditCancelled})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+}
+
+func TestAnyoneMayApproveWhenTheProfileSaysSo(t *testing.T) {
+	cfg := map[string]policy.ProfileConfig{"open": {Extends: "ops", Approval: []string{"bash"}, Approvers: []string{policy.AnyApprover}}}
+	f := newFixture(t, cfg)
+	a, err := policy.NewApprovals(policy.ApprovalOptions{Approvers: f.engine})
+	require.NoError(t, err)
+	d := f.bash(t, "open", "ls")
+	require.Equal(t, tools.NeedsApproval, d.Verdict, "approval of a tool covers every call of it")
+
+	result := make(chan bool, 1)
+	go func() {
+		ok, _ := a.Approve(context.Background(), f.call("ops", "open", coreInfo("bash"), map[string]string{"command": "ls"}), d.Reason)
+		result <- ok
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		l := a.List(false)
+		if len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, "[withheld: no redactor configured]", a.List(false)[0].Arguments)
+	_, err = a.Grant(context.Background(), id, "whoever")
+	require.NoError(t, err)
+	require.True(t, <-result)
+
+	_, err = policy.NewApprovals(policy.ApprovalOptions{})
+	require.Error(t, err)
+}

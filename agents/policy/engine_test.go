@@ -1,0 +1,213 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/tools"
+)
+
+// call builds a call of tool by agent with profile in the fixture's
+// workspace.
+func (f *fixture) call(agent, profile string, tool tools.Info, input any) tools.Call {
+	in, _ := json.Marshal(input)
+	return tools.Call{
+		CallContext: tools.CallContext{
+			Scope:      tools.Scope{Agent: agent, Profile: profile},
+			SessionKey: "local:t1", JobID: "job_1", WorkItemID: "wi_1", CorrelationID: "c1",
+			Workspace: f.ws, CallID: "call_1",
+		},
+		Tool: tool, Input: in,
+	}
+}
+
+func TestEngineIntersectsAgentSkillsAndProfile(t *testing.T) {
+	f := newFixture(t, nil)
+	e := f.engine
+	read := map[string]string{"path": "README.md"}
+	write := map[string]string{"path": "docs/new.md", "content": "x"}
+
+	for _, tc := range []struct {
+		name   string
+		call   tools.Call
+		skills []policy.Skill
+		want   tools.Verdict
+		rule   string
+		reason string
+	}{
+		{name: "allowed", call: f.call("coder", "contributor", coreInfo("write_file"), write), want: tools.Allow},
+		{name: "profile", call: f.call("reviewer", "read-only", coreInfo("write_file"), write), want: tools.Deny,
+			rule: "profile:read-only/permission:write", reason: `denied by profile "read-only": tool "write_file" is not allowed (needs the write permission)`},
+		{name: "unknown profile", call: f.call("x", "nobody", coreInfo("read_file"), read), want: tools.Deny, rule: "profile:unknown"},
+		{name: "required agent", call: f.call("coder", "ops", tools.Info{Name: "deploy", Kind: tools.KindCommand, RequiredAgent: "ops"}, map[string]any{}),
+			want: tools.Deny, rule: "required_agent", reason: `denied: tool "deploy" may only be called by agent "ops" (required_agent)`},
+		{name: "required agent is the caller", call: f.call("ops", "ops", tools.Info{Name: "deploy", Kind: tools.KindCommand, RequiredAgent: "ops"}, map[string]any{}),
+			want: tools.Allow},
+		{name: "skill forbids", call: f.call("coder", "contributor", coreInfo("write_file"), write),
+			skills: []policy.Skill{{Name: "impl", AllowedTools: []string{"write_file", "read_file"}}, {Name: "spec", ForbiddenTools: []string{"write_file"}}},
+			want:   tools.Deny, rule: "skill:spec/forbidden_tools", reason: `denied by skill "spec": tool "write_file" is forbidden (forbidden_tools)`},
+		{name: "skill allow lists intersect", call: f.call("coder", "contributor", coreInfo("bash"), map[string]string{"command": "ls"}),
+			skills: []policy.Skill{{Name: "a", AllowedTools: []string{"bash", "read_file"}}, {Name: "b", AllowedTools: []string{"read_file"}}},
+			want:   tools.Deny, rule: "skill:b/allowed_tools"},
+		{name: "skill allows", call: f.call("coder", "contributor", coreInfo("read_file"), read),
+			skills: []policy.Skill{{Name: "a", AllowedTools: []string{"read_*"}}, {Name: "a", AllowedTools: []string{"read_*"}}},
+			want:   tools.Allow},
+		{name: "empty allow list allows nothing", call: f.call("coder", "contributor", coreInfo("read_file"), read),
+			skills: []policy.Skill{{Name: "none", AllowedTools: []string{}}}, want: tools.Deny, rule: "skill:none/allowed_tools"},
+		{name: "control tools survive allow lists", call: f.call("coder", "contributor", tools.Info{Name: "disable_skill", Kind: tools.KindControl}, map[string]any{}),
+			skills: []policy.Skill{{Name: "spec", AllowedTools: []string{"read_file"}}}, want: tools.Allow},
+		{name: "skills cannot widen the profile", call: f.call("reviewer", "read-only", coreInfo("write_file"), write),
+			skills: []policy.Skill{{Name: "writer", AllowedTools: []string{"write_file"}}}, want: tools.Deny, rule: "profile:read-only/permission:write"},
+		{name: "bad input", call: f.call("coder", "contributor", coreInfo("bash"), map[string]any{"command": 3}), want: tools.Deny, rule: "input:invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := e.Decide(tc.call, tc.skills)
+			require.Equal(t, tc.want, d.Verdict, d.Reason)
+			if tc.rule != "" {
+				require.Equal(t, tc.rule, d.Rule)
+			}
+			if tc.reason != "" {
+				require.Equal(t, tc.reason, d.Reason)
+			}
+		})
+	}
+
+	// The agent's tools list.
+	c := f.call("coder", "contributor", coreInfo("bash"), map[string]string{"command": "ls"})
+	c.Tools = []string{"read_file"}
+	d := e.Decide(c, nil)
+	require.Equal(t, "agent:coder/tools", d.Rule)
+	require.Equal(t, `denied by agent "coder": tool "bash" is not in the tools list of agent "coder"`, d.Reason)
+}
+
+// skillsFrom is a SkillSource with fixed skills.
+type skillsFrom []policy.Skill
+
+func (s skillsFrom) ActiveSkills(context.Context, tools.CallContext) []policy.Skill { return s }
+
+type declared map[string][]policy.Permission
+
+func (d declared) ToolPermissions(t tools.Info) ([]policy.Permission, bool) {
+	p, ok := d[t.Name]
+	return p, ok
+}
+
+func TestToolPermissionsDecideWhatToolsNeed(t *testing.T) {
+	e, err := policy.New(policy.Options{
+		Skills:          skillsFrom{{Name: "careful", ForbiddenTools: []string{"slack_*"}}},
+		ToolPermissions: declared{"release_notes": {policy.PermRead}, "db_migrate": {policy.PermDeploy}},
+	})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		profile string
+		tool    tools.Info
+		forbids bool
+	}{
+		{"read-only", tools.Info{Name: "read_file", Kind: tools.KindCore}, false},
+		{"read-only", tools.Info{Name: "bash", Kind: tools.KindCore}, false},
+		{"read-only", tools.Info{Name: "edit_file", Kind: tools.KindCore}, true},
+		{"read-only", tools.Info{Name: "agent_docs", Kind: tools.KindAgent}, false},
+		{"read-only", tools.Info{Name: "handoff_to", Kind: tools.KindControl}, false},
+		{"read-only", tools.Info{Name: "lint", Kind: tools.KindCommand}, true},
+		{"contributor", tools.Info{Name: "lint", Kind: tools.KindCommand}, false},
+		{"read-only", tools.Info{Name: "release_notes", Kind: tools.KindCommand}, false},
+		{"maintainer", tools.Info{Name: "db_migrate", Kind: tools.KindCommand}, true},
+		{"ops", tools.Info{Name: "db_migrate", Kind: tools.KindCommand}, false},
+		{"read-only", tools.Info{Name: "github_get_pull_request"}, false},
+		{"read-only", tools.Info{Name: "github_create_pull_request"}, true},
+		{"contributor", tools.Info{Name: "github_create_pull_request"}, false},
+		{"contributor", tools.Info{Name: "github_merge_pull_request"}, true},
+		{"maintainer", tools.Info{Name: "github_merge_pull_request"}, false},
+		{"maintainer", tools.Info{Name: "deploy_service"}, true},
+		{"maintainer", tools.Info{Name: "github_rerun_workflow"}, false},
+		{"contributor", tools.Info{Name: "github_rerun_workflow"}, true},
+		{"ops", tools.Info{Name: "vault_read_secret"}, false},
+		{"nobody", tools.Info{Name: "read_file", Kind: tools.KindCore}, true},
+	} {
+		require.Equal(t, tc.forbids, e.Forbids(tc.profile, tc.tool), "%s %s", tc.profile, tc.tool.Name)
+	}
+
+	// Check consults the skill source.
+	got := e.Check(context.Background(), tools.Call{
+		CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "ops"}},
+		Tool:        tools.Info{Name: "slack_post_message"}, Input: json.RawMessage(`{}`),
+	})
+	require.Equal(t, tools.Deny, got.Verdict)
+	require.Contains(t, got.Reason, `denied by skill "careful"`)
+}
+
+func TestFileToolsResolvePathsBeforeMatching(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		profile, tool, path string
+		want                tools.Verdict
+		rule                string
+	}{
+		{"read-only", "read_file", "README.md", tools.Allow, ""},
+		{"read-only", "read_file", "link-in/main.go", tools.Allow, ""},
+		{"read-only", "read_file", "src/../README.md", tools.Allow, ""},
+		{"read-only", "read_file", "link-out/secret.txt", tools.Deny, "profile:read-only/path:symlink-escape"},
+		{"ops", "read_file", "link-out/secret.txt", tools.Deny, "profile:ops/path:symlink-escape"},
+		{"ops", "read_file", "link-out", tools.Deny, "profile:ops/path:symlink-escape"},
+		{"ops", "read_file", "dangling", tools.Deny, "profile:ops/path:symlink-escape"},
+		{"ops", "read_file", "link-in/../link-out/secret.txt", tools.Deny, "profile:ops/path:symlink-escape"},
+		{"ops", "read_file", "../outside/secret.txt", tools.Deny, "profile:ops/path:outside-workspace"},
+		{"ops", "read_file", "/etc/passwd", tools.Deny, "profile:ops/path:outside-workspace"},
+		{"contributor", "write_file", "link-out/new.txt", tools.Deny, "profile:contributor/path:symlink-escape"},
+		{"contributor", "write_file", "dangling", tools.Deny, "profile:contributor/path:symlink-escape"},
+		{"contributor", "write_file", "src/new.go", tools.Allow, ""},
+		{"contributor", "write_file", ".github/workflows/release.yml", tools.Deny, "profile:contributor/path:ci"},
+		{"contributor", "edit_file", ".git/hooks/pre-commit", tools.Deny, "profile:contributor/path:ci"},
+		{"maintainer", "edit_file", ".github/workflows/ci.yml", tools.Allow, ""},
+		{"contributor", "read_file", ".env", tools.Deny, "profile:contributor/path:secrets"},
+		{"ops", "read_file", ".env", tools.Allow, ""},
+		{"read-only", "list_directory", "", tools.Allow, ""},
+		{"read-only", "search_files", "link-out", tools.Deny, "profile:read-only/path:symlink-escape"},
+	} {
+		in := map[string]string{"path": tc.path}
+		if tc.tool == "write_file" {
+			in["content"] = "x"
+		}
+		d := f.tool(t, tc.profile, tc.tool, in)
+		require.Equal(t, tc.want, d.Verdict, "%s %s %s: %s", tc.profile, tc.tool, tc.path, d.Reason)
+		if tc.rule != "" {
+			require.Equal(t, tc.rule, d.Rule, tc.path)
+		}
+	}
+
+	// A workspace that is itself reached through a link works the same.
+	link := filepath.Join(t.TempDir(), "ws-link")
+	require.NoError(t, os.Symlink(f.ws, link))
+	in, _ := json.Marshal(map[string]string{"command": "cat src/main.go && cat link-out/secret.txt"})
+	d, err := f.engine.CheckOffline(policy.CheckRequest{Profile: "read-only", Workspace: link, Tool: tools.Info{Name: "bash"}, Input: in})
+	require.NoError(t, err)
+	require.Equal(t, "profile:read-only/path:symlink-escape", d.Rule, d.Reason)
+}
+
+func TestOfflineCheckReportsBadInput(t *testing.T) {
+	f := newFixture(t, nil)
+	_, err := f.engine.CheckOffline(policy.CheckRequest{Profile: "nobody", Tool: tools.Info{Name: "bash"}, Input: json.RawMessage(`{"command":"ls"}`)})
+	require.ErrorContains(t, err, `unknown profile "nobody"`)
+	_, err = f.engine.CheckOffline(policy.CheckRequest{Profile: "ops", Workspace: f.ws, Tool: tools.Info{Name: "bash"}, Input: json.RawMessage(`{"command":`)})
+	require.ErrorContains(t, err, "not valid JSON")
+	_, err = f.engine.CheckOffline(policy.CheckRequest{Profile: "ops", Workspace: f.ws, Tool: tools.Info{Name: "bash"}, Input: json.RawMessage(`{}`)})
+	require.ErrorContains(t, err, "command is required")
+	_, err = f.engine.CheckOffline(policy.CheckRequest{Profile: "ops", Workspace: filepath.Join(f.ws, "missing"), Tool: tools.Info{Name: "bash"}, Input: json.RawMessage(`{"command":"ls"}`)})
+	require.Error(t, err)
+	_, err = f.engine.CheckOffline(policy.CheckRequest{Profile: "ops", Workspace: f.ws})
+	require.ErrorContains(t, err, "no tool")
+
+	// The workspace defaults to the current directory.
+	t.Chdir(f.ws)
+	d, err := f.engine.CheckOffline(policy.CheckRequest{Profile: "read-only", Tool: tools.Info{Name: "bash"}, Input: json.RawMessage(`{"command":"cat README.md"}`)})
+	require.NoError(t, err)
+	require.Equal(t, tools.Allow, d.Verdict, d.Reason)
+	require.Equal(t, []policy.Permission{"read"}, d.Permissions)
+	require.False(t, d.Sensitive)
+}
