@@ -609,15 +609,20 @@ func (g *glob) match(s string) bool {
 	return doublestar.MatchUnvalidated(g.pattern, s)
 }
 
-// textMatcher is a rule's regular expression with a cheap test in front: a
-// literal the text must contain for the expression to match at all, found
-// in the parsed expression. Most rules' texts are rejected by a substring
-// search instead of a run of the regexp engine.
+// textMatcher is a rule's regular expression with a cheap test in front:
+// literals of which the text must contain at least one for the expression to
+// match at all, found in the parsed expression ("deploy" for `deploy\b`,
+// "incident" or "outage" for `incident|outage`). Most rules' texts are
+// rejected by substring searches instead of a run of the regexp engine.
 type textMatcher struct {
 	re *regexp.Regexp
-	// lit is empty when the expression requires no literal. When fold is
-	// set the expression matches lit case-insensitively and lit is
-	// lower-cased ASCII.
+	// any is empty when no literal can be named.
+	any []requiredLit
+}
+
+// requiredLit is one literal the text may contain. When fold is set the
+// expression matches lit case-insensitively and lit is lower-cased ASCII.
+type requiredLit struct {
 	lit  string
 	fold bool
 	// pivot is the index of lit's rarest byte in English text: searching
@@ -632,39 +637,73 @@ func compileText(expr string) (*textMatcher, error) {
 		return nil, err
 	}
 	tm := &textMatcher{re: re}
-	parsed, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return tm, nil
+	if parsed, err := syntax.Parse(expr, syntax.Perl); err == nil {
+		tm.any = requiredLits(parsed)
 	}
-	for parsed.Op == syntax.OpCapture {
-		parsed = parsed.Sub[0]
-	}
-	lits := []*syntax.Regexp{parsed}
-	if parsed.Op == syntax.OpConcat {
-		lits = parsed.Sub
-	}
-	for _, sub := range lits {
-		if sub.Op != syntax.OpLiteral || len(sub.Rune) <= len([]rune(tm.lit)) {
-			continue
+	for i := range tm.any {
+		rl := &tm.any[i]
+		for j := range len(rl.lit) {
+			if byteRarity(rl.lit[j]) > byteRarity(rl.lit[rl.pivot]) {
+				rl.pivot = j
+			}
 		}
-		lit := string(sub.Rune)
-		fold := sub.Flags&syntax.FoldCase != 0
+	}
+	return tm, nil
+}
+
+// requiredLits returns literals of which every text re matches contains at
+// least one, or nil when it cannot name such a set.
+func requiredLits(re *syntax.Regexp) []requiredLit {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLits(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLits(re.Sub[0])
+		}
+	case syntax.OpLiteral:
+		lit := string(re.Rune)
+		fold := re.Flags&syntax.FoldCase != 0
 		if fold && !isASCII(lit) {
 			// Unicode case folding is wider than lower-casing (ſ folds
 			// to s); leave such literals to the engine.
-			continue
+			return nil
 		}
 		if fold {
 			lit = strings.ToLower(lit)
 		}
-		tm.lit, tm.fold = lit, fold
-	}
-	for i := range len(tm.lit) {
-		if byteRarity(tm.lit[i]) > byteRarity(tm.lit[tm.pivot]) {
-			tm.pivot = i
+		return []requiredLit{{lit: lit, fold: fold}}
+	case syntax.OpConcat:
+		// Every part is required: keep the set whose shortest literal is
+		// longest, the most selective.
+		var best []requiredLit
+		for _, sub := range re.Sub {
+			if set := requiredLits(sub); set != nil && (best == nil || shortest(set) > shortest(best)) {
+				best = set
+			}
 		}
+		return best
+	case syntax.OpAlternate:
+		// One branch matches: each must name a literal.
+		var out []requiredLit
+		for _, sub := range re.Sub {
+			set := requiredLits(sub)
+			if set == nil {
+				return nil
+			}
+			out = append(out, set...)
+		}
+		return out
 	}
-	return tm, nil
+	return nil
+}
+
+func shortest(set []requiredLit) int {
+	n := len(set[0].lit)
+	for _, rl := range set[1:] {
+		n = min(n, len(rl.lit))
+	}
+	return n
 }
 
 // byteRarity ranks how seldom b occurs in English text: space and the
@@ -700,21 +739,30 @@ func containsPivot(s, lit string, pivot int) bool {
 }
 
 func (tm *textMatcher) match(in *routeInput) bool {
+	if len(tm.any) == 0 || tm.mayMatch(in) {
+		return tm.re.MatchString(in.ev.Text)
+	}
+	return false
+}
+
+// mayMatch reports whether the text contains one of the required literals.
+func (tm *textMatcher) mayMatch(in *routeInput) bool {
 	text := in.ev.Text
-	switch {
-	case tm.lit == "":
-	case !tm.fold:
-		if !containsPivot(text, tm.lit, tm.pivot) {
-			return false
+	for _, rl := range tm.any {
+		if !rl.fold {
+			if containsPivot(text, rl.lit, rl.pivot) {
+				return true
+			}
+			continue
 		}
-	default:
 		// For ASCII text, lower-casing is exactly the regexp's case
 		// folding; other text goes to the engine unfiltered.
-		if l, ascii := in.lowerText(); ascii && !containsPivot(l, tm.lit, tm.pivot) {
-			return false
+		l, ascii := in.lowerText()
+		if !ascii || containsPivot(l, rl.lit, rl.pivot) {
+			return true
 		}
 	}
-	return tm.re.MatchString(text)
+	return false
 }
 
 func isASCII(s string) bool {
