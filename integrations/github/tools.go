@@ -239,7 +239,8 @@ func (t target) String() string {
 }
 
 var (
-	ownerName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	// Owners of Enterprise Managed Users carry an _shortcode suffix.
+	ownerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$`)
 	repoName  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 )
 
@@ -296,7 +297,7 @@ func (k *toolkit) resolve(cc tools.CallContext, repo string, number int, needNum
 	return t, nil
 }
 
-// client returns the installation client for t's repository.
+// api returns the installation client for t's repository.
 func (k *toolkit) api(ctx context.Context, t target) (*gh.Client, int64, error) {
 	c, id, err := k.client.ForRepo(ctx, t.owner, t.repo)
 	if err != nil {
@@ -400,7 +401,6 @@ const (
 	maxBodyBytes        = 16 << 10
 	maxCommentShow      = 4 << 10
 	defaultComments     = 20
-	maxCommentPages     = 10
 	maxChangedFiles     = 3000 // GitHub lists no more
 	maxGitHubCommentLen = 65536
 )
@@ -489,10 +489,11 @@ func (k *toolkit) getIssue(ctx context.Context, cc tools.CallContext, input json
 	if want == 0 || is.GetComments() == 0 {
 		return b.String(), nil
 	}
-	comments, total, err := lastComments(ctx, c, t, want)
+	comments, err := lastComments(ctx, c, t, is.GetComments(), want)
 	if err != nil {
 		return "", explain(err, "read the comments of "+t.String(), fmt.Sprintf("no issue or pull request #%d in %s", t.number, t.full()))
 	}
+	total := max(is.GetComments(), len(comments))
 	if len(comments) < total {
 		fmt.Fprintf(&b, "\n--- the last %d of %d comments ---\n", len(comments), total)
 	} else {
@@ -504,29 +505,26 @@ func (k *toolkit) getIssue(ctx context.Context, cc tools.CallContext, input json
 	return b.String(), nil
 }
 
-// lastComments returns the last n comments of t, oldest first, and how many
-// it looked at. GitHub lists them oldest first, so the wanted ones are on
-// the last pages.
-func lastComments(ctx context.Context, c *gh.Client, t target, n int) ([]*gh.IssueComment, int, error) {
-	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
+// lastComments returns the last n of the count comments of t, oldest
+// first. GitHub lists comments oldest first, so they are on the last page
+// and, when it holds fewer than n, the one before: two requests at most,
+// however long the discussion.
+func lastComments(ctx context.Context, c *gh.Client, t target, count, n int) ([]*gh.IssueComment, error) {
+	const per = 100
+	last := max((count+per-1)/per, 1)
 	var kept []*gh.IssueComment
-	total := 0
-	for range maxCommentPages {
-		page, resp, err := c.Issues.ListComments(ctx, t.owner, t.repo, t.number, opts)
+	for page := last; page >= 1 && page >= last-1 && len(kept) < n; page-- {
+		opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: per, Page: page}}
+		got, _, err := c.Issues.ListComments(ctx, t.owner, t.repo, t.number, opts)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		total += len(page)
-		kept = append(kept, page...)
-		if len(kept) > n {
-			kept = slices.Clone(kept[len(kept)-n:])
-		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opts.Page = resp.NextPage
+		kept = append(got, kept...)
 	}
-	return kept, total, nil
+	if len(kept) > n {
+		kept = kept[len(kept)-n:]
+	}
+	return kept, nil
 }
 
 func (k *toolkit) getPullRequest(ctx context.Context, cc tools.CallContext, input json.RawMessage) (string, error) {
@@ -567,8 +565,12 @@ func (k *toolkit) getPullRequest(ctx context.Context, cc tools.CallContext, inpu
 	fmt.Fprintf(&b, "Base: %s ← head: %s at %s\n", pr.GetBase().GetRef(), headName, head.GetSHA())
 	if !pr.GetMerged() && pr.GetState() == "open" {
 		mergeable := "not yet known (GitHub is computing it; ask again shortly)"
-		if pr.Mergeable != nil {
-			mergeable = map[bool]string{true: "yes", false: "no"}[pr.GetMergeable()]
+		switch {
+		case pr.Mergeable == nil:
+		case pr.GetMergeable():
+			mergeable = "yes"
+		default:
+			mergeable = "no"
 		}
 		if s := pr.GetMergeableState(); s != "" && s != "unknown" {
 			mergeable += " (state: " + s + ")"
@@ -1173,12 +1175,14 @@ func lastLines(s string, n int) string {
 
 // gitFailure explains a failed git transfer from git's own words.
 func gitFailure(err error, action string, t target) error {
-	msg := err.Error()
-	low := strings.ToLower(msg)
+	low := strings.ToLower(err.Error())
+	has := func(subs ...string) bool {
+		return slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(low, s) })
+	}
 	switch {
-	case strings.Contains(low, "repository not found") || strings.Contains(low, "not found") && strings.Contains(low, "repository"):
+	case has("repository not found", "returned error: 404"):
 		return fmt.Errorf("could not %s: %s", action, noRepo(t))
-	case strings.Contains(low, "authentication failed") || strings.Contains(low, "401") || strings.Contains(low, "403") || strings.Contains(low, "could not read username"):
+	case has("authentication failed", "could not read username", "returned error: 401", "returned error: 403"):
 		return fmt.Errorf("could not %s: GitHub refused the App's installation token for git; the installation may lack the contents permission on %s", action, t.full())
 	}
 	return fmt.Errorf("could not %s: %w", action, err)

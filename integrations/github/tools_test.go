@@ -545,6 +545,34 @@ func TestReadTools(t *testing.T) {
 	}
 }
 
+// A long discussion costs two requests at most, and the model sees its end.
+func TestGetIssueShowsTheLatestComments(t *testing.T) {
+	e := newToolsEnv(t, ToolOptions{})
+	e.addIssue("octo/hello", &fakeIssue{Number: 7, Title: "Long"})
+	for i := range 130 {
+		e.gh.addComment("octo/hello#7", fmt.Sprintf("comment %d.", i), ghUser{Login: "bob", Type: "User"})
+	}
+	const list = "GET /repos/{owner}/{repo}/issues/{number}/comments"
+
+	out := e.ok(threadKey, ToolGetIssue, map[string]any{})
+	require.Contains(t, out, "--- the last 20 of 130 comments ---")
+	require.Contains(t, out, "comment 110.")
+	require.Contains(t, out, "comment 129.")
+	require.NotContains(t, out, "comment 109.")
+	require.Equal(t, 1, e.gh.callCount(list))
+
+	out = e.ok(threadKey, ToolGetIssue, map[string]any{"comments": 40})
+	require.Contains(t, out, "--- the last 40 of 130 comments ---")
+	require.Contains(t, out, "comment 90.")
+	require.NotContains(t, out, "comment 89.")
+	require.Less(t, strings.Index(out, "comment 99."), strings.Index(out, "comment 100."), "oldest first")
+	require.Equal(t, 3, e.gh.callCount(list))
+
+	out = e.ok(threadKey, ToolGetIssue, map[string]any{"comments": 0})
+	require.NotContains(t, out, "comment 129.")
+	require.Equal(t, 3, e.gh.callCount(list))
+}
+
 func TestPullRequestDiffIsCappedAndSaysSo(t *testing.T) {
 	e := newToolsEnv(t, ToolOptions{MaxDiffBytes: 400})
 	var diff strings.Builder
