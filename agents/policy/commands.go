@@ -857,7 +857,6 @@ func tarHandler(c *checker, inv *invocation) cwds {
 	opts, pos := parseOpts(args, optSpec{short: "fCIFTXbgKLNV", long: []string{"--file", "--directory",
 		"--use-compress-program", "--to-command", "--checkpoint-action", "--info-script", "--new-volume-script",
 		"--rsh-command", "--rmt-command", "--exclude", "--files-from", "--exclude-from", "--transform", "--xform"}})
-	mode := accRead
 	creating, extracting := false, false
 	for _, o := range opts {
 		switch o.name {
@@ -870,7 +869,6 @@ func tarHandler(c *checker, inv *invocation) cwds {
 	need := pRead
 	if creating || extracting {
 		need |= pWrite
-		mode = accWrite
 	}
 	if hasOpt(opts, "-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script",
 		"-F", "--new-volume-script", "--rsh-command", "--rmt-command") {
@@ -906,7 +904,6 @@ func tarHandler(c *checker, inv *invocation) cwds {
 			c.usePath(inv, w, pathUse{acc: accRead, tree: true})
 		}
 	}
-	_ = mode
 	return inv.cwd
 }
 

@@ -211,3 +211,17 @@ func TestOfflineCheckReportsBadInput(t *testing.T) {
 	require.Equal(t, []policy.Permission{"read"}, d.Permissions)
 	require.False(t, d.Sensitive)
 }
+
+func TestSandboxReadOnlyPathsFollowTheCIPermission(t *testing.T) {
+	f := newFixture(t, nil)
+	require.NoError(t, os.MkdirAll(filepath.Join(f.ws, "repo", ".git", "hooks"), 0o755))
+	real, err := filepath.EvalSymlinks(f.ws)
+	require.NoError(t, err)
+	got := f.engine.SandboxReadOnly("contributor", f.ws)
+	require.ElementsMatch(t, []string{
+		filepath.Join(real, ".git/hooks"), filepath.Join(real, ".github/workflows"), filepath.Join(real, "Jenkinsfile"),
+		filepath.Join(real, "repo/.git/hooks"),
+	}, got)
+	require.Empty(t, f.engine.SandboxReadOnly("maintainer", f.ws))
+	require.NotEmpty(t, f.engine.SandboxReadOnly("nobody", f.ws), "an unknown profile is treated as the least")
+}

@@ -369,13 +369,15 @@ func gitRemote(c *checker, inv *invocation, pos []word) cwds {
 	case "show", "update", "prune":
 		c.need(inv, pNetwork|pWrite)
 	default:
+		// Adding or changing a remote rewrites .git/config, which decides
+		// where pushes go; an ext:: URL runs a program.
+		need := pWrite | pCI
 		for _, w := range pos {
 			if w.lit && strings.HasPrefix(w.s, "ext::") {
-				c.need(inv, pExec|pCI)
-				return inv.cwd
+				need |= pExec
 			}
 		}
-		c.need(inv, pWrite)
+		c.need(inv, need)
 	}
 	return inv.cwd
 }

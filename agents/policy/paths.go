@@ -457,3 +457,47 @@ func (p *Profile) checkPath(r resolved, u pathUse, grant perms) (d *pathDenial, 
 	}
 	return nil, false
 }
+
+// sandboxProtected are the paths the sandbox binds read-only for a profile
+// without the ci permission, relative to a repository's top: git hooks and
+// CI/CD configuration. .git itself stays writable, or git could not commit.
+var sandboxProtected = []string{
+	".git/hooks", ".github/workflows", ".github/actions", ".gitlab-ci.yml", ".circleci", ".travis.yml",
+	"Jenkinsfile", "azure-pipelines.yml", ".buildkite", ".drone.yml", ".husky", ".pre-commit-config.yaml",
+	".gitconfig", ".config/git",
+}
+
+// SandboxReadOnly returns the existing paths inside workspace that the
+// sandbox should bind read-only for an agent with profile: hooks and CI/CD
+// configuration at the workspace's top and in the repositories one level
+// down, when the profile lacks the ci permission. It is the sandbox's
+// backstop for what the policy cannot see, such as a build that rewrites a
+// workflow.
+func (e *Engine) SandboxReadOnly(profile, workspace string) []string {
+	p, ok := e.profiles[profile]
+	if ok && p.perms.has(pCI) {
+		return nil
+	}
+	ws, err := e.workspace(workspace)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	add := func(dir string) {
+		for _, rel := range sandboxProtected {
+			if _, err := os.Lstat(dir + "/" + rel); err == nil {
+				out = append(out, dir+"/"+rel)
+			}
+		}
+	}
+	add(ws.real)
+	entries, _ := readDirNames(ws.real)
+	for _, d := range entries {
+		if d.dir && d.name != ".git" {
+			if _, err := os.Lstat(ws.real + "/" + d.name + "/.git"); err == nil {
+				add(ws.real + "/" + d.name)
+			}
+		}
+	}
+	return out
+}
