@@ -132,6 +132,8 @@ type cmdSpec struct {
 	read  []string // options whose value is a path read
 	exec  []string // options that run another program
 	tree  []string // options that make every path a whole tree (-r)
+	// follow are options that read trees through their links (-L).
+	follow []string
 	// writeIf are options that turn a reading command into a writing one
 	// (sed -i, gofmt -w).
 	writeIf []string
@@ -162,6 +164,7 @@ func (s cmdSpec) handler() handler {
 			return inv.cwd
 		}
 		tree := hasOpt(opts, s.tree...)
+		follow := tree && hasOpt(opts, s.follow...)
 		for _, o := range opts {
 			if o.val == nil {
 				continue
@@ -186,7 +189,7 @@ func (s cmdSpec) handler() handler {
 			switch {
 			case role == posNone:
 			case role == posRead:
-				c.usePath(inv, w, pathUse{acc: accRead, tree: tree})
+				c.usePath(inv, w, pathUse{acc: accRead, tree: tree, follow: follow})
 			case role == posWrite:
 				c.usePath(inv, w, pathUse{acc: accWrite, tree: tree})
 			case role == posLastWrite && i < len(pos)-1:
@@ -256,7 +259,7 @@ func newCommandTable() map[string]handler {
 		"comm", "join", "paste", "fold", "fmt", "expand", "unexpand", "column", "rev", "zcat", "bzcat",
 		"xzcat", "zstdcat", "lz4cat", "shellcheck", "hadolint", "actionlint", "yamllint",
 		"md5", "shasum", "look", "pr", "tsort", "numfmt", "cut", "lsattr")
-	reg(cmdSpec{need: pRead, tree: []string{"-R", "--recursive"}}.handler(), "ls", "dir", "vdir")
+	reg(cmdSpec{need: pRead, tree: []string{"-R", "--recursive"}, follow: []string{"-L", "--dereference"}}.handler(), "ls", "dir", "vdir")
 	reg(cmdSpec{need: pRead, opts: optSpec{short: "LPIo", long: []string{"--filelimit", "--charset"}},
 		write: []string{"-o"}}.handler(), "tree")
 	reg(cmdSpec{need: pRead, opts: optSpec{short: "o"}, write: []string{"-o", "--log-file", "-O", "--LOG-FILE"},
@@ -310,11 +313,12 @@ func newCommandTable() map[string]handler {
 		"basename", "dirname", "whoami", "id", "groups", "uname", "nproc", "arch", "getconf", "locale",
 		"tty", "printenv", "logname", "users", "uptime", "which", "type", "help", "jobs", "wait", "times",
 		"umask", "ulimit", "unset", "shift", "shopt", "getopts", "test", "[", "break", "continue",
-		"return", "exit", "disown", "bg", "fg", "history", "dirs", "caller", "compgen", "complete",
+		"return", "exit", "disown", "bg", "fg", "history", "dirs", "caller",
 		"compopt", "bind", "logout", "suspend", "unalias", "ps", "pgrep", "free", "df", "lsblk",
 		"tput", "clear", "reset", "stty", "bc", "factor", "cal", "ncal", "w", "who",
 		"last", "top", "htop", "vmstat", "iostat", "lscpu", "lsb_release")
 	reg(readVarsHandler, "read", "mapfile", "readarray")
+	reg(completionHandler, "compgen", "complete")
 	reg(unsetHandler, "unset")
 	reg(printfHandler, "printf")
 	reg(setHandler, "set")
@@ -436,6 +440,8 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 			return inv.cwd
 		}
 		tree := hasOpt(opts, "-r", "-R", "--recursive", "--dereference-recursive") || inv.name == "rg" || inv.name == "ag" || inv.name == "ack"
+		follow := hasOpt(opts, "-R", "--dereference-recursive") || (inv.name == "rg" || inv.name == "ag") && hasOpt(opts, "-L", "--follow") ||
+			inv.name == "ack" && hasOpt(opts, "--follow")
 		for _, o := range opts {
 			if o.val == nil {
 				continue
@@ -449,7 +455,11 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 			pos = pos[1:]
 		}
 		for _, w := range pos {
-			c.usePath(inv, w, pathUse{acc: accRead, tree: tree})
+			c.usePath(inv, w, pathUse{acc: accRead, tree: tree, follow: follow})
+		}
+		if len(pos) == 0 && tree {
+			// grep -r with no operand searches the current directory.
+			c.usePath(inv, litWord("."), pathUse{acc: accRead, tree: true, follow: follow})
 		}
 		return inv.cwd
 	}
@@ -626,7 +636,12 @@ func hostnameHandler(c *checker, inv *invocation) cwds {
 
 func readVarsHandler(c *checker, inv *invocation) cwds {
 	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "adinNptuCcsO", long: nil})
-	if !c.need(inv, pRead) {
+	need := pRead
+	if inv.name != "read" && hasOpt(opts, "-C") {
+		// mapfile -C runs its callback as shell code.
+		need |= pExec
+	}
+	if !c.need(inv, need) {
 		return inv.cwd
 	}
 	for _, o := range opts {
@@ -639,6 +654,17 @@ func readVarsHandler(c *checker, inv *invocation) cwds {
 			c.clean[w.s] = false
 		}
 	}
+	return inv.cwd
+}
+
+// completionHandler: compgen and complete run a command with -C.
+func completionHandler(c *checker, inv *invocation) cwds {
+	opts, _ := parseOpts(inv.argv[1:], optSpec{short: "oAGWFCXPS"})
+	need := pRead
+	if hasOpt(opts, "-C") {
+		need |= pExec
+	}
+	c.need(inv, need)
 	return inv.cwd
 }
 
@@ -754,6 +780,7 @@ func copyHandler(move bool) handler {
 			return inv.cwd
 		}
 		tree := move || hasOpt(opts, "-r", "-R", "-a", "--recursive", "--archive")
+		follow := !move && tree && hasOpt(opts, "-L", "--dereference")
 		var dest *word
 		for _, o := range opts {
 			if (o.name == "-t" || o.name == "--target-directory") && o.val != nil {
@@ -775,7 +802,7 @@ func copyHandler(move bool) handler {
 			srcAcc = accWrite
 		}
 		for _, w := range pos {
-			c.usePath(inv, w, pathUse{acc: srcAcc, tree: tree})
+			c.usePath(inv, w, pathUse{acc: srcAcc, tree: tree, follow: follow})
 		}
 		if dest != nil {
 			c.usePath(inv, *dest, pathUse{acc: accWrite, tree: tree})
@@ -900,8 +927,9 @@ func tarHandler(c *checker, inv *invocation) cwds {
 	case extracting:
 		c.usePath(inv, dest, pathUse{acc: accWrite, tree: true})
 	case creating:
+		follow := hasOpt(opts, "-h", "--dereference")
 		for _, w := range pos {
-			c.usePath(inv, w, pathUse{acc: accRead, tree: true})
+			c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
 		}
 	}
 	return inv.cwd
@@ -944,12 +972,14 @@ func zipHandler(c *checker, inv *invocation) cwds {
 		return inv.cwd
 	}
 	tree := hasOpt(opts, "-r", "--recurse-paths")
+	// zip stores what links point to unless told to store the links.
+	follow := !hasOpt(opts, "-y", "--symlinks")
 	for i, w := range pos {
-		acc := accRead
 		if i == 0 {
-			acc = accWrite
+			c.usePath(inv, w, pathUse{acc: accWrite})
+			continue
 		}
-		c.usePath(inv, w, pathUse{acc: acc, tree: tree && i > 0})
+		c.usePath(inv, w, pathUse{acc: accRead, tree: tree, follow: follow && tree})
 	}
 	for _, o := range opts {
 		if (o.name == "-O" || o.name == "--output-file") && o.val != nil {
@@ -1228,7 +1258,7 @@ starts:
 	}
 	expr := args[i:]
 	need := pRead
-	writes := false
+	writes, execdir := false, false
 	var execs [][]word
 	for j := 0; j < len(expr); j++ {
 		w := expr[j]
@@ -1240,7 +1270,10 @@ starts:
 			follow = true
 		case "-delete":
 			writes = true
-		case "-exec", "-execdir", "-ok", "-okdir":
+		case "-execdir", "-okdir":
+			execdir = true
+			fallthrough
+		case "-exec", "-ok":
 			k := j + 1
 			for k < len(expr) && !(expr[k].lit && (expr[k].s == ";" || expr[k].s == "+")) {
 				k++
@@ -1260,8 +1293,9 @@ starts:
 			j++
 		}
 	}
-	if follow {
-		// Following links walks wherever they lead.
+	if execdir {
+		// -execdir runs in every directory it finds, where relative paths
+		// and links mean something else than from here.
 		need |= pExec
 	}
 	if writes {
@@ -1275,7 +1309,7 @@ starts:
 		if writes {
 			acc = accWrite
 		}
-		c.usePath(inv, s, pathUse{acc: acc, tree: true})
+		c.usePath(inv, s, pathUse{acc: acc, tree: true, follow: follow})
 	}
 	for _, argv := range execs {
 		for _, s := range startPoints {
@@ -1325,8 +1359,15 @@ func xargsHandler(c *checker, inv *invocation) cwds {
 				if hasVal {
 					replace = val
 				}
-			case "--arg-file":
-				if hasVal {
+			case "--arg-file", "--delimiter", "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+				"--process-slot-var":
+				if !hasVal && i+1 < len(args) {
+					i++
+					val = args[i].s
+					if name == "--arg-file" {
+						c.usePath(inv, args[i], pathUse{acc: accRead})
+					}
+				} else if name == "--arg-file" {
 					c.usePath(inv, litWord(val), pathUse{acc: accRead})
 				}
 			}
@@ -1948,15 +1989,16 @@ func scpHandler(c *checker, inv *invocation) cwds {
 			c.usePath(inv, *o.val, pathUse{acc: accRead})
 		}
 	}
+	follow := hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links")
 	for i, w := range pos {
 		if remote(w) {
 			continue
 		}
-		acc := accRead
 		if i == len(pos)-1 {
-			acc = accWrite
+			c.usePath(inv, w, pathUse{acc: accWrite, tree: true})
+			continue
 		}
-		c.usePath(inv, w, pathUse{acc: acc, tree: true})
+		c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
 	}
 	return inv.cwd
 }
@@ -1977,15 +2019,16 @@ func rsyncHandler(c *checker, inv *invocation) cwds {
 	if !c.need(inv, need) {
 		return inv.cwd
 	}
+	follow := hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links")
 	for i, w := range pos {
 		if remote(w) {
 			continue
 		}
-		acc := accRead
 		if i == len(pos)-1 {
-			acc = accWrite
+			c.usePath(inv, w, pathUse{acc: accWrite, tree: true})
+			continue
 		}
-		c.usePath(inv, w, pathUse{acc: acc, tree: true})
+		c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
 	}
 	return inv.cwd
 }

@@ -31,6 +31,9 @@ var corpus = []struct {
 	{"tail -5 src/main.go", "AAAA"},
 	{"wc -l src/*.go", "AAAA"},
 	{"grep -rn TODO .", "AAAA"},
+	{"grep -r TODO", "AAAA"},
+	{"grep -R TODO src", "AAAA"},
+	{"ls -R .", "AAAA"},
 	{"grep -n 'func main' src/main.go", "AAAA"},
 	{"rg -n foo src", "AAAA"},
 	{"find . -name '*.go'", "AAAA"},
@@ -231,6 +234,11 @@ var corpus = []struct {
 	{"git frobnicate", "DAAA"},
 	{"sed -e 's/x/y/e' README.md", "DAAA"},
 	{"read x; echo $((x + 1))", "DAAA"},
+	{"find . -execdir cat {} \\;", "DAAA"},
+	{"compgen -C 'rm -rf /' x", "DAAA"},
+	{"mapfile -C 'rm -rf /' -c 1 lines < README.md", "DAAA"},
+	{"zip -ry out.zip src", "DAAA"},
+	{"cp -rL src build/copy", "DAAA"},
 	// the network
 	{"curl https://example.com", "DDDA"},
 	{"wget https://example.com/x.tgz", "DDDA"},
@@ -385,6 +393,13 @@ var corpus = []struct {
 	{"cd src && cat ../../etc/passwd", "DDDD"},
 	{"cd link-out && ls", "DDDD"},
 	{"ls *", "DDDD"}, // the glob reaches link-out, a link out of the workspace
+	// reading a tree through its links: link-out leads out of the workspace
+	{"grep -R secret .", "DDDD"},
+	{"cp -rL . build/copy", "DDDD"},
+	{"find -L . -name secret.txt", "DDDD"},
+	{"zip -r out.zip .", "DDDD"},
+	{"tar czhf out.tgz .", "DDDD"},
+	{"ls -RL .", "DDDD"},
 	{"git push origin main; sudo id", "DDDD"},
 }
 

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -198,6 +199,9 @@ type pathUse struct {
 	// tree means the whole tree under the path may be touched: rm -r, a
 	// directory moved or deleted, find -delete.
 	tree bool
+	// follow means a tree is read through the symbolic links in it (grep
+	// -R, cp -rL), which may lead out of the workspace.
+	follow bool
 }
 
 // protected reports whether a path inside the workspace (slash-separated,
@@ -500,4 +504,35 @@ func (e *Engine) SandboxReadOnly(profile, workspace string) []string {
 		}
 	}
 	return out
+}
+
+// maxLinkWalk bounds the entries looked at for links out of a tree a
+// command reads through its links.
+const maxLinkWalk = 20_000
+
+// linkOut looks through the tree at abs for a symbolic link that leads out
+// of the workspace. tooBig reports a tree larger than the walk looks at.
+func (w *workspace) linkOut(abs string) (link string, tooBig bool) {
+	n := 0
+	errStop := errors.New("stop")
+	err := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if n++; n > maxLinkWalk {
+			tooBig = true
+			return errStop
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			if r := w.resolve(filepath.Dir(p), filepath.Base(p)); !r.in && !r.special {
+				link = p
+				return errStop
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return "", false
+	}
+	return link, tooBig
 }

@@ -878,6 +878,17 @@ func (c *checker) useResolved(inv *invocation, r resolved, u pathUse) {
 		c.denyf(d.rule, "%s", d.reason)
 		return
 	}
+	if u.follow && r.in {
+		switch link, tooBig := c.ws.linkOut(r.abs); {
+		case link != "":
+			rel, _ := c.ws.relative(link)
+			c.denyf("path:symlink-escape", "%s %q through its links is not allowed: %s leads outside the workspace", u.acc.verb(), r.raw, rel)
+			return
+		case tooBig:
+			c.denyf("path:symlink-escape", "%s all of %q through its links is not allowed: the tree is too large to check for links out of the workspace; leave out the option that follows links", u.acc.verb(), r.raw)
+			return
+		}
+	}
 	if outside {
 		c.outside = true
 	}
