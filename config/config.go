@@ -146,6 +146,9 @@ type GitHub struct {
 	// MinPermission is the repository permission an actor needs: read,
 	// triage, write, maintain or admin; default write.
 	MinPermission string `yaml:"min_permission" json:"min_permission"`
+	// AllowOtherRepos lets agents' GitHub tools act on repositories other
+	// than the one their thread is on; default false.
+	AllowOtherRepos bool `yaml:"allow_other_repos,omitempty" json:"allow_other_repos,omitempty"`
 	// AppSlug is the App's URL name; mentions of @<slug> address the bot
 	// itself and its own comments are ignored. Empty: looked up at start.
 	AppSlug string `yaml:"app_slug,omitempty" json:"app_slug,omitempty"`

@@ -612,7 +612,7 @@ func TestExampleHasEveryKey(t *testing.T) {
 	full.Routing = bot.RoutingConfig{DefaultAgent: "a", Commands: map[string]string{"x": "y"}, Rules: []bot.Rule{{Name: "n", Priority: 1, Agent: "a",
 		Match: bot.Match{Sources: []string{"s"}, Kinds: []string{"k"}, Labels: []string{"l"}, Repos: []string{"r"}, Paths: []string{"p"}, Text: "t", Actors: []string{"a"}, Channels: []string{"c"}}}}}
 	full.Schedules = []config.Schedule{{Name: "n", Cron: "c", Agent: "a", Thread: bot.LocalThread("x"), Text: "t"}}
-	full.GitHub = &config.GitHub{AppID: 1, PrivateKey: "k", PrivateKeyFile: "f", WebhookSecret: "s", APIURL: "u", AllowBots: []string{"b"}, MinPermission: "m", AppSlug: "s"}
+	full.GitHub = &config.GitHub{AppID: 1, PrivateKey: "k", PrivateKeyFile: "f", WebhookSecret: "s", APIURL: "u", AllowBots: []string{"b"}, MinPermission: "m", AppSlug: "s", AllowOtherRepos: true}
 	full.Slack = &config.Slack{Mode: "m", AppToken: "a", BotToken: "b", SigningSecret: "s", APIURL: "u", AllowedChannels: []string{"c"}, AllowedUsers: []string{"u"}}
 	y, err := yaml.Marshal(full)
 	require.NoError(t, err)

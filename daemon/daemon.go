@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
@@ -38,7 +39,9 @@ type Options struct {
 	Router *bot.Router
 	// NewRunner builds the agent runtime over the daemon's store; nil runs
 	// bot.NoRuntime, which fails every job with a clear error.
-	NewRunner func(*bolt.Store) (bot.Runner, error)
+	// It receives the agent tools of the connected platforms (GitHub,
+	// Slack) to offer beside the core ones.
+	NewRunner func(store *bolt.Store, platformTools []tools.Tool) (bot.Runner, error)
 	Schedules []bot.Schedule
 
 	Workers     int
@@ -108,14 +111,18 @@ func New(opts Options) (*Daemon, error) {
 	} else if n > 0 {
 		opts.Logger.Warn("reclaiming jobs of a previous process that did not stop cleanly", slog.Int("jobs", n))
 	}
-	var runner bot.Runner = bot.NoRuntime{}
-	if opts.NewRunner != nil {
-		if runner, err = opts.NewRunner(store); err != nil {
-			store.Close()
-			return nil, fmt.Errorf("agent runtime: %w", err)
-		}
+	d := &Daemon{opts: opts, log: opts.Logger, store: store, registry: prometheus.NewRegistry()}
+	if err := d.build(); err != nil {
+		store.Close()
+		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, store: store, runner: runner, registry: prometheus.NewRegistry()}
+	d.handler = d.routes()
+	return d, nil
+}
+
+// build assembles the pipeline over the open store.
+func (d *Daemon) build() error {
+	opts, store := d.opts, d.store
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.metrics = bot.NewMetrics(d.registry)
 	d.registerGauges()
@@ -125,11 +132,6 @@ func New(opts Options) (*Daemon, error) {
 		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log,
 	})
 	d.reporter = bot.NewReporter(store, d.deliverer.Wake, d.log)
-	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Runner: runner, Reporter: d.reporter,
-		Workers: opts.Workers, Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, Grace: opts.ShutdownGrace,
-		Metrics: d.metrics, Logger: d.log,
-	})
 	d.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: opts.Router, Metrics: d.metrics, Logger: d.log,
 		DedupWindow:  opts.DedupWindow,
@@ -140,36 +142,47 @@ func New(opts Options) (*Daemon, error) {
 			d.dispatcher.Wake()
 		},
 	})
+	platformTools, err := d.connect(sinks)
+	if err != nil {
+		return err
+	}
+	d.runner = bot.NoRuntime{}
+	if opts.NewRunner != nil {
+		if d.runner, err = opts.NewRunner(store, platformTools); err != nil {
+			return fmt.Errorf("agent runtime: %w", err)
+		}
+	}
+	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
+		Queue: store, Items: store, Runner: d.runner, Reporter: d.reporter,
+		Workers: opts.Workers, Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, Grace: opts.ShutdownGrace,
+		Metrics: d.metrics, Logger: d.log,
+	})
 	d.scheduler, err = bot.NewScheduler(bot.SchedulerOptions{
 		Schedules: opts.Schedules, Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	if err := d.connect(sinks); err != nil {
-		store.Close()
-		return nil, err
+		return err
 	}
 	d.handler = d.routes()
-	return d, nil
+	return nil
 }
 
 // connect sets up the GitHub and Slack integrations that are configured,
-// adding their sinks. It runs before the deliverer starts, so writing the
-// sinks map here is safe.
-func (d *Daemon) connect(sinks map[string]bot.Sink) error {
+// adding their sinks, and returns the agent tools they offer. It runs before
+// the deliverer starts, so writing the sinks map here is safe.
+func (d *Daemon) connect(sinks map[string]bot.Sink) ([]tools.Tool, error) {
+	var ts []tools.Tool
 	if gc := d.opts.GitHub; gc != nil {
 		client, err := github.NewClient(github.ClientOptions{
 			AppID: gc.AppID, PrivateKey: gc.PrivateKey, PrivateKeyFile: gc.PrivateKeyFile,
 			APIURL: gc.APIURL, Installations: d.store, Logger: d.log,
 		})
 		if err != nil {
-			return fmt.Errorf("github: %w", err)
+			return nil, fmt.Errorf("github: %w", err)
 		}
 		perm, err := github.ParsePermission(gc.MinPermission)
 		if err != nil {
-			return bot.Errorf(bot.EINVALID, "github.min_permission: %v", err)
+			return nil, bot.Errorf(bot.EINVALID, "github.min_permission: %v", err)
 		}
 		slug := gc.AppSlug
 		if slug == "" {
@@ -188,6 +201,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink) error {
 			MinPermission: perm, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client, d.log)
+		ts = append(ts, github.Tools(client, github.ToolOptions{AllowOtherRepos: gc.AllowOtherRepos})...)
 		d.log.Info("github connected", slog.Int64("app_id", gc.AppID), slog.String("api_url", gc.APIURL), slog.String("app_slug", slug))
 	}
 	if sc := d.opts.Slack; sc != nil {
@@ -197,13 +211,14 @@ func (d *Daemon) connect(sinks map[string]bot.Sink) error {
 			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Logger: d.log,
 		})
 		if err != nil {
-			return fmt.Errorf("slack: %w", err)
+			return nil, fmt.Errorf("slack: %w", err)
 		}
 		d.slack = a
 		sinks[bot.SourceSlack] = a.Sink()
+		ts = append(ts, a.Tools()...)
 		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
 	}
-	return nil
+	return ts, nil
 }
 
 // checkListen refuses a listen address beyond loopback without an API

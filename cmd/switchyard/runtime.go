@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/llm"
@@ -59,20 +60,21 @@ func secrets(cfg *config.Config, token bot.Secret) []bot.Secret {
 }
 
 // newRuntime builds the agent runtime over the daemon's store.
-func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, token bot.Secret, logger *slog.Logger) (func(*bolt.Store) (bot.Runner, error), error) {
+func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, token bot.Secret, logger *slog.Logger) (func(*bolt.Store, []tools.Tool) (bot.Runner, error), error) {
 	ms, err := models(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := tools.NewRegistry(tools.Core(tools.CoreOptions{})...)
-	if err != nil {
-		return nil, fmt.Errorf("tools: %w", err)
-	}
-	// Agents may name only models in config (or detected) and known tools.
-	if err := mgr.Validate(agents.Known{Models: ms.Names(), Tools: reg.Names()}); err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	return func(store *bolt.Store) (bot.Runner, error) {
+	return func(store *bolt.Store, platformTools []tools.Tool) (bot.Runner, error) {
+		reg, err := tools.NewRegistry(slices.Concat(tools.Core(tools.CoreOptions{}), platformTools)...)
+		if err != nil {
+			return nil, fmt.Errorf("tools: %w", err)
+		}
+		// Agents may name only configured (or detected) models and known
+		// tools; a mistake there is the user's to fix: exit 2.
+		if err := mgr.Validate(agents.Known{Models: ms.Names(), Tools: reg.Names()}); err != nil {
+			return nil, withCode(exitUsage, err)
+		}
 		return agents.NewRuntime(agents.RuntimeOptions{
 			Agents: mgr, Models: ms, Tools: reg,
 			Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
