@@ -646,12 +646,12 @@ func readVarsHandler(c *checker, inv *invocation) cwds {
 	}
 	for _, o := range opts {
 		if o.name == "-a" && o.val != nil && o.val.lit {
-			c.clean[o.val.s] = false
+			c.setClean(o.val.s, false)
 		}
 	}
 	for _, w := range pos {
 		if w.lit {
-			c.clean[w.s] = false
+			c.setClean(w.s, false)
 		}
 	}
 	return inv.cwd
@@ -703,7 +703,7 @@ func printfHandler(c *checker, inv *invocation) cwds {
 			c.denyf("shell:environment", "setting %s is not allowed: it changes what the shell runs (needs the exec permission)", name)
 			return inv.cwd
 		}
-		c.clean[name] = false
+		c.setClean(name, false)
 	}
 	return inv.cwd
 }
@@ -765,7 +765,7 @@ func declHandler(c *checker, inv *invocation) cwds {
 			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
 			return inv.cwd
 		}
-		c.clean[name] = false
+		c.setClean(name, false)
 	}
 	return inv.cwd
 }

@@ -408,13 +408,17 @@ func namedNeeds(name string) perms {
 // outside the workspace is involved; an error for input that cannot be
 // read.
 func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, approval *finding, used perms, outside bool, err error) {
-	var in map[string]json.RawMessage
-	if err := json.Unmarshal(call.Input, &in); err != nil || in == nil {
+	// Only the fields the policy looks at; what else the input holds is
+	// the tool's business.
+	var in struct {
+		Command json.RawMessage `json:"command"`
+		Path    json.RawMessage `json:"path"`
+	}
+	if trimmed := bytes.TrimSpace(call.Input); len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &in) != nil {
 		return nil, nil, 0, false, &inputError{fmt.Sprintf("tool %q input is not a JSON object", call.Tool.Name)}
 	}
-	str := func(key string) (string, error) {
-		raw, ok := in[key]
-		if !ok {
+	str := func(key string, raw json.RawMessage) (string, error) {
+		if raw == nil {
 			return "", nil
 		}
 		var s string
@@ -424,14 +428,13 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, appr
 		return s, nil
 	}
 	var acc access
-	var pathKey string
 	switch call.Tool.Name {
 	case tools.ReadFile, tools.ListDirectory, tools.SearchFiles:
-		acc, pathKey = accRead, "path"
+		acc = accRead
 	case tools.WriteFile, tools.EditFile:
-		acc, pathKey = accWrite, "path"
+		acc = accWrite
 	case tools.Bash:
-		cmd, err := str("command")
+		cmd, err := str("command", in.Command)
 		if err != nil {
 			return nil, nil, 0, false, err
 		}
@@ -451,7 +454,7 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, appr
 	default:
 		return nil, nil, 0, false, nil
 	}
-	rel, err := str(pathKey)
+	rel, err := str("path", in.Path)
 	if err != nil {
 		return nil, nil, 0, false, err
 	}
@@ -517,9 +520,6 @@ func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
 		cmds:     e.cmds,
 		branches: e.branches,
 		parser:   e.parsers.Get().(*syntax.Parser),
-		funcs:    map[string]*funcDef{},
-		active:   map[string]bool{},
-		clean:    map[string]bool{},
 		seen:     map[*syntax.CallExpr]bool{},
 		dirs:     cwds{ws.real},
 	}

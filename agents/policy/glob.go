@@ -3,48 +3,61 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
+
+// globMatch is one path a pattern expands to. real means no component of
+// it is a symbolic link, so it resolves to itself.
+type globMatch struct {
+	path string
+	real bool
+}
 
 // globBash expands pattern (with quoted metacharacters escaped) the way
 // bash does by default: component by component, where * ? and [...] do not
 // match a leading dot unless the component starts with one, a trailing
 // slash keeps directories only, and nothing matching leaves no result. A
-// relative pattern is expanded in dir. It stops after max matches; more
-// reports whether it did.
-func globBash(dir, pattern string, max int) (matches []string, more bool) {
-	start := dir
+// relative pattern is expanded in dir, a real directory. It stops after
+// max matches; more reports whether it did.
+func globBash(dir, pattern string, max int) (matches []globMatch, more bool) {
+	start := globMatch{path: dir, real: true}
 	if strings.HasPrefix(pattern, "/") {
-		start = "/"
+		start = globMatch{path: "/", real: true}
 	}
 	comps := strings.Split(strings.Trim(pattern, "/"), "/")
 	dirsOnly := strings.HasSuffix(pattern, "/")
-	cur := []string{start}
+	cur := []globMatch{start}
 	for i, comp := range comps {
 		last := i == len(comps)-1
-		var next []string
+		var next []globMatch
 		if !hasMeta(comp) {
 			lit := unescape(comp)
 			for _, p := range cur {
-				q := filepath.Join(p, lit)
-				if _, err := os.Lstat(q); err == nil {
-					next = append(next, q)
+				q := filepath.Join(p.path, lit)
+				if fi, err := os.Lstat(q); err == nil {
+					next = append(next, globMatch{path: q, real: p.real && fi.Mode()&os.ModeSymlink == 0 && lit != ".."})
 				}
 			}
 		} else {
 			dotOK := strings.HasPrefix(strings.TrimPrefix(comp, `\`), ".")
 			for _, p := range cur {
-				entries, err := os.ReadDir(p)
+				f, err := os.Open(p.path)
 				if err != nil {
 					continue
 				}
+				entries, _ := f.ReadDir(-1)
+				f.Close()
+				// Sorted, as bash sorts, so the first refusal is the one
+				// a person would see first.
+				slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 				for _, e := range entries {
 					name := e.Name()
 					if name[0] == '.' && !dotOK {
 						continue
 					}
 					if ok, _ := filepath.Match(comp, name); ok {
-						next = append(next, filepath.Join(p, name))
+						next = append(next, globMatch{path: filepath.Join(p.path, name), real: p.real && e.Type()&os.ModeSymlink == 0})
 						if last && len(next) > max {
 							return next[:max], true
 						}
@@ -60,7 +73,7 @@ func globBash(dir, pattern string, max int) (matches []string, more bool) {
 	if dirsOnly {
 		kept := cur[:0]
 		for _, p := range cur {
-			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			if fi, err := os.Stat(p.path); err == nil && fi.IsDir() {
 				kept = append(kept, p)
 			}
 		}

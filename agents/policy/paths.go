@@ -510,29 +510,34 @@ func (e *Engine) SandboxReadOnly(profile, workspace string) []string {
 // command reads through its links.
 const maxLinkWalk = 20_000
 
-// linkOut looks through the tree at abs for a symbolic link that leads out
-// of the workspace. tooBig reports a tree larger than the walk looks at.
+// linkOut looks through the tree at abs (a real directory, or a file) for a
+// symbolic link that leads out of the workspace. tooBig reports a tree
+// larger than the walk looks at.
 func (w *workspace) linkOut(abs string) (link string, tooBig bool) {
 	n := 0
-	errStop := errors.New("stop")
-	err := filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+	dirs := []string{abs}
+	for len(dirs) > 0 {
+		dir := dirs[len(dirs)-1]
+		dirs = dirs[:len(dirs)-1]
+		f, err := os.Open(dir)
 		if err != nil {
-			return nil
+			continue
 		}
-		if n++; n > maxLinkWalk {
-			tooBig = true
-			return errStop
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			if r := w.resolve(filepath.Dir(p), filepath.Base(p)); !r.in && !r.special {
-				link = p
-				return errStop
+		entries, _ := f.ReadDir(-1)
+		f.Close()
+		for _, e := range entries {
+			if n++; n > maxLinkWalk {
+				return "", true
+			}
+			switch t := e.Type(); {
+			case t&fs.ModeSymlink != 0:
+				if r := w.resolve(dir, e.Name()); !r.in && !r.special {
+					return dir + "/" + e.Name(), false
+				}
+			case t.IsDir():
+				dirs = append(dirs, dir+"/"+e.Name())
 			}
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return "", false
 	}
-	return link, tooBig
+	return "", false
 }

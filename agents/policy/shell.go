@@ -34,6 +34,7 @@ type finding struct {
 type checker struct {
 	p        *Profile
 	perms    perms
+	src      string // the script being checked, for quoting its words
 	ws       *workspace
 	cmds     map[string]handler
 	branches []string
@@ -130,9 +131,12 @@ func (c *checker) script(src string, cwd cwds) cwds {
 		c.denyf("shell:parse", "the command does not parse: %s", parseMessage(err))
 		return cwd
 	}
+	outer := c.src
+	c.src = src
 	c.depth++
 	out := c.stmts(f.Stmts, cwd)
 	c.depth--
+	c.src = outer
 	if c.deny == nil {
 		// Every simple command of the tree must have been checked; one the
 		// walk above missed would be a construct it does not know.
@@ -241,13 +245,13 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 			clean := l.InPos.IsValid()
 			for _, w := range l.Items {
 				c.subst(w, cwd)
-				for _, ew := range expandWord(w, c.ws.home) {
+				for _, ew := range c.expand(w) {
 					if !ew.lit || ew.glob || !cleanValue(ew.s) {
 						clean = false
 					}
 				}
 			}
-			c.clean[l.Name.Value] = clean
+			c.setClean(l.Name.Value, clean)
 		case *syntax.CStyleLoop:
 			for _, e := range []syntax.ArithmExpr{l.Init, l.Cond, l.Post} {
 				if e != nil {
@@ -273,6 +277,9 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		if x.Name == nil {
 			c.denyf("shell:unsupported", "anonymous functions are not supported")
 			return cwd, cwd
+		}
+		if c.funcs == nil {
+			c.funcs = map[string]*funcDef{}
 		}
 		c.funcs[x.Name.Value] = &funcDef{body: x.Body, sure: c.cond == 0 && c.depth == 1, depth: c.depth}
 		// Check the body where it is defined, so a function never called
@@ -340,6 +347,9 @@ func (c *checker) callFunc(name string, cwd cwds) cwds {
 	if f == nil || c.active[name] {
 		return cwd
 	}
+	if c.active == nil {
+		c.active = map[string]bool{}
+	}
 	c.active[name] = true
 	c.cond++
 	_, all := c.stmt(f.body, cwd)
@@ -377,7 +387,7 @@ func (c *checker) redirect(r *syntax.Redirect, cwd cwds) {
 		return
 	}
 	inv := &invocation{name: "redirection", cwd: cwd}
-	ws := expandWord(r.Word, c.ws.home)
+	ws := c.expand(r.Word)
 	if len(ws) > 1 {
 		c.denyf("shell:dynamic-path", "redirection to %s is not allowed: it expands to several words", ws[0].source())
 		return
@@ -395,6 +405,25 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// expand evaluates a word of the current script.
+func (c *checker) expand(w *syntax.Word) []word { return c.appendWords(nil, w) }
+
+// appendWords evaluates a word of the current script, appending to dst,
+// and keeps the word as written for messages.
+func (c *checker) appendWords(dst []word, w *syntax.Word) []word {
+	n := len(dst)
+	dst = appendWords(dst, w, c.ws.home)
+	start, end := w.Pos().Offset(), w.End().Offset()
+	if start < end && int(end) <= len(c.src) {
+		for i := n; i < len(dst); i++ {
+			if dst[i].src == "" {
+				dst[i].src = c.src[start:end]
+			}
+		}
+	}
+	return dst
 }
 
 // subst checks every command substitution, process substitution and
@@ -463,7 +492,7 @@ func (c *checker) arithVars(x syntax.ArithmExpr) {
 				if w, ok := y.X.(*syntax.Word); ok && len(w.Parts) == 1 {
 					if l, ok := w.Parts[0].(*syntax.Lit); ok {
 						c.arithVars(y.Y)
-						c.clean[l.Value] = true
+						c.setClean(l.Value, true)
 						return false
 					}
 				}
@@ -495,6 +524,14 @@ func (c *checker) readVar(name string, param bool) {
 		return
 	}
 	c.denyf("shell:arithmetic", "arithmetic on $%s is not allowed: its value is not known, and bash evaluates it as an expression that can run commands", name)
+}
+
+// setClean records whether a variable's value is known to be a number.
+func (c *checker) setClean(name string, clean bool) {
+	if c.clean == nil {
+		c.clean = map[string]bool{}
+	}
+	c.clean[name] = clean
 }
 
 // cleanValue reports whether s, evaluated as arithmetic, is a number: it
@@ -561,7 +598,7 @@ func (c *checker) call(ce *syntax.CallExpr, cwd cwds) (succ, all cwds) {
 	argv := make([]word, 0, len(ce.Args))
 	for _, w := range ce.Args {
 		c.subst(w, cwd)
-		argv = append(argv, expandWord(w, c.ws.home)...)
+		argv = c.appendWords(argv, w)
 	}
 	if c.deny != nil {
 		return cwd, cwd
@@ -617,7 +654,7 @@ func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
 	}
 	clean := false
 	if a.Value != nil && a.Array == nil && !a.Append {
-		ws := expandWord(a.Value, c.ws.home)
+		ws := c.expand(a.Value)
 		clean = len(ws) == 1 && ws[0].lit && cleanValue(ws[0].s)
 	}
 	if a.Naked && a.Value == nil && a.Array == nil {
@@ -630,7 +667,7 @@ func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
 		}
 		clean = c.deny == nil
 	}
-	c.clean[name] = clean
+	c.setClean(name, clean)
 }
 
 // decl checks declare, local, export, readonly, typeset and nameref.
@@ -640,7 +677,7 @@ func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 	integer, nameref := false, variant == "nameref"
 	for _, a := range d.Args {
 		if a.Naked && a.Name == nil && a.Value != nil {
-			ws := expandWord(a.Value, c.ws.home)
+			ws := c.expand(a.Value)
 			for _, w := range ws {
 				if !w.lit {
 					if !c.perms.has(pExec) {
@@ -916,9 +953,16 @@ func (c *checker) useGlob(inv *invocation, w word, dir string, u pathUse) {
 		return
 	}
 	for _, m := range matches {
-		r := c.ws.resolve(dir, m)
-		r.raw = m
-		if rel, err := filepath.Rel(dir, m); err == nil && !strings.HasPrefix(w.s, "/") {
+		var r resolved
+		if rel, ok := c.ws.relative(m.path); ok && m.real {
+			// Every component came from a directory listing or a check
+			// that it is no link: it is where it says.
+			r = resolved{abs: m.path, rel: rel, in: true}
+		} else {
+			r = c.ws.resolve(dir, m.path)
+		}
+		r.raw = m.path
+		if rel, err := filepath.Rel(dir, m.path); err == nil && !strings.HasPrefix(w.s, "/") {
 			r.raw = rel
 		}
 		c.useResolved(inv, r, u)

@@ -31,6 +31,9 @@ type word struct {
 // source returns the word as written, for messages.
 func (w word) source() string {
 	if w.src != "" || w.node == nil {
+		if len(w.src) > 80 {
+			return strings.ToValidUTF8(w.src[:80], "") + "…"
+		}
 		return w.src
 	}
 	return wordSource(w.node)
@@ -49,21 +52,40 @@ const maxBraceWords = 64
 // expandWord evaluates w into the words bash would pass: one, or several
 // for a brace expansion. home is what ~ stands for.
 func expandWord(w *syntax.Word, home string) []word {
+	return appendWords(nil, w, home)
+}
+
+// appendWords is expandWord appending to dst.
+func appendWords(dst []word, w *syntax.Word, home string) []word {
+	if len(w.Parts) == 1 {
+		// The common case, a plain word or one in single quotes, needs no
+		// builder.
+		switch p := w.Parts[0].(type) {
+		case *syntax.Lit:
+			if !strings.ContainsAny(p.Value, `\*?[{~`) {
+				return append(dst, word{s: p.Value, lit: true, pat: p.Value, node: w})
+			}
+		case *syntax.SglQuoted:
+			if !p.Dollar {
+				return append(dst, word{s: p.Value, lit: true, pat: escapeGlob(p.Value), node: w})
+			}
+		}
+	}
 	if !hasBrace(w) {
-		return []word{evalWord(w, home, w)}
+		return append(dst, evalWord(w, home, w))
 	}
 	cp := &syntax.Word{Parts: slices.Clone(w.Parts)}
 	if !syntax.SplitBraces(cp) {
 		return []word{evalWord(w, home, w)}
 	}
-	var out []word
+	n := len(dst)
 	for ew, err := range expand.BracesSeq(nil, cp) {
-		if err != nil || len(out) == maxBraceWords {
-			return []word{{dyn: "a brace expansion of too many words", node: w}}
+		if err != nil || len(dst)-n == maxBraceWords {
+			return append(dst[:n], word{dyn: "a brace expansion of too many words", node: w})
 		}
-		out = append(out, evalWord(ew, home, w))
+		dst = append(dst, evalWord(ew, home, w))
 	}
-	return out
+	return dst
 }
 
 func hasBrace(w *syntax.Word) bool {
