@@ -164,12 +164,12 @@ func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string)
 		a.finish(ctx, res)
 		return approved, nil
 	case <-timer.C:
-		if res, ok := a.close(p, ApprovalExpired); ok {
+		if res, ok := a.end(p, ApprovalExpired); ok {
 			a.finish(ctx, res)
 			return false, fmt.Errorf("%w (no decision within %s)", ErrApprovalTimeout, a.opts.Timeout)
 		}
 	case <-ctx.Done():
-		if res, ok := a.close(p, ApprovalCancelled); ok {
+		if res, ok := a.end(p, ApprovalCancelled); ok {
 			// The run is gone; record the outcome without its context.
 			a.finish(context.WithoutCancel(ctx), res)
 			return false, ctx.Err()
@@ -184,9 +184,9 @@ func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string)
 	return approved, nil
 }
 
-// close ends a pending approval without a person's decision; ok is false
+// end ends a pending approval without a person's decision; ok is false
 // when a decision came first.
-func (a *Approvals) close(p *pendingApproval, status ApprovalStatus) (Approval, bool) {
+func (a *Approvals) end(p *pendingApproval, status ApprovalStatus) (Approval, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p.Status != ApprovalPending {
