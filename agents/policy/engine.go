@@ -399,6 +399,10 @@ func namedNeeds(name string) perms {
 		return pCI
 	case has("get", "list", "search", "read", "view", "show", "fetch", "find", "describe", "status", "diff", "lookup"):
 		return pRead
+	case has("checkout", "clone"):
+		// Bringing the code into the agent's own workspace changes
+		// nothing anyone else sees, and is how a reviewer reads it.
+		return pRead
 	}
 	return pPush
 }

@@ -128,6 +128,12 @@ func TestToolPermissionsDecideWhatToolsNeed(t *testing.T) {
 		{"maintainer", tools.Info{Name: "github_rerun_workflow"}, false},
 		{"contributor", tools.Info{Name: "github_rerun_workflow"}, true},
 		{"ops", tools.Info{Name: "vault_read_secret"}, false},
+		{"read-only", tools.Info{Name: "github_checkout", Kind: tools.KindCore}, false},
+		{"read-only", tools.Info{Name: "github_pull_request_diff", Kind: tools.KindCore}, false},
+		{"read-only", tools.Info{Name: "slack_read_thread", Kind: tools.KindCore}, false},
+		{"read-only", tools.Info{Name: "slack_post_message", Kind: tools.KindCore}, true},
+		{"contributor", tools.Info{Name: "github_push_branch", Kind: tools.KindCore}, false},
+		{"contributor", tools.Info{Name: "github_merge_pull_request", Kind: tools.KindCore}, true},
 		{"nobody", tools.Info{Name: "read_file", Kind: tools.KindCore}, true},
 	} {
 		require.Equal(t, tc.forbids, e.Forbids(tc.profile, tc.tool), "%s %s", tc.profile, tc.tool.Name)
