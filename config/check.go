@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -25,6 +27,20 @@ func checkConfig(d *decoder, c *Config) {
 		d.failed[path] = true
 	}
 
+	if err := policy.ValidateProfiles(c.Profiles); err != nil {
+		list := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			list = j.Unwrap()
+		}
+		for _, e := range list {
+			var fe *bot.FieldError
+			if errors.As(e, &fe) {
+				fail(fe.Field, "%s", fe.Msg)
+			} else {
+				fail("profiles", "%v", e)
+			}
+		}
+	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
 	}

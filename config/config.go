@@ -9,6 +9,7 @@ import (
 
 	_ "embed"
 
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	Routing bot.RoutingConfig `yaml:"routing" json:"routing"`
 	// Schedules start agents at cron times.
 	Schedules []Schedule `yaml:"schedules,omitempty" json:"schedules,omitempty"`
+	// Profiles are custom permission profiles, on top of the built-in
+	// read-only, contributor, maintainer and ops.
+	Profiles map[string]policy.ProfileConfig `yaml:"profiles,omitempty" json:"profiles,omitempty"`
 	// GitHub connects a GitHub App; nil (the section absent) disables it.
 	GitHub *GitHub `yaml:"github,omitempty" json:"github,omitempty"`
 	// Slack connects a Slack app; nil (the section absent) disables it.

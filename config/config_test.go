@@ -111,7 +111,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key, close to a known one", "workrs: 4\n",
 			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
 		{"unknown key", "frobnicate: 1\n",
-			"c.yaml:1: frobnicate: unknown key; want one of agents_dir, data_dir, dedup_window, dispatch, github, models, routing, schedules, server, slack, workers"},
+			"c.yaml:1: frobnicate: unknown key; want one of agents_dir, data_dir, dedup_window, dispatch, github, models, profiles, routing, schedules, server, slack, workers"},
 		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
 			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
 		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
@@ -200,7 +200,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: b\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
-			`c.yaml:1: base: unknown key; want one of agents_dir, data_dir, dedup_window, dispatch, github, models, routing, schedules, server, slack, workers`},
+			`c.yaml:1: base: unknown key; want one of agents_dir, data_dir, dedup_window, dispatch, github, models, profiles, routing, schedules, server, slack, workers`},
 		{"merge of a scalar", "server:\n  <<: 3\n",
 			"c.yaml:2: server: << merges mappings, got an integer"},
 		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",
@@ -640,4 +640,13 @@ func TestExampleHasEveryKey(t *testing.T) {
 		}
 		require.Contains(t, string(data), k+":", "config.example.yaml lacks %q", k)
 	}
+}
+
+func TestCustomProfilesAreValidatedWithPositions(t *testing.T) {
+	_, err := config.Parse("c.yaml", []byte("profiles:\n  deployer:\n    extends: contributr\n"))
+	require.EqualError(t, err, `c.yaml:3: profiles.deployer.extends: unknown profile "contributr" (want read-only, contributor, maintainer, ops or a custom profile)`)
+	require.True(t, config.IsInvalid(err))
+	c, err := config.Parse("c.yaml", []byte("profiles:\n  deployer:\n    extends: contributor\n    network: true\n    commands: {deny: [kubectl delete]}\n"))
+	require.NoError(t, err)
+	require.Equal(t, "contributor", c.Profiles["deployer"].Extends)
 }
