@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/switchyard/switchyard/agents/sandbox"
 )
 
 // Core tool names.
@@ -44,6 +46,21 @@ type CoreOptions struct {
 	// one (PATH, LANG, TERM, HOME set to the workspace): the daemon's own
 	// environment holds its credentials and is never passed on.
 	Env []string
+	// Sandbox, when set, builds the process bash runs, for instance
+	// under bubblewrap; nil runs bash as a plain process in the workspace.
+	Sandbox CommandSandbox
+	// Network reports whether commands of a profile may use the network
+	// inside the sandbox; nil means none may.
+	Network func(profile string) bool
+	// ReadOnly lists the paths inside the workspace commands of a profile
+	// may read but not change inside the sandbox; nil means none.
+	ReadOnly func(profile, workspace string) []string
+}
+
+// CommandSandbox builds the program, arguments and directory that run a
+// script confined as spec says. *sandbox.Sandbox implements it.
+type CommandSandbox interface {
+	Argv(spec sandbox.Spec) (argv []string, dir string, err error)
 }
 
 func (o CoreOptions) withDefaults() CoreOptions {

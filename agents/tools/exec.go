@@ -12,7 +12,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchyard/switchyard/agents/sandbox"
 )
+
+var _ CommandSandbox = (*sandbox.Sandbox)(nil)
 
 // process is one command to run for a tool.
 type process struct {
@@ -131,14 +135,34 @@ func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) 
 		if in.TimeoutSeconds > 0 {
 			timeout = min(time.Duration(in.TimeoutSeconds)*time.Second, opts.BashMaxTimeout)
 		}
-		env := opts.Env
-		if env == nil {
-			env = baseEnv(cc.Workspace)
-		}
-		out, err := process{
-			name: "bash", args: []string{"-c", in.Command}, dir: cc.Workspace, env: env,
+		p := process{
+			name: "bash", args: []string{"-c", in.Command}, dir: cc.Workspace,
 			timeout: timeout, output: opts.BashOutput,
-		}.run(ctx)
+		}
+		if opts.Sandbox != nil {
+			spec := sandbox.Spec{Workspace: cc.Workspace, Script: in.Command}
+			if opts.Network != nil {
+				spec.Network = opts.Network(cc.Profile)
+			}
+			if opts.ReadOnly != nil {
+				spec.ReadOnly = opts.ReadOnly(cc.Profile, cc.Workspace)
+			}
+			argv, dir, err := opts.Sandbox.Argv(spec)
+			if err != nil {
+				return "", fmt.Errorf("prepare command: %w", err)
+			}
+			if len(argv) == 0 {
+				return "", errors.New("sandbox: no command to run")
+			}
+			// The sandbox may resolve the workspace to its real path,
+			// which is the only one bound inside it.
+			p.name, p.args, p.dir = argv[0], argv[1:], dir
+		}
+		p.env = opts.Env
+		if p.env == nil {
+			p.env = baseEnv(p.dir)
+		}
+		out, err := p.run(ctx)
 		if err == nil && out == "" {
 			return "(no output, exit code 0)", nil
 		}
