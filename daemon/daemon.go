@@ -37,11 +37,9 @@ type Options struct {
 	DataDir  string
 
 	Router *bot.Router
-	// NewRunner builds the agent runtime over the daemon's store; nil runs
+	// NewRunner builds the agent runtime inside the daemon; nil runs
 	// bot.NoRuntime, which fails every job with a clear error.
-	// It receives the agent tools of the connected platforms (GitHub,
-	// Slack) to offer beside the core ones.
-	NewRunner func(store *bolt.Store, platformTools []tools.Tool) (bot.Runner, error)
+	NewRunner func(RunnerDeps) (Runtime, error)
 	Schedules []bot.Schedule
 
 	Workers     int
@@ -69,6 +67,7 @@ type Daemon struct {
 	log        *slog.Logger
 	store      *bolt.Store
 	runner     bot.Runner
+	runtime    Runtime
 	metrics    *bot.Metrics
 	registry   *prometheus.Registry
 	intake     *bot.Intake
@@ -146,12 +145,16 @@ func (d *Daemon) build() error {
 	if err != nil {
 		return err
 	}
-	d.runner = bot.NoRuntime{}
+	d.runtime = Runtime{Runner: bot.NoRuntime{}}
 	if opts.NewRunner != nil {
-		if d.runner, err = opts.NewRunner(store, platformTools); err != nil {
+		d.runtime, err = opts.NewRunner(RunnerDeps{
+			Store: store, Tools: platformTools, Notifier: outboxNotifier{out: store, wake: d.deliverer.Wake},
+		})
+		if err != nil {
 			return fmt.Errorf("agent runtime: %w", err)
 		}
 	}
+	d.runner = d.runtime.Runner
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Runner: d.runner, Reporter: d.reporter,
 		Workers: opts.Workers, Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, Grace: opts.ShutdownGrace,
@@ -275,6 +278,12 @@ func (d *Daemon) routes() http.Handler {
 	}
 	if rs, ok := d.runner.(admin.ThreadResetter); ok {
 		ao.Threads = rs
+	}
+	if d.runtime.Audit != nil {
+		ao.Audit = auditLog{d.runtime.Audit}
+	}
+	if d.runtime.Approvals != nil {
+		ao.Approvals = approvalDesk{d.runtime.Approvals}
 	}
 	admin.New(ao).Mount(api)
 

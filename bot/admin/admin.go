@@ -30,13 +30,26 @@ type ThreadResetter interface {
 	ResetThread(ctx context.Context, sessionKey string) (int, error)
 }
 
+// AuditLog lists audit records, newest first; values render as JSON.
+type AuditLog interface {
+	ListAudit(ctx context.Context, since time.Time, decision string, limit int) (any, error)
+}
+
+// Approvals lists tool calls waiting for a person and records decisions.
+type Approvals interface {
+	ListApprovals(all bool) any
+	DecideApproval(ctx context.Context, id string, approve bool, by string) (any, error)
+}
+
 // Options configure the API; Store and Router are required.
 type Options struct {
-	Store   Store
-	Router  bot.Decider
-	Agents  AgentCatalog   // nil: the agents endpoints answer 503
-	Threads ThreadResetter // nil: reset answers 503
-	Logger  *slog.Logger
+	Store     Store
+	Router    bot.Decider
+	Agents    AgentCatalog   // nil: the agents endpoints answer 503
+	Threads   ThreadResetter // nil: reset answers 503
+	Audit     AuditLog       // nil: the audit endpoint answers 503
+	Approvals Approvals      // nil: the approvals endpoints answer 503
+	Logger    *slog.Logger
 }
 
 // API serves the admin endpoints.
@@ -62,6 +75,100 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/agents", a.listAgents)
 	mux.HandleFunc("GET /api/v1/agents/{name}", a.getAgent)
 	mux.HandleFunc("POST /api/v1/threads/{thread}/reset", a.resetThread)
+	mux.HandleFunc("GET /api/v1/audit", a.listAudit)
+	mux.HandleFunc("GET /api/v1/approvals", a.listApprovals)
+	mux.HandleFunc("POST /api/v1/approvals/{id}/{decision}", a.decideApproval)
+}
+
+func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Audit == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no audit log: the agent runtime is not configured"))
+		return
+	}
+	q := r.URL.Query()
+	var since time.Time
+	if s := q.Get("since"); s != "" {
+		t, err := parseSince(s, time.Now())
+		if err != nil {
+			httpapi.Error(w, r, a.logger, err)
+			return
+		}
+		since = t
+	}
+	decision := q.Get("decision")
+	switch decision {
+	case "", "allow", "deny", "needs_approval", "approved", "denied":
+	default:
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "decision %q: want allow, deny, needs_approval, approved or denied", decision))
+		return
+	}
+	limit, err := httpapi.Limit(r, 10000)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	recs, err := a.opts.Audit.ListAudit(r.Context(), since, decision, limit)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, recs)
+}
+
+// parseSince reads a time as RFC 3339 or as a duration back from now ("1h").
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, bot.Errorf(bot.EINVALID, "since %q: want a duration such as 1h or an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Approvals == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no approvals: the agent runtime is not configured"))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, a.opts.Approvals.ListApprovals(r.URL.Query().Get("all") == "true"))
+}
+
+// DecisionRequest is the body of POST /api/v1/approvals/{id}/approve|deny.
+type DecisionRequest struct {
+	By string `json:"by"` // who decides; checked against the profile's approvers
+}
+
+func (a *API) decideApproval(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Approvals == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no approvals: the agent runtime is not configured"))
+		return
+	}
+	var approve bool
+	switch r.PathValue("decision") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.ENOTFOUND, "want /approve or /deny"))
+		return
+	}
+	var req DecisionRequest
+	if err := httpapi.Decode(w, r, &req); err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	if req.By == "" {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "by: required"))
+		return
+	}
+	res, err := a.opts.Approvals.DecideApproval(r.Context(), r.PathValue("id"), approve, req.By)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, res)
 }
 
 func (a *API) listAgents(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,8 @@ import (
 type fakeOpenAI struct {
 	mu       sync.Mutex
 	requests int
+	// call is the tool call of the first turn; list_directory when empty.
+	call, args string
 }
 
 func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -48,10 +50,15 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	last := req.Messages[len(req.Messages)-1]
 	w.Header().Set("Content-Type", "application/json")
 	if last.Role != "tool" {
-		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake",
+		name, args := f.call, f.args
+		if name == "" {
+			name, args = "list_directory", `{"path":"."}`
+		}
+		quoted, _ := json.Marshal(args)
+		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake",
 			"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
-			"tool_calls":[{"id":"call_1","type":"function","function":{"name":"list_directory","arguments":"{\"path\":\".\"}"}}]}}],
-			"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
+			"tool_calls":[{"id":"call_1","type":"function","function":{"name":%q,"arguments":%s}}]}}],
+			"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, name, quoted)
 		return
 	}
 	answer, _ := json.Marshal("The workspace holds: " + fmt.Sprint(last.Content))
@@ -124,4 +131,66 @@ func TestAgentsListShowsSources(t *testing.T) {
 	r = run(t, dir, p.env(), "agents", "show", "nobody")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, `no agent "nobody"`)
+}
+
+func TestDeniedToolCallIsAuditedWithoutSecrets(t *testing.T) {
+	const secret = "sk-test-SECRETVALUE1234567890"
+	fake := &fakeOpenAI{call: "write_file", args: `{"path":"notes.txt","content":"key ` + secret + `"}`}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n    api_key: %s\n", srv.URL, secret)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	// The reviewer is read-only: writing a file is denied before it runs.
+	r := run(t, dir, p.env(), "send", "--wait", "--thread", "audit", "@reviewer write notes")
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	_, err := os.Stat(filepath.Join(dir, "data", "workspaces"))
+	if err == nil {
+		matches, _ := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "notes.txt"))
+		require.Empty(t, matches, "nothing executed")
+	}
+
+	r = run(t, dir, p.env(), "audit", "--decision", "deny", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var recs []struct{ Decision, Tool, Agent, Profile, Rule, Arguments string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &recs))
+	require.NotEmpty(t, recs)
+	require.Equal(t, "deny", recs[0].Decision)
+	require.Equal(t, "write_file", recs[0].Tool)
+	require.Equal(t, "reviewer", recs[0].Agent)
+	require.Equal(t, "read-only", recs[0].Profile)
+	require.NotContains(t, r.stdout, "SECRETVALUE", "no secret in the audit log")
+	r = run(t, dir, p.env(), "approvals", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "no approvals waiting")
+}
+
+func TestPolicyCheckExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(
+		"profiles:\n  careful:\n    extends: contributor\n    approval: [\"make deploy\"]\n    approvers: [alice]\n"), 0o600))
+	tests := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--profile", "read-only", "--", "bash", `{"command":"ls -la"}`}, 0, "allow"},
+		{[]string{"--profile", "read-only", "--", "bash", `{"command":"ls; rm -rf /"}`}, 3, "deny"},
+		{[]string{"--profile", "contributor", "--", "write_file", `{"path":"a.txt","content":"x"}`}, 0, "allow"},
+		{[]string{"--profile", "careful", "--", "bash", `{"command":"make deploy"}`}, 4, "needs_approval"},
+		{[]string{"--profile", "nosuch", "--", "bash", `{"command":"ls"}`}, 2, ""},
+		{[]string{"--profile", "read-only", "--", "bash", `not json`}, 2, ""},
+	}
+	for _, tt := range tests {
+		r := run(t, dir, nil, append([]string{"policy", "check", "--workspace", dir}, tt.args...)...)
+		require.Equal(t, tt.code, r.code, "%v: %s %s", tt.args, r.stdout, r.stderr)
+		require.Contains(t, r.stdout, tt.out)
+	}
+	r := run(t, dir, nil, "policy", "profiles", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, name := range []string{"read-only", "contributor", "maintainer", "ops", "careful"} {
+		require.Contains(t, r.stdout, `"`+name+`"`)
+	}
 }

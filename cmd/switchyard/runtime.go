@@ -10,10 +10,11 @@ import (
 
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/llm"
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
-	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/daemon"
 )
 
 // models opens the configured models. With none configured it picks one
@@ -60,26 +61,58 @@ func secrets(cfg *config.Config, token bot.Secret) []bot.Secret {
 }
 
 // newRuntime builds the agent runtime over the daemon's store.
-func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, token bot.Secret, logger *slog.Logger) (func(*bolt.Store, []tools.Tool) (bot.Runner, error), error) {
+func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, token bot.Secret, logger *slog.Logger) (func(daemon.RunnerDeps) (daemon.Runtime, error), error) {
 	ms, err := models(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	return func(store *bolt.Store, platformTools []tools.Tool) (bot.Runner, error) {
-		reg, err := tools.NewRegistry(slices.Concat(tools.Core(tools.CoreOptions{}), platformTools)...)
+	return func(deps daemon.RunnerDeps) (daemon.Runtime, error) {
+		reg, err := tools.NewRegistry(slices.Concat(tools.Core(tools.CoreOptions{}), deps.Tools)...)
 		if err != nil {
-			return nil, fmt.Errorf("tools: %w", err)
+			return daemon.Runtime{}, fmt.Errorf("tools: %w", err)
 		}
-		// Agents may name only configured (or detected) models and known
-		// tools; a mistake there is the user's to fix: exit 2.
-		if err := mgr.Validate(agents.Known{Models: ms.Names(), Tools: reg.Names()}); err != nil {
-			return nil, withCode(exitUsage, err)
+		redactor := agents.NewRedactor(revealed(secrets(cfg, token))...)
+		auditor, err := policy.NewAuditor(deps.Store, redactor)
+		if err != nil {
+			return daemon.Runtime{}, err
 		}
-		return agents.NewRuntime(agents.RuntimeOptions{
+		engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Audit: auditor, Logger: logger})
+		if err != nil {
+			return daemon.Runtime{}, withCode(exitUsage, err)
+		}
+		approvals, err := policy.NewApprovals(policy.ApprovalOptions{
+			Approvers: engine, Notifier: deps.Notifier, Audit: auditor, Redactor: redactor, Logger: logger,
+		})
+		if err != nil {
+			return daemon.Runtime{}, err
+		}
+		// Agents may name only configured (or detected) models, known tools
+		// and known profiles; a mistake there is the user's to fix: exit 2.
+		if err := mgr.Validate(agents.Known{Models: ms.Names(), Tools: reg.Names(), Profiles: engine.Names()}); err != nil {
+			return daemon.Runtime{}, withCode(exitUsage, err)
+		}
+		rt, err := agents.NewRuntime(agents.RuntimeOptions{
 			Agents: mgr, Models: ms, Tools: reg,
+			Policy: engine, Profiles: engine, Approver: approvals,
 			Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
-			Conversations: store, Transcripts: store, Rerouter: store,
+			Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
 			Secrets: secrets(cfg, token), Logger: logger,
 		})
+		if err != nil {
+			return daemon.Runtime{}, err
+		}
+		return daemon.Runtime{Runner: rt, Audit: auditor, Approvals: approvals}, nil
 	}, nil
+}
+
+// revealed returns the values of the secrets that are set, for the
+// redactor that masks them.
+func revealed(ss []bot.Secret) []string {
+	var out []string
+	for _, s := range ss {
+		if s.IsSet() {
+			out = append(out, s.Reveal())
+		}
+	}
+	return out
 }

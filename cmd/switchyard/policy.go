@@ -1,0 +1,243 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/tools"
+)
+
+// Exit statuses of `policy check`.
+const (
+	exitDeny          = 3
+	exitNeedsApproval = 4
+)
+
+// loadEngine builds the permission engine from the config file, offline.
+func loadEngine(cfgPath string) (*policy.Engine, error) {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	engine, err := policy.New(policy.Options{Profiles: cfg.Profiles})
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	return engine, nil
+}
+
+func newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "policy", Short: "Check tool calls against permission profiles, offline"}
+	var (
+		cfgPath, profile, agent, workspace string
+		skills                             []string
+		asJSON                             bool
+	)
+	check := &cobra.Command{
+		Use:   "check --profile NAME [flags] -- TOOL 'ARGS_JSON'",
+		Short: "Decide a tool call: exit 0 allow, 3 deny, 4 needs approval, 2 bad input",
+		Example: `  switchyard policy check --profile read-only -- bash '{"command":"rm -rf /"}'
+  switchyard policy check --profile contributor --workspace . -- write_file '{"path":"x.go","content":""}'`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			engine, err := loadEngine(cfgPath)
+			if err != nil {
+				return err
+			}
+			if profile == "" {
+				return withCode(exitUsage, fmt.Errorf("--profile is required (one of %s)", strings.Join(engine.Names(), ", ")))
+			}
+			if !json.Valid([]byte(args[1])) {
+				return withCode(exitUsage, fmt.Errorf("ARGS_JSON %q is not JSON", args[1]))
+			}
+			if workspace == "" {
+				if workspace, err = os.Getwd(); err != nil {
+					return err
+				}
+			}
+			var ss []policy.Skill
+			for _, s := range skills {
+				for name := range strings.SplitSeq(s, ",") {
+					if name = strings.TrimSpace(name); name != "" {
+						ss = append(ss, policy.Skill{Name: name})
+					}
+				}
+			}
+			info := tools.Info{Name: args[0]}
+			d, err := engine.CheckOffline(policy.CheckRequest{
+				Profile: profile, Agent: agent, Skills: ss, Workspace: workspace, Tool: info, Input: json.RawMessage(args[1]),
+			})
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := printJSON(out, d); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "%s: %s (rule %s)\n", d.Verdict, d.Reason, d.Rule)
+			}
+			switch d.Verdict {
+			case tools.Allow:
+				return nil
+			case tools.NeedsApproval:
+				return withCode(exitNeedsApproval, nil)
+			default:
+				return withCode(exitDeny, nil)
+			}
+		},
+	}
+	f := check.Flags()
+	addConfigFlag(check, &cfgPath)
+	f.StringVar(&profile, "profile", "", "permission profile (required)")
+	f.StringVar(&agent, "agent", "", "the calling agent")
+	f.StringSliceVar(&skills, "skills", nil, "loaded skills, comma-separated")
+	f.StringVar(&workspace, "workspace", "", "workspace paths resolve in (default: the current directory)")
+	f.BoolVar(&asJSON, "json", false, "print the decision as JSON")
+
+	var profilesCfg string
+	var profilesJSON bool
+	profiles := &cobra.Command{
+		Use:   "profiles",
+		Short: "List the permission profiles, built-in and from config",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			engine, err := loadEngine(profilesCfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if profilesJSON {
+				return printJSON(out, engine.Profiles())
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PROFILE\tBUILTIN\tNETWORK\tPERMISSIONS\tDESCRIPTION")
+			for _, p := range engine.Profiles() {
+				perms := make([]string, len(p.Permissions))
+				for i, x := range p.Permissions {
+					perms[i] = string(x)
+				}
+				fmt.Fprintf(tw, "%s\t%t\t%t\t%s\t%s\n", p.Name, p.Builtin, p.Network, strings.Join(perms, ","), firstLine(p.Description))
+			}
+			return tw.Flush()
+		},
+	}
+	addConfigFlag(profiles, &profilesCfg)
+	profiles.Flags().BoolVar(&profilesJSON, "json", false, "print JSON")
+	cmd.AddCommand(check, profiles)
+	return cmd
+}
+
+func newAuditCmd(cl *clientFlags) *cobra.Command {
+	var (
+		since, decision string
+		limit           int
+		asJSON          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Show the audit log: denials, approvals and sensitive tool calls, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if since != "" {
+				q.Set("since", since)
+			}
+			if decision != "" {
+				q.Set("decision", decision)
+			}
+			if limit > 0 {
+				q.Set("limit", fmt.Sprint(limit))
+			}
+			var recs []policy.AuditRecord
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/audit?"+q.Encode(), nil, &recs); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, recs)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TIME\tDECISION\tAGENT\tPROFILE\tTOOL\tRULE\tREASON")
+			for _, r := range recs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"),
+					r.Decision, r.Agent, r.Profile, r.Tool, r.Rule, firstLine(r.Reason))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&since, "since", "", "only records since then: a duration back (1h) or an RFC 3339 time")
+	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, denied")
+	f.IntVar(&limit, "limit", 0, "at most this many")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newApprovalsCmd(cl *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "approvals", Short: "List, approve and deny tool calls waiting for a person"}
+	var (
+		all, asJSON bool
+		by          string
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pending approvals (--all: decided ones too)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var list []policy.Approval
+			path := "/api/v1/approvals"
+			if all {
+				path += "?all=true"
+			}
+			if err := cl.client().do(cmd.Context(), "GET", path, nil, &list); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(out, "(no approvals waiting)")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATUS\tAGENT\tTOOL\tTHREAD\tEXPIRES\tREASON")
+			for _, a := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, a.Agent, a.Tool, a.SessionKey,
+					a.ExpiresAt.Local().Format("15:04:05"), firstLine(a.Reason))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&all, "all", false, "include decided approvals")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	decide := func(verb string) *cobra.Command {
+		c := &cobra.Command{
+			Use:   verb + " ID",
+			Short: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting tool call (you must be one of its profile's approvers)",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var a policy.Approval
+				body := map[string]string{"by": by}
+				if err := cl.client().do(cmd.Context(), "POST", "/api/v1/approvals/"+url.PathEscape(args[0])+"/"+verb, body, &a); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s by %s\n", a.ID, a.Status, a.DecidedBy)
+				return nil
+			},
+		}
+		c.Flags().StringVar(&by, "by", envOr("USER", ""), "who decides ($USER)")
+		return c
+	}
+	cmd.AddCommand(list, decide("approve"), decide("deny"))
+	return cmd
+}
