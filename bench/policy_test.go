@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,12 +170,28 @@ func BenchmarkPolicyChecks(b *testing.B) {
 			}
 		}
 		lat := make(latencies, 0, len(calls)*policyRounds)
+		// perCommand tells a command that is slow every time from the
+		// scheduler's and the collector's occasional pauses.
+		perCommand := make([]latencies, len(policyCommands))
 		for range policyRounds {
-			for _, c := range calls {
+			for i, c := range calls {
 				t0 := time.Now()
 				engine.Decide(c, nil)
-				lat = append(lat, time.Since(t0))
+				d := time.Since(t0)
+				lat = append(lat, d)
+				perCommand[i/len(profiles)] = append(perCommand[i/len(profiles)], d)
 			}
+		}
+		slowest := make([]int, len(policyCommands))
+		for i := range slowest {
+			slowest[i] = i
+		}
+		slices.SortFunc(slowest, func(x, y int) int {
+			return cmp.Compare(perCommand[y].quantile(0.5), perCommand[x].quantile(0.5))
+		})
+		var worst []string
+		for _, i := range slowest[:3] {
+			worst = append(worst, fmt.Sprintf("%q %s", policyCommands[i], perCommand[i].quantile(0.5)))
 		}
 
 		p50, p99 := lat.quantile(0.5), lat.quantile(0.99)
@@ -187,6 +205,7 @@ func BenchmarkPolicyChecks(b *testing.B) {
 			fmt.Sprintf("baseline, parsing alone (mvdan.cc/sh/v3/syntax): %.0f parses/s, p50 %s, p99 %s", baseRate, bp50, bp99),
 			fmt.Sprintf("a decision costs %.1fx the parse at p50 and %.1fx at p99",
 				float64(p50)/float64(max(bp50, 1)), float64(p99)/float64(max(bp99, 1))),
+			"slowest commands by p50: "+strings.Join(worst, ", "),
 			fmt.Sprintf("p99 is %.2f of the 50µs target: %s", float64(p99)/float64(50*time.Microsecond), verdict(p99 < 50*time.Microsecond)),
 		)
 	}
