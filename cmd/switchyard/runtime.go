@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
@@ -67,10 +68,6 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, to
 		return nil, err
 	}
 	return func(deps daemon.RunnerDeps) (daemon.Runtime, error) {
-		reg, err := tools.NewRegistry(slices.Concat(tools.Core(tools.CoreOptions{}), deps.Tools)...)
-		if err != nil {
-			return daemon.Runtime{}, fmt.Errorf("tools: %w", err)
-		}
 		redactor := agents.NewRedactor(revealed(secrets(cfg, token))...)
 		auditor, err := policy.NewAuditor(deps.Store, redactor)
 		if err != nil {
@@ -79,6 +76,29 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, to
 		engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Audit: auditor, Logger: logger})
 		if err != nil {
 			return daemon.Runtime{}, withCode(exitUsage, err)
+		}
+		// bash runs inside bubblewrap where it works (a warning is logged
+		// where it does not), hiding the daemon's data, config and home.
+		hide := []string{cfg.DataDir}
+		if cfg.Source != config.DefaultsName {
+			hide = append(hide, cfg.Source)
+		}
+		if home, err := os.UserHomeDir(); err == nil {
+			hide = append(hide, home)
+		}
+		for i, h := range hide {
+			if abs, err := filepath.Abs(h); err == nil {
+				hide[i] = abs
+			}
+		}
+		sb, err := sandbox.New(ctx, sandbox.Options{Hide: hide, Logger: logger})
+		if err != nil {
+			return daemon.Runtime{}, err
+		}
+		core := tools.Core(tools.CoreOptions{Sandbox: sb, Network: engine.Network, ReadOnly: engine.SandboxReadOnly})
+		reg, err := tools.NewRegistry(slices.Concat(core, deps.Tools)...)
+		if err != nil {
+			return daemon.Runtime{}, fmt.Errorf("tools: %w", err)
 		}
 		approvals, err := policy.NewApprovals(policy.ApprovalOptions{
 			Approvers: engine, Notifier: deps.Notifier, Audit: auditor, Redactor: redactor, Logger: logger,
