@@ -178,9 +178,10 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 }
 
 // records returns what the plan writes with the given sequences, and the
-// result Ingest answers with. It allocates afresh on every call: bbolt holds
-// on to the keys and values of a Put until the transaction commits, and may
-// run a batch function more than once.
+// result Ingest answers with. bbolt holds on to the keys and values of a Put
+// until the transaction commits and may run a batch function more than
+// once, so everything holding a sequence is allocated afresh on each call;
+// the event value, shared between calls, is never written to.
 func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
 	records := make([]Record, 0, 9)
 	put := func(bucket string, key, value []byte) {
@@ -203,10 +204,7 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
 		}
 		put(bucketItemsByStatus, indexKey(string(bot.StatusQueued), seqs.WorkItem), nil)
 		put(bucketDispatches, seqKey(seqs.Dispatch), p.dispatch.fill(dispatchID, id))
-		unit := p.thread
-		if unit == "" {
-			unit = unitKey(bot.Thread{}, id)
-		}
+		unit := unitKey(p.workItem.Thread, id)
 		put(bucketPending, seqKey(seqs.Dispatch), pendingValue(unit, p.agent))
 		put(bucketPendingByThread, indexKey(unit, seqs.Dispatch), []byte(p.agent))
 		wi := *p.workItem
