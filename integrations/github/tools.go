@@ -298,6 +298,17 @@ func (k *toolkit) resolve(cc tools.CallContext, repo string, number int, needNum
 }
 
 // api returns the installation client for t's repository.
+// open resolves the call's target and returns the client of the
+// installation that covers its repository.
+func (k *toolkit) open(ctx context.Context, cc tools.CallContext, repo string, number int, needNumber bool) (*gh.Client, target, error) {
+	t, err := k.resolve(cc, repo, number, needNumber)
+	if err != nil {
+		return nil, t, err
+	}
+	c, _, err := k.api(ctx, t)
+	return c, t, err
+}
+
 func (k *toolkit) api(ctx context.Context, t target) (*gh.Client, int64, error) {
 	c, id, err := k.client.ForRepo(ctx, t.owner, t.repo)
 	if err != nil {
@@ -444,11 +455,7 @@ func (k *toolkit) getIssue(ctx context.Context, cc tools.CallContext, input json
 	if in.Comments != nil {
 		want = min(max(*in.Comments, 0), 100)
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -535,11 +542,7 @@ func (k *toolkit) getPullRequest(ctx context.Context, cc tools.CallContext, inpu
 	if err := decodeInput(input, &in); err != nil {
 		return "", err
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -609,11 +612,7 @@ func (k *toolkit) pullRequestDiff(ctx context.Context, cc tools.CallContext, inp
 	if err := decodeInput(input, &in); err != nil {
 		return "", err
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -742,11 +741,7 @@ func (k *toolkit) listChangedFiles(ctx context.Context, cc tools.CallContext, in
 	if err := decodeInput(input, &in); err != nil {
 		return "", err
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -801,11 +796,7 @@ func (k *toolkit) comment(ctx context.Context, cc tools.CallContext, input json.
 	if n := utf8.RuneCountInString(in.Body); n > maxGitHubCommentLen {
 		return "", fmt.Errorf("invalid input: body has %d characters; GitHub takes at most %d", n, maxGitHubCommentLen)
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -834,11 +825,7 @@ func (k *toolkit) addLabels(ctx context.Context, cc tools.CallContext, input jso
 	if len(labels) == 0 {
 		return "", errors.New("invalid input: labels is required: at least one label name")
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -862,11 +849,7 @@ func (k *toolkit) removeLabel(ctx context.Context, cc tools.CallContext, input j
 	if label == "" {
 		return "", errors.New("invalid input: label is required")
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -912,11 +895,7 @@ func (k *toolkit) requestReview(ctx context.Context, cc tools.CallContext, input
 	if len(req.Reviewers)+len(req.TeamReviewers) == 0 {
 		return "", errors.New("invalid input: name at least one of reviewers (logins) or team_reviewers (team slugs)")
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
@@ -959,11 +938,7 @@ func (k *toolkit) openPullRequest(ctx context.Context, cc tools.CallContext, inp
 	if in.Head == "" || in.Title == "" {
 		return "", errors.New("invalid input: head and title are required")
 	}
-	t, err := k.resolve(cc, in.Repo, 0, false)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, 0, false)
 	if err != nil {
 		return "", err
 	}
@@ -1015,11 +990,7 @@ func (k *toolkit) mergePullRequest(ctx context.Context, cc tools.CallContext, in
 	default:
 		return "", fmt.Errorf("invalid input: method %q: want merge, squash or rebase", in.Method)
 	}
-	t, err := k.resolve(cc, in.Repo, in.Number, true)
-	if err != nil {
-		return "", err
-	}
-	c, _, err := k.api(ctx, t)
+	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
 	if err != nil {
 		return "", err
 	}
