@@ -194,3 +194,51 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 		require.Contains(t, r.stdout, `"`+name+`"`)
 	}
 }
+
+func TestApprovalInTheLocalConsole(t *testing.T) {
+	fake := &fakeOpenAI{call: "write_file", args: `{"path":"approved.txt","content":"ok"}`}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n"+
+		"profiles:\n  careful:\n    extends: contributor\n    approval: [write_file]\n    approvers: [ana]\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "scribe.md"), []byte(
+		"---\nname: scribe\ndescription: Writes files, carefully.\nprofile: careful\n---\nYou write files.\n"), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	r := run(t, dir, p.env(), "send", "--thread", "ap", "@scribe write it")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	var pending []struct{ ID, Tool, Status string }
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p.env(), "approvals", "list", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &pending) == nil && len(pending) == 1
+	}, 15*time.Second, 100*time.Millisecond)
+	require.Equal(t, "write_file", pending[0].Tool)
+	// The thread is asked.
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p.env(), "thread", "ap")
+		return strings.Contains(r.stdout, "approvals approve "+pending[0].ID)
+	}, 5*time.Second, 100*time.Millisecond)
+
+	r = run(t, dir, p.env(), "approvals", "approve", pending[0].ID, "--by", "bob")
+	require.Equal(t, 1, r.code, "a stranger cannot approve")
+	r = run(t, dir, p.env(), "approvals", "approve", pending[0].ID, "--by", "ana")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "approved by ana")
+
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p.env(), "workitems", "list", "--thread", "ap", "--json")
+		var items []struct{ Status string }
+		return json.Unmarshal([]byte(r.stdout), &items) == nil && len(items) == 1 && items[0].Status == "done"
+	}, 15*time.Second, 100*time.Millisecond)
+	matches, err := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
+	require.NoError(t, err)
+	require.Len(t, matches, 1, "the approved call ran")
+
+	r = run(t, dir, p.env(), "audit", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"approved"`)
+}
