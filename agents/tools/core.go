@@ -176,11 +176,7 @@ func readFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 	if in.Path == "" {
 		return "", errors.New("invalid input: path is required")
 	}
-	rel, err := resolve(cc.Workspace, in.Path)
-	if err != nil {
-		return "", err
-	}
-	root, err := openRoot(cc.Workspace)
+	root, rel, err := openIn(cc.Workspace, in.Path)
 	if err != nil {
 		return "", err
 	}
@@ -231,11 +227,7 @@ func listDirectory(_ context.Context, cc CallContext, input json.RawMessage) (st
 	if err := decode(input, &in); err != nil {
 		return "", err
 	}
-	rel, err := resolve(cc.Workspace, in.Path)
-	if err != nil {
-		return "", err
-	}
-	root, err := openRoot(cc.Workspace)
+	root, rel, err := openIn(cc.Workspace, in.Path)
 	if err != nil {
 		return "", err
 	}
@@ -322,11 +314,7 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 	if in.Glob != "" && !doublestar.ValidatePattern(in.Glob) {
 		return "", fmt.Errorf("invalid input: glob %q is not a valid pattern", in.Glob)
 	}
-	rel, err := resolve(cc.Workspace, in.Path)
-	if err != nil {
-		return "", err
-	}
-	root, err := openRoot(cc.Workspace)
+	root, rel, err := openIn(cc.Workspace, in.Path)
 	if err != nil {
 		return "", err
 	}
@@ -445,11 +433,7 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 	if *in.OldString == *in.NewString {
 		return "", errors.New("invalid input: old_string and new_string are the same")
 	}
-	rel, err := resolve(cc.Workspace, in.Path)
-	if err != nil {
-		return "", err
-	}
-	root, err := openRoot(cc.Workspace)
+	root, rel, err := openIn(cc.Workspace, in.Path)
 	if err != nil {
 		return "", err
 	}

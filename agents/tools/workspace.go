@@ -116,3 +116,18 @@ func openRoot(workspace string) (*os.Root, error) {
 	}
 	return root, nil
 }
+
+// openIn resolves p inside the workspace and opens the workspace as an
+// os.Root, so the path is checked once for the model's sake and then
+// enforced by the system call. The caller closes the root.
+func openIn(workspace, p string) (*os.Root, string, error) {
+	rel, err := resolve(workspace, p)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := openRoot(workspace)
+	if err != nil {
+		return nil, "", err
+	}
+	return root, rel, nil
+}
