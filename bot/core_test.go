@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,8 +53,9 @@ type core struct {
 }
 
 type coreOpts struct {
-	runner bot.Runner
-	grace  time.Duration
+	runner  bot.Runner
+	workers int // default 4
+	grace   time.Duration
 	lease  time.Duration
 	sinks  map[string]bot.Sink
 }
@@ -68,7 +70,7 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 	rep := bot.NewReporter(store, c.deliverer.Wake, nil)
 	c.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Runner: o.runner, Reporter: rep,
-		Workers: 4, Lease: o.lease, Grace: o.grace, Poll: 20 * time.Millisecond,
+		Workers: cmp.Or(o.workers, 4), Lease: o.lease, Grace: o.grace, Poll: 20 * time.Millisecond,
 	})
 	c.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: toAgent("triage"),

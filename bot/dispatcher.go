@@ -21,7 +21,8 @@ type DispatcherOptions struct {
 	// Open lists records a thread still owns (subagents, background tasks);
 	// nil until that capability is wired in.
 	Open OpenRecordSource
-	// Workers is the pool size; default 4.
+	// Workers is how many runs may work at once; default 4. Runs waiting
+	// for a person (see Await) do not count.
 	Workers int
 	// Lease is how long a claim holds without renewal; default 30s. Workers
 	// renew at a third of it, so a dead process's jobs are reclaimed within
@@ -41,13 +42,12 @@ type DispatcherOptions struct {
 	Now     func() time.Time
 }
 
-// Dispatcher runs the worker pool that claims dispatches and runs them.
+// Dispatcher claims dispatches and runs them, at most Workers at a time.
 type Dispatcher struct {
-	opts    DispatcherOptions
-	wake    chan struct{}
-	running sync.WaitGroup
-	active  chan struct{} // closed once Run has started its workers
-	once    sync.Once
+	opts   DispatcherOptions
+	wake   chan struct{}
+	active chan struct{} // closed once Run has started claiming
+	once   sync.Once
 }
 
 // NewDispatcher returns a Dispatcher.
@@ -79,17 +79,14 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Dispatcher{opts: opts, wake: make(chan struct{}, opts.Workers), active: make(chan struct{})}
+	return &Dispatcher{opts: opts, wake: make(chan struct{}, 1), active: make(chan struct{})}
 }
 
-// Wake tells idle workers there is work.
+// Wake tells the claiming loop there is work.
 func (d *Dispatcher) Wake() {
-	for range d.opts.Workers {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-			return
-		}
+	select {
+	case d.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -103,22 +100,23 @@ func (d *Dispatcher) Running() bool {
 	}
 }
 
-// Run starts the workers and blocks until ctx is cancelled. Then it stops
-// claiming, lets running jobs finish for up to Grace, cancels the rest and
-// releases their leases, and returns.
+// Run claims jobs and runs each in its own goroutine, at most Workers at a
+// time (runs waiting for a person do not count, see Await), until ctx is
+// cancelled. Then it stops claiming, hands parked runs back at once, lets
+// running jobs finish for up to Grace, cancels the rest and releases their
+// leases, and returns.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	// Jobs run under jobCtx, which outlives ctx by the grace period.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
-	var workers sync.WaitGroup
-	for i := range d.opts.Workers {
-		id := d.opts.Name + "-" + strconv.Itoa(i+1)
-		workers.Go(func() { d.work(ctx, jobCtx, id) })
-	}
+	pool := newWorkerPool(d.opts.Workers, func(delta int) { d.opts.Metrics.RunsAwaiting.Add(float64(delta)) })
+	var jobs sync.WaitGroup
 	d.once.Do(func() { close(d.active) })
-	<-ctx.Done()
+	d.claim(ctx, jobCtx, pool, &jobs)
+
+	pool.cancelParked(errShutdown)
 	done := make(chan struct{})
-	go func() { workers.Wait(); close(done) }()
+	go func() { jobs.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(d.opts.Grace):
@@ -129,15 +127,29 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
-func (d *Dispatcher) work(ctx, jobCtx context.Context, id string) {
+// errShutdown cancels runs parked at shutdown.
+var errShutdown = errors.New("shutting down")
+
+// claim is the dispatcher's one claiming loop: whenever a worker slot is
+// free it claims the next job and starts its run, until ctx ends.
+func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *sync.WaitGroup) {
 	t := time.NewTicker(d.opts.Poll)
 	defer t.Stop()
 	for ctx.Err() == nil {
+		slot, ok := pool.take()
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-pool.freed:
+			}
+			continue
+		}
+		owner := d.opts.Name + "-" + strconv.Itoa(slot)
 		claim, err := d.opts.Queue.ClaimNext(jobCtx, ClaimRequest{
-			Owner: id, Now: d.opts.Now(), Lease: d.opts.Lease, MaxAttempts: d.opts.MaxAttempts,
+			Owner: owner, Now: d.opts.Now(), Lease: d.opts.Lease, MaxAttempts: d.opts.MaxAttempts,
 		})
 		if err != nil {
-			d.opts.Logger.Error("claim dispatch", slog.String("worker", id), slog.String("error", err.Error()))
+			d.opts.Logger.Error("claim dispatch", slog.String("worker", owner), slog.String("error", err.Error()))
 		}
 		for _, wi := range claim.Abandoned {
 			d.opts.Metrics.Jobs.WithLabelValues("abandoned").Inc()
@@ -145,9 +157,10 @@ func (d *Dispatcher) work(ctx, jobCtx context.Context, id string) {
 			d.opts.Reporter.Abandoned(jobCtx, wi)
 		}
 		if claim.Job != nil {
-			d.runJob(ctx, jobCtx, claim)
+			jobs.Go(func() { d.runJob(ctx, jobCtx, claim, pool, slot) })
 			continue // there may be more
 		}
+		pool.put(slot)
 		select {
 		case <-ctx.Done():
 		case <-d.wake:
@@ -159,12 +172,15 @@ func (d *Dispatcher) work(ctx, jobCtx context.Context, id string) {
 // errLeaseLost cancels a job whose lease another worker has taken over.
 var errLeaseLost = errors.New("lease lost")
 
-func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim) {
+func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *workerPool, slot int) {
 	job := claim.Job
 	log := d.opts.Logger.With(slog.String("job", job.ID), slog.String("agent", job.Agent),
 		slog.String("thread", job.Thread.Key()), slog.String("worker", job.Owner))
 	runCtx, cancel := context.WithCancelCause(jobCtx)
 	defer cancel(nil)
+	rs := &runSlot{pool: pool, cancel: cancel, slot: slot, held: true}
+	defer rs.release()
+	runCtx = context.WithValue(runCtx, runSlotKey{}, rs)
 
 	// The lease is renewed by one goroutine owned by this job.
 	var renewer sync.WaitGroup

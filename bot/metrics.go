@@ -14,6 +14,7 @@ type Metrics struct {
 	OutboxSent      *prometheus.CounterVec   // by source and kind
 	OutboxFailures  *prometheus.CounterVec   // by source and whether the message died
 	ScheduleFirings *prometheus.CounterVec   // by schedule
+	RunsAwaiting    prometheus.Gauge         // runs waiting for a person, holding no worker
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not
@@ -48,10 +49,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ScheduleFirings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_schedule_firings_total", Help: "Schedule firings, by schedule.",
 		}, []string{"schedule"}),
+		RunsAwaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchyard_runs_awaiting", Help: "Runs waiting for a person (an approval) without holding a worker.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Events, m.Duplicates, m.Ignored, m.Routes, m.JobDuration, m.Jobs,
-			m.OutboxSent, m.OutboxFailures, m.ScheduleFirings)
+			m.OutboxSent, m.OutboxFailures, m.ScheduleFirings, m.RunsAwaiting)
 	}
 	return m
 }

@@ -1,0 +1,195 @@
+package bot
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// workerPool is the dispatcher's run capacity: a fixed number of numbered
+// slots. A run holds one from its claim to its end, except while it waits
+// for something outside itself (a person's approval, see Await): then the
+// slot goes back to the pool so other threads' work is not held up by a
+// person who is at lunch.
+//
+// A parked run that wants to go on is served before new claims, oldest
+// first: it has been waiting already, and its thread is blocked on it.
+type workerPool struct {
+	mu      sync.Mutex
+	free    []int                 // free slot numbers
+	resumes []chan int            // parked runs waiting for a slot, oldest first
+	parked  map[*runSlot]struct{} // runs waiting without a slot
+	freed   chan struct{}         // cap 1: a slot came free for claiming
+	onPark  func(delta int)       // counts parked runs (metrics)
+}
+
+func newWorkerPool(n int, onPark func(int)) *workerPool {
+	p := &workerPool{freed: make(chan struct{}, 1), parked: map[*runSlot]struct{}{}, onPark: onPark}
+	for i := range n {
+		p.free = append(p.free, i+1)
+	}
+	return p
+}
+
+// take hands out a free slot for a new claim, unless none is free or a
+// parked run is waiting for one.
+func (p *workerPool) take() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) == 0 || len(p.resumes) > 0 {
+		return 0, false
+	}
+	slot := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return slot, true
+}
+
+// put returns a slot: to the oldest parked run waiting for one, or to the
+// free list.
+func (p *workerPool) put(slot int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.resumes) > 0 {
+		next := p.resumes[0]
+		p.resumes = p.resumes[1:]
+		next <- slot // buffered: never blocks
+		return
+	}
+	p.free = append(p.free, slot)
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
+
+// retake waits for a slot for a parked run, ahead of new claims.
+func (p *workerPool) retake(ctx context.Context) (int, error) {
+	p.mu.Lock()
+	if len(p.free) > 0 {
+		slot := p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		p.mu.Unlock()
+		return slot, nil
+	}
+	ch := make(chan int, 1)
+	p.resumes = append(p.resumes, ch)
+	p.mu.Unlock()
+	select {
+	case slot := <-ch:
+		return slot, nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if i := slices.Index(p.resumes, ch); i >= 0 {
+		p.resumes = slices.Delete(p.resumes, i, i+1)
+		p.mu.Unlock()
+		return 0, ctx.Err()
+	}
+	p.mu.Unlock()
+	// put handed a slot over as ctx ended: pass it on.
+	p.put(<-ch)
+	return 0, ctx.Err()
+}
+
+// cancelParked cancels the runs waiting without a slot. At shutdown they
+// are handed back at once instead of holding the grace period: whoever they
+// wait for can answer after the restart, when the run asks again.
+func (p *workerPool) cancelParked(reason error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for s := range p.parked {
+		s.cancel(reason)
+	}
+}
+
+// runSlot is the slot of one run, carried in the run's context so Await can
+// give it back while the run waits.
+type runSlot struct {
+	pool   *workerPool
+	cancel func(reason error)
+
+	mu   sync.Mutex
+	slot int
+	held bool
+}
+
+// park gives the slot back while the run waits.
+func (s *runSlot) park() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held {
+		return
+	}
+	s.held = false
+	s.pool.mu.Lock()
+	s.pool.parked[s] = struct{}{}
+	s.pool.mu.Unlock()
+	s.pool.onPark(1)
+	s.pool.put(s.slot)
+}
+
+// resume takes a slot again before the run goes on.
+func (s *runSlot) resume(ctx context.Context) error {
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held {
+		return nil
+	}
+	slot, err := s.pool.retake(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held { // a concurrent Await of the same run got one first
+		s.pool.put(slot)
+		return nil
+	}
+	s.slot, s.held = slot, true
+	s.pool.mu.Lock()
+	delete(s.pool.parked, s)
+	s.pool.mu.Unlock()
+	s.pool.onPark(-1)
+	return nil
+}
+
+// release gives the slot back when the run ends.
+func (s *runSlot) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pool.mu.Lock()
+	_, wasParked := s.pool.parked[s]
+	delete(s.pool.parked, s)
+	s.pool.mu.Unlock()
+	if wasParked {
+		s.pool.onPark(-1)
+	}
+	if s.held {
+		s.held = false
+		s.pool.put(s.slot)
+	}
+}
+
+type runSlotKey struct{}
+
+// Await runs wait, which blocks on something outside the run such as a
+// person's decision, with the run's worker handed back to the pool, and
+// takes a worker again before it returns. A run waiting for a person thus
+// holds no worker: other threads' jobs run meanwhile. Outside a dispatcher
+// run (tests, tools called directly) it just calls wait.
+//
+// When ctx ends before a worker is free again, Await returns ctx's error
+// (unless wait failed first).
+func Await(ctx context.Context, wait func() error) error {
+	s, _ := ctx.Value(runSlotKey{}).(*runSlot)
+	if s == nil {
+		return wait()
+	}
+	s.park()
+	err := wait()
+	if rerr := s.resume(ctx); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
+}

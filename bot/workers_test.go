@@ -1,0 +1,139 @@
+package bot_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// threadRunner runs each thread's job with its own function; threads
+// without one finish at once.
+type threadRunner struct {
+	mu  sync.Mutex
+	by  map[string]func(ctx context.Context) error
+	log []string
+}
+
+func (r *threadRunner) note(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, s)
+}
+
+func (r *threadRunner) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.log...)
+}
+
+func (r *threadRunner) Run(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+	name := req.Thread.Name
+	r.note(name + " started")
+	r.mu.Lock()
+	f := r.by[name]
+	r.mu.Unlock()
+	if f != nil {
+		if err := f(ctx); err != nil {
+			return bot.RunResult{}, err
+		}
+	}
+	r.note(name + " finished")
+	return bot.RunResult{Status: bot.ResultSuccess, Reply: name + " done"}, nil
+}
+
+func TestRunWaitingForAPersonHoldsNoWorker(t *testing.T) {
+	decided := make(chan struct{})
+	r := &threadRunner{by: map[string]func(context.Context) error{
+		"approval": func(ctx context.Context) error {
+			return bot.Await(ctx, func() error {
+				select {
+				case <-decided:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		},
+	}}
+	c := startCore(t, openStore(t, t.TempDir()), coreOpts{runner: r, workers: 1})
+
+	waiting := c.send(t, "approval", "deploy, once someone approves")
+	require.Eventually(t, func() bool { return len(r.events()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	// With the only worker's run waiting for a person, other threads still
+	// get their work done.
+	for _, th := range []string{"b", "c"} {
+		wi := c.send(t, th, "quick one")
+		require.Equal(t, bot.StatusDone, c.waitFinished(t, wi.ID).Status)
+	}
+	got, err := c.store.GetWorkItem(context.Background(), waiting.ID)
+	require.NoError(t, err)
+	require.Equal(t, bot.StatusRunning, got.Status, "the waiting run is still running")
+
+	close(decided)
+	require.Equal(t, "approval done", c.waitFinished(t, waiting.ID).Summary)
+}
+
+func TestResumedRunGoesBeforeNewWork(t *testing.T) {
+	decided, busyDone := make(chan struct{}), make(chan struct{})
+	r := &threadRunner{}
+	r.by = map[string]func(context.Context) error{
+		"approval": func(ctx context.Context) error {
+			err := bot.Await(ctx, func() error { <-decided; return nil })
+			r.note("approval resumed")
+			return err
+		},
+		"busy": func(context.Context) error { <-busyDone; return nil },
+	}
+	c := startCore(t, openStore(t, t.TempDir()), coreOpts{runner: r, workers: 1})
+	waiting := c.send(t, "approval", "needs approval")
+	require.Eventually(t, func() bool { return len(r.events()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	busy := c.send(t, "busy", "holds the only worker")
+	require.Eventually(t, func() bool { return len(r.events()) == 2 }, 5*time.Second, 5*time.Millisecond)
+
+	close(decided) // the approval comes while the worker is busy: it queues for it
+	time.Sleep(50 * time.Millisecond)
+	later := c.send(t, "later", "arrives after the decision")
+	time.Sleep(50 * time.Millisecond)
+	close(busyDone)
+	for _, wi := range []*bot.WorkItem{waiting, busy, later} {
+		require.Equal(t, bot.StatusDone, c.waitFinished(t, wi.ID).Status)
+	}
+	require.Equal(t, []string{
+		"approval started", "busy started", "busy finished",
+		"approval resumed", "approval finished", "later started", "later finished",
+	}, r.events(), "one run at a time, and the resumed run before new work")
+}
+
+func TestShutdownHandsWaitingRunsBackAtOnce(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	r := &threadRunner{by: map[string]func(context.Context) error{
+		"approval": func(ctx context.Context) error {
+			return bot.Await(ctx, func() error { <-ctx.Done(); return ctx.Err() })
+		},
+	}}
+	c := startCore(t, store, coreOpts{runner: r, workers: 1, grace: time.Minute})
+	wi := c.send(t, "approval", "needs approval")
+	require.Eventually(t, func() bool { return len(r.events()) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	stopped := make(chan struct{})
+	go func() { c.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown waited out the grace period for a run that only waits for a person")
+	}
+	got, err := store.GetWorkItem(context.Background(), wi.ID)
+	require.NoError(t, err)
+	require.Equal(t, bot.StatusQueued, got.Status, "handed back, to ask again after the restart")
+}
+
+func TestAwaitOutsideARunJustWaits(t *testing.T) {
+	called := false
+	require.NoError(t, bot.Await(context.Background(), func() error { called = true; return nil }))
+	require.True(t, called)
+}
