@@ -56,8 +56,8 @@ type coreOpts struct {
 	runner  bot.Runner
 	workers int // default 4
 	grace   time.Duration
-	lease  time.Duration
-	sinks  map[string]bot.Sink
+	lease   time.Duration
+	sinks   map[string]bot.Sink
 }
 
 func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
