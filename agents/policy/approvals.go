@@ -153,16 +153,23 @@ func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string)
 	a.mu.Unlock()
 	a.notify(ctx, snapshot, true)
 
+	// Waiting for a person must not hold one of the dispatcher's workers.
+	var approved bool
+	err := bot.Await(ctx, func() error {
+		var err error
+		approved, err = a.wait(ctx, p)
+		return err
+	})
+	return approved, err
+}
+
+// wait blocks until p is decided, expires (denied, with ErrApprovalTimeout)
+// or ctx ends (cancelled).
+func (a *Approvals) wait(ctx context.Context, p *pendingApproval) (bool, error) {
 	timer := time.NewTimer(a.opts.Timeout)
 	defer timer.Stop()
 	select {
 	case <-p.done:
-		a.mu.Lock()
-		res := p.Approval
-		approved := p.approved
-		a.mu.Unlock()
-		a.finish(ctx, res)
-		return approved, nil
 	case <-timer.C:
 		if res, ok := a.end(p, ApprovalExpired); ok {
 			a.finish(ctx, res)
@@ -175,12 +182,12 @@ func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string)
 			return false, ctx.Err()
 		}
 	}
-	// A decision raced the timer or the context and won.
+	// A person decided, possibly racing the timer or the context.
 	<-p.done
 	a.mu.Lock()
 	res, approved := p.Approval, p.approved
 	a.mu.Unlock()
-	a.finish(ctx, res)
+	a.finish(context.WithoutCancel(ctx), res)
 	return approved, nil
 }
 
@@ -208,23 +215,29 @@ func (a *Approvals) remember(ap Approval) {
 	}
 }
 
+// finish records how an approval ended and tells its thread.
 func (a *Approvals) finish(ctx context.Context, ap Approval) {
-	if a.opts.Audit != nil {
-		decision := map[ApprovalStatus]string{
-			ApprovalApproved: AuditApproved, ApprovalRejected: AuditRejected,
-			ApprovalExpired: AuditExpired, ApprovalCancelled: AuditCancelled,
-		}[ap.Status]
-		err := a.opts.Audit.Record(ctx, AuditRecord{
-			Decision: decision, Rule: "approval", Reason: ap.Reason, Tool: ap.Tool, Arguments: ap.Arguments,
-			Agent: ap.Agent, Profile: ap.Profile, WorkItemID: ap.WorkItemID, JobID: ap.JobID,
-			SessionKey: ap.SessionKey, CorrelationID: ap.CorrelationID, ApprovalID: ap.ID, By: ap.DecidedBy,
-		})
-		if err != nil {
-			a.opts.Logger.LogAttrs(ctx, slog.LevelError, "audit record failed", slog.String("approval", ap.ID),
-				slog.String("error", err.Error()))
-		}
-	}
+	decision := map[ApprovalStatus]string{
+		ApprovalApproved: AuditApproved, ApprovalRejected: AuditRejected,
+		ApprovalExpired: AuditExpired, ApprovalCancelled: AuditCancelled,
+	}[ap.Status]
+	a.audit(ctx, ap, decision, ap.DecidedBy)
 	a.notify(ctx, ap, false)
+}
+
+func (a *Approvals) audit(ctx context.Context, ap Approval, decision, by string) {
+	if a.opts.Audit == nil {
+		return
+	}
+	err := a.opts.Audit.Record(ctx, AuditRecord{
+		Decision: decision, Rule: "approval", Reason: ap.Reason, Tool: ap.Tool, Arguments: ap.Arguments,
+		Agent: ap.Agent, Profile: ap.Profile, WorkItemID: ap.WorkItemID, JobID: ap.JobID,
+		SessionKey: ap.SessionKey, CorrelationID: ap.CorrelationID, ApprovalID: ap.ID, By: by,
+	})
+	if err != nil {
+		a.opts.Logger.LogAttrs(ctx, slog.LevelError, "audit record failed", slog.String("approval", ap.ID),
+			slog.String("error", err.Error()))
+	}
 }
 
 func (a *Approvals) notify(ctx context.Context, ap Approval, requested bool) {
@@ -298,8 +311,20 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by stri
 		return Approval{}, bot.Errorf(bot.EINVALID, "approval %q: who decides is required", id)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	p, ok := a.pending[id]
+	if ok && !mayApprove(p.Approvers, by) {
+		refused := p.Approval
+		a.mu.Unlock()
+		// Someone tried to decide who may not: nothing changes, but it is
+		// on the record.
+		a.audit(ctx, refused, AuditNotApprover, by)
+		who := "nobody"
+		if len(refused.Approvers) > 0 {
+			who = strings.Join(refused.Approvers, ", ")
+		}
+		return Approval{}, bot.Errorf(bot.EUNAUTHORIZED, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, refused.Profile, who)
+	}
+	defer a.mu.Unlock()
 	if !ok {
 		for _, d := range a.decided {
 			if d.ID == id {
@@ -311,13 +336,6 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by stri
 			}
 		}
 		return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found (it may have expired; approvals wait %s)", id, a.opts.Timeout)
-	}
-	if !mayApprove(p.Approvers, by) {
-		who := "nobody"
-		if len(p.Approvers) > 0 {
-			who = strings.Join(p.Approvers, ", ")
-		}
-		return Approval{}, bot.Errorf(bot.EUNAUTHORIZED, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, p.Profile, who)
 	}
 	now := a.opts.Now()
 	p.Status = ApprovalRejected

@@ -184,6 +184,11 @@ func TestApprovalPausesTheCallUntilAnApproverDecides(t *testing.T) {
 	asked, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditNeedsApproval})
 	require.NoError(t, err)
 	require.Len(t, asked, 1)
+	strangers, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditNotApprover})
+	require.NoError(t, err)
+	require.Len(t, strangers, 1, "a stranger's attempt is on the record")
+	require.Equal(t, "mallory", strangers[0].By)
+	require.Equal(t, p.ID, strangers[0].ApprovalID)
 }
 
 func TestRejectedApprovalRefusesTheCall(t *testing.T) {

@@ -23,6 +23,7 @@ const (
 	AuditRejected      = "rejected"       // a person rejected it
 	AuditExpired       = "expired"        // nobody decided in time: denied
 	AuditCancelled     = "cancelled"      // the run ended before a decision
+	AuditNotApprover   = "not_approver"   // someone not on the approver list tried to decide; nothing changed
 )
 
 // AuditRecord is one entry of the audit log. Arguments and Reason are
