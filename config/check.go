@@ -56,6 +56,9 @@ func checkConfig(d *decoder, c *Config) {
 	if c.DedupWindow <= 0 {
 		fail("dedup_window", "must be positive, got %s", c.DedupWindow)
 	}
+	if c.ApprovalTimeout < time.Second {
+		fail("approval_timeout", "want at least 1s, got %s", c.ApprovalTimeout)
+	}
 	if c.Dispatch.MaxAttempts < 1 || c.Dispatch.MaxAttempts > 100 {
 		fail("dispatch.max_attempts", "want 1 to 100, got %d", c.Dispatch.MaxAttempts)
 	}

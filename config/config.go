@@ -38,6 +38,9 @@ type Config struct {
 	Routing bot.RoutingConfig `yaml:"routing" json:"routing"`
 	// Schedules start agents at cron times.
 	Schedules []Schedule `yaml:"schedules,omitempty" json:"schedules,omitempty"`
+	// ApprovalTimeout is how long a tool call that needs approval waits for
+	// a person before it is denied; default 15m.
+	ApprovalTimeout time.Duration `yaml:"approval_timeout" json:"approval_timeout"`
 	// Profiles are custom permission profiles, on top of the built-in
 	// read-only, contributor, maintainer and ops.
 	Profiles map[string]policy.ProfileConfig `yaml:"profiles,omitempty" json:"profiles,omitempty"`

@@ -102,6 +102,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, to
 		}
 		approvals, err := policy.NewApprovals(policy.ApprovalOptions{
 			Approvers: engine, Notifier: deps.Notifier, Audit: auditor, Redactor: redactor, Logger: logger,
+			Timeout: cfg.ApprovalTimeout,
 		})
 		if err != nil {
 			return daemon.Runtime{}, err
