@@ -34,6 +34,24 @@ type StatusView struct {
 	Children   []string  `json:"children,omitempty"` // one line per open child run
 }
 
+// ApprovalView is the structured state behind an approval request posted
+// in a thread, so a sink can render it natively (Slack's Approve / Deny
+// buttons) instead of Text. Arguments and Reason are already redacted.
+type ApprovalView struct {
+	ID        string    `json:"id"`
+	Agent     string    `json:"agent"`
+	Profile   string    `json:"profile"`
+	Tool      string    `json:"tool"`
+	Arguments string    `json:"arguments,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	State     string    `json:"state"` // pending, approved, rejected, expired, cancelled
+	DecidedBy string    `json:"decided_by,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Pending reports whether the request still waits for a decision.
+func (v *ApprovalView) Pending() bool { return v.State == "pending" }
+
 // OutboxMessage is one egress message, persisted before it is sent. Its Key
 // is stable ("wi_7/status"), so enqueueing the same key again edits the one
 // message instead of posting a second: each key produces exactly one visible
@@ -46,8 +64,11 @@ type OutboxMessage struct {
 	Kind       OutboxKind  `json:"kind"`
 	Text       string      `json:"text"`
 	Status     *StatusView `json:"status,omitempty"`
-	Reaction   string      `json:"reaction,omitempty"` // for OutboxReaction
-	Target     string      `json:"target,omitempty"`   // what a reaction goes on (Slack ts, GitHub comment or issue ref)
+	// Approval, on a reply, makes it an approval request; sinks that cannot
+	// render one post Text.
+	Approval *ApprovalView `json:"approval,omitempty"`
+	Reaction string        `json:"reaction,omitempty"` // for OutboxReaction
+	Target   string        `json:"target,omitempty"`   // what a reaction goes on (Slack ts, GitHub comment or issue ref)
 
 	Version          int    `json:"version"`           // bumped by every enqueue of the key
 	DeliveredVersion int    `json:"delivered_version"` // the version the platform shows

@@ -211,7 +211,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink) ([]tools.Tool, error) {
 		a, err := slack.New(slack.Options{
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
-			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Logger: d.log,
+			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Approvals: slackApprovals{d}, Logger: d.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("slack: %w", err)

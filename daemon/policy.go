@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
@@ -40,24 +41,46 @@ type outboxNotifier struct {
 var _ policy.Notifier = outboxNotifier{}
 
 func (n outboxNotifier) ApprovalRequested(ctx context.Context, a policy.Approval) error {
-	text := fmt.Sprintf("🔐 %s wants to run %s (%s): %s\nApprove with `switchyard approvals approve %s` or deny with `switchyard approvals deny %s` before %s; it is denied then.",
-		a.Agent, a.Tool, a.Arguments, a.Reason, a.ID, a.ID, a.ExpiresAt.Format(time.Kitchen))
-	return n.post(ctx, a, text)
-}
-
-func (n outboxNotifier) ApprovalResolved(ctx context.Context, a policy.Approval) error {
-	text := fmt.Sprintf("🔐 %s: %s of %s by %s", a.ID, a.Status, a.Tool, firstNonEmpty(a.DecidedBy, "timeout"))
-	return n.post(ctx, a, text)
-}
-
-func (n outboxNotifier) post(ctx context.Context, a policy.Approval, text string) error {
 	th, err := bot.ParseThread(a.SessionKey)
 	if err != nil {
 		return fmt.Errorf("approval %s: %w", a.ID, err)
 	}
+	how := fmt.Sprintf("Approve with `switchyard approvals approve %s` or deny with `switchyard approvals deny %s`", a.ID, a.ID)
+	if th.Source == bot.SourceSlack {
+		how = "Approve or deny with the buttons"
+	}
+	text := fmt.Sprintf("🔐 %s wants to run %s (%s): %s\n%s before %s; it is denied then.",
+		a.Agent, a.Tool, a.Arguments, a.Reason, how, a.ExpiresAt.Format(time.Kitchen))
+	return n.post(ctx, th, a, text)
+}
+
+func (n outboxNotifier) ApprovalResolved(ctx context.Context, a policy.Approval) error {
+	th, err := bot.ParseThread(a.SessionKey)
+	if err != nil {
+		return fmt.Errorf("approval %s: %w", a.ID, err)
+	}
+	var text string
+	switch a.Status {
+	case policy.ApprovalApproved:
+		text = fmt.Sprintf("🔐 %s approved by %s: %s runs %s.", a.ID, a.DecidedBy, a.Agent, a.Tool)
+	case policy.ApprovalRejected:
+		text = fmt.Sprintf("🔐 %s denied by %s: %s does not run %s.", a.ID, a.DecidedBy, a.Agent, a.Tool)
+	case policy.ApprovalExpired:
+		text = fmt.Sprintf("🔐 %s expired: nobody decided in time, so %s is denied.", a.ID, a.Tool)
+	default:
+		text = fmt.Sprintf("🔐 %s %s: the run ended before a decision.", a.ID, a.Status)
+	}
+	return n.post(ctx, th, a, text)
+}
+
+func (n outboxNotifier) post(ctx context.Context, th bot.Thread, a policy.Approval, text string) error {
 	// One message per approval, edited from the request to the outcome.
 	if _, err := n.out.Enqueue(ctx, bot.OutboxMessage{
 		Key: "approval/" + a.ID, Thread: th, WorkItemID: a.WorkItemID, Kind: bot.OutboxReply, Text: text,
+		Approval: &bot.ApprovalView{
+			ID: a.ID, Agent: a.Agent, Profile: a.Profile, Tool: a.Tool, Arguments: a.Arguments, Reason: a.Reason,
+			State: string(a.Status), DecidedBy: a.DecidedBy, ExpiresAt: a.ExpiresAt,
+		},
 	}); err != nil {
 		return err
 	}
@@ -72,6 +95,33 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// slackApprovals decides approvals from Approve / Deny clicks in Slack. The
+// Slack adapter is built before the agent runtime, so the approvals are
+// looked up when a click comes, not when it is made.
+type slackApprovals struct{ d *Daemon }
+
+var _ slack.ApprovalDecider = slackApprovals{}
+
+func (s slackApprovals) DecideApproval(ctx context.Context, c slack.ApprovalClick) error {
+	ap := s.d.runtime.Approvals
+	if ap == nil {
+		return bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")
+	}
+	a, err := ap.Get(c.ApprovalID)
+	if err != nil {
+		return err
+	}
+	// A prompt is decided where it was asked: a click elsewhere is forged
+	// or stale.
+	th, err := bot.ParseThread(a.SessionKey)
+	if err != nil || th.Source != bot.SourceSlack || th.Channel != c.Channel || (c.Team != "" && th.Team != c.Team) {
+		return bot.Errorf(bot.EUNAUTHORIZED, "approval %q was not asked in this channel", c.ApprovalID)
+	}
+	// Slack members are named by their member id in approver lists.
+	_, err = ap.Decide(ctx, c.ApprovalID, c.Approve, c.User)
+	return err
 }
 
 // auditLog shows the audit log to the admin API.

@@ -33,10 +33,12 @@ type Adapter struct {
 	refusals chan refusal
 }
 
-// refusal is a polite "no" to someone outside the allow lists, posted as an
-// ephemeral message after the event has been recorded.
+// refusal is a polite "no", posted as an ephemeral message after the
+// request has been recorded: to someone outside the allow lists, or to
+// someone whose approval click changed nothing.
 type refusal struct {
 	channel, user, threadTS string
+	text                    string // refusalText when empty
 }
 
 // errNotReady answers requests that arrive before auth.test told the
@@ -171,7 +173,7 @@ func (a *Adapter) sendRefusals(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-a.refusals:
-			opts := []slack.MsgOption{slack.MsgOptionText(refusalText, false)}
+			opts := []slack.MsgOption{slack.MsgOptionText(escape(firstNonEmpty(r.text, refusalText)), false)}
 			if r.threadTS != "" {
 				opts = append(opts, slack.MsgOptionTS(r.threadTS))
 			}

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -501,6 +502,56 @@ func TestInteractionsReachTheApprovalDecider(t *testing.T) {
 	require.Empty(t, dec.clicks)
 
 	require.Equal(t, http.StatusBadRequest, h.serve(t, "/slack/interactions", formType, "payload=%7Bnot+json", nil).Code)
+}
+
+// refusingDecider answers every click with err.
+type refusingDecider struct{ err error }
+
+func (d refusingDecider) DecideApproval(context.Context, ApprovalClick) error { return d.err }
+
+func clickBody(t *testing.T, user, approvalID string) string {
+	t.Helper()
+	payload, err := json.Marshal(map[string]any{
+		"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": testTeam},
+		"container": map[string]any{"type": "message", "message_ts": "1700000020.000100", "channel_id": "C1", "thread_ts": "1700000001.000100"},
+		"actions":   []map[string]any{{"type": "button", "action_id": ActionApprove, "value": approvalID}},
+	})
+	require.NoError(t, err)
+	return url.Values{"payload": {string(payload)}}.Encode()
+}
+
+func TestRefusedApprovalClickIsToldToTheClickerAlone(t *testing.T) {
+	tests := []struct {
+		name     string
+		decider  ApprovalDecider
+		wantCode int
+		wantText string // of the ephemeral; "" when none
+	}{
+		{"not an approver", refusingDecider{bot.Errorf(bot.EUNAUTHORIZED, `U9 may not decide approval "ap_1"`)},
+			http.StatusOK, `U9 may not decide approval "ap_1"`},
+		{"already decided", refusingDecider{bot.Errorf(bot.ECONFLICT, `approval "ap_1" is already approved by U1`)},
+			http.StatusOK, "already approved by U1"},
+		{"no approvals configured", nil, http.StatusOK, "approvals are not set up"},
+		{"the store failed", refusingDecider{errors.New("disk on fire")}, http.StatusInternalServerError, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, ModeHTTP, func(o *Options) { o.Approvals = tc.decider })
+			require.Equal(t, tc.wantCode, h.serve(t, "/slack/interactions", formType, clickBody(t, "U9", "ap_1"), nil).Code)
+			if tc.wantText == "" {
+				time.Sleep(50 * time.Millisecond)
+				require.Empty(t, h.fs.callsOf("chat.postEphemeral"))
+				return
+			}
+			require.Eventually(t, func() bool { return len(h.fs.callsOf("chat.postEphemeral")) == 1 }, 5*time.Second, 5*time.Millisecond)
+			eph := h.fs.callsOf("chat.postEphemeral")[0].Form
+			require.Equal(t, "U9", eph.Get("user"))
+			require.Equal(t, "C1", eph.Get("channel"))
+			require.Equal(t, "1700000001.000100", eph.Get("thread_ts"))
+			require.Contains(t, eph.Get("text"), tc.wantText)
+			require.Empty(t, h.fs.callsOf("chat.postMessage"), "nothing in the thread for everyone")
+		})
+	}
 }
 
 func TestHTTPBeforeAuthIsNotReady(t *testing.T) {

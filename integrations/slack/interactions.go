@@ -7,6 +7,8 @@ import (
 	"log/slog"
 
 	"github.com/slack-go/slack"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // Action ids of the Approve / Deny buttons on approval prompts. The prompt
@@ -30,9 +32,12 @@ type ApprovalClick struct {
 	ResponseURL string
 }
 
-// ApprovalDecider receives approval clicks. The permissions capability
-// implements it: it checks the approver list, records the decision in the
-// audit log and resumes or denies the waiting tool call.
+// ApprovalDecider receives approval clicks. The daemon implements it over
+// the permission engine's approvals: it checks the approver list, records
+// the decision (or the refused attempt) in the audit log and resumes or
+// denies the waiting tool call. An error with a bot code the clicker can act
+// on (EUNAUTHORIZED, ECONFLICT, ENOTFOUND, EINVALID, EUNAVAILABLE) is told
+// to the clicker alone; any other error fails the request.
 type ApprovalDecider interface {
 	DecideApproval(ctx context.Context, click ApprovalClick) error
 }
@@ -96,14 +101,24 @@ func (a *Adapter) handleInteraction(ctx context.Context, raw []byte) error {
 			ThreadTS:    firstNonEmpty(ic.Container.ThreadTS, ic.Message.ThreadTS),
 			ResponseURL: ic.ResponseURL,
 		}
-		if a.opts.Approvals == nil {
-			a.opts.Logger.Warn("slack approval click ignored: no approvals are configured",
-				slog.String("approval", click.ApprovalID), slog.String("user", click.User))
-			continue
+		var err error = errNoApprovals
+		if a.opts.Approvals != nil {
+			err = a.opts.Approvals.DecideApproval(ctx, click)
 		}
-		if err := a.opts.Approvals.DecideApproval(ctx, click); err != nil {
+		switch bot.ErrorCode(err) {
+		case "":
+			a.opts.Logger.Info("slack approval decided", slog.String("approval", click.ApprovalID),
+				slog.String("user", click.User), slog.Bool("approve", click.Approve))
+		case bot.EUNAUTHORIZED, bot.ECONFLICT, bot.ENOTFOUND, bot.EINVALID, bot.EUNAVAILABLE:
+			// Nothing changed; only the clicker hears why.
+			a.opts.Logger.Info("slack approval click refused", slog.String("approval", click.ApprovalID),
+				slog.String("user", click.User), slog.String("reason", bot.ErrorMessage(err)))
+			a.refuse(refusal{channel: click.Channel, user: click.User, threadTS: click.ThreadTS, text: bot.ErrorMessage(err)})
+		default:
 			return fmt.Errorf("decide approval %q: %w", click.ApprovalID, err)
 		}
 	}
 	return nil
 }
+
+var errNoApprovals = bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")

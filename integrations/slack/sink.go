@@ -68,6 +68,9 @@ func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, erro
 	case bot.OutboxStatus:
 		return s.deliverStatus(ctx, msg)
 	case bot.OutboxReply:
+		if msg.Approval != nil {
+			return s.deliverApproval(ctx, msg)
+		}
 		return s.deliverReply(ctx, msg)
 	case bot.OutboxReaction:
 		return s.deliverReaction(ctx, msg)

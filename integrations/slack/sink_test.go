@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -228,4 +229,61 @@ func TestSinkPacesAChannel(t *testing.T) {
 	defer cancel()
 	_, err = s.Deliver(ctx, other)
 	require.NoError(t, err)
+}
+
+func approvalMsg(state, by string) bot.OutboxMessage {
+	return bot.OutboxMessage{Key: "approval/ap_1", Thread: thread, WorkItemID: "wi_7", Kind: bot.OutboxReply, Version: 1,
+		Text: "🔐 ops wants to run bash",
+		Approval: &bot.ApprovalView{ID: "ap_1", Agent: "ops", Profile: "deployer", Tool: "bash",
+			Arguments: `{"command":"kubectl apply -f app.yaml"}`, Reason: `command "kubectl apply" needs approval`,
+			State: state, DecidedBy: by, ExpiresAt: time.Date(2026, 1, 2, 3, 19, 0, 0, time.UTC)}}
+}
+
+// TestSinkApprovalPromptThenOutcome checks the Block Kit of an approval
+// request against golden files (SWITCHYARD_UPDATE_GOLDEN=1 rewrites them):
+// the buttons while it waits, then the same message edited into who
+// decided, without buttons.
+func TestSinkApprovalPromptThenOutcome(t *testing.T) {
+	s, fs := newTestSink(t, time.Millisecond)
+	ctx := context.Background()
+
+	id, err := s.Deliver(ctx, approvalMsg("pending", ""))
+	require.NoError(t, err)
+	posts := fs.callsOf("chat.postMessage")
+	require.Len(t, posts, 1)
+	require.Equal(t, "1700000001.000100", posts[0].Form.Get("thread_ts"), "asked in the thread")
+	requireGoldenJSON(t, "testdata/approval_pending.json", posts[0].Form.Get("blocks"))
+
+	decided := approvalMsg("approved", "U42")
+	decided.RemoteID, decided.Version = id, 2
+	_, err = s.Deliver(ctx, decided)
+	require.NoError(t, err)
+	updates := fs.callsOf("chat.update")
+	require.Len(t, updates, 1, "the prompt is edited, not posted again")
+	require.Equal(t, id, updates[0].Form.Get("ts"))
+	requireGoldenJSON(t, "testdata/approval_approved.json", updates[0].Form.Get("blocks"))
+	require.NotContains(t, updates[0].Form.Get("blocks"), ActionApprove, "no buttons once decided")
+
+	for state, want := range map[string]string{
+		"rejected": "Denied by ana", "expired": "Nobody decided in time", "cancelled": "The run ended before a decision",
+	} {
+		blocks, err := json.Marshal(approvalBlocks(approvalMsg(state, "ana").Approval))
+		require.NoError(t, err)
+		require.Contains(t, string(blocks), want, state)
+	}
+}
+
+func requireGoldenJSON(t *testing.T, path, got string) {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(got), &v))
+	pretty, err := json.MarshalIndent(v, "", "  ")
+	require.NoError(t, err)
+	pretty = append(pretty, '\n')
+	if os.Getenv("SWITCHYARD_UPDATE_GOLDEN") != "" {
+		require.NoError(t, os.WriteFile(path, pretty, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "golden file missing: run with SWITCHYARD_UPDATE_GOLDEN=1")
+	require.Equal(t, string(want), string(pretty))
 }

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// slackWeb is a fake of the Slack Web API methods the daemon calls, spoken
+// at the wire: form-encoded requests, {"ok":true,…} answers.
+type slackWeb struct {
+	mu    sync.Mutex
+	calls []slackCall
+	ts    int
+}
+
+type slackCall struct {
+	Method string
+	Form   url.Values
+	TS     string // what chat.postMessage answered
+}
+
+func (s *slackWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.ts++
+	ts := fmt.Sprintf("1800000000.%06d", s.ts)
+	s.calls = append(s.calls, slackCall{Method: method, Form: r.PostForm, TS: ts})
+	s.mu.Unlock()
+	out := map[string]any{"ok": true}
+	switch method {
+	case "auth.test":
+		out = map[string]any{"ok": true, "team_id": "T1", "user_id": "UBOT", "bot_id": "BBOT", "user": "switchyard"}
+	case "chat.postMessage":
+		out = map[string]any{"ok": true, "channel": r.PostForm.Get("channel"), "ts": ts}
+	case "chat.update":
+		out = map[string]any{"ok": true, "channel": r.PostForm.Get("channel"), "ts": r.PostForm.Get("ts")}
+	case "chat.postEphemeral":
+		out = map[string]any{"ok": true, "message_ts": ts}
+	case "reactions.add":
+	default:
+		out = map[string]any{"ok": false, "error": "unknown_method"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// String lists the calls, for failure messages.
+func (s *slackWeb) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, c := range s.calls {
+		fmt.Fprintf(&b, "\n%s ts=%s thread_ts=%s → %s: %.80q", c.Method, c.Form.Get("ts"), c.Form.Get("thread_ts"), c.TS, c.Form.Get("text"))
+	}
+	return b.String()
+}
+
+func (s *slackWeb) callsOf(method string) []slackCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []slackCall
+	for _, c := range s.calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// prompt finds the approval prompt posted in a thread: the id on its
+// buttons and the message's ts.
+func (s *slackWeb) prompt(threadTS string) (id, ts string, ok bool) {
+	for _, c := range s.callsOf("chat.postMessage") {
+		if c.Form.Get("thread_ts") != threadTS || !strings.Contains(c.Form.Get("blocks"), "switchyard_approve") {
+			continue
+		}
+		var blocks []struct {
+			Type     string `json:"type"`
+			Elements []struct {
+				ActionID string `json:"action_id"`
+				Value    string `json:"value"`
+			} `json:"elements"`
+		}
+		if json.Unmarshal([]byte(c.Form.Get("blocks")), &blocks) != nil {
+			continue
+		}
+		for _, b := range blocks {
+			for _, e := range b.Elements {
+				if e.ActionID == "switchyard_approve" {
+					return e.Value, c.TS, true
+				}
+			}
+		}
+	}
+	return "", "", false
+}
+
+// lastUpdate is the latest chat.update of the message ts.
+func (s *slackWeb) lastUpdate(ts string) string {
+	var blocks string
+	for _, c := range s.callsOf("chat.update") {
+		if c.Form.Get("ts") == ts {
+			blocks = c.Form.Get("blocks")
+		}
+	}
+	return blocks
+}
+
+const e2eSigningSecret = "e2e-signing-secret"
+
+// postSlack sends a request signed as Slack signs them.
+func postSlack(t *testing.T, addr, path, contentType, body string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	require.NoError(t, err)
+	stamp := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(e2eSigningSecret))
+	fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("X-Slack-Request-Timestamp", stamp)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func mention(t *testing.T, addr, eventID, ts, text string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"team_id": "T1", "api_app_id": "A1", "type": "event_callback", "event_id": eventID, "event_time": time.Now().Unix(),
+		"event": map[string]any{"type": "app_mention", "user": "UANA01", "text": text, "ts": ts, "channel": "C1", "event_ts": ts},
+	})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, postSlack(t, addr, "/slack/events", "application/json", string(body)))
+}
+
+func click(t *testing.T, addr, user, approvalID, promptTS, threadTS string) {
+	t.Helper()
+	payload, err := json.Marshal(map[string]any{
+		"type": "block_actions", "user": map[string]any{"id": user, "team_id": "T1"}, "team": map[string]any{"id": "T1"},
+		"channel":   map[string]any{"id": "C1"},
+		"container": map[string]any{"type": "message", "channel_id": "C1", "message_ts": promptTS, "thread_ts": threadTS},
+		"actions":   []map[string]any{{"type": "button", "action_id": "switchyard_approve", "value": approvalID}},
+	})
+	require.NoError(t, err)
+	body := url.Values{"payload": {string(payload)}}.Encode()
+	require.Equal(t, http.StatusOK, postSlack(t, addr, "/slack/interactions", "application/x-www-form-urlencoded", body))
+}
+
+// TestApprovalInSlack runs the daemon with Slack over HTTP and one worker.
+// Two scribe runs in two threads ask for approval of write_file; both wait
+// at once, and a console message is answered meanwhile, so waiting runs
+// hold no worker. In the first thread a stranger's click changes nothing
+// and the approver's lets the file be written; the second times out and is
+// denied. All three are in the audit log.
+func TestApprovalInSlack(t *testing.T) {
+	model := httptest.NewServer(&fakeOpenAI{call: "write_file", args: `{"path":"approved.txt","content":"ok"}`})
+	defer model.Close()
+	web := &slackWeb{}
+	slackSrv := httptest.NewServer(web)
+	defer slackSrv.Close()
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`workers: 1
+approval_timeout: 10s
+models:
+  default: {provider: openai, base_url: %s/v1, model: fake}
+slack:
+  mode: http
+  bot_token: xoxb-e2e
+  signing_secret: %s
+  api_url: %s/api/
+profiles:
+  careful:
+    extends: contributor
+    approval: [write_file]
+    approvers: [UANA01]
+`, model.URL, e2eSigningSecret, slackSrv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "scribe.md"), []byte(
+		"---\nname: scribe\ndescription: Writes files, carefully.\nprofile: careful\n---\nYou write files.\n"), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	const granted, expiring = "1800000001.000100", "1800000002.000100"
+	mention(t, p.addr, "Ev1", granted, "<@UBOT> @scribe write it")
+	mention(t, p.addr, "Ev2", expiring, "<@UBOT> @scribe write it too")
+
+	var grantedID, promptTS, expiringID, expiringTS string
+	require.Eventually(t, func() bool {
+		var ok1, ok2 bool
+		grantedID, promptTS, ok1 = web.prompt(granted)
+		expiringID, expiringTS, ok2 = web.prompt(expiring)
+		return ok1 && ok2
+	}, 20*time.Second, 50*time.Millisecond, "both threads get Approve / Deny buttons, with one worker")
+
+	// Both runs wait for a person; the one worker still answers others.
+	r := run(t, dir, p.env(), "send", "--wait", "--thread", "meanwhile", "@triage anything new?")
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	r = run(t, dir, p.env(), "approvals", "list", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, grantedID)
+	require.Contains(t, r.stdout, expiringID)
+
+	// A stranger's click changes nothing; they alone are told why.
+	click(t, p.addr, "UBOB02", grantedID, promptTS, granted)
+	require.Eventually(t, func() bool { return len(web.callsOf("chat.postEphemeral")) == 1 }, 10*time.Second, 50*time.Millisecond)
+	eph := web.callsOf("chat.postEphemeral")[0].Form
+	require.Equal(t, "UBOB02", eph.Get("user"))
+	require.Contains(t, eph.Get("text"), "UBOB02 may not decide approval")
+	r = run(t, dir, p.env(), "approvals", "list", "--json")
+	require.Contains(t, r.stdout, grantedID, "still pending after the stranger's click")
+
+	// The approver's click lets the tool run.
+	click(t, p.addr, "UANA01", grantedID, promptTS, granted)
+	require.Eventually(t, func() bool {
+		b := web.lastUpdate(promptTS)
+		return strings.Contains(b, "Approved by") && strings.Contains(b, "@UANA01") && !strings.Contains(b, "switchyard_approve")
+	}, 15*time.Second, 50*time.Millisecond, "the prompt is edited into the decision, without buttons: %s", web)
+	require.Eventually(t, func() bool {
+		matches, _ := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
+		return len(matches) == 1
+	}, 15*time.Second, 100*time.Millisecond, "the approved call ran")
+
+	// Nobody decides in the other thread: denied when the time is up.
+	require.Eventually(t, func() bool {
+		return strings.Contains(web.lastUpdate(expiringTS), "Nobody decided in time")
+	}, 20*time.Second, 100*time.Millisecond)
+
+	r = run(t, dir, p.env(), "audit", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var recs []struct {
+		Decision   string `json:"decision"`
+		By         string `json:"by"`
+		ApprovalID string `json:"approval_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &recs))
+	seen := map[string]string{}
+	for _, rec := range recs {
+		if rec.ApprovalID != "" && rec.Decision != "needs_approval" {
+			seen[rec.Decision] = rec.ApprovalID + " by " + rec.By
+		}
+	}
+	require.Equal(t, map[string]string{
+		"not_approver": grantedID + " by UBOB02",
+		"approved":     grantedID + " by UANA01",
+		"expired":      expiringID + " by ",
+	}, seen)
+	require.NotContains(t, r.stdout, "xoxb-e2e", "no token in the audit log")
+}
