@@ -27,15 +27,41 @@ type optSpec struct {
 // parseOpts splits args into options and operands the way GNU getopt
 // does: options may follow operands, "--" ends them, "-" is an operand. A
 // word that is not literal is an operand: it cannot be read as an option.
+// Option values and operands point into args, which nothing changes.
 func parseOpts(args []word, spec optSpec) (opts []opt, pos []word) {
+	// While the operands are one run of args (no option between them, the
+	// common case), pos is that run, not a copy.
+	ps, pe, copied := 0, 0, false
+	operand := func(i int) {
+		switch {
+		case copied:
+			pos = append(pos, args[i])
+		case ps == pe:
+			ps, pe = i, i+1
+		case pe == i:
+			pe++
+		default:
+			pos = make([]word, 0, pe-ps+len(args)-i)
+			pos = append(append(pos, args[ps:pe]...), args[i])
+			copied = true
+		}
+	}
+	add := func(o opt) {
+		if opts == nil {
+			opts = make([]opt, 0, 4)
+		}
+		opts = append(opts, o)
+	}
 	for i := 0; i < len(args); i++ {
-		w := args[i]
+		w := &args[i]
 		if !w.lit || w.s == "-" || !strings.HasPrefix(w.s, "-") {
-			pos = append(pos, w)
+			operand(i)
 			continue
 		}
 		if w.s == "--" {
-			pos = append(pos, args[i+1:]...)
+			for j := i + 1; j < len(args); j++ {
+				operand(j)
+			}
 			break
 		}
 		if strings.HasPrefix(w.s, "--") {
@@ -47,31 +73,51 @@ func parseOpts(args []word, spec optSpec) (opts []opt, pos []word) {
 				o.val = &v
 			case slices.Contains(spec.long, name) && i+1 < len(args):
 				i++
-				v := args[i]
-				o.val = &v
+				o.val = &args[i]
 			}
-			opts = append(opts, o)
+			add(o)
 			continue
 		}
-		cluster := w.s[1:]
-		for j := 0; j < len(cluster); j++ {
-			o := opt{name: "-" + cluster[j:j+1]}
-			if strings.IndexByte(spec.short, cluster[j]) >= 0 {
-				if rest := cluster[j+1:]; rest != "" {
+		for j := 1; j < len(w.s); j++ {
+			o := opt{name: shortOption(w.s, j)}
+			if strings.IndexByte(spec.short, w.s[j]) >= 0 {
+				if rest := w.s[j+1:]; rest != "" {
 					v := litWord(rest)
 					o.val = &v
 				} else if i+1 < len(args) {
 					i++
-					v := args[i]
-					o.val = &v
+					o.val = &args[i]
 				}
-				opts = append(opts, o)
+				add(o)
 				break
 			}
-			opts = append(opts, o)
+			add(o)
 		}
 	}
+	if !copied && pe > ps {
+		pos = args[ps:pe:pe]
+	}
 	return opts, pos
+}
+
+// shortOption names the short option at cluster[j] ("-l" of "-la"),
+// without allocating for letters and digits.
+func shortOption(cluster string, j int) string {
+	const names = "-0-1-2-3-4-5-6-7-8-9-A-B-C-D-E-F-G-H-I-J-K-L-M-N-O-P-Q-R-S-T-U-V-W-X-Y-Z" +
+		"-a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p-q-r-s-t-u-v-w-x-y-z"
+	switch b := cluster[j]; {
+	case j == 1 && cluster[0] == '-':
+		return cluster[:2]
+	case '0' <= b && b <= '9':
+		return names[2*(b-'0') : 2*(b-'0')+2]
+	case 'A' <= b && b <= 'Z':
+		i := 10 + int(b-'A')
+		return names[2*i : 2*i+2]
+	case 'a' <= b && b <= 'z':
+		i := 36 + int(b-'a')
+		return names[2*i : 2*i+2]
+	}
+	return "-" + cluster[j:j+1]
 }
 
 func hasOpt(opts []opt, names ...string) bool {
@@ -83,13 +129,14 @@ func hasOpt(opts []opt, names ...string) bool {
 	return false
 }
 
-// subcommands returns the words rules match after the command name: the
-// first few operands, or for git and gh their subcommands.
-func subcommands(name string, args []word) []string {
+// subcommands appends to dst, an empty buffer, the words rules match after
+// the command name: the first three operands, or for git and gh their
+// first two subcommands.
+func subcommands(dst []string, name string, args []word) []string {
 	switch name {
 	case "git":
 		_, rest := gitGlobal(args)
-		var out []string
+		out := dst[:0]
 		for _, w := range rest {
 			if len(out) == 2 {
 				break
@@ -105,21 +152,36 @@ func subcommands(name string, args []word) []string {
 		return out
 	case "gh":
 		_, pos := parseOpts(args, optSpec{short: "R", long: []string{"--repo", "--hostname"}})
-		return literalWords(pos, 2)
+		return literalWords(dst[:0], pos, 2)
 	}
-	_, pos := parseOpts(args, optSpec{})
-	return literalWords(pos, 3)
+	// parseOpts with no option taking a value, then literalWords, without
+	// building the operands: options are skipped, "--" makes the rest
+	// operands, and the first operand that is not literal ends the words.
+	dst = dst[:0]
+	for i, w := range args {
+		switch {
+		case w.lit && w.s == "--":
+			return literalWords(dst, args[i+1:], 3)
+		case w.lit && w.s != "-" && strings.HasPrefix(w.s, "-"):
+			continue
+		case len(dst) == 3 || !w.lit:
+			return dst
+		}
+		dst = append(dst, w.s)
+	}
+	return dst
 }
 
-func literalWords(ws []word, n int) []string {
-	var out []string
+// literalWords appends to dst the values of ws until dst holds n or a word
+// is not literal.
+func literalWords(dst []string, ws []word, n int) []string {
 	for _, w := range ws {
-		if len(out) == n || !w.lit {
+		if len(dst) == n || !w.lit {
 			break
 		}
-		out = append(out, w.s)
+		dst = append(dst, w.s)
 	}
-	return out
+	return dst
 }
 
 // cmdSpec describes a command whose operands are paths.
@@ -1509,7 +1571,7 @@ assigns:
 // chdir resolves a directory a wrapper changes into (env -C, git -C) and
 // returns the new directories.
 func (c *checker) chdir(inv *invocation, w word, cwd cwds) cwds {
-	inv2 := &invocation{name: inv.name, cwd: cwd, allowed: inv.allowed}
+	inv2 := c.invocation(invocation{name: inv.name, cwd: cwd, allowed: inv.allowed})
 	c.usePath(inv2, w, pathUse{acc: accRead})
 	if c.deny != nil || !w.lit {
 		return cwd
@@ -1810,7 +1872,7 @@ func fcHandler(c *checker, inv *invocation) cwds {
 func cdHandler(c *checker, inv *invocation) cwds {
 	// Changing directory reads nothing; the commands that follow are
 	// checked from where it leads.
-	inv = &invocation{name: inv.name, argv: inv.argv, cwd: inv.cwd, sub: inv.sub, allowed: true}
+	inv = c.invocation(invocation{name: inv.name, argv: inv.argv, cwd: inv.cwd, sub: inv.sub, allowed: true})
 	_, pos := parseOpts(inv.argv[1:], optSpec{})
 	if len(pos) == 0 {
 		return cwds{c.ws.home}

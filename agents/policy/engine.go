@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -89,11 +88,16 @@ type Engine struct {
 	skills    SkillSource
 	toolPerms ToolPermissions
 	audit     *Auditor
-	parsers   sync.Pool
-	// realRoots caches each workspace's real path: resolving it costs a
-	// system call per component, more than the rest of a check.
-	realRoots sync.Map // string → string
-	log       *slog.Logger
+	// checkers holds shell checkers between checks, each with its parser,
+	// maps and word buffer: what a check allocates is what the garbage
+	// collector has to catch up with, and that is a decision's tail
+	// latency.
+	checkers sync.Pool
+	// roots caches each workspace with its real path: resolving it costs
+	// a system call per component, more than the rest of a check.
+	rootsMu sync.RWMutex
+	roots   map[string]*workspace
+	log     *slog.Logger
 }
 
 var (
@@ -116,6 +120,7 @@ func New(opts Options) (*Engine, error) {
 		skills:    opts.Skills,
 		toolPerms: opts.ToolPermissions,
 		audit:     opts.Audit,
+		roots:     map[string]*workspace{},
 		log:       opts.Logger,
 	}
 	if e.branches == nil {
@@ -124,7 +129,10 @@ func New(opts Options) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	e.parsers.New = func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }
+	e.checkers.New = func() any {
+		return &checker{cmds: e.cmds, branches: e.branches, parser: syntax.NewParser(syntax.Variant(syntax.LangBash)),
+			seen: map[*syntax.CallExpr]bool{}}
+	}
 	return e, nil
 }
 
@@ -293,8 +301,7 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 		used |= u
 		outside = out
 	}
-	d := Decision{Verdict: tools.Allow, Rule: "profile:" + p.Name + "/allow", Profile: p.Name, Permissions: used.list()}
-	d.Reason = fmt.Sprintf("allowed by profile %q", p.Name)
+	d := Decision{Verdict: tools.Allow, Rule: p.allowRule, Reason: p.allowReason, Profile: p.Name, Permissions: used.list()}
 	if approval != nil {
 		d.Verdict = tools.NeedsApproval
 		d.Rule = "profile:" + p.Name + "/" + approval.rule
@@ -412,18 +419,16 @@ func namedNeeds(name string) perms {
 // outside the workspace is involved; an error for input that cannot be
 // read.
 func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, approval *finding, used perms, outside bool, err error) {
-	// Only the fields the policy looks at; what else the input holds is
-	// the tool's business.
-	var in struct {
-		Command json.RawMessage `json:"command"`
-		Path    json.RawMessage `json:"path"`
-	}
-	if trimmed := bytes.TrimSpace(call.Input); len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &in) != nil {
+	in, ok := decodeToolInput(bytes.TrimSpace(call.Input))
+	if !ok {
 		return nil, nil, 0, false, &inputError{fmt.Sprintf("tool %q input is not a JSON object", call.Tool.Name)}
 	}
 	str := func(key string, raw json.RawMessage) (string, error) {
 		if raw == nil {
 			return "", nil
+		}
+		if s, ok := plainJSONString(raw); ok {
+			return s, nil
 		}
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -452,9 +457,10 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, appr
 		// Listing bash in a profile's tools lets it be called; the
 		// commands in it still need permissions or commands.allow.
 		c := e.newChecker(p, ws)
-		defer e.parsers.Put(c.parser)
-		c.script(cmd, cwds{ws.real})
-		return c.deny, c.approval, c.used, c.outside, nil
+		c.script(cmd, c.dirs)
+		deny, approval, used, outside = c.deny, c.approval, c.used, c.outside
+		e.releaseChecker(c)
+		return deny, approval, used, outside, nil
 	default:
 		return nil, nil, 0, false, nil
 	}
@@ -501,32 +507,59 @@ func (e *Engine) workspace(dir string) (*workspace, error) {
 		}
 	}
 	abs = filepath.Clean(abs)
-	if v, ok := e.realRoots.Load(abs); ok {
-		real := v.(string)
-		if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
-			return &workspace{root: abs, real: real, home: real}, nil
+	e.rootsMu.RLock()
+	w := e.roots[abs]
+	e.rootsMu.RUnlock()
+	if w != nil {
+		if isDir(w.real) {
+			return w, nil
 		}
-		e.realRoots.Delete(abs)
+		e.rootsMu.Lock()
+		delete(e.roots, abs)
+		e.rootsMu.Unlock()
 	}
 	w, err := newWorkspace(abs)
 	if err != nil {
 		return nil, err
 	}
-	e.realRoots.Store(abs, w.real)
+	e.rootsMu.Lock()
+	e.roots[abs] = w
+	e.rootsMu.Unlock()
 	return w, nil
 }
 
+// newChecker takes a checker from the pool and sets it up for one check.
 func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
-	return &checker{
-		p:        p,
-		perms:    p.perms,
-		ws:       ws,
-		cmds:     e.cmds,
-		branches: e.branches,
-		parser:   e.parsers.Get().(*syntax.Parser),
-		seen:     map[*syntax.CallExpr]bool{},
-		dirs:     cwds{ws.real},
+	c := e.checkers.Get().(*checker)
+	c.p, c.perms, c.ws = p, p.perms, ws
+	c.root[0] = ws.real
+	c.dirs = c.root[:1:1]
+	return c
+}
+
+// maxPooledWords bounds the word buffer a pooled checker keeps, so one huge
+// script does not pin its memory.
+const maxPooledWords = 1024
+
+// releaseChecker clears what the check left in c, so no syntax tree or
+// finding outlives it, and returns c to the pool.
+func (e *Engine) releaseChecker(c *checker) {
+	clear(c.seen)
+	clear(c.active)
+	clear(c.clean)
+	clear(c.funcs)
+	clear(c.words)
+	c.words = c.words[:0]
+	if cap(c.words) > maxPooledWords {
+		c.words = nil
 	}
+	clear(c.invs)
+	c.invs = c.invs[:0]
+	c.reader.Reset("")
+	c.p, c.ws, c.src, c.dirs, c.root = nil, nil, "", nil, [1]string{}
+	c.depth, c.steps, c.cond = 0, 0, 0
+	c.deny, c.approval, c.used, c.outside = nil, nil, 0, false
+	e.checkers.Put(c)
 }
 
 // CheckRequest is a call checked offline, by `switchyard policy check`.

@@ -119,7 +119,7 @@ func gitHandler(c *checker, inv *invocation) cwds {
 			return inv.cwd
 		}
 	}
-	inv = &invocation{name: inv.name, argv: inv.argv, cwd: cwd, sub: inv.sub, allowed: inv.allowed}
+	inv = c.invocation(invocation{name: inv.name, argv: inv.argv, cwd: cwd, sub: inv.sub, allowed: inv.allowed})
 	for _, d := range g.gitDir {
 		c.usePath(inv, d, pathUse{acc: accRead})
 	}

@@ -35,8 +35,8 @@ func globBash(dir, pattern string, max int) (matches []globMatch, more bool) {
 			lit := unescape(comp)
 			for _, p := range cur {
 				q := filepath.Join(p.path, lit)
-				if fi, err := os.Lstat(q); err == nil {
-					next = append(next, globMatch{path: q, real: p.real && fi.Mode()&os.ModeSymlink == 0 && lit != ".."})
+				if typ, err := lstatType(q); err == nil {
+					next = append(next, globMatch{path: q, real: p.real && typ&os.ModeSymlink == 0 && lit != ".."})
 				}
 			}
 		} else {

@@ -78,12 +78,12 @@ func (w *workspace) resolve(cwd, p string) resolved {
 	// Start from the workspace's real path when the path is written under
 	// it: that skips resolving the components above, which are known.
 	cur, rest := "/", p
-	for _, prefix := range []string{w.real, w.root} {
+	for _, prefix := range [2]string{w.real, w.root} {
 		if p == prefix {
 			cur, rest = w.real, ""
 			break
 		}
-		if strings.HasPrefix(p, prefix+"/") {
+		if under(p, prefix) {
 			cur, rest = w.real, p[len(prefix)+1:]
 			break
 		}
@@ -105,13 +105,13 @@ func (w *workspace) resolve(cwd, p string) resolved {
 			cur = next
 			continue
 		}
-		fi, err := os.Lstat(next)
+		typ, err := lstatType(next)
 		if err != nil {
 			missing = true
 			cur = next
 			continue
 		}
-		if fi.Mode()&os.ModeSymlink == 0 {
+		if typ&fs.ModeSymlink == 0 {
 			cur = next
 			continue
 		}
@@ -141,6 +141,12 @@ func (w *workspace) resolve(cwd, p string) resolved {
 	return r
 }
 
+// isDir reports whether p is a directory itself, not a link to one.
+func isDir(p string) bool {
+	typ, err := lstatType(p)
+	return err == nil && typ.IsDir()
+}
+
 func join(dir, name string) string {
 	if dir == "/" {
 		return "/" + name
@@ -149,12 +155,12 @@ func join(dir, name string) string {
 }
 
 func (w *workspace) within(abs string) bool {
-	for _, root := range []string{w.real, w.root} {
-		if abs == root || strings.HasPrefix(abs, root+"/") {
-			return true
-		}
-	}
-	return false
+	return abs == w.real || under(abs, w.real) || abs == w.root || under(abs, w.root)
+}
+
+// under reports whether p is below dir: dir followed by a slash.
+func under(p, dir string) bool {
+	return len(p) > len(dir) && p[len(dir)] == '/' && p[:len(dir)] == dir
 }
 
 // relative returns abs relative to the workspace's real path, "." for the
@@ -163,8 +169,8 @@ func (w *workspace) relative(abs string) (string, bool) {
 	if abs == w.real {
 		return ".", true
 	}
-	if rest, ok := strings.CutPrefix(abs, w.real+"/"); ok {
-		return rest, true
+	if under(abs, w.real) {
+		return abs[len(w.real)+1:], true
 	}
 	return "", false
 }
@@ -438,11 +444,9 @@ func (p *Profile) checkPath(r resolved, u pathUse, grant perms) (d *pathDenial, 
 	} else if secretFile(r.rel) && !p.perms.has(pSecrets) {
 		return &pathDenial{rule: "path:secrets", reason: fmt.Sprintf("reading %q is not allowed: it looks like a secret, which needs the secrets permission", r.raw)}, false
 	}
-	var relAllow []string
-	for _, g := range rule.Allow {
-		if !strings.HasPrefix(g, "/") {
-			relAllow = append(relAllow, g)
-		}
+	relAllow := p.relRead
+	if u.acc == accWrite {
+		relAllow = p.relWrite
 	}
 	if len(relAllow) > 0 {
 		for _, g := range relAllow {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -77,7 +78,7 @@ func (s perms) has(need perms) bool { return s&need == need }
 
 // list returns the permissions of s in canonical order.
 func (s perms) list() []Permission {
-	out := []Permission{}
+	out := make([]Permission, 0, bits.OnesCount16(uint16(s)))
 	for i, p := range allPermissions {
 		if s&(1<<i) != 0 {
 			out = append(out, p)

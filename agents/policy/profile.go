@@ -107,6 +107,12 @@ type Profile struct {
 	denyCmds      []cmdPattern
 	approvalCmds  []cmdPattern
 	approvalTools []string
+	// relRead and relWrite are the workspace-relative globs of
+	// paths.read.allow and paths.write.allow.
+	relRead, relWrite []string
+	// allowRule and allowReason are what an allowed call's decision says,
+	// made once rather than on every call.
+	allowRule, allowReason string
 }
 
 // cmdPattern is a command rule: a name and leading subcommand words, each a
@@ -142,6 +148,7 @@ func builtinProfiles() []*Profile {
 	for _, p := range out {
 		p.Builtin = true
 		p.Permissions = p.perms.list()
+		p.compile()
 	}
 	return out
 }
@@ -420,6 +427,18 @@ func (p *Profile) compile() {
 			p.approvalTools = append(p.approvalTools, strings.TrimSpace(a))
 		}
 	}
+	relative := func(globs []string) []string {
+		var out []string
+		for _, g := range globs {
+			if !strings.HasPrefix(g, "/") {
+				out = append(out, g)
+			}
+		}
+		return out
+	}
+	p.relRead, p.relWrite = relative(p.Paths.Read.Allow), relative(p.Paths.Write.Allow)
+	p.allowRule = "profile:" + p.Name + "/allow"
+	p.allowReason = fmt.Sprintf("allowed by profile %q", p.Name)
 }
 
 // allowsTool reports whether the profile's tools list names t; listed is

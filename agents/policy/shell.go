@@ -44,7 +44,15 @@ type checker struct {
 	active map[string]bool
 	clean  map[string]bool
 	seen   map[*syntax.CallExpr]bool
-	dirs   cwds // every directory the script has been in, for cd - and popd
+	dirs   cwds      // every directory the script has been in, for cd - and popd
+	root   [1]string // backs dirs and the first cwds: the workspace
+	// words holds the words of this check (argv, expansions), handed out
+	// as slices capped at their length, so none is overwritten or grown
+	// into until the checker goes back to its pool; invs holds its
+	// invocations the same way.
+	words  []word
+	invs   []invocation
+	reader strings.Reader // what the parser reads the script from
 	depth  int
 	steps  int
 	// cond counts the constructs around the current point that may not
@@ -126,7 +134,10 @@ func (c *checker) script(src string, cwd cwds) cwds {
 		c.denyf("shell:too-deep", "the command nests shells (bash -c, eval) more than %d deep", maxNesting)
 		return cwd
 	}
-	f, err := c.parser.Parse(strings.NewReader(src), "")
+	// The parser has read all of src when Parse returns, so a nested
+	// script can reuse the reader.
+	c.reader.Reset(src)
+	f, err := c.parser.Parse(&c.reader, "")
 	if err != nil {
 		c.denyf("shell:parse", "the command does not parse: %s", parseMessage(err))
 		return cwd
@@ -386,7 +397,7 @@ func (c *checker) redirect(r *syntax.Redirect, cwd cwds) {
 		// Here-documents and here-strings read no file.
 		return
 	}
-	inv := &invocation{name: "redirection", cwd: cwd}
+	inv := c.invocation(invocation{name: "redirection", cwd: cwd})
 	ws := c.expand(r.Word)
 	if len(ws) > 1 {
 		c.denyf("shell:dynamic-path", "redirection to %s is not allowed: it expands to several words", ws[0].source())
@@ -408,7 +419,11 @@ func isDigits(s string) bool {
 }
 
 // expand evaluates a word of the current script.
-func (c *checker) expand(w *syntax.Word) []word { return c.appendWords(nil, w) }
+func (c *checker) expand(w *syntax.Word) []word {
+	n := len(c.words)
+	c.words = c.appendWords(c.words, w)
+	return c.words[n:len(c.words):len(c.words)]
+}
 
 // appendWords evaluates a word of the current script, appending to dst,
 // and keeps the word as written for messages.
@@ -429,6 +444,9 @@ func (c *checker) appendWords(dst []word, w *syntax.Word) []word {
 // subst checks every command substitution, process substitution and
 // arithmetic expression inside n.
 func (c *checker) subst(n syntax.Node, cwd cwds) {
+	if w, ok := n.(*syntax.Word); ok && plainWord(w) {
+		return
+	}
 	syntax.Walk(n, func(n syntax.Node) bool {
 		if c.deny != nil {
 			return false
@@ -464,6 +482,25 @@ func (c *checker) subst(n syntax.Node, cwd cwds) {
 		}
 		return true
 	})
+}
+
+// plainWord reports whether w is only literal text, quoted or not, so it
+// holds nothing subst looks for; most words are.
+func plainWord(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if _, ok := q.(*syntax.Lit); !ok {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // arith checks an arithmetic expression that is evaluated: its
@@ -595,14 +632,19 @@ func (c *checker) call(ce *syntax.CallExpr, cwd cwds) (succ, all cwds) {
 	if len(ce.Args) == 0 {
 		return cwd, cwd
 	}
-	argv := make([]word, 0, len(ce.Args))
+	// Substitutions first: they check commands of their own, which take
+	// words from c.words, and argv must be one run of it.
 	for _, w := range ce.Args {
 		c.subst(w, cwd)
-		argv = c.appendWords(argv, w)
 	}
 	if c.deny != nil {
 		return cwd, cwd
 	}
+	n := len(c.words)
+	for _, w := range ce.Args {
+		c.words = c.appendWords(c.words, w)
+	}
+	argv := c.words[n:len(c.words):len(c.words)]
 	succ = c.run(argv, cwd)
 	return succ, union(cwd, succ)
 }
@@ -715,10 +757,22 @@ type invocation struct {
 	argv []word
 	cwd  cwds
 	// sub are the subcommand words rules match ("push" of git push).
-	sub []string
+	sub    []string
+	subBuf [3]string // backs sub
 	// allowed means commands.allow named it: its permissions are not
 	// checked, its paths are.
 	allowed bool
+}
+
+// invocation returns a copy of v that lives as long as the check.
+func (c *checker) invocation(v invocation) *invocation {
+	if len(c.invs) == cap(c.invs) {
+		// A new block: the invocations in the full one stay where they
+		// are.
+		c.invs = make([]invocation, 0, 8)
+	}
+	c.invs = append(c.invs, v)
+	return &c.invs[len(c.invs)-1]
 }
 
 func (inv *invocation) display() string {
@@ -773,8 +827,8 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 		}
 		name = base
 	}
-	inv := &invocation{name: name, argv: argv, cwd: cwd}
-	inv.sub = subcommands(name, argv[1:])
+	inv := c.invocation(invocation{name: name, argv: argv, cwd: cwd})
+	inv.sub = subcommands(inv.subBuf[:0], name, argv[1:])
 	c.rules(inv)
 	if c.deny != nil {
 		return cwd
@@ -790,7 +844,7 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 // workspace, or a program elsewhere.
 func (c *checker) program(argv []word, cwd cwds) cwds {
 	base := path.Base(argv[0].s)
-	inv := &invocation{name: base, argv: argv, cwd: cwd}
+	inv := c.invocation(invocation{name: base, argv: argv, cwd: cwd})
 	c.rules(inv)
 	if c.deny != nil {
 		return cwd

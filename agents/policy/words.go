@@ -74,9 +74,16 @@ func appendWords(dst []word, w *syntax.Word, home string) []word {
 	if !hasBrace(w) {
 		return append(dst, evalWord(w, home, w))
 	}
+	return appendBraces(dst, w, home)
+}
+
+// appendBraces is appendWords for a word with a brace: its own function,
+// because the loop over the expansion moves the variables it uses to the
+// heap.
+func appendBraces(dst []word, w *syntax.Word, home string) []word {
 	cp := &syntax.Word{Parts: slices.Clone(w.Parts)}
 	if !syntax.SplitBraces(cp) {
-		return []word{evalWord(w, home, w)}
+		return append(dst, evalWord(w, home, w))
 	}
 	n := len(dst)
 	for ew, err := range expand.BracesSeq(nil, cp) {

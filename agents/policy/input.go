@@ -1,0 +1,144 @@
+package policy
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// toolInput is what the policy reads of a core tool's input; what else the
+// input holds is the tool's business.
+type toolInput struct {
+	Command json.RawMessage `json:"command"`
+	Path    json.RawMessage `json:"path"`
+}
+
+// decodeToolInput reads in, a JSON object, as json.Unmarshal into a
+// toolInput would. Most inputs are a flat object with plain keys, which it
+// reads itself: a decoder costs more than the rest of a simple check, and
+// most of what it allocates. It reports false for input that is not a
+// JSON object.
+func decodeToolInput(in []byte) (toolInput, bool) {
+	if len(in) == 0 || in[0] != '{' || !json.Valid(in) {
+		return toolInput{}, false
+	}
+	if v, ok := scanToolInput(in); ok {
+		return v, true
+	}
+	var v toolInput
+	if err := json.Unmarshal(in, &v); err != nil {
+		return toolInput{}, false
+	}
+	return v, true
+}
+
+// scanToolInput finds the command and path members of in, valid JSON that
+// starts with '{', matching keys as encoding/json does (case-insensitively,
+// the last of duplicates winning). It gives up (false) on a key with an
+// escape or a byte beyond ASCII, where encoding/json's matching is wider.
+func scanToolInput(in []byte) (v toolInput, ok bool) {
+	i := skipSpace(in, 1)
+	if i < len(in) && in[i] == '}' {
+		return v, true
+	}
+	for i < len(in) && in[i] == '"' {
+		end := stringEnd(in, i)
+		key := in[i+1 : end-1]
+		for _, b := range key {
+			if b == '\\' || b >= utf8.RuneSelf {
+				return toolInput{}, false
+			}
+		}
+		i = skipSpace(in, end)
+		if i == len(in) || in[i] != ':' {
+			return toolInput{}, false
+		}
+		start := skipSpace(in, i+1)
+		if start == len(in) {
+			return toolInput{}, false
+		}
+		i = valueEnd(in, start)
+		switch {
+		case strings.EqualFold(string(key), "command"):
+			v.Command = in[start:i]
+		case strings.EqualFold(string(key), "path"):
+			v.Path = in[start:i]
+		}
+		i = skipSpace(in, i)
+		if i == len(in) {
+			return toolInput{}, false
+		}
+		switch in[i] {
+		case '}':
+			return v, true
+		case ',':
+			i = skipSpace(in, i+1)
+		default:
+			return toolInput{}, false
+		}
+	}
+	return toolInput{}, false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index after the string that starts at b[i].
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd returns the index after the value that starts at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[i])) {
+		i++
+	}
+	return i
+}
+
+// plainJSONString returns the value of raw, a valid JSON value, when it is
+// a string without escapes in ASCII: its bytes between the quotes, with no
+// decoder to set up.
+func plainJSONString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, b := range body {
+		if b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
+			return "", false
+		}
+	}
+	return string(body), true
+}
