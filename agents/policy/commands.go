@@ -1578,7 +1578,7 @@ func (c *checker) chdir(inv *invocation, w word, cwd cwds) cwds {
 	}
 	var out cwds
 	for _, d := range cwd {
-		if r := c.ws.resolve(d, w.s); r.in {
+		if r := c.resolve(d, w.s); r.in {
 			out = union(out, cwds{r.abs})
 		}
 	}
@@ -1887,7 +1887,7 @@ func cdHandler(c *checker, inv *invocation) cwds {
 	}
 	var out cwds
 	for _, d := range inv.cwd {
-		r := c.ws.resolve(d, w.s)
+		r := c.resolve(d, w.s)
 		if !r.in {
 			c.denyf("path:outside-workspace", "%s %q is not allowed: it is outside the workspace", inv.name, w.s)
 			return inv.cwd

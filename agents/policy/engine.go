@@ -131,7 +131,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.checkers.New = func() any {
 		return &checker{cmds: e.cmds, branches: e.branches, parser: syntax.NewParser(syntax.Variant(syntax.LangBash)),
-			seen: map[*syntax.CallExpr]bool{}}
+			seen: map[*syntax.CallExpr]bool{}, stats: statCache{}}
 	}
 	return e, nil
 }
@@ -537,17 +537,23 @@ func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
 	return c
 }
 
-// maxPooledWords bounds the word buffer a pooled checker keeps, so one huge
-// script does not pin its memory.
-const maxPooledWords = 1024
+// maxPooledWords and maxPooledEntries bound the word buffer and the maps a
+// pooled checker keeps, so one huge script does not pin its memory or make
+// clearing the maps cost every later check.
+const (
+	maxPooledWords   = 1024
+	maxPooledEntries = 256
+)
 
 // releaseChecker clears what the check left in c, so no syntax tree or
 // finding outlives it, and returns c to the pool.
 func (e *Engine) releaseChecker(c *checker) {
+	if len(c.seen) > maxPooledEntries || len(c.stats) > maxPooledEntries {
+		c.seen, c.stats = map[*syntax.CallExpr]bool{}, statCache{}
+	}
 	clear(c.seen)
-	clear(c.active)
-	clear(c.clean)
-	clear(c.funcs)
+	clear(c.stats)
+	c.active, c.clean, c.funcs = nil, nil, nil
 	clear(c.words)
 	c.words = c.words[:0]
 	if cap(c.words) > maxPooledWords {

@@ -3,7 +3,6 @@ package policy
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -19,8 +18,9 @@ type globMatch struct {
 // match a leading dot unless the component starts with one, a trailing
 // slash keeps directories only, and nothing matching leaves no result. A
 // relative pattern is expanded in dir, a real directory. It stops after
-// max matches; more reports whether it did.
-func globBash(dir, pattern string, max int) (matches []globMatch, more bool) {
+// max matches; more reports whether it did. stats answers for the
+// components written without a glob.
+func globBash(stats statCache, dir, pattern string, max int) (matches []globMatch, more bool) {
 	start := globMatch{path: dir, real: true}
 	if strings.HasPrefix(pattern, "/") {
 		start = globMatch{path: "/", real: true}
@@ -35,22 +35,21 @@ func globBash(dir, pattern string, max int) (matches []globMatch, more bool) {
 			lit := unescape(comp)
 			for _, p := range cur {
 				q := filepath.Join(p.path, lit)
-				if typ, err := lstatType(q); err == nil {
+				if typ, ok := stats.lstat(q); ok {
 					next = append(next, globMatch{path: q, real: p.real && typ&os.ModeSymlink == 0 && lit != ".."})
 				}
 			}
 		} else {
 			dotOK := strings.HasPrefix(strings.TrimPrefix(comp, `\`), ".")
 			for _, p := range cur {
-				f, err := os.Open(p.path)
-				if err != nil {
+				// Sorted, as bash sorts, so the first refusal is the one
+				// a person would see first. os.ReadDir opens the directory
+				// without registering it with the poller, as os.Open
+				// would: two system calls fewer.
+				entries, err := os.ReadDir(p.path)
+				if err != nil && len(entries) == 0 {
 					continue
 				}
-				entries, _ := f.ReadDir(-1)
-				f.Close()
-				// Sorted, as bash sorts, so the first refusal is the one
-				// a person would see first.
-				slices.SortFunc(entries, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 				for _, e := range entries {
 					name := e.Name()
 					if name[0] == '.' && !dotOK {

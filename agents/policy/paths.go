@@ -54,13 +54,40 @@ type resolved struct {
 // does (40).
 const maxLinks = 40
 
+// statCache remembers, for one check, what lstat said about each path it
+// asked about: a script names the same directories again and again
+// (src/a.go src/b.go, mkdir -p out && cp x out/), and a check looks at the
+// file system as it is at one moment. A nil statCache remembers nothing.
+type statCache map[string]statEntry
+
+type statEntry struct {
+	typ fs.FileMode
+	ok  bool // the path exists
+}
+
+// lstat is lstatType through the cache: the type of p, and whether it
+// exists.
+func (s statCache) lstat(p string) (fs.FileMode, bool) {
+	if e, hit := s[p]; hit {
+		return e.typ, e.ok
+	}
+	typ, err := lstatType(p)
+	if s != nil {
+		s[p] = statEntry{typ: typ, ok: err == nil}
+	}
+	return typ, err == nil
+}
+
 // resolve resolves p, relative to cwd (a real directory inside the
 // workspace), the way the kernel would: component by component, following
 // every existing symbolic link, including one that points nowhere (writing
 // through it creates its target), and treating ".." after a link as the
 // parent of where the link leads. Components that do not exist are taken
 // as written.
-func (w *workspace) resolve(cwd, p string) resolved {
+func (w *workspace) resolve(cwd, p string) resolved { return w.resolveWith(nil, cwd, p) }
+
+// resolveWith is resolve asking stats about each component.
+func (w *workspace) resolveWith(stats statCache, cwd, p string) resolved {
 	r := resolved{raw: p}
 	if !filepath.IsAbs(p) {
 		p = cwd + "/" + p
@@ -105,8 +132,8 @@ func (w *workspace) resolve(cwd, p string) resolved {
 			cur = next
 			continue
 		}
-		typ, err := lstatType(next)
-		if err != nil {
+		typ, ok := stats.lstat(next)
+		if !ok {
 			missing = true
 			cur = next
 			continue

@@ -53,6 +53,7 @@ type checker struct {
 	words  []word
 	invs   []invocation
 	reader strings.Reader // what the parser reads the script from
+	stats  statCache
 	depth  int
 	steps  int
 	// cond counts the constructs around the current point that may not
@@ -417,6 +418,10 @@ func isDigits(s string) bool {
 	}
 	return true
 }
+
+// resolve resolves p in the workspace from dir, remembering what it finds
+// for the rest of the check.
+func (c *checker) resolve(dir, p string) resolved { return c.ws.resolveWith(c.stats, dir, p) }
 
 // expand evaluates a word of the current script.
 func (c *checker) expand(w *syntax.Word) []word {
@@ -951,7 +956,7 @@ func (c *checker) usePath(inv *invocation, w word, u pathUse) {
 		if w.glob {
 			c.useGlob(inv, w, dir, u)
 		} else {
-			c.useResolved(inv, c.ws.resolve(dir, w.s), u)
+			c.useResolved(inv, c.resolve(dir, w.s), u)
 		}
 		if c.deny != nil {
 			return
@@ -996,14 +1001,14 @@ func (c *checker) useGlob(inv *invocation, w word, dir string, u pathUse) {
 			return
 		}
 	}
-	matches, more := globBash(dir, w.pat, maxGlobMatches)
+	matches, more := globBash(c.stats, dir, w.pat, maxGlobMatches)
 	if len(matches) == 0 {
-		c.useResolved(inv, c.ws.resolve(dir, w.s), u)
+		c.useResolved(inv, c.resolve(dir, w.s), u)
 		return
 	}
 	if more {
 		// Check the directory the pattern lists instead, as a tree.
-		c.useResolved(inv, c.ws.resolve(dir, staticPrefix(w.s)), pathUse{acc: u.acc, tree: true})
+		c.useResolved(inv, c.resolve(dir, staticPrefix(w.s)), pathUse{acc: u.acc, tree: true})
 		return
 	}
 	for _, m := range matches {
@@ -1013,7 +1018,7 @@ func (c *checker) useGlob(inv *invocation, w word, dir string, u pathUse) {
 			// that it is no link: it is where it says.
 			r = resolved{abs: m.path, rel: rel, in: true}
 		} else {
-			r = c.ws.resolve(dir, m.path)
+			r = c.resolve(dir, m.path)
 		}
 		r.raw = m.path
 		if rel, err := filepath.Rel(dir, m.path); err == nil && !strings.HasPrefix(w.s, "/") {
