@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -80,6 +81,23 @@ func scanToolInput(in []byte) (v toolInput, ok bool) {
 	return toolInput{}, false
 }
 
+// hex4 reads four hexadecimal digits.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -128,17 +146,60 @@ func valueEnd(b []byte, i int) int {
 }
 
 // plainJSONString returns the value of raw, a valid JSON value, when it is
-// a string without escapes in ASCII: its bytes between the quotes, with no
-// decoder to set up.
+// a string in ASCII with no escaped surrogate, with no decoder to set up:
+// escapes are common in commands (\" \n, and \u0026 for & from encoders
+// that escape HTML) and simple to undo.
 func plainJSONString(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
 	body := raw[1 : len(raw)-1]
-	for _, b := range body {
-		if b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
+	escaped := false
+	for i := 0; i < len(body); i++ {
+		switch b := body[i]; {
+		case b < 0x20 || b >= utf8.RuneSelf:
 			return "", false
+		case b == '\\':
+			// In valid JSON a backslash is followed by what it escapes,
+			// \u by four hexadecimal digits.
+			if i++; body[i] == 'u' {
+				if r := hex4(body[i+1 : i+5]); utf16.IsSurrogate(r) {
+					return "", false
+				}
+				i += 4
+			}
+			escaped = true
 		}
 	}
-	return string(body), true
+	if !escaped {
+		return string(body), true
+	}
+	var s strings.Builder
+	s.Grow(len(body))
+	for i := 0; i < len(body); i++ {
+		b := body[i]
+		if b != '\\' {
+			s.WriteByte(b)
+			continue
+		}
+		i++
+		switch body[i] {
+		case 'b':
+			s.WriteByte('\b')
+		case 'f':
+			s.WriteByte('\f')
+		case 'n':
+			s.WriteByte('\n')
+		case 'r':
+			s.WriteByte('\r')
+		case 't':
+			s.WriteByte('\t')
+		case 'u':
+			s.WriteRune(hex4(body[i+1 : i+5]))
+			i += 4
+		default: // " \ /
+			s.WriteByte(body[i])
+		}
+	}
+	return s.String(), true
 }

@@ -30,6 +30,10 @@ func FuzzDecodeToolInput(f *testing.F) {
 		`{"command":"ls",}`,
 		`{"a":{"command":"rm -rf /"},"command":"ls"}`,
 		`{"PATH":"/etc/passwd","pAtH":"x"}`,
+		`{"command":"for f in *; do echo \"$f\"; done\n\tcat \\ \/ \b\f\r"}`,
+		`{"command":"x\\u0041\\"}`,
+		`{"command":"\u0041\ud800"}`,
+		`{"command":"make \u0026\u0026 cat x \u003e y \u00e9\u0000\uFFFD"}`,
 	} {
 		f.Add([]byte(s))
 	}
