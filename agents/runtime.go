@@ -509,11 +509,29 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 	if r.opts.Rerouter != nil && rn.workItemID != "" {
 		extra = append(extra, &handoffTool{rt: r, rn: rn})
 	}
+	var approver tools.Approver
+	if r.opts.Approver != nil {
+		approver = reportingApprover{next: r.opts.Approver, rt: r, rn: rn}
+	}
 	return tools.NewToolset(r.opts.Tools, tools.Scope{
 		Agent: rn.def.Name, Tools: rn.def.Tools, Profile: rn.def.Profile, Package: rn.def.Package,
 	}, tools.ToolsetOptions{
-		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: r.opts.Approver, Extra: extra, Logger: r.log,
+		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: approver, Extra: extra, Logger: r.log,
 	})
+}
+
+// reportingApprover shows in the run's status message that a call waits
+// for a person, so the thread does not read as stuck on the tool.
+type reportingApprover struct {
+	next tools.Approver
+	rt   *Runtime
+	rn   *run
+}
+
+func (a reportingApprover) Approve(ctx context.Context, call tools.Call, reason string) (bool, error) {
+	a.rt.report(ctx, a.rn, bot.ProgressEvent{Kind: bot.ProgressNote, Tool: call.Tool.Name,
+		Text: "waiting for a person to approve " + call.Tool.Name})
+	return a.next.Approve(ctx, call, reason)
 }
 
 // runResult maps an AgentResponse to what the reporter posts.

@@ -604,3 +604,35 @@ func TestInvoke(t *testing.T) {
 	require.Equal(t, bot.ResultError, resp.Status)
 	require.Equal(t, `agent "ghost" is not defined`, resp.Error)
 }
+
+// approvalPolicy wants every write_file approved.
+type approvalPolicy struct{}
+
+func (approvalPolicy) Check(_ context.Context, call tools.Call) tools.Decision {
+	if call.Tool.Name == "write_file" {
+		return tools.Decision{Verdict: tools.NeedsApproval, Reason: "write_file needs approval"}
+	}
+	return tools.Decision{Verdict: tools.Allow}
+}
+
+type approveAll struct{}
+
+func (approveAll) Approve(context.Context, tools.Call, string) (bool, error) { return true, nil }
+
+func TestStatusSaysTheRunWaitsForAnApproval(t *testing.T) {
+	steps := []llm.Response{call("write_file", `{"path":"a.txt","content":"x"}`), answer("written")}
+	model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+		return steps[(len(req.Messages)-1)/2], nil
+	})
+	f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+		o.Policy, o.Approver = approvalPolicy{}, approveAll{}
+	})
+	progress := &recorder{}
+	res, err := f.rt.Run(context.Background(), request("coder", "write it"), progress)
+	require.NoError(t, err)
+	require.Equal(t, "written", res.Reply)
+	lines := progress.lines()
+	i := slices.Index(lines, "note waiting for a person to approve write_file")
+	require.GreaterOrEqual(t, i, 0, "%q", lines)
+	require.Contains(t, lines[i+1:], "tool_finished write_file done")
+}
