@@ -1,6 +1,10 @@
 # syntax=docker/dockerfile:1
-# Multi-stage build: a static binary on a distroless base, running as a
-# non-root user, with its data on a volume.
+# Multi-stage build: a static binary on a slim Debian base, running as a
+# non-root user, with its data on a volume. The base is not distroless
+# because agents need what their tools run: bash for the shell tool, git for
+# checkouts and pushes, bubblewrap for the sandbox (it needs unprivileged
+# user namespaces in the container; without them bash runs as a plain
+# process with limits and a warning at start).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -12,7 +16,12 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
       -o /out/switchyard ./cmd/switchyard \
  && mkdir -p /out/data
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bash bubblewrap ca-certificates git \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 65532 switchyard \
+ && useradd --uid 65532 --gid 65532 --home-dir /data --no-create-home --shell /usr/sbin/nologin switchyard
 COPY --from=build /out/switchyard /switchyard
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
