@@ -96,7 +96,7 @@ func TestResumedRunGoesBeforeNewWork(t *testing.T) {
 	require.Eventually(t, func() bool { return len(r.events()) == 2 }, 5*time.Second, 5*time.Millisecond)
 
 	close(decided) // the approval comes while the worker is busy: it queues for it
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 	later := c.send(t, "later", "arrives after the decision")
 	time.Sleep(50 * time.Millisecond)
 	close(busyDone)
