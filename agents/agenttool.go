@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,10 +45,8 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		Task    string `json:"task"`
 		Context string `json:"context"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return "", fmt.Errorf("invalid input: %w", err)
+	if err := tools.DecodeInput(input, &in); err != nil {
+		return "", err
 	}
 	if strings.TrimSpace(in.Task) == "" {
 		return "", errors.New("invalid input: task is required")
@@ -172,10 +169,8 @@ func (t *handoffTool) Run(ctx context.Context, _ tools.CallContext, input json.R
 		Agent  string `json:"agent"`
 		Reason string `json:"reason"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return "", fmt.Errorf("invalid input: %w", err)
+	if err := tools.DecodeInput(input, &in); err != nil {
+		return "", err
 	}
 	in.Agent = strings.TrimPrefix(strings.TrimSpace(in.Agent), "@")
 	in.Reason = strings.TrimSpace(in.Reason)

@@ -146,17 +146,6 @@ var (
 		`"required":["command"],"additionalProperties":false}`)
 )
 
-// decode reads a tool's input strictly: a misspelt field is an error the
-// model can correct, not a silently ignored option.
-func decode(input json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid input: %w", err)
-	}
-	return nil
-}
-
 const (
 	maxReadBytes   = 4 << 20
 	maxSearchBytes = 1 << 20
@@ -170,7 +159,7 @@ func readFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		Offset int    `json:"offset"`
 		Limit  int    `json:"limit"`
 	}
-	if err := decode(input, &in); err != nil {
+	if err := DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	if in.Path == "" {
@@ -224,7 +213,7 @@ func listDirectory(_ context.Context, cc CallContext, input json.RawMessage) (st
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"`
 	}
-	if err := decode(input, &in); err != nil {
+	if err := DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	root, rel, err := openIn(cc.Workspace, in.Path)
@@ -297,7 +286,7 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 		Glob            string `json:"glob"`
 		CaseInsensitive bool   `json:"case_insensitive"`
 	}
-	if err := decode(input, &in); err != nil {
+	if err := DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	if in.Pattern == "" {
@@ -385,7 +374,7 @@ func writeFile(_ context.Context, cc CallContext, input json.RawMessage) (string
 		Path    string  `json:"path"`
 		Content *string `json:"content"`
 	}
-	if err := decode(input, &in); err != nil {
+	if err := DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	if in.Path == "" || in.Content == nil {
@@ -421,7 +410,7 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		NewString  *string `json:"new_string"`
 		ReplaceAll bool    `json:"replace_all"`
 	}
-	if err := decode(input, &in); err != nil {
+	if err := DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	if in.Path == "" || in.OldString == nil || in.NewString == nil {

@@ -122,7 +122,7 @@ func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) 
 			Command        string `json:"command"`
 			TimeoutSeconds int    `json:"timeout_seconds"`
 		}
-		if err := decode(input, &in); err != nil {
+		if err := DecodeInput(input, &in); err != nil {
 			return "", err
 		}
 		if strings.TrimSpace(in.Command) == "" {

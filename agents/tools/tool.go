@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,6 +87,21 @@ func IsRefused(err error) bool {
 }
 
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// DecodeInput reads a tool's input into v strictly: a misspelt field is an
+// error the model can correct, not a silently ignored option. No input
+// reads as {}.
+func DecodeInput(input json.RawMessage, v any) error {
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid input: %w", err)
+	}
+	return nil
+}
 
 // ValidName reports whether name can be sent to every provider as a tool
 // name.

@@ -209,20 +209,6 @@ func newTool(name string, schema json.RawMessage, run func(context.Context, tool
 	return &ghTool{info: tools.Info{Name: name, Description: desc, Schema: schema, Kind: tools.KindCore}, run: run}
 }
 
-// decodeInput reads a tool's input strictly: a misspelt field is an error
-// the model can correct, not a silently ignored option.
-func decodeInput(input json.RawMessage, v any) error {
-	if len(input) == 0 {
-		input = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid input: %w", err)
-	}
-	return nil
-}
-
 // target is the repository, and the issue or pull request, a call acts on.
 type target struct {
 	owner, repo string
@@ -448,7 +434,7 @@ func (k *toolkit) getIssue(ctx context.Context, cc tools.CallContext, input json
 		Number   int    `json:"number"`
 		Comments *int   `json:"comments"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	want := defaultComments
@@ -539,7 +525,7 @@ func (k *toolkit) getPullRequest(ctx context.Context, cc tools.CallContext, inpu
 		Repo   string `json:"repo"`
 		Number int    `json:"number"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
@@ -609,7 +595,7 @@ func (k *toolkit) pullRequestDiff(ctx context.Context, cc tools.CallContext, inp
 		Number int      `json:"number"`
 		Paths  []string `json:"paths"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
@@ -738,7 +724,7 @@ func (k *toolkit) listChangedFiles(ctx context.Context, cc tools.CallContext, in
 		Repo   string `json:"repo"`
 		Number int    `json:"number"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	c, t, err := k.open(ctx, cc, in.Repo, in.Number, true)
@@ -787,7 +773,7 @@ func (k *toolkit) comment(ctx context.Context, cc tools.CallContext, input json.
 		Number int    `json:"number"`
 		Body   string `json:"body"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(in.Body) == "" {
@@ -813,7 +799,7 @@ func (k *toolkit) addLabels(ctx context.Context, cc tools.CallContext, input jso
 		Number int      `json:"number"`
 		Labels []string `json:"labels"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	var labels []string
@@ -842,7 +828,7 @@ func (k *toolkit) removeLabel(ctx context.Context, cc tools.CallContext, input j
 		Number int    `json:"number"`
 		Label  string `json:"label"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	label := strings.TrimSpace(in.Label)
@@ -873,7 +859,7 @@ func (k *toolkit) requestReview(ctx context.Context, cc tools.CallContext, input
 		Reviewers     []string `json:"reviewers"`
 		TeamReviewers []string `json:"team_reviewers"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	clean := func(xs []string) []string {
@@ -931,7 +917,7 @@ func (k *toolkit) openPullRequest(ctx context.Context, cc tools.CallContext, inp
 		Body  string `json:"body"`
 		Draft bool   `json:"draft"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	in.Head, in.Base, in.Title = strings.TrimSpace(in.Head), strings.TrimSpace(in.Base), strings.TrimSpace(in.Title)
@@ -980,7 +966,7 @@ func (k *toolkit) mergePullRequest(ctx context.Context, cc tools.CallContext, in
 		CommitTitle   string `json:"commit_title"`
 		CommitMessage string `json:"commit_message"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	switch in.Method {
@@ -1248,7 +1234,7 @@ func (k *toolkit) checkout(ctx context.Context, cc tools.CallContext, input json
 		Ref  string `json:"ref"`
 		Path string `json:"path"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	in.Ref = strings.TrimPrefix(strings.TrimSpace(in.Ref), "refs/heads/")
@@ -1480,7 +1466,7 @@ func (k *toolkit) pushBranch(ctx context.Context, cc tools.CallContext, input js
 		Path   string `json:"path"`
 		Force  bool   `json:"force"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	t, err := k.resolve(cc, in.Repo, 0, false)

@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,17 +192,6 @@ func (at *agentTools) redact(s string) string {
 	return slackToken.ReplaceAllString(s, redactedText)
 }
 
-// decodeInput reads a tool's input strictly: a misspelt field is an error
-// the model can correct, not a silently ignored option.
-func decodeInput(input json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid input: %w", err)
-	}
-	return nil
-}
-
 // place is where a call acts: a channel, and the run's own Slack thread
 // (zero outside Slack).
 type place struct {
@@ -303,7 +291,7 @@ func (at *agentTools) postMessage(ctx context.Context, cc tools.CallContext, inp
 		Channel  string `json:"channel"`
 		ThreadTS string `json:"thread_ts"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(in.Text) == "" {
@@ -427,7 +415,7 @@ func (at *agentTools) readThread(ctx context.Context, cc tools.CallContext, inpu
 		AfterTS  string `json:"after_ts"`
 		Limit    int    `json:"limit"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	limit := in.Limit
@@ -755,7 +743,7 @@ func (at *agentTools) addReaction(ctx context.Context, cc tools.CallContext, inp
 		TS      string `json:"ts"`
 		Channel string `json:"channel"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	name := strings.Trim(strings.TrimSpace(in.Name), ":")
@@ -792,7 +780,7 @@ func (at *agentTools) lookupUser(ctx context.Context, _ tools.CallContext, input
 		User  string `json:"user"`
 		Email string `json:"email"`
 	}
-	if err := decodeInput(input, &in); err != nil {
+	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
 	}
 	email := strings.TrimSpace(in.Email)
