@@ -102,16 +102,12 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		if pr == nil {
 			return nil, missing(event, "pull_request")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
 		d.pr = true
-		ev.InstallationID = e.GetInstallation().GetID()
-		ev.Labels = labelNames(pr.Labels)
 		number := e.GetNumber()
 		if number == 0 {
 			number = pr.GetNumber()
 		}
-		if err := d.setThread(e.GetRepo(), number); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), number, pr.Labels); err != nil {
 			return nil, err
 		}
 		ev.SourceRef = "issue:" + strconv.Itoa(number)
@@ -123,12 +119,8 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		if issue == nil {
 			return nil, missing(event, "issue")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
 		d.pr = issue.GetPullRequestLinks() != nil
-		ev.InstallationID = e.GetInstallation().GetID()
-		ev.Labels = labelNames(issue.Labels)
-		if err := d.setThread(e.GetRepo(), issue.GetNumber()); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), issue.GetNumber(), issue.Labels); err != nil {
 			return nil, err
 		}
 		ev.SourceRef = "issue:" + strconv.Itoa(issue.GetNumber())
@@ -145,52 +137,28 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		if issue == nil || comment == nil {
 			return nil, missing(event, "issue and comment")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
-		d.comment = true
 		d.pr = issue.GetPullRequestLinks() != nil
-		ev.InstallationID = e.GetInstallation().GetID()
-		ev.Labels = labelNames(issue.Labels)
-		if err := d.setThread(e.GetRepo(), issue.GetNumber()); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), issue.GetNumber(), issue.Labels); err != nil {
 			return nil, err
 		}
-		ev.SourceRef = "comment:" + strconv.FormatInt(comment.GetID(), 10)
-		ev.Text = comment.GetBody()
-		if e.GetAction() == "edited" {
-			d.edited = true
-			d.previous = previousBody(e.GetChanges())
-		}
+		d.commented("comment:"+strconv.FormatInt(comment.GetID(), 10), comment.GetBody(), e.GetChanges())
 	case *gh.PullRequestReviewCommentEvent:
 		pr, comment := e.GetPullRequest(), e.GetComment()
 		if pr == nil || comment == nil {
 			return nil, missing(event, "pull_request and comment")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
-		d.comment = true
 		d.pr = true
-		ev.InstallationID = e.GetInstallation().GetID()
-		ev.Labels = labelNames(pr.Labels)
-		if err := d.setThread(e.GetRepo(), pr.GetNumber()); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), pr.GetNumber(), pr.Labels); err != nil {
 			return nil, err
 		}
-		ev.SourceRef = "review_comment:" + strconv.FormatInt(comment.GetID(), 10)
-		ev.Text = comment.GetBody()
-		if e.GetAction() == "edited" {
-			d.edited = true
-			d.previous = previousBody(e.GetChanges())
-		}
+		d.commented("review_comment:"+strconv.FormatInt(comment.GetID(), 10), comment.GetBody(), e.GetChanges())
 	case *gh.PullRequestReviewEvent:
 		pr := e.GetPullRequest()
 		if pr == nil {
 			return nil, missing(event, "pull_request")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
 		d.pr = true
-		ev.InstallationID = e.GetInstallation().GetID()
-		ev.Labels = labelNames(pr.Labels)
-		if err := d.setThread(e.GetRepo(), pr.GetNumber()); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), pr.GetNumber(), pr.Labels); err != nil {
 			return nil, err
 		}
 		// Reviews take no reactions through the API; the pull request does.
@@ -291,6 +259,27 @@ func (d *delivery) setKind(event, action string) {
 func (d *delivery) setSender(u *gh.User) {
 	d.ev.Actor = u.GetLogin()
 	d.ev.ActorIsBot = u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]")
+}
+
+// about records what every event on an issue or pull request says: its
+// kind, who sent it, the installation, the labels and the thread.
+func (d *delivery) about(event, action string, sender *gh.User, inst *gh.Installation, repo *gh.Repository, number int, labels []*gh.Label) error {
+	d.setKind(event, action)
+	d.setSender(sender)
+	d.ev.InstallationID = inst.GetID()
+	d.ev.Labels = labelNames(labels)
+	return d.setThread(repo, number)
+}
+
+// commented records the comment of a comment event; an edit keeps the body
+// before it, so only mentions it adds trigger.
+func (d *delivery) commented(ref, body string, changes *gh.EditChange) {
+	d.comment = true
+	d.ev.SourceRef, d.ev.Text = ref, body
+	if d.action == "edited" {
+		d.edited = true
+		d.previous = previousBody(changes)
+	}
 }
 
 func (d *delivery) setThread(repo *gh.Repository, number int) error {
