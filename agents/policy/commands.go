@@ -351,8 +351,8 @@ func newCommandTable() map[string]handler {
 	reg(yqHandler, "yq")
 	reg(sedHandler, "sed", "gsed")
 	reg(findHandler, "find")
-	reg(uniqHandler, "uniq")
-	reg(xxdHandler, "xxd")
+	reg(inOutHandler(optSpec{short: "fsw", long: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}}), "uniq")
+	reg(inOutHandler(optSpec{short: "cglnosC", long: []string{"-cols", "-len", "-seek", "-name"}}), "xxd")
 	reg(tarHandler, "tar", "bsdtar", "gtar")
 	reg(unzipHandler, "unzip")
 	reg(compressHandler, "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "lzma", "unlzma", "zstd", "unzstd",
@@ -604,42 +604,27 @@ func yqHandler(c *checker, inv *invocation) cwds {
 	return inv.cwd
 }
 
-func uniqHandler(c *checker, inv *invocation) cwds {
-	_, pos := parseOpts(inv.argv[1:], optSpec{short: "fsw", long: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}})
-	need := pRead
-	if len(pos) > 1 {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
+// inOutHandler checks a filter that reads its first operand and, when
+// given a second, writes its output there (uniq IN OUT, xxd IN OUT).
+func inOutHandler(spec optSpec) handler {
+	return func(c *checker, inv *invocation) cwds {
+		_, pos := parseOpts(inv.argv[1:], spec)
+		need := pRead
+		if len(pos) > 1 {
+			need |= pWrite
+		}
+		if !c.need(inv, need) {
+			return inv.cwd
+		}
+		for i, w := range pos {
+			acc := accRead
+			if i == 1 {
+				acc = accWrite
+			}
+			c.usePath(inv, w, pathUse{acc: acc})
+		}
 		return inv.cwd
 	}
-	for i, w := range pos {
-		acc := accRead
-		if i == 1 {
-			acc = accWrite
-		}
-		c.usePath(inv, w, pathUse{acc: acc})
-	}
-	return inv.cwd
-}
-
-func xxdHandler(c *checker, inv *invocation) cwds {
-	_, pos := parseOpts(inv.argv[1:], optSpec{short: "cglnosC", long: []string{"-cols", "-len", "-seek", "-name"}})
-	need := pRead
-	if len(pos) > 1 {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	for i, w := range pos {
-		acc := accRead
-		if i == 1 {
-			acc = accWrite
-		}
-		c.usePath(inv, w, pathUse{acc: acc})
-	}
-	return inv.cwd
 }
 
 func ddHandler(c *checker, inv *invocation) cwds {
