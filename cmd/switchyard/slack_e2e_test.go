@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,16 +174,20 @@ func click(t *testing.T, addr, user, approvalID, promptTS, threadTS string) {
 // hold no worker. In the first thread a stranger's click changes nothing
 // and the approver's lets the file be written; the second times out and is
 // denied. All three are in the audit log.
-func TestApprovalInSlack(t *testing.T) {
+// slackDaemon starts the daemon with Slack over HTTP against a fake Web
+// API, one worker, and a scribe agent whose write_file calls need UANA01's
+// approval.
+func slackDaemon(t *testing.T, approvalTimeout time.Duration) (*daemonProc, *slackWeb, string) {
+	t.Helper()
 	model := httptest.NewServer(&fakeOpenAI{call: "write_file", args: `{"path":"approved.txt","content":"ok"}`})
-	defer model.Close()
+	t.Cleanup(model.Close)
 	web := &slackWeb{}
 	slackSrv := httptest.NewServer(web)
-	defer slackSrv.Close()
+	t.Cleanup(slackSrv.Close)
 
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`workers: 1
-approval_timeout: 10s
+approval_timeout: %s
 models:
   default: {provider: openai, base_url: %s/v1, model: fake}
 slack:
@@ -195,12 +200,16 @@ profiles:
     extends: contributor
     approval: [write_file]
     approvers: [UANA01]
-`, model.URL, e2eSigningSecret, slackSrv.URL)
+`, approvalTimeout, model.URL, e2eSigningSecret, slackSrv.URL)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "scribe.md"), []byte(
 		"---\nname: scribe\ndescription: Writes files, carefully.\nprofile: careful\n---\nYou write files.\n"), 0o600))
-	p := serve(t, dir, freeAddr(t))
+	return serve(t, dir, freeAddr(t)), web, dir
+}
+
+func TestApprovalInSlack(t *testing.T) {
+	p, web, dir := slackDaemon(t, 10*time.Second)
 
 	const granted, expiring = "1800000001.000100", "1800000002.000100"
 	mention(t, p.addr, "Ev1", granted, "<@UBOT> @scribe write it")
@@ -267,4 +276,30 @@ profiles:
 		"expired":      expiringID + " by ",
 	}, seen)
 	require.NotContains(t, r.stdout, "xoxb-e2e", "no token in the audit log")
+}
+
+// TestPendingApprovalAtShutdown stops the daemon while a run waits for a
+// person: it stops at once, not after the grace period, and the prompt is
+// edited to say the run ended, so nobody clicks a button that means nothing.
+func TestPendingApprovalAtShutdown(t *testing.T) {
+	p, web, _ := slackDaemon(t, 10*time.Minute)
+	const waiting = "1800000003.000100"
+	mention(t, p.addr, "Ev3", waiting, "<@UBOT> @scribe write it")
+	var promptTS string
+	require.Eventually(t, func() bool {
+		var ok bool
+		_, promptTS, ok = web.prompt(waiting)
+		return ok
+	}, 20*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.done:
+		require.NoError(t, p.err)
+	case <-time.After(25 * time.Second):
+		t.Fatal("a run waiting for a person held shutdown up to the grace period")
+	}
+	b := web.lastUpdate(promptTS)
+	require.Contains(t, b, "The run ended before a decision")
+	require.NotContains(t, b, "switchyard_approve", "no buttons left behind")
 }
