@@ -523,10 +523,19 @@ func (e *Engine) workspace(dir string) (*workspace, error) {
 		return nil, err
 	}
 	e.rootsMu.Lock()
+	if len(e.roots) >= maxCachedRoots {
+		// A bound, not a cache policy: a thread's next check just resolves
+		// its workspace again.
+		clear(e.roots)
+	}
 	e.roots[abs] = w
 	e.rootsMu.Unlock()
 	return w, nil
 }
+
+// maxCachedRoots bounds the workspaces whose real path is remembered; every
+// thread has its own, and a long-lived daemon sees many.
+const maxCachedRoots = 4096
 
 // newChecker takes a checker from the pool and sets it up for one check.
 func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
