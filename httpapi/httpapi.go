@@ -4,10 +4,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard/switchyard/bot"
@@ -128,8 +128,10 @@ func Limit(r *http.Request, max int) (int, error) {
 	if s == "" {
 		return 0, nil
 	}
-	var n int
-	if _, err := fmt.Sscan(s, &n); err != nil || n < 1 || n > max {
+	// strconv, not fmt.Sscan: Sscan stops at the first non-digit, so "10abc"
+	// or "1e3" would be taken as 10 or 1 instead of refused.
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
 		return 0, bot.Errorf(bot.EINVALID, "limit %q: want a number from 1 to %d", s, max)
 	}
 	return n, nil
