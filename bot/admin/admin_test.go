@@ -1,0 +1,705 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/bot/admin"
+	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/storage/bolt"
+)
+
+// openStore opens a store in a temporary directory and, when the test ends,
+// closes it and checks the file's consistency.
+func openStore(t *testing.T) *bolt.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "switchyard.db")
+	s, err := bolt.Open(path, bolt.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, s.Close())
+		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		defer db.Close()
+		require.NoError(t, db.View(func(tx *bbolt.Tx) error {
+			var errs []error
+			for err := range tx.Check() {
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		}), "consistency check of %s", path)
+	})
+	return s
+}
+
+func newRouter(t *testing.T) *bot.Router {
+	t.Helper()
+	r, err := bot.NewRouter(bot.RoutingConfig{
+		Rules: []bot.Rule{{Name: "outages", Priority: 10, Agent: "ops", Match: bot.Match{Text: `(?i)\boutage\b`}}},
+	}, []bot.AgentInfo{
+		{Name: "ops", Keywords: []string{"deploy"}},
+		{Name: "triage", Keywords: []string{"triage"}},
+	})
+	require.NoError(t, err)
+	return r
+}
+
+// seeded is a store with work items, a finished job and ingress records, as
+// intake and a worker leave them.
+type seeded struct {
+	store   *bolt.Store
+	router  *bot.Router
+	done    string // wi in local:t1, finished by a job
+	mention string // wi in local:t1, queued for @ops
+	deploy  string // wi in local:t2, queued for ops by keyword
+	child   string // wi in local:t2 made by an agent, parent done
+}
+
+func seed(t *testing.T) *seeded {
+	t.Helper()
+	ctx := t.Context()
+	s := &seeded{store: openStore(t), router: newRouter(t)}
+	in := bot.NewIntake(bot.IntakeOptions{Store: s.store, Router: s.router, ExplicitOnly: []string{bot.SourceGitHub}})
+	local := func(thread, text string) string {
+		t.Helper()
+		res, err := in.Ingest(ctx, &bot.Event{
+			Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Actor: "carol", Text: text, Thread: bot.LocalThread(thread),
+		})
+		require.NoError(t, err)
+		require.NotNil(t, res.WorkItem)
+		return res.WorkItem.ID
+	}
+
+	s.done = local("t1", "hello there")
+	claim, err := s.store.ClaimNext(ctx, bot.ClaimRequest{Owner: "w1", Now: time.Now(), Lease: time.Minute, MaxAttempts: 3})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Job)
+	require.NoError(t, s.store.FinishJob(ctx, bot.JobOutcome{
+		JobID: claim.Job.ID, Owner: "w1", Now: time.Now(), Success: true, Summary: "hi carol",
+	}))
+
+	s.mention = local("t1", "@ops can you look")
+	s.deploy = local("t2", "please deploy the api")
+	res, err := in.IngestRouted(ctx, &bot.Event{
+		Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Actor: "ops", Text: "check the logs", Thread: bot.LocalThread("t2"),
+	}, bot.Route{Agent: "triage", Reason: "handoff: from @ops"}, s.done)
+	require.NoError(t, err)
+	s.child = res.WorkItem.ID
+
+	// A GitHub pull request without mention, command or rule: no_route.
+	res, err = in.Ingest(ctx, &bot.Event{
+		Source: bot.SourceGitHub, Kind: "github.pull_request.opened", DeliveryID: "d-1", Actor: "dan",
+		Repo: "acme/api", Number: 7, Thread: bot.GitHubThread("acme", "api", 7),
+	})
+	require.NoError(t, err)
+	require.NotNil(t, res.Ingress)
+	res, err = in.Ignore(ctx, &bot.Event{
+		Source: bot.SourceSlack, Kind: bot.KindSlackMessage, Actor: "deploybot", Thread: bot.SlackThread("T1", "C1", "1.2"),
+	}, bot.IngressReason{Code: bot.IgnoreBot, Detail: "sent by a bot"})
+	require.NoError(t, err)
+	require.NotNil(t, res.Ingress)
+	return s
+}
+
+func handler(opts admin.Options) http.Handler {
+	mux := http.NewServeMux()
+	admin.New(opts).Mount(mux)
+	return mux
+}
+
+func serve(t *testing.T, h http.Handler, method, target, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	var req *http.Request
+	if body == "" {
+		req = httptest.NewRequest(method, target, nil)
+	} else {
+		req = httptest.NewRequest(method, target, strings.NewReader(body))
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var v T
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &v), "body: %s", rec.Body)
+	return v
+}
+
+// requireError checks an error answer: its status, the code in its JSON
+// body, and that the message names what was wrong.
+func requireError(t *testing.T, rec *httptest.ResponseRecorder, status int, names ...string) {
+	t.Helper()
+	require.Equal(t, status, rec.Code, "body: %s", rec.Body)
+	body := decode[httpapi.ErrorBody](t, rec)
+	require.Equal(t, status, httpapi.Status(body.Code), "code %q", body.Code)
+	for _, n := range names {
+		require.Contains(t, body.Error, n)
+	}
+}
+
+func ids(items []admin.WorkItemSummary) []string {
+	out := make([]string, 0, len(items))
+	for _, wi := range items {
+		out = append(out, wi.ID)
+	}
+	return out
+}
+
+func TestListWorkItems(t *testing.T) {
+	s := seed(t)
+	h := handler(admin.Options{Store: s.store, Router: s.router})
+
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{s.child, s.deploy, s.mention, s.done}},
+		{"?thread=t1", []string{s.mention, s.done}},
+		{"?thread=local:t1", []string{s.mention, s.done}},
+		{"?thread=local:nobody", []string{}},
+		{"?status=done", []string{s.done}},
+		{"?status=queued", []string{s.child, s.deploy, s.mention}},
+		{"?status=failed", []string{}},
+		{"?thread=t1&status=queued", []string{s.mention}},
+		{"?limit=2", []string{s.child, s.deploy}},
+		{"?limit=1000", []string{s.child, s.deploy, s.mention, s.done}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			rec := serve(t, h, http.MethodGet, "/api/v1/workitems"+tt.query, "")
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			require.Equal(t, tt.want, ids(decode[[]admin.WorkItemSummary](t, rec)))
+		})
+	}
+}
+
+func TestListWorkItemsShape(t *testing.T) {
+	s := seed(t)
+	h := handler(admin.Options{Store: s.store, Router: s.router})
+
+	rec := serve(t, h, http.MethodGet, "/api/v1/workitems?thread=t2", "")
+	require.Equal(t, http.StatusOK, rec.Code)
+	rows := decode[[]map[string]any](t, rec)
+	require.Len(t, rows, 2)
+	for _, row := range rows {
+		require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keys(row))
+		require.Equal(t, "local:t2", row["thread"])
+		require.Equal(t, "queued", row["status"])
+		_, err := time.Parse(time.RFC3339Nano, row["created_at"].(string))
+		require.NoError(t, err)
+	}
+	// Newest first: the agent's child, then the top-level item whose parent
+	// is null rather than "".
+	require.Equal(t, s.child, rows[0]["id"])
+	require.Equal(t, s.done, rows[0]["parent_work_item_id"])
+	require.Equal(t, map[string]any{"agent": "triage", "reason": "handoff: from @ops", "rule": ""}, rows[0]["route"])
+	require.Equal(t, s.deploy, rows[1]["id"])
+	require.Nil(t, rows[1]["parent_work_item_id"])
+	require.Equal(t, "ops", rows[1]["route"].(map[string]any)["agent"])
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestListWorkItemsRefusesBadParameters(t *testing.T) {
+	s := seed(t)
+	h := handler(admin.Options{Store: s.store, Router: s.router})
+
+	tests := []struct {
+		query string
+		names []string
+	}{
+		{"?status=bogus", []string{`status "bogus"`, "queued, running, done, failed or cancelled"}},
+		{"?status=DONE", []string{`status "DONE"`}},
+		{"?limit=abc", []string{`limit "abc"`, "1 to 1000"}},
+		{"?limit=0", []string{`limit "0"`}},
+		{"?limit=1001", []string{`limit "1001"`}},
+		{"?limit=10abc", []string{`limit "10abc"`}},
+		{"?thread=github:acme", []string{`thread "github:acme"`}},
+		{"?thread=jira:X-1", []string{"unknown source"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			requireError(t, serve(t, h, http.MethodGet, "/api/v1/workitems"+tt.query, ""), http.StatusBadRequest, tt.names...)
+		})
+	}
+}
+
+func TestGetWorkItem(t *testing.T) {
+	s := seed(t)
+	h := handler(admin.Options{Store: s.store, Router: s.router})
+
+	t.Run("finished, with its job", func(t *testing.T) {
+		rec := serve(t, h, http.MethodGet, "/api/v1/workitems/"+s.done, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		got := decode[admin.WorkItemDetail](t, rec)
+		require.Equal(t, s.done, got.ID)
+		require.Equal(t, bot.LocalThread("t1"), got.Thread)
+		require.Equal(t, bot.StatusDone, got.Status)
+		require.Equal(t, "triage", got.Route.Agent)
+		require.Equal(t, "hi carol", got.Summary)
+		require.Equal(t, "hello there", got.Text)
+		require.NotNil(t, got.FinishedAt)
+		require.Len(t, got.Jobs, 1)
+		require.Equal(t, bot.JobSucceeded, got.Jobs[0].Status)
+		require.Equal(t, []string{s.done}, got.Jobs[0].WorkItemIDs)
+	})
+	t.Run("queued child: parent named, jobs an empty list", func(t *testing.T) {
+		rec := serve(t, h, http.MethodGet, "/api/v1/workitems/"+s.child, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		raw := decode[map[string]any](t, rec)
+		require.Equal(t, []any{}, raw["jobs"])
+		require.Equal(t, s.done, raw["parent_work_item_id"])
+		require.Equal(t, "queued", raw["status"])
+	})
+	for _, id := range []string{"wi_999", "nonsense", "d_1"} {
+		t.Run("unknown "+id, func(t *testing.T) {
+			requireError(t, serve(t, h, http.MethodGet, "/api/v1/workitems/"+id, ""), http.StatusNotFound, id)
+		})
+	}
+}
+
+func TestExplain(t *testing.T) {
+	s := seed(t)
+	h := handler(admin.Options{Store: s.store, Router: s.router})
+
+	tests := []struct {
+		name   string
+		body   string
+		agent  string
+		reason string // prefix
+		rule   string
+	}{
+		{"mention in the text", `{"source":"local","kind":"local.message","text":"@ops look at this"}`, "ops", "mention", ""},
+		{"command in the text", `{"source":"local","kind":"local.message","text":"/deploy api"}`, "ops", "command", ""},
+		{"rule", `{"source":"local","kind":"local.message","text":"big outage here"}`, "ops", "rule", "outages"},
+		{"keyword", `{"source":"slack","kind":"slack.message","text":"time to deploy","thread":"slack:T1/C1/1.2"}`, "ops", "content", ""},
+		{"default", `{"source":"local","kind":"local.message","text":"hello"}`, "triage", "default", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := serve(t, h, http.MethodPost, "/api/v1/explain", tt.body)
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			got := decode[map[string]any](t, rec)
+			require.ElementsMatch(t, []string{"agent", "reason", "rule"}, keys(got))
+			require.Equal(t, tt.agent, got["agent"])
+			require.True(t, strings.HasPrefix(got["reason"].(string), tt.reason), "reason %q", got["reason"])
+			require.Equal(t, tt.rule, got["rule"])
+		})
+	}
+
+	// Explaining is a dry run: nothing is stored.
+	items, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
+	require.NoError(t, err)
+	require.Len(t, items, 4)
+}
+
+func TestExplainRefusesBadBodies(t *testing.T) {
+	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t)})
+
+	tests := []struct {
+		name   string
+		body   string
+		status int
+		names  []string
+	}{
+		{"empty", "", http.StatusBadRequest, []string{"empty body"}},
+		{"unknown field", `{"text":"hi","txet":"hi"}`, http.StatusBadRequest, []string{`"txet"`}},
+		{"wrong type", `{"text":42}`, http.StatusBadRequest, []string{`"text"`}},
+		{"bad thread", `{"text":"hi","thread":"github:acme"}`, http.StatusBadRequest, []string{`thread "github:acme"`}},
+		{"two objects", `{"text":"a"}{"text":"b"}`, http.StatusBadRequest, []string{"after the object"}},
+		{"too large", `{"text":"` + strings.Repeat("x", httpapi.MaxBody) + `"}`, http.StatusRequestEntityTooLarge, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			requireError(t, serve(t, h, http.MethodPost, "/api/v1/explain", tt.body), tt.status, tt.names...)
+		})
+	}
+}
+
+func TestListIngress(t *testing.T) {
+	s := seed(t)
+	h := handler(admin.Options{Store: s.store, Router: s.router})
+
+	tests := []struct {
+		query   string
+		reasons []string
+	}{
+		{"", []string{bot.IgnoreBot, bot.IgnoreNoRoute}},
+		{"?reason=no_route", []string{bot.IgnoreNoRoute}},
+		{"?reason=bot_actor", []string{bot.IgnoreBot}},
+		{"?reason=deleted", []string{}},
+		{"?limit=1", []string{bot.IgnoreBot}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			rec := serve(t, h, http.MethodGet, "/api/v1/ingress"+tt.query, "")
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			recs := decode[[]bot.IngressRecord](t, rec)
+			reasons := []string{}
+			for _, r := range recs {
+				reasons = append(reasons, r.Reason)
+			}
+			require.Equal(t, tt.reasons, reasons)
+		})
+	}
+
+	t.Run("shape", func(t *testing.T) {
+		rec := serve(t, h, http.MethodGet, "/api/v1/ingress?reason=no_route", "")
+		rows := decode[[]map[string]any](t, rec)
+		require.Len(t, rows, 1)
+		row := rows[0]
+		require.Equal(t, "github", row["source"])
+		require.Equal(t, "github.pull_request.opened", row["kind"])
+		require.Equal(t, "d-1", row["delivery_id"])
+		require.Equal(t, "dan", row["actor"])
+		require.Equal(t, "github:acme/api#7", row["thread"])
+		require.Equal(t, "no_route", row["reason"])
+		require.NotEmpty(t, row["detail"])
+		require.NotEmpty(t, row["id"])
+		require.NotEmpty(t, row["event_ref"])
+		require.NotEmpty(t, row["created_at"])
+	})
+	t.Run("empty store answers an empty list", func(t *testing.T) {
+		h := handler(admin.Options{Store: openStore(t), Router: s.router})
+		rec := serve(t, h, http.MethodGet, "/api/v1/ingress", "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `[]`, rec.Body.String())
+	})
+	for _, q := range []string{"abc", "0", "1001", "5x"} {
+		t.Run("limit="+q, func(t *testing.T) {
+			requireError(t, serve(t, h, http.MethodGet, "/api/v1/ingress?limit="+q, ""), http.StatusBadRequest, `limit "`+q+`"`)
+		})
+	}
+}
+
+// catalog is an AgentCatalog of fixed values.
+type catalog map[string]any
+
+func (c catalog) ListAgents() any {
+	out := []any{}
+	for _, name := range []string{"ops", "triage"} {
+		if a, ok := c[name]; ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (c catalog) GetAgent(name string) (any, bool) {
+	a, ok := c[name]
+	return a, ok
+}
+
+func TestAgents(t *testing.T) {
+	agents := catalog{
+		"ops":    map[string]any{"name": "ops", "model": "m1"},
+		"triage": map[string]any{"name": "triage", "model": "m2"},
+	}
+	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Agents: agents})
+
+	rec := serve(t, h, http.MethodGet, "/api/v1/agents", "")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.JSONEq(t, `[{"name":"ops","model":"m1"},{"name":"triage","model":"m2"}]`, rec.Body.String())
+
+	rec = serve(t, h, http.MethodGet, "/api/v1/agents/ops", "")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.JSONEq(t, `{"name":"ops","model":"m1"}`, rec.Body.String())
+
+	requireError(t, serve(t, h, http.MethodGet, "/api/v1/agents/coder", ""), http.StatusNotFound, `"coder"`)
+}
+
+// resetter records the session keys it was asked to reset.
+type resetter struct {
+	mu      sync.Mutex
+	keys    []string
+	cleared int
+	err     error
+}
+
+func (r *resetter) ResetThread(_ context.Context, key string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys = append(r.keys, key)
+	return r.cleared, r.err
+}
+
+func TestResetThread(t *testing.T) {
+	tests := []struct {
+		name    string
+		thread  string // as it appears in the path, escaped
+		key     string
+		cleared int
+	}{
+		{"bare local name", "t1", "local:t1", 2},
+		{"local key", "local:t1", "local:t1", 0},
+		{"github, escaped", "github:acme%2Fapi%237", "github:acme/api#7", 1},
+		{"slack, escaped", "slack:T1%2FC1%2F1.2", "slack:T1/C1/1.2", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := &resetter{cleared: tt.cleared}
+			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Threads: rs})
+			rec := serve(t, h, http.MethodPost, "/api/v1/threads/"+tt.thread+"/reset", "")
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			require.Equal(t, admin.ResetResult{Thread: tt.key, Cleared: tt.cleared}, decode[admin.ResetResult](t, rec))
+			require.Equal(t, []string{tt.key}, rs.keys)
+		})
+	}
+
+	t.Run("bad thread", func(t *testing.T) {
+		rs := &resetter{}
+		h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Threads: rs})
+		requireError(t, serve(t, h, http.MethodPost, "/api/v1/threads/slack:T1/reset", ""), http.StatusBadRequest, `thread "slack:T1"`)
+		require.Empty(t, rs.keys)
+	})
+	t.Run("runtime error is not shown", func(t *testing.T) {
+		rs := &resetter{err: errors.New("bbolt: bucket conversations damaged")}
+		h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Threads: rs})
+		rec := serve(t, h, http.MethodPost, "/api/v1/threads/t1/reset", "")
+		requireError(t, rec, http.StatusInternalServerError, "internal error")
+		require.NotContains(t, rec.Body.String(), "damaged")
+	})
+}
+
+// auditLog records what it was asked for and answers fixed records.
+type auditLog struct {
+	since    time.Time
+	decision string
+	limit    int
+	err      error
+}
+
+func (a *auditLog) ListAudit(_ context.Context, since time.Time, decision string, limit int) (any, error) {
+	a.since, a.decision, a.limit = since, decision, limit
+	if a.err != nil {
+		return nil, a.err
+	}
+	return []map[string]string{{"decision": "deny", "tool": "bash"}}, nil
+}
+
+func TestListAudit(t *testing.T) {
+	at := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		query    string
+		since    time.Time // zero: none; for durations, how far back from now
+		back     time.Duration
+		decision string
+		limit    int
+	}{
+		{query: ""},
+		{query: "?since=2025-03-01T10:00:00Z", since: at},
+		{query: "?since=2025-03-01T12:00:00%2B02:00", since: at},
+		{query: "?since=1h", back: time.Hour},
+		{query: "?since=90m&decision=needs_approval&limit=10000", back: 90 * time.Minute, decision: "needs_approval", limit: 10000},
+		{query: "?decision=allow", decision: "allow"},
+		{query: "?decision=deny", decision: "deny"},
+		{query: "?decision=approved", decision: "approved"},
+		{query: "?decision=denied&limit=5", decision: "denied", limit: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			audit := &auditLog{}
+			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Audit: audit})
+			before := time.Now()
+			rec := serve(t, h, http.MethodGet, "/api/v1/audit"+tt.query, "")
+			after := time.Now()
+
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			require.JSONEq(t, `[{"decision":"deny","tool":"bash"}]`, rec.Body.String())
+			require.Equal(t, tt.decision, audit.decision)
+			require.Equal(t, tt.limit, audit.limit)
+			switch {
+			case tt.back > 0:
+				require.False(t, audit.since.Before(before.Add(-tt.back)), "since %v", audit.since)
+				require.False(t, audit.since.After(after.Add(-tt.back)), "since %v", audit.since)
+			default:
+				require.True(t, tt.since.Equal(audit.since), "since %v, want %v", audit.since, tt.since)
+			}
+		})
+	}
+}
+
+func TestListAuditRefusesBadParameters(t *testing.T) {
+	tests := []struct {
+		query string
+		names []string
+	}{
+		{"?since=garbage", []string{`since "garbage"`, "RFC 3339"}},
+		{"?since=2025-03-01", []string{`since "2025-03-01"`}},
+		{"?since=yesterday", []string{`since "yesterday"`}},
+		{"?decision=maybe", []string{`decision "maybe"`, "allow, deny, needs_approval, approved or denied"}},
+		{"?decision=DENY", []string{`decision "DENY"`}},
+		{"?limit=abc", []string{`limit "abc"`, "1 to 10000"}},
+		{"?limit=10001", []string{`limit "10001"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			audit := &auditLog{limit: -1}
+			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Audit: audit})
+			requireError(t, serve(t, h, http.MethodGet, "/api/v1/audit"+tt.query, ""), http.StatusBadRequest, tt.names...)
+			require.Equal(t, -1, audit.limit, "the audit log was read")
+		})
+	}
+
+	t.Run("audit log errors keep their code", func(t *testing.T) {
+		audit := &auditLog{err: bot.Errorf(bot.EUNAVAILABLE, "audit log closed")}
+		h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Audit: audit})
+		requireError(t, serve(t, h, http.MethodGet, "/api/v1/audit", ""), http.StatusServiceUnavailable, "audit log closed")
+	})
+}
+
+// approval is what the fake desk lists and answers.
+type approval struct {
+	ID        string   `json:"id"`
+	Status    string   `json:"status"`
+	Approvers []string `json:"approvers"`
+	DecidedBy string   `json:"decided_by,omitempty"`
+}
+
+// desk is an Approvals with one pending call that only ana may decide,
+// refusing others and unknown ids the way the policy engine does.
+type desk struct {
+	mu      sync.Mutex
+	pending map[string]approval
+	listed  []bool // the all flag of each list call
+	decided int
+}
+
+func newDesk() *desk {
+	return &desk{pending: map[string]approval{"ap_1": {ID: "ap_1", Status: "pending", Approvers: []string{"ana"}}}}
+}
+
+func (d *desk) ListApprovals(all bool) any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.listed = append(d.listed, all)
+	out := []approval{}
+	for _, a := range d.pending {
+		out = append(out, a)
+	}
+	return out
+}
+
+func (d *desk) DecideApproval(_ context.Context, id string, approve bool, by string) (any, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.pending[id]
+	if !ok {
+		return nil, bot.Errorf(bot.ENOTFOUND, "no pending approval %q", id)
+	}
+	if by != "ana" {
+		return nil, bot.Errorf(bot.EUNAUTHORIZED, "%s may not decide approval %q", by, id)
+	}
+	d.decided++
+	a.Status, a.DecidedBy = "denied", by
+	if approve {
+		a.Status = "approved"
+	}
+	delete(d.pending, id)
+	return a, nil
+}
+
+func TestListApprovals(t *testing.T) {
+	d := newDesk()
+	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Approvals: d})
+
+	for _, q := range []string{"", "?all=true", "?all=1"} {
+		rec := serve(t, h, http.MethodGet, "/api/v1/approvals"+q, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `[{"id":"ap_1","status":"pending","approvers":["ana"]}]`, rec.Body.String())
+	}
+	// Only all=true asks for decided approvals too.
+	require.Equal(t, []bool{false, true, false}, d.listed)
+}
+
+func TestDecideApproval(t *testing.T) {
+	tests := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		names  []string // in the error message
+		want   approval // on success
+	}{
+		{name: "approve", path: "ap_1/approve", body: `{"by":"ana"}`, status: http.StatusOK,
+			want: approval{ID: "ap_1", Status: "approved", Approvers: []string{"ana"}, DecidedBy: "ana"}},
+		{name: "deny", path: "ap_1/deny", body: `{"by":"ana"}`, status: http.StatusOK,
+			want: approval{ID: "ap_1", Status: "denied", Approvers: []string{"ana"}, DecidedBy: "ana"}},
+		{name: "no by", path: "ap_1/approve", body: `{}`, status: http.StatusBadRequest, names: []string{"by: required"}},
+		{name: "empty by", path: "ap_1/deny", body: `{"by":""}`, status: http.StatusBadRequest, names: []string{"by: required"}},
+		{name: "no body", path: "ap_1/approve", body: ``, status: http.StatusBadRequest, names: []string{"empty body"}},
+		{name: "unknown field", path: "ap_1/approve", body: `{"by":"ana","reason":"ok"}`, status: http.StatusBadRequest, names: []string{`"reason"`}},
+		{name: "by not a string", path: "ap_1/approve", body: `{"by":7}`, status: http.StatusBadRequest, names: []string{`"by"`}},
+		{name: "unknown id", path: "ap_9/approve", body: `{"by":"ana"}`, status: http.StatusNotFound, names: []string{`"ap_9"`}},
+		{name: "not an approver", path: "ap_1/approve", body: `{"by":"bob"}`, status: http.StatusUnauthorized, names: []string{"bob"}},
+		{name: "unknown decision", path: "ap_1/maybe", body: `{"by":"ana"}`, status: http.StatusNotFound, names: []string{"/approve or /deny"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDesk()
+			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Approvals: d})
+			rec := serve(t, h, http.MethodPost, "/api/v1/approvals/"+tt.path, tt.body)
+			if tt.status != http.StatusOK {
+				requireError(t, rec, tt.status, tt.names...)
+				require.Zero(t, d.decided)
+				return
+			}
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			require.Equal(t, tt.want, decode[approval](t, rec))
+			require.Equal(t, 1, d.decided)
+		})
+	}
+}
+
+// Agents, Threads, Audit and Approvals are optional: a daemon without an
+// agent runtime leaves them nil, and their endpoints say so with 503.
+func TestOptionalServicesAbsent(t *testing.T) {
+	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t)})
+
+	tests := []struct {
+		method, path, body string
+		names              []string
+	}{
+		{http.MethodGet, "/api/v1/agents", "", []string{"no agents"}},
+		{http.MethodGet, "/api/v1/agents/ops", "", []string{"no agents"}},
+		{http.MethodPost, "/api/v1/threads/t1/reset", "", []string{"no agent runtime"}},
+		{http.MethodGet, "/api/v1/audit", "", []string{"no audit log"}},
+		{http.MethodGet, "/api/v1/audit?since=1h&decision=deny", "", []string{"no audit log"}},
+		{http.MethodGet, "/api/v1/approvals", "", []string{"no approvals"}},
+		{http.MethodPost, "/api/v1/approvals/ap_1/approve", `{"by":"ana"}`, []string{"no approvals"}},
+		{http.MethodPost, "/api/v1/approvals/ap_1/deny", ``, []string{"no approvals"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			requireError(t, serve(t, h, tt.method, tt.path, tt.body), http.StatusServiceUnavailable, tt.names...)
+		})
+	}
+
+	// The work item, explain and ingress endpoints need only the store and
+	// the router.
+	for _, path := range []string{"/api/v1/workitems", "/api/v1/ingress"} {
+		require.Equal(t, http.StatusOK, serve(t, h, http.MethodGet, path, "").Code, path)
+	}
+	require.Equal(t, http.StatusOK, serve(t, h, http.MethodPost, "/api/v1/explain", `{"text":"hi"}`).Code)
+}
