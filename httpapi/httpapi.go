@@ -110,10 +110,12 @@ func RequireToken(token bot.Secret, next http.Handler) http.Handler {
 	if !token.IsSet() {
 		return next
 	}
-	want := []byte("Bearer " + token.Reveal())
+	want := []byte(token.Reveal())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		// The scheme name is case-insensitive (RFC 9110 §11.1); the token
+		// is compared in constant time.
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			JSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong bearer token", Code: bot.EUNAUTHORIZED})
 			return

@@ -107,6 +107,7 @@ func TestRequireToken(t *testing.T) {
 		ok     bool
 	}{
 		{"right token", token, "Bearer " + token, true},
+		{"scheme in lower case", token, "bearer " + token, true},
 		{"no header", token, "", false},
 		{"wrong token", token, "Bearer nope", false},
 		{"token is a prefix of the header", token, "Bearer " + token + "x", false},

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
 )
 
 // Audit decisions.
@@ -25,6 +27,12 @@ const (
 	AuditCancelled     = "cancelled"      // the run ended before a decision
 	AuditNotApprover   = "not_approver"   // someone not on the approver list tried to decide; nothing changed
 )
+
+// auditDecisions are the decisions records are filtered by.
+func auditDecisions() []string {
+	return []string{AuditAllow, AuditDeny, AuditNeedsApproval, AuditApproved, AuditRejected,
+		AuditExpired, AuditCancelled, AuditNotApprover}
+}
 
 // AuditRecord is one entry of the audit log. Arguments and Reason are
 // redacted before they are stored.
@@ -133,6 +141,9 @@ func (a *Auditor) RecordCall(ctx context.Context, call tools.Call, d Decision) e
 // List returns the records f selects, newest first: what `switchyard
 // audit` and /api/v1/audit show.
 func (a *Auditor) List(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+	if f.Decision != "" && !slices.Contains(auditDecisions(), f.Decision) {
+		return nil, bot.Errorf(bot.EINVALID, "decision %q: want one of %s", f.Decision, strings.Join(auditDecisions(), ", "))
+	}
 	docs, err := a.store.ListAudit(ctx, f.Since, f.Decision, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit records: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
@@ -131,4 +132,27 @@ func TestSensitiveCallsAreRefusedWhenTheAuditLogFails(t *testing.T) {
 	require.Error(t, err)
 	_, err = policy.NewAuditor(failingStore{}, nil)
 	require.Error(t, err)
+}
+
+func TestAuditFiltersByEveryDecisionAndRefusesOthers(t *testing.T) {
+	ctx := context.Background()
+	auditor, _ := openAudit(t)
+	decisions := []string{
+		policy.AuditAllow, policy.AuditDeny, policy.AuditNeedsApproval, policy.AuditApproved,
+		policy.AuditRejected, policy.AuditExpired, policy.AuditCancelled, policy.AuditNotApprover,
+	}
+	for _, d := range decisions {
+		require.NoError(t, auditor.Record(ctx, policy.AuditRecord{Decision: d, Tool: "bash"}))
+	}
+	for _, d := range decisions {
+		recs, err := auditor.List(ctx, policy.AuditFilter{Decision: d})
+		require.NoError(t, err, d)
+		require.Len(t, recs, 1, d)
+		require.Equal(t, d, recs[0].Decision)
+	}
+	for _, bad := range []string{"denied", "DENY", "maybe"} {
+		_, err := auditor.List(ctx, policy.AuditFilter{Decision: bad})
+		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), bad)
+		require.ErrorContains(t, err, `decision "`+bad+`": want one of allow, deny, needs_approval`)
+	}
 }

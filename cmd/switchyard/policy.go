@@ -176,7 +176,7 @@ func newAuditCmd(cl *clientFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "", "only records since then: a duration back (1h) or an RFC 3339 time")
-	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, denied")
+	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, rejected, expired, cancelled, not_approver")
 	f.IntVar(&limit, "limit", 0, "at most this many")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
