@@ -2036,7 +2036,14 @@ func scpHandler(c *checker, inv *invocation) cwds {
 			c.usePath(inv, *o.val, pathUse{acc: accRead})
 		}
 	}
-	follow := hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links")
+	c.copyOperands(inv, pos, hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links"))
+	return inv.cwd
+}
+
+// copyOperands checks the local operands of a remote copy (scp, rsync):
+// every source is a tree read, the last operand a tree written; remote ones
+// (host:path) are the network permission's business.
+func (c *checker) copyOperands(inv *invocation, pos []word, follow bool) {
 	for i, w := range pos {
 		if remote(w) {
 			continue
@@ -2047,7 +2054,6 @@ func scpHandler(c *checker, inv *invocation) cwds {
 		}
 		c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
 	}
-	return inv.cwd
 }
 
 func rsyncHandler(c *checker, inv *invocation) cwds {
@@ -2066,16 +2072,6 @@ func rsyncHandler(c *checker, inv *invocation) cwds {
 	if !c.need(inv, need) {
 		return inv.cwd
 	}
-	follow := hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links")
-	for i, w := range pos {
-		if remote(w) {
-			continue
-		}
-		if i == len(pos)-1 {
-			c.usePath(inv, w, pathUse{acc: accWrite, tree: true})
-			continue
-		}
-		c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
-	}
+	c.copyOperands(inv, pos, hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links"))
 	return inv.cwd
 }
