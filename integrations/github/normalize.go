@@ -169,31 +169,19 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		if inst == nil {
 			return nil, missing(event, "installation")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
-		ev.InstallationID = inst.GetID()
-		ev.Org = inst.GetAccount().GetLogin()
-		d.installation = &installationChange{
-			id: inst.GetID(), account: inst.GetAccount().GetLogin(),
-			suspended: inst.SuspendedAt != nil && e.GetAction() != "unsuspend",
-			deleted:   e.GetAction() == "deleted",
-			added:     repoNames(e.Repositories),
-		}
+		d.installed(event, e.GetAction(), e.GetSender(), inst)
+		d.installation.suspended = inst.SuspendedAt != nil && e.GetAction() != "unsuspend"
+		d.installation.deleted = e.GetAction() == "deleted"
+		d.installation.added = repoNames(e.Repositories)
 	case *gh.InstallationRepositoriesEvent:
 		inst := e.GetInstallation()
 		if inst == nil {
 			return nil, missing(event, "installation")
 		}
-		d.setKind(event, e.GetAction())
-		d.setSender(e.GetSender())
-		ev.InstallationID = inst.GetID()
-		ev.Org = inst.GetAccount().GetLogin()
-		d.installation = &installationChange{
-			id: inst.GetID(), account: inst.GetAccount().GetLogin(),
-			suspended: inst.SuspendedAt != nil,
-			added:     repoNames(e.RepositoriesAdded),
-			removed:   repoNames(e.RepositoriesRemoved),
-		}
+		d.installed(event, e.GetAction(), e.GetSender(), inst)
+		d.installation.suspended = inst.SuspendedAt != nil
+		d.installation.added = repoNames(e.RepositoriesAdded)
+		d.installation.removed = repoNames(e.RepositoriesRemoved)
 	default:
 		return nil, fmt.Errorf("%w: %s payload decoded to %T", errMalformed, event, parsed)
 	}
@@ -269,6 +257,16 @@ func (d *delivery) about(event, action string, sender *gh.User, inst *gh.Install
 	d.ev.InstallationID = inst.GetID()
 	d.ev.Labels = labelNames(labels)
 	return d.setThread(repo, number)
+}
+
+// installed records what both installation events say: their kind, who
+// sent them and the installation, whose change the caller fills in.
+func (d *delivery) installed(event, action string, sender *gh.User, inst *gh.Installation) {
+	d.setKind(event, action)
+	d.setSender(sender)
+	d.ev.InstallationID = inst.GetID()
+	d.ev.Org = inst.GetAccount().GetLogin()
+	d.installation = &installationChange{id: inst.GetID(), account: d.ev.Org}
 }
 
 // commented records the comment of a comment event; an edit keeps the body
