@@ -29,9 +29,9 @@ const (
 // prOpened is a real 28 KB pull_request.opened delivery.
 func prOpened(b *testing.B) []byte {
 	b.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "..", "shared", "fixtures", "github", "pull_request", "opened.payload.json"))
+	body, err := os.ReadFile(filepath.Join("..", "testdata", "github", "pull_request", "opened.payload.json"))
 	if err != nil {
-		b.Fatalf("the GitHub fixtures live in ../shared beside the repository: %v", err)
+		b.Fatalf("the GitHub fixtures live in testdata/github: %v", err)
 	}
 	return body
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // fixtureDir holds public payload examples, one folder per X-GitHub-Event.
-const fixtureDir = "../../../shared/fixtures/github"
+const fixtureDir = "../../testdata/github"
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()

@@ -20,9 +20,9 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-// fixtureDir holds real payload shapes (../shared/fixtures/slack beside the
+// fixtureDir holds real payload shapes (testdata/slack at the top of the
 // repository).
-var fixtureDir = filepath.Join("..", "..", "..", "shared", "fixtures", "slack")
+var fixtureDir = filepath.Join("..", "..", "testdata", "slack")
 
 // offlineAdapter is an Adapter that knows who it is without auth.test, for
 // tests and fuzzing that call the core directly.
