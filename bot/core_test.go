@@ -425,6 +425,7 @@ func TestSchedulerNeitherSkipsNorDoubles(t *testing.T) {
 		for _, wi := range items {
 			require.Equal(t, "ops", wi.Route.Agent)
 			require.Equal(t, `schedule "hourly-report"`, wi.Route.Reason)
+			require.Equal(t, bot.Requester{Source: bot.SourceSchedule, ID: "hourly-report"}, wi.Requester)
 		}
 		return len(items)
 	}

@@ -25,6 +25,8 @@ type Event struct {
 
 	Actor      string `json:"actor,omitempty"`
 	ActorIsBot bool   `json:"actor_is_bot,omitempty"`
+	// Requester is who asked, with what the source knows of their rights.
+	Requester Requester `json:"requester,omitzero"`
 
 	Org            string   `json:"org,omitempty"`
 	Repo           string   `json:"repo,omitempty"` // owner/name

@@ -147,6 +147,7 @@ func (s *Scheduler) fire(ctx context.Context, sc Schedule, at time.Time) error {
 		Source: SourceSchedule, Kind: KindScheduleTick,
 		DeliveryID: sc.Name + "@" + at.UTC().Format(time.RFC3339),
 		Actor:      "schedule:" + sc.Name, Text: sc.Text, Thread: sc.Thread, ReceivedAt: at,
+		Requester: Requester{Source: SourceSchedule, ID: sc.Name},
 	}
 	route := Route{Agent: sc.Agent, Reason: fmt.Sprintf("schedule %q", sc.Name), Rule: sc.Name}
 	res, err := s.opts.Intake.IngestRouted(ctx, ev, route, "")

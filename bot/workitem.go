@@ -62,6 +62,9 @@ type Hop struct {
 	To     string    `json:"to"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+	// Ceilings bound the agent the work goes to: the effective rights of
+	// the run that handed it on, so a handoff never widens them.
+	Ceilings []Ceiling `json:"ceilings,omitempty"`
 }
 
 // MaxHops bounds how often agents may re-route one work item.
@@ -82,8 +85,10 @@ type WorkItem struct {
 	Kind       string `json:"kind"`
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Actor      string `json:"actor,omitempty"`
-	Text       string `json:"text,omitempty"`
-	SourceRef  string `json:"source_ref,omitempty"`
+	// Requester is who asked for the work; their access bounds every run.
+	Requester Requester `json:"requester,omitzero"`
+	Text      string    `json:"text,omitempty"`
+	SourceRef string    `json:"source_ref,omitempty"`
 
 	Summary string `json:"summary,omitempty"` // the final reply
 	Error   string `json:"error,omitempty"`   // why it failed

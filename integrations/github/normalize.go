@@ -247,6 +247,7 @@ func (d *delivery) setKind(event, action string) {
 func (d *delivery) setSender(u *gh.User) {
 	d.ev.Actor = u.GetLogin()
 	d.ev.ActorIsBot = u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]")
+	d.ev.Requester = bot.Requester{Source: bot.SourceGitHub, ID: u.GetLogin(), Name: u.GetName()}
 }
 
 // about records what every event on an issue or pull request says: its

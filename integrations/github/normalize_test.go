@@ -137,6 +137,8 @@ func TestNormaliseFields(t *testing.T) {
 			got.Raw = nil
 			want := tc.want
 			want.Source, want.DeliveryID = bot.SourceGitHub, "d-1"
+			// The sender asked; their permission is looked up later.
+			want.Requester = bot.Requester{Source: bot.SourceGitHub, ID: want.Actor}
 			if want.InstallationID == 0 {
 				want.InstallationID = got.InstallationID
 			}

@@ -338,6 +338,8 @@ func (h *webhook) lookups(ctx context.Context, d *delivery) (allowed bool, perm 
 		if perm, err = h.permission(ctx, ev); err != nil {
 			return false, "", err
 		}
+		// The permission was looked up anyway: the run's ceiling needs it.
+		ev.Requester.Permission = string(perm)
 		if !perm.AtLeast(h.opts.MinPermission) {
 			return false, perm, nil
 		}

@@ -170,6 +170,8 @@ func TestMentionBecomesWorkItemWithReactionAndStatusComment(t *testing.T) {
 	require.Equal(t, "github:octo/hello#7", wi.Thread.Key())
 	require.Equal(t, "github.issue_comment.created", wi.Kind)
 	require.Equal(t, "alice", wi.Actor)
+	require.Equal(t, bot.Requester{Source: bot.SourceGitHub, ID: "alice", Permission: "write"}, wi.Requester,
+		"the permission looked up for the mention is recorded for the run's ceiling")
 	require.Equal(t, "comment:555", wi.SourceRef)
 	ev := e.event(wi.EventRef)
 	require.Equal(t, body, ev.Raw)
@@ -355,6 +357,8 @@ func TestTriggerRules(t *testing.T) {
 				items := e.workItems()
 				require.Len(t, items, 1)
 				require.Equal(t, tc.want.agent, items[0].Route.Agent)
+				require.Equal(t, bot.SourceGitHub, items[0].Requester.Source)
+				require.Equal(t, items[0].Actor, items[0].Requester.ID, "the sender asked for the work")
 				require.Empty(t, e.ingress())
 			} else {
 				require.Equal(t, "ignored", a.Status)

@@ -67,3 +67,16 @@ func newRequest(body []byte, withLength bool) *http.Request {
 	}
 	return r
 }
+
+func TestMessageNamesItsRequester(t *testing.T) {
+	for _, tc := range []struct {
+		user, want string
+	}{
+		{"alice", "alice"},
+		{"", "local"},
+	} {
+		ev, err := MessageRequest{Thread: "t1", Text: "@coder hi", User: tc.user}.event()
+		require.NoError(t, err)
+		require.Equal(t, bot.Requester{Source: bot.SourceLocal, ID: tc.want}, ev.Requester)
+	}
+}

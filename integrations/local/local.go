@@ -271,6 +271,7 @@ func (req MessageRequest) event() (*bot.Event, error) {
 	return &bot.Event{
 		Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: req.ID,
 		Actor: user, Text: req.Text, Thread: th,
+		Requester: bot.Requester{Source: bot.SourceLocal, ID: user},
 	}, nil
 }
 

@@ -54,6 +54,7 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 		Kind:       bot.KindSlackCommand,
 		DeliveryID: cmd.TriggerID,
 		Actor:      cmd.UserID,
+		Requester:  bot.Requester{Source: bot.SourceSlack, ID: cmd.UserID, Name: cmd.UserName, Team: team},
 		Channel:    cmd.ChannelID,
 		Text:       strings.TrimSpace("/" + name + " " + args),
 		Command:    name,

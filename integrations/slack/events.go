@@ -284,6 +284,7 @@ func (ec *eventContext) event(kind, channel, user, ts, threadTS, text string, ad
 		Kind:       kind,
 		DeliveryID: ec.eventID,
 		Actor:      user,
+		Requester:  bot.Requester{Source: bot.SourceSlack, ID: user, Team: ec.team},
 		Channel:    channel,
 		SourceRef:  ts,
 		Thread:     bot.SlackThread(ec.team, channel, threadTS),

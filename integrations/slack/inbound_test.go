@@ -39,6 +39,7 @@ func TestHTTPMentionBecomesWorkItemOnce(t *testing.T) {
 	require.Equal(t, "slack:T1/C1/1700000001.000100", ev.Thread.Key())
 	require.Equal(t, "1700000001.000100", ev.SourceRef)
 	require.Equal(t, "U1", ev.Actor)
+	require.Equal(t, bot.Requester{Source: bot.SourceSlack, ID: "U1", Team: "T1"}, items[0].Requester)
 	require.Equal(t, "C1", ev.Channel)
 	require.Equal(t, "@coder fix the flaky test", ev.Text)
 	require.JSONEq(t, body, string(ev.Raw))
@@ -315,6 +316,7 @@ func TestHTTPDeployCommand(t *testing.T) {
 	require.Equal(t, "deploy", ev.Command)
 	require.Equal(t, "staging", ev.Args)
 	require.Equal(t, "trig-1", ev.DeliveryID)
+	require.Equal(t, bot.Requester{Source: bot.SourceSlack, ID: "U1", Name: "ann", Team: testTeam}, items[0].Requester)
 	require.Equal(t, "slack:T1/C1/"+anchor, ev.Thread.Key())
 	require.Equal(t, anchor, ev.SourceRef)
 

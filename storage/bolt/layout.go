@@ -151,7 +151,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 		rec := workItemRecord{WorkItem: bot.WorkItem{
 			Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
 			Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID,
-			Actor: ev.Actor, Text: ev.Text, SourceRef: ev.SourceRef,
+			Actor: ev.Actor, Requester: ev.Requester, Text: ev.Text, SourceRef: ev.SourceRef,
 			CreatedAt: now, UpdatedAt: now,
 		}}
 		d := bot.Dispatch{

@@ -22,7 +22,7 @@ func FuzzIngestRecords(f *testing.F) {
 		req := bot.IngestRequest{
 			Event: bot.Event{
 				Source: source, Kind: source + ".message", DeliveryID: delivery, Actor: actor, Text: text,
-				SourceRef: reason, ReceivedAt: now,
+				Requester: bot.Requester{Source: source, ID: actor, Permission: code}, SourceRef: reason, ReceivedAt: now,
 			},
 			ParentID: detail, Now: now, DedupUntil: now.Add(time.Hour),
 		}
@@ -65,7 +65,7 @@ func FuzzIngestRecords(f *testing.F) {
 		want := workItemRecord{WorkItem: bot.WorkItem{
 			ID: wiID, Thread: req.Event.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: detail,
 			EventRef: evRef, Source: source, Kind: source + ".message", DeliveryID: delivery, Actor: actor,
-			Text: text, SourceRef: reason, CreatedAt: now, UpdatedAt: now,
+			Requester: req.Event.Requester, Text: text, SourceRef: reason, CreatedAt: now, UpdatedAt: now,
 		}, Dispatch: dID}
 		requireJSON(t, &want, got[bucketWorkItems])
 		require.Equal(t, &want.WorkItem, res.WorkItem)

@@ -18,7 +18,8 @@ func testIngest(t *testing.T, open Opener) {
 		ev := bot.Event{
 			Source: bot.SourceGitHub, Kind: "github.issue_comment.created", DeliveryID: "gh-1",
 			Actor: "alice", Org: "acme", Repo: "acme/api", Number: 7, Labels: []string{"bug"},
-			Text: "@coder fix it", Mentions: []string{"coder"}, Thread: th, SourceRef: "comment:99",
+			Requester: bot.Requester{Source: bot.SourceGitHub, ID: "alice", Name: "Alice", Permission: "write"},
+			Text:      "@coder fix it", Mentions: []string{"coder"}, Thread: th, SourceRef: "comment:99",
 			ReceivedAt: epoch(), Raw: bytes.Repeat([]byte("x"), 40<<10),
 		}
 		route := bot.Route{Agent: "coder", Reason: "mention @coder"}
@@ -37,6 +38,7 @@ func testIngest(t *testing.T, open Opener) {
 		require.Equal(t, ev.Kind, wi.Kind)
 		require.Equal(t, "gh-1", wi.DeliveryID)
 		require.Equal(t, "alice", wi.Actor)
+		require.Equal(t, ev.Requester, wi.Requester)
 		require.Equal(t, ev.Text, wi.Text)
 		require.Equal(t, "comment:99", wi.SourceRef)
 		require.True(t, wi.CreatedAt.Equal(at(time.Second)))

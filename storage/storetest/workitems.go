@@ -132,13 +132,15 @@ func testReroute(t *testing.T, open Opener) {
 	t.Run("handoff of a queued work item", func(t *testing.T) {
 		h := newHarness(t, open)
 		a := h.submit(bot.LocalThread("t"), "coder", "a")
-		wi, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "reviewer", Reason: "needs a review", At: at(time.Second)})
+		ceilings := []bot.Ceiling{{Profile: "read-only", Reason: "handed off by @coder (read-only)"}}
+		wi, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "reviewer", Reason: "needs a review", At: at(time.Second), Ceilings: ceilings})
 		require.NoError(t, err)
 		require.Equal(t, bot.Route{Agent: "reviewer", Reason: "handoff from @coder: needs a review"}, wi.Route)
 		require.Equal(t, bot.RouteHandoff, wi.Route.Kind())
 		require.Equal(t, bot.StatusQueued, wi.Status)
 		require.Len(t, wi.Hops, 1)
 		require.Equal(t, "reviewer", wi.Hops[0].To)
+		require.Equal(t, ceilings, wi.Hops[0].Ceilings, "the next job keeps the rights of the run that handed off")
 		require.True(t, wi.Hops[0].At.Equal(at(time.Second)))
 		require.Equal(t, wi, h.workItem(a.ID))
 

@@ -1,0 +1,25 @@
+package bot_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+func TestRequesterHandle(t *testing.T) {
+	for _, tc := range []struct {
+		r    bot.Requester
+		want string
+	}{
+		{bot.Requester{Source: bot.SourceGitHub, ID: "stranger", Permission: "read"}, "@stranger"},
+		{bot.Requester{Source: bot.SourceSlack, ID: "U0123"}, "@U0123"},
+		{bot.Requester{Source: bot.SourceLocal, ID: "@ana"}, "@ana"},
+		{bot.Requester{Source: bot.SourceSchedule, ID: "weekday-triage"}, "schedule weekday-triage"},
+		{bot.Requester{Source: bot.SourceSlack}, "an unnamed slack user"},
+		{bot.Requester{}, "nobody known"},
+	} {
+		require.Equal(t, tc.want, tc.r.Handle())
+	}
+}
