@@ -438,7 +438,7 @@ func TestHandoff(t *testing.T) {
 	now := time.Now()
 	ingested, err := f.store.Ingest(ctx, bot.IngestRequest{
 		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: "d1", Text: "the login page crashes", Thread: thread},
-		Route: &bot.Route{Agent: "triage", Reason: "default"}, Now: now, DedupUntil: now.Add(time.Hour),
+		Route: &bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}, Now: now, DedupUntil: now.Add(time.Hour),
 	})
 	require.NoError(t, err)
 	wi := ingested.WorkItem

@@ -125,7 +125,7 @@ func intakeMessages(b *testing.B) ([][]byte, [][]bolt.Record) {
 		ev.FillFromText()
 		seq := uint64(i + 1)
 		records[i], err = bolt.IngestRecords(bot.IngestRequest{
-			Event: ev, Route: &bot.Route{Agent: "coder", Reason: "mention @coder"}, Now: now, DedupUntil: now.Add(bot.DefaultDedupWindow),
+			Event: ev, Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: now, DedupUntil: now.Add(bot.DefaultDedupWindow),
 		}, bolt.Seqs{Event: seq, WorkItem: seq, Dispatch: seq})
 		if err != nil {
 			b.Fatal(err)

@@ -145,7 +145,7 @@ func measureRawWebhook(b *testing.B, s batchSettings, body []byte) float64 {
 		}
 		seq := uint64(i + 1)
 		recs, err := bolt.IngestRecords(bot.IngestRequest{
-			Event: ev, Route: &bot.Route{Agent: "reviewer", Reason: `rule "review-prs" (priority 10)`, Rule: "review-prs"},
+			Event: ev, Route: &bot.Route{Agent: "reviewer", Kind: bot.RouteRule, Reason: `rule "review-prs" (priority 10)`, Rule: "review-prs"},
 			Now: now, DedupUntil: now.Add(bot.DefaultDedupWindow),
 		}, bolt.Seqs{Event: seq, WorkItem: seq, Dispatch: seq})
 		if err != nil {

@@ -26,7 +26,7 @@ type decideFunc func(ev *bot.Event) bot.Route
 func (f decideFunc) Route(ev *bot.Event) bot.Route { return f(ev) }
 
 func toAgent(agent string) bot.Decider {
-	return decideFunc(func(*bot.Event) bot.Route { return bot.Route{Agent: agent, Reason: "default"} })
+	return decideFunc(func(*bot.Event) bot.Route { return bot.Route{Agent: agent, Kind: bot.RouteDefault, Reason: "default"} })
 }
 
 // runnerFunc adapts a function to bot.Runner.
@@ -509,7 +509,7 @@ func TestHandedOffThreadKeepsItsOwnerUntilItFinishes(t *testing.T) {
 
 	next := send("any news?")
 	require.Equal(t, "ops", next.Route.Agent)
-	require.Equal(t, bot.RouteHandoff, next.Route.Kind())
+	require.Equal(t, bot.RouteHandoff, next.Route.Kind)
 	require.Contains(t, next.Route.Reason, "@ops owns this thread")
 
 	// Once the handed-off work is finished, the thread routes as usual.

@@ -51,18 +51,6 @@ func TestDedupKey(t *testing.T) {
 	require.Empty(t, (&bot.Event{Source: "local"}).DedupKey(), "no delivery id, no dedup")
 }
 
-func TestRouteKind(t *testing.T) {
-	for reason, kind := range map[string]string{
-		"mention @coder":             bot.RouteMention,
-		"command /deploy":            bot.RouteCommand,
-		`rule "bugs" (priority 100)`: bot.RouteRule,
-		`content: keyword "deploy"`:  bot.RouteContent,
-		"default":                    bot.RouteDefault,
-	} {
-		require.Equal(t, kind, bot.Route{Reason: reason}.Kind(), reason)
-	}
-}
-
 func FuzzParseText(f *testing.F) {
 	for _, s := range []string{"@coder hi", "/deploy x", "a@b", "@@", "/\n/", "@\xff"} {
 		f.Add(s)

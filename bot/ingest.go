@@ -78,16 +78,14 @@ func NewIntake(opts IntakeOptions) *Intake {
 func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
 	ev.FillFromText()
 	route := in.opts.Router.Route(ev)
-	if k := route.Kind(); (k == RouteContent || k == RouteDefault) && in.opts.Threads != nil && !ev.Thread.IsZero() {
+	if k := route.Kind; (k == RouteKeyword || k == RouteDefault) && in.opts.Threads != nil && !ev.Thread.IsZero() {
 		if owner, ok := in.owner(ctx, ev.Thread); ok {
 			route = owner
 		}
 	}
 	req := in.request(ev)
 	if in.explicit[ev.Source] {
-		switch route.Kind() {
-		case RouteMention, RouteCommand, RouteRule:
-		default:
+		if !route.Kind.Explicit() {
 			req.Ignore = &IngressReason{Code: IgnoreNoRoute, Detail: "no mention, command or rule matched"}
 		}
 	}
@@ -125,7 +123,7 @@ func (in *Intake) owner(ctx context.Context, th Thread) (Route, bool) {
 	}
 	for _, wi := range items {
 		if len(wi.Hops) > 0 && !wi.Status.Finished() {
-			return Route{Agent: wi.Route.Agent, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true
+			return Route{Agent: wi.Route.Agent, Kind: RouteHandoff, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true
 		}
 	}
 	return Route{}, false
@@ -150,7 +148,7 @@ func (in *Intake) store(ctx context.Context, ev *Event, req IngestRequest) (Inge
 	case res.Duplicate:
 		m.Duplicates.WithLabelValues(ev.Source).Inc()
 	case res.WorkItem != nil:
-		m.Routes.WithLabelValues(res.WorkItem.Route.Kind()).Inc()
+		m.Routes.WithLabelValues(string(res.WorkItem.Route.Kind)).Inc()
 		in.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "work item accepted",
 			slog.String("work_item", res.WorkItem.ID), slog.String("thread", res.WorkItem.Thread.Key()),
 			slog.String("agent", res.WorkItem.Route.Agent), slog.String("reason", res.WorkItem.Route.Reason))

@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchyard_events_ignored_total", Help: "Events kept as ingress records, by source and reason.",
 		}, []string{"source", "reason"}),
 		Routes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_route_decisions_total", Help: "Routing decisions, by reason kind (mention, command, rule, content, default, handoff).",
+			Name: "switchyard_route_decisions_total", Help: "Routing decisions, by kind (mention, command, rule, thread, keyword, default, handoff, schedule).",
 		}, []string{"kind"}),
 		JobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "switchyard_job_duration_seconds", Help: "Job run time, by agent and outcome.",

@@ -299,12 +299,12 @@ func compileRule(i int, rule Rule, known func(string) bool) (compiledRule, []err
 func (r *Router) Route(ev *Event) Route {
 	for _, m := range ev.Mentions {
 		if a, ok := r.agents[strings.ToLower(m)]; ok {
-			return Route{Agent: a.name, Reason: a.mention}
+			return Route{Agent: a.name, Kind: RouteMention, Reason: a.mention}
 		}
 	}
 	if ev.Command != "" {
 		if c, ok := r.commands[strings.ToLower(ev.Command)]; ok {
-			return Route{Agent: c.agent, Reason: c.reason}
+			return Route{Agent: c.agent, Kind: RouteCommand, Reason: c.reason}
 		}
 	}
 	// strings.ToLower returns its argument when there is nothing to lower,
@@ -312,18 +312,18 @@ func (r *Router) Route(ev *Event) Route {
 	in := routeInput{ev: ev, kind: strings.ToLower(ev.Kind), repo: strings.ToLower(ev.Repo)}
 	for i := range r.rules {
 		if cr := &r.rules[i]; cr.matches(&in) {
-			return Route{Agent: cr.info.Agent, Reason: cr.reason, Rule: cr.info.Name}
+			return Route{Agent: cr.info.Agent, Kind: RouteRule, Reason: cr.reason, Rule: cr.info.Name}
 		}
 	}
 	if len(r.content) > 0 && ev.Text != "" {
 		text, _ := in.lowerText()
 		for i := range r.content {
 			if c := &r.content[i]; c.in(text) {
-				return Route{Agent: c.agent, Reason: c.reason}
+				return Route{Agent: c.agent, Kind: RouteKeyword, Reason: c.reason}
 			}
 		}
 	}
-	return Route{Agent: r.defaultAgent, Reason: RouteDefault}
+	return Route{Agent: r.defaultAgent, Kind: RouteDefault, Reason: string(RouteDefault)}
 }
 
 // routeInput is what Route derives from an event once, for every rule.

@@ -47,7 +47,7 @@ func referenceRoute(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Eve
 	for _, m := range ev.Mentions {
 		for _, a := range agents {
 			if strings.ToLower(a.Name) == strings.ToLower(m) {
-				return Route{Agent: a.Name, Reason: "mention @" + a.Name}
+				return Route{Agent: a.Name, Kind: RouteMention, Reason: "mention @" + a.Name}
 			}
 		}
 	}
@@ -56,7 +56,7 @@ func referenceRoute(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Eve
 		cmds[strings.ToLower(k)] = v
 	}
 	if a, ok := cmds[strings.ToLower(ev.Command)]; ok && ev.Command != "" {
-		return Route{Agent: a, Reason: "command /" + strings.ToLower(ev.Command)}
+		return Route{Agent: a, Kind: RouteCommand, Reason: "command /" + strings.ToLower(ev.Command)}
 	}
 	rules := slices.Clone(cfg.Rules)
 	slices.SortStableFunc(rules, func(a, b Rule) int { return b.Priority - a.Priority })
@@ -96,7 +96,7 @@ func referenceRoute(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Eve
 			m.Text != "" && !regexp.MustCompile(m.Text).MatchString(ev.Text):
 			continue
 		}
-		return Route{Agent: r.Agent, Reason: `rule "` + r.Name + `" (priority ` + strconv.Itoa(r.Priority) + ")", Rule: r.Name}
+		return Route{Agent: r.Agent, Kind: RouteRule, Reason: `rule "` + r.Name + `" (priority ` + strconv.Itoa(r.Priority) + ")", Rule: r.Name}
 	}
 	// Case-insensitive means: equal after strings.ToLower.
 	for _, a := range agents {
@@ -106,11 +106,11 @@ func referenceRoute(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Eve
 				re = regexp.MustCompile(`(^|[^\pL\p{Nd}_])` + regexp.QuoteMeta(kw))
 			}
 			if re.MatchString(strings.ToLower(ev.Text)) {
-				return Route{Agent: a.Name, Reason: `content: keyword "` + kw + `"`}
+				return Route{Agent: a.Name, Kind: RouteKeyword, Reason: `content: keyword "` + kw + `"`}
 			}
 		}
 	}
-	return Route{Agent: "triage", Reason: "default"}
+	return Route{Agent: "triage", Kind: RouteDefault, Reason: "default"}
 }
 
 func splitLines(s string) []string {
@@ -136,7 +136,7 @@ func FuzzRoute(f *testing.F) {
 		ev.FillFromText()
 		got := r.Route(ev)
 		require.NotEmpty(t, got.Agent)
-		require.Contains(t, []string{RouteMention, RouteCommand, RouteRule, RouteContent, RouteDefault}, got.Kind())
+		require.Contains(t, []RouteKind{RouteMention, RouteCommand, RouteRule, RouteKeyword, RouteDefault}, got.Kind)
 		require.Equal(t, referenceRoute(t, cfg, agents, ev), got)
 	})
 }

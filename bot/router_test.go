@@ -67,15 +67,19 @@ func rtGitHub(kind, repo string, labels, paths []string, text string) *bot.Event
 
 func TestRouterRoute(t *testing.T) {
 	r := rtRouter(t, rtConfig())
-	mention := func(agent string) bot.Route { return bot.Route{Agent: agent, Reason: "mention @" + agent} }
-	command := func(agent, name string) bot.Route { return bot.Route{Agent: agent, Reason: "command /" + name} }
+	mention := func(agent string) bot.Route {
+		return bot.Route{Agent: agent, Kind: bot.RouteMention, Reason: "mention @" + agent}
+	}
+	command := func(agent, name string) bot.Route {
+		return bot.Route{Agent: agent, Kind: bot.RouteCommand, Reason: "command /" + name}
+	}
 	rule := func(agent, name string, prio int) bot.Route {
-		return bot.Route{Agent: agent, Reason: fmt.Sprintf("rule %q (priority %d)", name, prio), Rule: name}
+		return bot.Route{Agent: agent, Kind: bot.RouteRule, Reason: fmt.Sprintf("rule %q (priority %d)", name, prio), Rule: name}
 	}
 	content := func(agent, kw string) bot.Route {
-		return bot.Route{Agent: agent, Reason: fmt.Sprintf("content: keyword %q", kw)}
+		return bot.Route{Agent: agent, Kind: bot.RouteKeyword, Reason: fmt.Sprintf("content: keyword %q", kw)}
 	}
-	def := bot.Route{Agent: "triage", Reason: "default"}
+	def := bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}
 
 	tests := []struct {
 		name string
@@ -158,7 +162,7 @@ func TestRouterDefaultAgentOverride(t *testing.T) {
 	r := rtRouter(t, bot.RoutingConfig{DefaultAgent: "docs"})
 	ev := rtLocal("hello")
 	ev.FillFromText()
-	require.Equal(t, bot.Route{Agent: "docs", Reason: "default"}, r.Route(ev))
+	require.Equal(t, bot.Route{Agent: "docs", Kind: bot.RouteDefault, Reason: "default"}, r.Route(ev))
 	require.Equal(t, "docs", r.DefaultAgent())
 }
 
@@ -170,14 +174,14 @@ func TestRouterBuiltinCommandDroppedWithoutItsAgent(t *testing.T) {
 
 	ev := rtLocal("/docs please")
 	ev.FillFromText()
-	require.Equal(t, bot.Route{Agent: "triage", Reason: "default"}, r.Route(ev))
+	require.Equal(t, bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}, r.Route(ev))
 }
 
 func TestRouterCatchAllRule(t *testing.T) {
 	r := rtRouter(t, bot.RoutingConfig{Rules: []bot.Rule{{Name: "all", Agent: "coder"}}})
 	ev := rtLocal("deploy")
 	ev.FillFromText()
-	require.Equal(t, bot.Route{Agent: "coder", Reason: `rule "all" (priority 0)`, Rule: "all"}, r.Route(ev))
+	require.Equal(t, bot.Route{Agent: "coder", Kind: bot.RouteRule, Reason: `rule "all" (priority 0)`, Rule: "all"}, r.Route(ev))
 	require.Equal(t, "any event", r.Rules()[0].Match)
 }
 

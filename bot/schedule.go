@@ -149,7 +149,7 @@ func (s *Scheduler) fire(ctx context.Context, sc Schedule, at time.Time) error {
 		Actor:      "schedule:" + sc.Name, Text: sc.Text, Thread: sc.Thread, ReceivedAt: at,
 		Requester: Requester{Source: SourceSchedule, ID: sc.Name},
 	}
-	route := Route{Agent: sc.Agent, Reason: fmt.Sprintf("schedule %q", sc.Name), Rule: sc.Name}
+	route := Route{Agent: sc.Agent, Kind: RouteSchedule, Reason: fmt.Sprintf("schedule %q", sc.Name), Rule: sc.Name}
 	res, err := s.opts.Intake.IngestRouted(ctx, ev, route, "")
 	if err != nil {
 		return fmt.Errorf("schedule %q firing at %s: %w", sc.Name, at.Format(time.RFC3339), err)

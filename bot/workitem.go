@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"strings"
 	"time"
 )
 
@@ -30,30 +29,43 @@ func (s WorkStatus) Finished() bool {
 	return s == StatusDone || s == StatusFailed || s == StatusCancelled
 }
 
-// Route is a routing decision and the reason a person can read:
-// "mention @coder", "command /deploy", `rule "bugs" (priority 100)`,
-// `content: keyword "deploy"`, "default". Rule names the rule for rule
-// decisions and is empty otherwise.
+// Route is a routing decision: the agent, what kind of decision it was, and
+// the reason a person can read ("mention @coder", "command /deploy",
+// `rule "bugs" (priority 100)`, `thread: @coder is working here (wi_12)`,
+// `content: keyword "deploy"`, "default"). Rule names the rule for rule and
+// schedule decisions and is empty otherwise. Kind is what code reads;
+// Reason is for people and never parsed.
 type Route struct {
-	Agent  string `json:"agent"`
-	Reason string `json:"reason"`
-	Rule   string `json:"rule"`
+	Agent  string    `json:"agent"`
+	Kind   RouteKind `json:"kind"`
+	Reason string    `json:"reason"`
+	Rule   string    `json:"rule"`
 }
 
-// Route kinds, the first word of a reason; metrics are labelled with them.
+// RouteKind says what made a routing decision; metrics are labelled with it.
+type RouteKind string
+
+// Route kinds.
 const (
-	RouteMention = "mention"
-	RouteCommand = "command"
-	RouteRule    = "rule"
-	RouteContent = "content"
-	RouteDefault = "default"
-	RouteHandoff = "handoff"
+	RouteMention  RouteKind = "mention"  // the text names the agent: @coder
+	RouteCommand  RouteKind = "command"  // a command mapped to the agent: /deploy
+	RouteRule     RouteKind = "rule"     // a routing rule matched
+	RouteThread   RouteKind = "thread"   // the agent has work in the thread
+	RouteKeyword  RouteKind = "keyword"  // one of the agent's keywords is in the text
+	RouteDefault  RouteKind = "default"  // nothing else did: the default agent
+	RouteHandoff  RouteKind = "handoff"  // an agent handed the work, or the thread, over
+	RouteSchedule RouteKind = "schedule" // a schedule fired for the agent
 )
 
-// Kind returns the kind of decision, read from the reason.
-func (r Route) Kind() string {
-	word, _, _ := strings.Cut(r.Reason, " ")
-	return strings.TrimSuffix(word, ":")
+// Explicit reports whether a person or the config asked for this agent by
+// name: a mention, a command, a rule or a schedule. Sources that act only
+// on explicit requests (GitHub) make no work item for other kinds.
+func (k RouteKind) Explicit() bool {
+	switch k {
+	case RouteMention, RouteCommand, RouteRule, RouteSchedule:
+		return true
+	}
+	return false
 }
 
 // Hop is one re-routing of a work item by an agent.

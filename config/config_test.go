@@ -50,7 +50,7 @@ func TestDefault(t *testing.T) {
 	require.NoError(t, err)
 	ev := &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "/deploy staging"}
 	ev.FillFromText()
-	require.Equal(t, bot.Route{Agent: "ops", Reason: "command /deploy"}, r.Route(ev))
+	require.Equal(t, bot.Route{Agent: "ops", Kind: bot.RouteCommand, Reason: "command /deploy"}, r.Route(ev))
 }
 
 func TestLoad(t *testing.T) {

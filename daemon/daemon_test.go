@@ -91,8 +91,8 @@ func TestSendRoutesPersistsAndReportsInTheThread(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &res))
 	require.Equal(t, "local:t1", res.Thread)
 	require.False(t, res.Duplicate)
-	require.Equal(t, bot.Route{Agent: "coder", Reason: "mention @coder"}, res.Route)
-	require.JSONEq(t, fmt.Sprintf(`{"work_item_id":%q,"thread":"local:t1","duplicate":false,"route":{"agent":"coder","reason":"mention @coder","rule":""}}`, res.WorkItemID), string(body))
+	require.Equal(t, bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, res.Route)
+	require.JSONEq(t, fmt.Sprintf(`{"work_item_id":%q,"thread":"local:t1","duplicate":false,"route":{"agent":"coder","kind":"mention","reason":"mention @coder","rule":""}}`, res.WorkItemID), string(body))
 
 	var msgs []local.ThreadMessage
 	require.Eventually(t, func() bool {

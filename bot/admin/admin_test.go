@@ -94,7 +94,7 @@ func seed(t *testing.T) *seeded {
 	s.deploy = local("t2", "please deploy the api")
 	res, err := in.IngestRouted(ctx, &bot.Event{
 		Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Actor: "ops", Text: "check the logs", Thread: bot.LocalThread("t2"),
-	}, bot.Route{Agent: "triage", Reason: "handoff: from @ops"}, s.done)
+	}, bot.Route{Agent: "triage", Kind: bot.RouteHandoff, Reason: "handoff: from @ops"}, s.done)
 	require.NoError(t, err)
 	s.child = res.WorkItem.ID
 
@@ -207,7 +207,7 @@ func TestListWorkItemsShape(t *testing.T) {
 	// is null rather than "".
 	require.Equal(t, s.child, rows[0]["id"])
 	require.Equal(t, s.done, rows[0]["parent_work_item_id"])
-	require.Equal(t, map[string]any{"agent": "triage", "reason": "handoff: from @ops", "rule": ""}, rows[0]["route"])
+	require.Equal(t, map[string]any{"agent": "triage", "kind": "handoff", "reason": "handoff: from @ops", "rule": ""}, rows[0]["route"])
 	require.Equal(t, s.deploy, rows[1]["id"])
 	require.Nil(t, rows[1]["parent_work_item_id"])
 	require.Equal(t, "ops", rows[1]["route"].(map[string]any)["agent"])
@@ -301,7 +301,7 @@ func TestExplain(t *testing.T) {
 			rec := serve(t, h, http.MethodPost, "/api/v1/explain", tt.body)
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
 			got := decode[map[string]any](t, rec)
-			require.ElementsMatch(t, []string{"agent", "reason", "rule"}, keys(got))
+			require.ElementsMatch(t, []string{"agent", "kind", "reason", "rule"}, keys(got))
 			require.Equal(t, tt.agent, got["agent"])
 			require.True(t, strings.HasPrefix(got["reason"].(string), tt.reason), "reason %q", got["reason"])
 			require.Equal(t, tt.rule, got["rule"])

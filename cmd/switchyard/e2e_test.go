@@ -328,13 +328,13 @@ func TestExplainOffline(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--text", "@coder fix it"}, `{"agent":"coder","reason":"mention @coder","rule":""}`},
-		{[]string{"--text", "/deploy staging"}, `{"agent":"ops","reason":"command /deploy","rule":""}`},
-		{[]string{"--text", "/ship it"}, `{"agent":"ops","reason":"command /ship","rule":""}`},
-		{[]string{"--text", "/unknown x"}, `{"agent":"triage","reason":"default","rule":""}`},
-		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"agent":"coder","reason":"rule \"bugs\" (priority 100)","rule":"bugs"}`},
-		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"agent":"reviewer","reason":"rule \"migrations\" (priority 50)","rule":"migrations"}`},
-		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "src/x.go"}, `{"agent":"triage","reason":"default","rule":""}`},
+		{[]string{"--text", "@coder fix it"}, `{"agent":"coder","kind":"mention","reason":"mention @coder","rule":""}`},
+		{[]string{"--text", "/deploy staging"}, `{"agent":"ops","kind":"command","reason":"command /deploy","rule":""}`},
+		{[]string{"--text", "/ship it"}, `{"agent":"ops","kind":"command","reason":"command /ship","rule":""}`},
+		{[]string{"--text", "/unknown x"}, `{"agent":"triage","kind":"default","reason":"default","rule":""}`},
+		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"agent":"coder","kind":"rule","reason":"rule \"bugs\" (priority 100)","rule":"bugs"}`},
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"agent":"reviewer","kind":"rule","reason":"rule \"migrations\" (priority 50)","rule":"migrations"}`},
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "src/x.go"}, `{"agent":"triage","kind":"default","reason":"default","rule":""}`},
 	}
 	for _, tt := range tests {
 		r := run(t, dir, nil, append([]string{"explain", "--json"}, tt.args...)...)

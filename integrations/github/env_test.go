@@ -36,21 +36,21 @@ func (testRouter) Route(ev *bot.Event) bot.Route {
 	for _, m := range ev.Mentions {
 		switch a := strings.ToLower(m); a {
 		case "triage", "coder", "reviewer":
-			return bot.Route{Agent: a, Reason: "mention @" + a}
+			return bot.Route{Agent: a, Kind: bot.RouteMention, Reason: "mention @" + a}
 		}
 	}
 	if a, ok := bot.DefaultCommands()[ev.Command]; ok {
-		return bot.Route{Agent: a, Reason: "command /" + ev.Command}
+		return bot.Route{Agent: a, Kind: bot.RouteCommand, Reason: "command /" + ev.Command}
 	}
 	if slices.Contains(ev.Labels, "bug") {
-		return bot.Route{Agent: "triage", Reason: `rule "bugs" (priority 100)`, Rule: "bugs"}
+		return bot.Route{Agent: "triage", Kind: bot.RouteRule, Reason: `rule "bugs" (priority 100)`, Rule: "bugs"}
 	}
 	for _, p := range ev.Paths {
 		if strings.HasPrefix(p, "docs/") {
-			return bot.Route{Agent: "docs", Reason: `rule "docs" (priority 50)`, Rule: "docs"}
+			return bot.Route{Agent: "docs", Kind: bot.RouteRule, Reason: `rule "docs" (priority 50)`, Rule: "docs"}
 		}
 	}
-	return bot.Route{Agent: "triage", Reason: "default"}
+	return bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}
 }
 
 // env is the webhook handler wired as the daemon wires it: a real bot.Intake

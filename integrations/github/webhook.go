@@ -393,7 +393,7 @@ func (h *webhook) needsPermission(ev *bot.Event) bool {
 		return false
 	}
 	if h.opts.Router != nil {
-		switch h.opts.Router.Route(ev).Kind() {
+		switch h.opts.Router.Route(ev).Kind {
 		case bot.RouteMention, bot.RouteCommand:
 			return true
 		}

@@ -309,7 +309,7 @@ func (s *testStore) seed(t testing.TB, th bot.Thread, agent, text string) bot.Wo
 	t.Helper()
 	res, err := s.Store.Ingest(context.Background(), bot.IngestRequest{
 		Event: bot.Event{Source: th.Source, Kind: bot.KindSlackMention, Thread: th, Text: text},
-		Route: &bot.Route{Agent: agent, Reason: "mention @" + agent}, Now: time.Now(),
+		Route: &bot.Route{Agent: agent, Kind: bot.RouteMention, Reason: "mention @" + agent}, Now: time.Now(),
 	})
 	require.NoError(t, err)
 	return *res.WorkItem
@@ -330,12 +330,12 @@ type mentionDecider struct{}
 
 func (mentionDecider) Route(ev *bot.Event) bot.Route {
 	if len(ev.Mentions) > 0 {
-		return bot.Route{Agent: ev.Mentions[0], Reason: "mention @" + ev.Mentions[0]}
+		return bot.Route{Agent: ev.Mentions[0], Kind: bot.RouteMention, Reason: "mention @" + ev.Mentions[0]}
 	}
 	if agent, ok := bot.DefaultCommands()[ev.Command]; ok {
-		return bot.Route{Agent: agent, Reason: "command /" + ev.Command}
+		return bot.Route{Agent: agent, Kind: bot.RouteCommand, Reason: "command /" + ev.Command}
 	}
-	return bot.Route{Agent: "triage", Reason: "default"}
+	return bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}
 }
 
 // harness runs an Adapter against the fake Slack and a real bot.Intake.

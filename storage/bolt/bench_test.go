@@ -52,7 +52,7 @@ func BenchmarkIngest(b *testing.B) {
 								Number: int(i % 100), Text: "@coder please look", Thread: bot.GitHubThread("acme", "api", int(i%100)),
 								ReceivedAt: now, Raw: raw,
 							},
-							Route: &bot.Route{Agent: "coder", Reason: "mention @coder"},
+							Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"},
 							Now:   now, DedupUntil: now.Add(bot.DefaultDedupWindow),
 						}
 						if _, err := s.Ingest(ctx, req); err != nil {

@@ -102,6 +102,9 @@ func validateIngest(req *bot.IngestRequest) error {
 	if req.Route != nil && req.Route.Agent == "" {
 		return bot.Errorf(bot.EINVALID, "ingest: route names no agent")
 	}
+	if req.Route != nil && req.Route.Kind == "" {
+		return bot.Errorf(bot.EINVALID, "ingest: route to %q has no kind", req.Route.Agent)
+	}
 	if req.Ignore != nil && req.Ignore.Code == "" {
 		return bot.Errorf(bot.EINVALID, "ingest: ignore reason has no code")
 	}
@@ -288,6 +291,45 @@ func (t template) fill(ids ...string) []byte {
 type workItemRecord struct {
 	bot.WorkItem
 	Dispatch string `json:"dispatch_id"`
+}
+
+// UnmarshalJSON reads a stored work item. Records written before routes
+// had a typed kind carry only the reason; their kind is derived from the
+// reason's first word here, the one place that reads a reason, so every
+// reader sees a kind. Records are not rewritten: the derivation is exact
+// for every reason those versions wrote.
+func (r *workItemRecord) UnmarshalJSON(b []byte) error {
+	type plain workItemRecord
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	if r.Route.Kind == "" {
+		r.Route.Kind = legacyRouteKind(r.Route.Reason)
+	}
+	return nil
+}
+
+// legacyRouteKind is the kind of a route stored without one, from the
+// reasons earlier versions wrote: "mention @x", "command /x", `rule "x" …`,
+// `content: keyword "x"`, "default", `handoff from @x…`, `handoff: @x owns
+// this thread …` and `schedule "x"`.
+func legacyRouteKind(reason string) bot.RouteKind {
+	word, _, _ := strings.Cut(reason, " ")
+	switch strings.TrimSuffix(word, ":") {
+	case "mention":
+		return bot.RouteMention
+	case "command":
+		return bot.RouteCommand
+	case "rule":
+		return bot.RouteRule
+	case "content":
+		return bot.RouteKeyword
+	case "handoff":
+		return bot.RouteHandoff
+	case "schedule":
+		return bot.RouteSchedule
+	}
+	return bot.RouteDefault
 }
 
 // ID prefixes; the number is the record's bucket sequence.

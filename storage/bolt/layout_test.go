@@ -34,7 +34,7 @@ func FuzzIngestRecords(f *testing.F) {
 			req.Ignore = &bot.IngressReason{Code: code, Detail: detail}
 			seqs.Ingress = seq1
 		} else {
-			req.Route = &bot.Route{Agent: agent, Reason: reason, Rule: code}
+			req.Route = &bot.Route{Agent: agent, Kind: bot.RouteKind(reason), Reason: reason, Rule: code}
 			seqs.WorkItem, seqs.Dispatch = seq1, seq2
 		}
 		if validateIngest(&req) != nil {

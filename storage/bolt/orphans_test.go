@@ -20,7 +20,7 @@ func TestOrphanedLeasesAreReclaimedAtOnceAfterRestart(t *testing.T) {
 	now := time.Now()
 	_, err = s.Ingest(ctx, bot.IngestRequest{
 		Event: bot.Event{Source: "local", Kind: "local.message", Thread: bot.LocalThread("t")},
-		Route: &bot.Route{Agent: "coder", Reason: "default"}, Now: now,
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteDefault, Reason: "default"}, Now: now,
 	})
 	require.NoError(t, err)
 	claim, err := s.ClaimNext(ctx, bot.ClaimRequest{Owner: "dead", Now: now, Lease: time.Hour, MaxAttempts: 3})

@@ -225,7 +225,7 @@ func TestOpenKeepsData(t *testing.T) {
 	s := openTest(t, dir)
 	res, err := s.Ingest(t.Context(), bot.IngestRequest{
 		Event: bot.Event{Source: "local", Kind: bot.KindLocalMessage, Thread: bot.LocalThread("t"), Raw: []byte("{}")},
-		Route: &bot.Route{Agent: "coder", Reason: "default"}, Now: time.Now(),
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteDefault, Reason: "default"}, Now: time.Now(),
 	})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -240,7 +240,7 @@ func TestClosedStore(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(s.Ping(t.Context())))
 	_, err := s.Ingest(t.Context(), bot.IngestRequest{
-		Event: bot.Event{Source: "local"}, Route: &bot.Route{Agent: "coder"}, Now: time.Now(),
+		Event: bot.Event{Source: "local"}, Route: &bot.Route{Agent: "coder", Kind: bot.RouteDefault}, Now: time.Now(),
 	})
 	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err))
 }
@@ -261,7 +261,7 @@ func TestIngestRecordsMatchStore(t *testing.T) {
 			}
 			seqs := Seqs{Event: 1}
 			if routedEvent {
-				req.Route = &bot.Route{Agent: "triage", Reason: "default"}
+				req.Route = &bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}
 				seqs.WorkItem, seqs.Dispatch = 1, 1
 			} else {
 				req.Ignore = &bot.IngressReason{Code: bot.IgnoreNoRoute}
@@ -338,7 +338,7 @@ func TestThreadlessWorkRunsInParallel(t *testing.T) {
 	for range 2 {
 		res, err := s.Ingest(ctx, bot.IngestRequest{
 			Event: bot.Event{Source: bot.SourceSchedule, Kind: bot.KindScheduleTick},
-			Route: &bot.Route{Agent: "ops", Reason: "rule"}, Now: now,
+			Route: &bot.Route{Agent: "ops", Kind: bot.RouteRule, Reason: "rule"}, Now: now,
 		})
 		require.NoError(t, err)
 		want = append(want, res.WorkItem.ID)
@@ -360,7 +360,7 @@ func TestDedupWindowDefault(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	req := bot.IngestRequest{
 		Event: bot.Event{Source: bot.SourceSlack, DeliveryID: "Ev1", Thread: bot.LocalThread("t")},
-		Route: &bot.Route{Agent: "coder", Reason: "default"}, Now: now,
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteDefault, Reason: "default"}, Now: now,
 	}
 	_, err := s.Ingest(t.Context(), req)
 	require.NoError(t, err)

@@ -161,7 +161,7 @@ func (s *Store) RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*b
 			reason += ": " + hop.Reason
 		}
 		rec.Hops = append(rec.Hops, hop)
-		rec.Route = bot.Route{Agent: hop.To, Reason: reason}
+		rec.Route = bot.Route{Agent: hop.To, Kind: bot.RouteHandoff, Reason: reason}
 		rec.Status = bot.StatusQueued
 		rec.Dispatch = d.ID
 		rec.Summary, rec.Error, rec.FinishedAt = "", "", nil

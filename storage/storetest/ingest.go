@@ -22,7 +22,7 @@ func testIngest(t *testing.T, open Opener) {
 			Text:      "@coder fix it", Mentions: []string{"coder"}, Thread: th, SourceRef: "comment:99",
 			ReceivedAt: epoch(), Raw: bytes.Repeat([]byte("x"), 40<<10),
 		}
-		route := bot.Route{Agent: "coder", Reason: "mention @coder"}
+		route := bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}
 		res := h.ingest(bot.IngestRequest{Event: ev, Route: &route, ParentID: "wi_parent", Now: at(time.Second), DedupUntil: at(time.Hour)})
 
 		require.False(t, res.Duplicate)
@@ -102,7 +102,7 @@ func testIngest(t *testing.T, open Opener) {
 		ev := h.event(bot.LocalThread("t1"), "hi")
 		for name, req := range map[string]bot.IngestRequest{
 			"neither": {Event: ev, Now: epoch(), DedupUntil: at(time.Hour)},
-			"both": {Event: ev, Route: &bot.Route{Agent: "coder", Reason: "default"},
+			"both": {Event: ev, Route: &bot.Route{Agent: "coder", Kind: bot.RouteDefault, Reason: "default"},
 				Ignore: &bot.IngressReason{Code: bot.IgnoreBot}, Now: epoch(), DedupUntil: at(time.Hour)},
 		} {
 			t.Run(name, func(t *testing.T) {

@@ -86,7 +86,7 @@ func (h *harness) event(thread bot.Thread, text string) bot.Event {
 
 func routed(ev bot.Event, agent string, now time.Time) bot.IngestRequest {
 	return bot.IngestRequest{
-		Event: ev, Route: &bot.Route{Agent: agent, Reason: "mention @" + agent},
+		Event: ev, Route: &bot.Route{Agent: agent, Kind: bot.RouteMention, Reason: "mention @" + agent},
 		Now: now, DedupUntil: now.Add(time.Hour),
 	}
 }

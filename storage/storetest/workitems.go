@@ -135,8 +135,7 @@ func testReroute(t *testing.T, open Opener) {
 		ceilings := []bot.Ceiling{{Profile: "read-only", Reason: "handed off by @coder (read-only)"}}
 		wi, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "reviewer", Reason: "needs a review", At: at(time.Second), Ceilings: ceilings})
 		require.NoError(t, err)
-		require.Equal(t, bot.Route{Agent: "reviewer", Reason: "handoff from @coder: needs a review"}, wi.Route)
-		require.Equal(t, bot.RouteHandoff, wi.Route.Kind())
+		require.Equal(t, bot.Route{Agent: "reviewer", Kind: bot.RouteHandoff, Reason: "handoff from @coder: needs a review"}, wi.Route)
 		require.Equal(t, bot.StatusQueued, wi.Status)
 		require.Len(t, wi.Hops, 1)
 		require.Equal(t, "reviewer", wi.Hops[0].To)
