@@ -34,6 +34,9 @@ func (t *agentTool) Info() tools.Info {
 		Description: t.callee.Description,
 		Schema:      agentToolSchema,
 		Kind:        tools.KindAgent,
+		// Calling is reading; what the callee does is checked call by
+		// call under its own rights, which never exceed its caller's.
+		Permissions: []tools.Permission{tools.PermRead},
 	}
 }
 
@@ -161,6 +164,8 @@ func (t *handoffTool) Info() tools.Info {
 		Description: "Hand this work item to another agent, which then owns it and answers in the thread. Ends your run.",
 		Schema:      handoffSchema,
 		Kind:        tools.KindControl,
+		// The next agent works under the rights of this run at the most.
+		Permissions: []tools.Permission{tools.PermRead},
 	}
 }
 

@@ -276,6 +276,7 @@ func TestNoModel(t *testing.T) {
 func TestToolRefusalsReachTheModel(t *testing.T) {
 	bound, err := tools.NewCommand(tools.CommandSpec{
 		Name: "execute_sql", Package: "db-tools", Command: "sh", Args: []string{"-c", "touch sql-ran"}, RequiredAgent: "dba",
+		Permissions: []tools.Permission{tools.PermExec},
 	})
 	require.NoError(t, err)
 	steps := []llm.Response{

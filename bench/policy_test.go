@@ -135,6 +135,7 @@ func BenchmarkPolicyChecks(b *testing.B) {
 		ws := policyWorkspace(b)
 		profiles := []string{policy.ReadOnly, policy.Contributor, policy.Maintainer, policy.Ops}
 		calls := make([]tools.Call, 0, len(policyCommands)*len(profiles))
+		bash, _ := tools.CoreInfo(tools.Bash)
 		for _, cmd := range policyCommands {
 			in, err := json.Marshal(map[string]string{"command": cmd})
 			if err != nil {
@@ -143,7 +144,7 @@ func BenchmarkPolicyChecks(b *testing.B) {
 			for _, p := range profiles {
 				calls = append(calls, tools.Call{
 					CallContext: tools.CallContext{Scope: tools.Scope{Agent: "coder", Profile: p}, Workspace: ws, SessionKey: "github:acme/app#7"},
-					Tool:        tools.Info{Name: tools.Bash, Kind: tools.KindCore},
+					Tool:        bash,
 					Input:       in,
 				})
 			}

@@ -20,7 +20,7 @@ type noopTool struct{ name string }
 
 func (t noopTool) Info() tools.Info {
 	return tools.Info{
-		Name: t.name, Kind: tools.KindCore, Description: "Does nothing, quickly.",
+		Name: t.name, Kind: tools.KindCore, Description: "Does nothing, quickly.", Permissions: []tools.Permission{tools.PermRead},
 		Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false}`),
 	}
 }

@@ -23,7 +23,7 @@ type recordingBash struct {
 }
 
 func (b *recordingBash) Info() tools.Info {
-	return tools.Info{Name: tools.Bash, Kind: tools.KindCore, Schema: json.RawMessage(`{"type":"object"}`)}
+	return coreInfo(tools.Bash)
 }
 
 func (b *recordingBash) Run(_ context.Context, _ tools.CallContext, input json.RawMessage) (string, error) {

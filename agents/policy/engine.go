@@ -36,22 +36,12 @@ type SkillSource interface {
 	ActiveSkills(ctx context.Context, cc tools.CallContext) []Skill
 }
 
-// ToolPermissions gives the permissions a tool declares it needs; packages
-// declare them for their command tools in their manifests. ok is false for
-// a tool that declares nothing.
-type ToolPermissions interface {
-	ToolPermissions(t tools.Info) (perms []Permission, ok bool)
-}
-
 // Options configure an Engine.
 type Options struct {
 	// Profiles are the custom profiles of the config file (profiles:).
 	Profiles map[string]ProfileConfig
 	// Skills gives each call's loaded skills; nil means none are loaded.
 	Skills SkillSource
-	// ToolPermissions gives what tools declare they need; nil means
-	// nothing is declared.
-	ToolPermissions ToolPermissions
 	// Audit records denials, approval requests and sensitive calls; nil
 	// records nothing.
 	Audit *Auditor
@@ -82,12 +72,11 @@ type Decision struct {
 // skills and its permission profile, with the profile's shell and path
 // policy applied to the call's arguments. It is safe for concurrent use.
 type Engine struct {
-	profiles  map[string]*Profile
-	cmds      map[string]handler
-	branches  []string
-	skills    SkillSource
-	toolPerms ToolPermissions
-	audit     *Auditor
+	profiles map[string]*Profile
+	cmds     map[string]handler
+	branches []string
+	skills   SkillSource
+	audit    *Auditor
 	// checkers holds shell checkers between checks, each with its parser,
 	// maps and word buffer: what a check allocates is what the garbage
 	// collector has to catch up with, and that is a decision's tail
@@ -114,14 +103,13 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		profiles:  profiles,
-		cmds:      newCommandTable(),
-		branches:  opts.ProtectedBranches,
-		skills:    opts.Skills,
-		toolPerms: opts.ToolPermissions,
-		audit:     opts.Audit,
-		roots:     map[string]*workspace{},
-		log:       opts.Logger,
+		profiles: profiles,
+		cmds:     newCommandTable(),
+		branches: opts.ProtectedBranches,
+		skills:   opts.Skills,
+		audit:    opts.Audit,
+		roots:    map[string]*workspace{},
+		log:      opts.Logger,
 	}
 	if e.branches == nil {
 		e.branches = DefaultProtectedBranches()
@@ -283,7 +271,7 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 		approval = &finding{rule: "approval:" + t.Name, reason: fmt.Sprintf("tool %q needs approval", t.Name)}
 	}
 	outside := false
-	if t.Kind == tools.KindCore || t.Kind == "" {
+	if t.Kind == tools.KindCore {
 		var grant perms
 		if listed, _ := p.allowsTool(t.Name); listed {
 			grant = e.toolNeeds(t)
@@ -338,8 +326,13 @@ func matchTool(list []string, name string) bool {
 	return false
 }
 
-// toolGate decides whether the profile allows the tool at all.
+// toolGate decides whether the profile allows the tool at all. A tool that
+// declares no permissions is allowed by none: nothing is granted by
+// omission.
 func (e *Engine) toolGate(p *Profile, t tools.Info) *finding {
+	if len(t.Permissions) == 0 {
+		return &finding{rule: "tool:undeclared", reason: fmt.Sprintf("tool %q declares no permissions, so no profile allows it", t.Name)}
+	}
 	listed, hasList := p.allowsTool(t.Name)
 	if hasList && !listed {
 		return &finding{rule: "tools", reason: fmt.Sprintf("tool %q is not in the profile's tools list", t.Name)}
@@ -354,64 +347,15 @@ func (e *Engine) toolGate(p *Profile, t tools.Info) *finding {
 }
 
 // toolNeeds is what a tool needs at the least, before its arguments are
-// looked at.
+// looked at: what it declares.
 func (e *Engine) toolNeeds(t tools.Info) perms {
-	if e.toolPerms != nil {
-		if declared, ok := e.toolPerms.ToolPermissions(t); ok {
-			var need perms
-			for _, p := range declared {
-				if bit, ok := permBit(p); ok {
-					need |= bit
-				}
-			}
-			return need
+	var need perms
+	for _, p := range t.Permissions {
+		if bit, ok := permBit(p); ok {
+			need |= bit
 		}
 	}
-	switch t.Kind {
-	case tools.KindAgent, tools.KindControl:
-		return 0
-	case tools.KindCommand:
-		return pExec
-	}
-	switch t.Name {
-	case tools.ReadFile, tools.ListDirectory, tools.SearchFiles, tools.Bash:
-		return pRead
-	case tools.WriteFile, tools.EditFile:
-		return pWrite
-	}
-	return namedNeeds(t.Name)
-}
-
-// namedNeeds reads what an integration tool (github_merge_pull_request,
-// slack_post_message) needs from the words of its name, for tools that
-// declare nothing.
-func namedNeeds(name string) perms {
-	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' })
-	has := func(ws ...string) bool {
-		for _, w := range words {
-			if slices.Contains(ws, w) {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has("secret", "secrets", "token", "credential", "credentials"):
-		return pSecrets
-	case has("deploy", "deployment", "release", "rollback", "rollout"):
-		return pDeploy
-	case has("merge"):
-		return pMerge
-	case has("workflow", "workflows", "ci") && !has("get", "list", "view", "read", "show", "status"):
-		return pCI
-	case has("get", "list", "search", "read", "view", "show", "fetch", "find", "describe", "status", "diff", "lookup"):
-		return pRead
-	case has("checkout", "clone"):
-		// Bringing the code into the agent's own workspace changes
-		// nothing anyone else sees, and is how a reviewer reads it.
-		return pRead
-	}
-	return pPush
+	return need
 }
 
 // checkArgs applies the path and shell policy to a core tool's input. It
@@ -589,8 +533,9 @@ type CheckRequest struct {
 	// Workspace is the directory paths are resolved in; "" means the
 	// current directory.
 	Workspace string
-	// Tool is the tool called; a Kind left empty is core for the core
-	// tools' names.
+	// Tool is the tool called. One that declares no permissions is taken
+	// as the core tool of its name, or agent_<name> as an agent called as
+	// a tool; any other is refused for declaring nothing.
 	Tool  tools.Info
 	Input json.RawMessage
 }
@@ -606,12 +551,11 @@ func (e *Engine) CheckOffline(req CheckRequest) (Decision, error) {
 	if req.Tool.Name == "" {
 		return Decision{}, errors.New("no tool named")
 	}
-	if req.Tool.Kind == "" {
-		switch {
-		case slices.Contains(tools.CoreNames(), req.Tool.Name):
-			req.Tool.Kind = tools.KindCore
-		case strings.HasPrefix(req.Tool.Name, "agent_"):
-			req.Tool.Kind = tools.KindAgent
+	if len(req.Tool.Permissions) == 0 {
+		if core, ok := tools.CoreInfo(req.Tool.Name); ok && (req.Tool.Kind == "" || req.Tool.Kind == tools.KindCore) {
+			req.Tool.Kind, req.Tool.Permissions = core.Kind, core.Permissions
+		} else if strings.HasPrefix(req.Tool.Name, "agent_") && (req.Tool.Kind == "" || req.Tool.Kind == tools.KindAgent) {
+			req.Tool.Kind, req.Tool.Permissions = tools.KindAgent, []Permission{PermRead}
 		}
 	}
 	ws := req.Workspace

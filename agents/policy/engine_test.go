@@ -45,9 +45,9 @@ func TestEngineIntersectsAgentSkillsAndProfile(t *testing.T) {
 		{name: "profile", call: f.call("reviewer", "read-only", coreInfo("write_file"), write), want: tools.Deny,
 			rule: "profile:read-only/permission:write", reason: `denied by profile "read-only": tool "write_file" is not allowed (needs the write permission)`},
 		{name: "unknown profile", call: f.call("x", "nobody", coreInfo("read_file"), read), want: tools.Deny, rule: "profile:unknown"},
-		{name: "required agent", call: f.call("coder", "ops", tools.Info{Name: "deploy", Kind: tools.KindCommand, RequiredAgent: "ops"}, map[string]any{}),
+		{name: "required agent", call: f.call("coder", "ops", tools.Info{Name: "deploy", Kind: tools.KindCommand, RequiredAgent: "ops", Permissions: []policy.Permission{policy.PermDeploy}}, map[string]any{}),
 			want: tools.Deny, rule: "required_agent", reason: `denied: tool "deploy" may only be called by agent "ops" (required_agent)`},
-		{name: "required agent is the caller", call: f.call("ops", "ops", tools.Info{Name: "deploy", Kind: tools.KindCommand, RequiredAgent: "ops"}, map[string]any{}),
+		{name: "required agent is the caller", call: f.call("ops", "ops", tools.Info{Name: "deploy", Kind: tools.KindCommand, RequiredAgent: "ops", Permissions: []policy.Permission{policy.PermDeploy}}, map[string]any{}),
 			want: tools.Allow},
 		{name: "skill forbids", call: f.call("coder", "contributor", coreInfo("write_file"), write),
 			skills: []policy.Skill{{Name: "impl", AllowedTools: []string{"write_file", "read_file"}}, {Name: "spec", ForbiddenTools: []string{"write_file"}}},
@@ -60,7 +60,7 @@ func TestEngineIntersectsAgentSkillsAndProfile(t *testing.T) {
 			want:   tools.Allow},
 		{name: "empty allow list allows nothing", call: f.call("coder", "contributor", coreInfo("read_file"), read),
 			skills: []policy.Skill{{Name: "none", AllowedTools: []string{}}}, want: tools.Deny, rule: "skill:none/allowed_tools"},
-		{name: "control tools survive allow lists", call: f.call("coder", "contributor", tools.Info{Name: "disable_skill", Kind: tools.KindControl}, map[string]any{}),
+		{name: "control tools survive allow lists", call: f.call("coder", "contributor", declares("disable_skill", tools.KindControl, policy.PermRead), map[string]any{}),
 			skills: []policy.Skill{{Name: "spec", AllowedTools: []string{"read_file"}}}, want: tools.Allow},
 		{name: "skills cannot widen the profile", call: f.call("reviewer", "read-only", coreInfo("write_file"), write),
 			skills: []policy.Skill{{Name: "writer", AllowedTools: []string{"write_file"}}}, want: tools.Deny, rule: "profile:read-only/permission:write"},
@@ -91,58 +91,59 @@ type skillsFrom []policy.Skill
 
 func (s skillsFrom) ActiveSkills(context.Context, tools.CallContext) []policy.Skill { return s }
 
-type declared map[string][]policy.Permission
-
-func (d declared) ToolPermissions(t tools.Info) ([]policy.Permission, bool) {
-	p, ok := d[t.Name]
-	return p, ok
-}
-
-func TestToolPermissionsDecideWhatToolsNeed(t *testing.T) {
+func TestToolsNeedWhatTheyDeclare(t *testing.T) {
 	e, err := policy.New(policy.Options{
-		Skills:          skillsFrom{{Name: "careful", ForbiddenTools: []string{"slack_*"}}},
-		ToolPermissions: declared{"release_notes": {policy.PermRead}, "db_migrate": {policy.PermDeploy}},
+		Skills: skillsFrom{{Name: "careful", ForbiddenTools: []string{"slack_*"}}},
 	})
 	require.NoError(t, err)
+	integration := tools.KindIntegration
 	for _, tc := range []struct {
 		profile string
 		tool    tools.Info
 		forbids bool
 	}{
-		{"read-only", tools.Info{Name: "read_file", Kind: tools.KindCore}, false},
-		{"read-only", tools.Info{Name: "bash", Kind: tools.KindCore}, false},
-		{"read-only", tools.Info{Name: "edit_file", Kind: tools.KindCore}, true},
-		{"read-only", tools.Info{Name: "agent_docs", Kind: tools.KindAgent}, false},
-		{"read-only", tools.Info{Name: "handoff_to", Kind: tools.KindControl}, false},
-		{"read-only", tools.Info{Name: "lint", Kind: tools.KindCommand}, true},
-		{"contributor", tools.Info{Name: "lint", Kind: tools.KindCommand}, false},
-		{"read-only", tools.Info{Name: "release_notes", Kind: tools.KindCommand}, false},
-		{"maintainer", tools.Info{Name: "db_migrate", Kind: tools.KindCommand}, true},
-		{"ops", tools.Info{Name: "db_migrate", Kind: tools.KindCommand}, false},
-		{"read-only", tools.Info{Name: "github_get_pull_request"}, false},
-		{"read-only", tools.Info{Name: "github_create_pull_request"}, true},
-		{"contributor", tools.Info{Name: "github_create_pull_request"}, false},
-		{"contributor", tools.Info{Name: "github_merge_pull_request"}, true},
-		{"maintainer", tools.Info{Name: "github_merge_pull_request"}, false},
-		{"maintainer", tools.Info{Name: "deploy_service"}, true},
-		{"maintainer", tools.Info{Name: "github_rerun_workflow"}, false},
-		{"contributor", tools.Info{Name: "github_rerun_workflow"}, true},
-		{"ops", tools.Info{Name: "vault_read_secret"}, false},
-		{"read-only", tools.Info{Name: "github_checkout", Kind: tools.KindCore}, false},
-		{"read-only", tools.Info{Name: "github_pull_request_diff", Kind: tools.KindCore}, false},
-		{"read-only", tools.Info{Name: "slack_read_thread", Kind: tools.KindCore}, false},
-		{"read-only", tools.Info{Name: "slack_post_message", Kind: tools.KindCore}, true},
-		{"contributor", tools.Info{Name: "github_push_branch", Kind: tools.KindCore}, false},
-		{"contributor", tools.Info{Name: "github_merge_pull_request", Kind: tools.KindCore}, true},
-		{"nobody", tools.Info{Name: "read_file", Kind: tools.KindCore}, true},
+		{"read-only", coreInfo("read_file"), false},
+		{"read-only", coreInfo("bash"), false},
+		{"read-only", coreInfo("edit_file"), true},
+		{"read-only", declares("agent_docs", tools.KindAgent, policy.PermRead), false},
+		{"read-only", declares("handoff_to", tools.KindControl, policy.PermRead), false},
+		{"read-only", declares("lint", tools.KindCommand, policy.PermExec), true},
+		{"contributor", declares("lint", tools.KindCommand, policy.PermExec), false},
+		{"read-only", declares("release_notes", tools.KindCommand, policy.PermRead), false},
+		{"maintainer", declares("db_migrate", tools.KindCommand, policy.PermDeploy), true},
+		{"ops", declares("db_migrate", tools.KindCommand, policy.PermDeploy), false},
+		{"read-only", declares("github_get_pull_request", integration, policy.PermRead), false},
+		{"read-only", declares("github_open_pull_request", integration, policy.PermPush), true},
+		{"contributor", declares("github_open_pull_request", integration, policy.PermPush), false},
+		{"contributor", declares("github_merge_pull_request", integration, policy.PermMerge), true},
+		{"maintainer", declares("github_merge_pull_request", integration, policy.PermMerge), false},
+		{"maintainer", declares("rerun_workflow", integration, policy.PermCI), false},
+		{"contributor", declares("rerun_workflow", integration, policy.PermCI), true},
+		{"ops", declares("vault_read", integration, policy.PermSecrets), false},
+		{"maintainer", declares("vault_read", integration, policy.PermSecrets), true},
+		// The name says nothing: a tool that sounds harmless needs what
+		// it declares, and one that declares nothing is never allowed.
+		{"read-only", declares("get_status", integration, policy.PermPush), true},
+		{"contributor", declares("merge_helper", integration, policy.PermRead), false},
+		{"ops", tools.Info{Name: "list_things", Kind: integration}, true},
+		{"ops", tools.Info{Name: "agent_docs", Kind: tools.KindAgent}, true},
+		{"nobody", coreInfo("read_file"), true},
 	} {
 		require.Equal(t, tc.forbids, e.Forbids(tc.profile, tc.tool), "%s %s", tc.profile, tc.tool.Name)
 	}
 
+	d := e.Decide(tools.Call{
+		CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "ops"}},
+		Tool:        tools.Info{Name: "list_things", Kind: integration}, Input: json.RawMessage(`{}`),
+	}, nil)
+	require.Equal(t, tools.Deny, d.Verdict)
+	require.Equal(t, "profile:ops/tool:undeclared", d.Rule)
+	require.Equal(t, `denied by profile "ops": tool "list_things" declares no permissions, so no profile allows it`, d.Reason)
+
 	// Check consults the skill source.
 	got := e.Check(context.Background(), tools.Call{
 		CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "ops"}},
-		Tool:        tools.Info{Name: "slack_post_message"}, Input: json.RawMessage(`{}`),
+		Tool:        declares("slack_post_message", integration, policy.PermPush), Input: json.RawMessage(`{}`),
 	})
 	require.Equal(t, tools.Deny, got.Verdict)
 	require.Contains(t, got.Reason, `denied by skill "careful"`)

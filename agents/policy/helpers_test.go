@@ -83,4 +83,16 @@ func letter(v tools.Verdict) byte {
 	return 'D'
 }
 
-func coreInfo(name string) tools.Info { return tools.Info{Name: name, Kind: tools.KindCore} }
+// coreInfo is the Info of a core tool, with what it declares.
+func coreInfo(name string) tools.Info {
+	info, ok := tools.CoreInfo(name)
+	if !ok {
+		panic("no core tool " + name)
+	}
+	return info
+}
+
+// declares returns an Info of kind that declares perms.
+func declares(name string, kind tools.Kind, perms ...policy.Permission) tools.Info {
+	return tools.Info{Name: name, Kind: kind, Permissions: perms}
+}

@@ -4,40 +4,27 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/switchyard/switchyard/agents/tools"
 )
 
-// Permission is a capability a profile grants and a tool or command needs.
-type Permission string
+// Permission is a capability a profile grants and a tool or command needs;
+// tools declare theirs (see tools.Permission).
+type Permission = tools.Permission
 
-// Permissions, from the least to the most powerful. Reading the workspace is
-// the floor; everything a shell command or tool does beyond that needs one of
-// the others.
+// The permissions, from the least to the most powerful; see tools.PermRead
+// and the others for what each allows.
 const (
-	// PermRead reads files of the workspace.
-	PermRead Permission = "read"
-	// PermWrite changes files of the workspace, including local git
-	// commits and branches.
-	PermWrite Permission = "write"
-	// PermExec runs code the policy cannot look into: interpreters, build
-	// tools, package managers, scripts, unknown programs.
-	PermExec Permission = "exec"
-	// PermPush publishes work: pushes branches, opens pull requests and
-	// issues, comments.
-	PermPush Permission = "push"
-	// PermMerge merges pull requests and pushes to protected branches.
-	PermMerge Permission = "merge"
-	// PermCI changes CI/CD configuration, git hooks and repository git
-	// configuration.
-	PermCI Permission = "ci"
-	// PermDeploy runs deployment and infrastructure tools.
-	PermDeploy Permission = "deploy"
-	// PermSecrets reads secret files and secret stores.
-	PermSecrets Permission = "secrets"
-	// PermNetwork reaches the network. It follows a profile's network
-	// setting, which also decides the sandbox's network.
-	PermNetwork Permission = "network"
-	// PermAdmin administers the machine: processes, services, mounts.
-	PermAdmin Permission = "admin"
+	PermRead    = tools.PermRead
+	PermWrite   = tools.PermWrite
+	PermExec    = tools.PermExec
+	PermPush    = tools.PermPush
+	PermMerge   = tools.PermMerge
+	PermCI      = tools.PermCI
+	PermDeploy  = tools.PermDeploy
+	PermSecrets = tools.PermSecrets
+	PermNetwork = tools.PermNetwork
+	PermAdmin   = tools.PermAdmin
 )
 
 // allPermissions lists every permission in the order bits are assigned.

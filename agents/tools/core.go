@@ -79,30 +79,43 @@ func (o CoreOptions) withDefaults() CoreOptions {
 	return o
 }
 
-// Core returns the core tools.
+// Core returns the core tools. Reading tools declare read, writing ones
+// write; bash declares read, and the policy adds what its commands need.
 func Core(opts CoreOptions) []Tool {
 	opts = opts.withDefaults()
+	read, write := []Permission{PermRead}, []Permission{PermWrite}
 	return []Tool{
-		&funcTool{info: Info{Name: ReadFile, Kind: KindCore, Schema: readFileSchema,
+		&funcTool{info: Info{Name: ReadFile, Kind: KindCore, Permissions: read, Schema: readFileSchema,
 			Description: "Read a text file in the workspace. Optional offset (first line, 1-based) and limit (number of lines) read part of a long file."},
 			run: readFile},
-		&funcTool{info: Info{Name: ListDirectory, Kind: KindCore, Schema: listDirectorySchema,
+		&funcTool{info: Info{Name: ListDirectory, Kind: KindCore, Permissions: read, Schema: listDirectorySchema,
 			Description: "List a directory of the workspace (default: its root). Directories end in '/'. Set recursive to list the whole tree (without .git)."},
 			run: listDirectory},
-		&funcTool{info: Info{Name: SearchFiles, Kind: KindCore, Schema: searchFilesSchema,
+		&funcTool{info: Info{Name: SearchFiles, Kind: KindCore, Permissions: read, Schema: searchFilesSchema,
 			Description: "Search the text files of the workspace for a regular expression (Go RE2 syntax). Returns path:line: text for each match. Narrow with path (a directory) and glob (e.g. \"**/*.go\")."},
 			run: searchFiles},
-		&funcTool{info: Info{Name: WriteFile, Kind: KindCore, Schema: writeFileSchema,
+		&funcTool{info: Info{Name: WriteFile, Kind: KindCore, Permissions: write, Schema: writeFileSchema,
 			Description: "Create or overwrite a file in the workspace with the given content, creating parent directories. Prefer edit_file for changing part of an existing file."},
 			run: writeFile},
-		&funcTool{info: Info{Name: EditFile, Kind: KindCore, Schema: editFileSchema,
+		&funcTool{info: Info{Name: EditFile, Kind: KindCore, Permissions: write, Schema: editFileSchema,
 			Description: "Replace exact text in a workspace file. old_string must occur exactly once (include surrounding lines to make it unique) unless replace_all is true."},
 			run: editFile},
-		&funcTool{info: Info{Name: Bash, Kind: KindCore, Schema: bashSchema,
+		&funcTool{info: Info{Name: Bash, Kind: KindCore, Permissions: read, Schema: bashSchema,
 			Description: fmt.Sprintf("Run a bash command in the workspace directory and return its combined output and exit code. Default time limit %s, at most %s (timeout_seconds). Output is capped at %d KiB.",
 				opts.BashTimeout, opts.BashMaxTimeout, opts.BashOutput>>10)},
 			run: bash(opts)},
 	}
+}
+
+// CoreInfo returns the Info of the core tool called name, for calls
+// decided without a running daemon (`switchyard policy check`).
+func CoreInfo(name string) (Info, bool) {
+	for _, t := range Core(CoreOptions{}) {
+		if info := t.Info(); info.Name == name {
+			return info, true
+		}
+	}
+	return Info{}, false
 }
 
 type funcTool struct {
@@ -380,7 +393,7 @@ func writeFile(_ context.Context, cc CallContext, input json.RawMessage) (string
 	if in.Path == "" || in.Content == nil {
 		return "", errors.New("invalid input: path and content are required")
 	}
-	rel, err := resolve(cc.Workspace, in.Path)
+	rel, _, err := resolve(cc.Workspace, in.Path)
 	if err != nil {
 		return "", err
 	}

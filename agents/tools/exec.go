@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -185,6 +186,10 @@ type CommandSpec struct {
 	Schema json.RawMessage
 	// RequiredAgent, when set, is the only agent that may see and call it.
 	RequiredAgent string
+	// Permissions are what the command needs, as the package's manifest
+	// declares them (exec for a program that runs code, read for one that
+	// only reads). Required.
+	Permissions []Permission
 	// Timeout defaults to 2 minutes; Output to 64 KiB.
 	Timeout time.Duration
 	Output  int
@@ -207,6 +212,9 @@ func NewCommand(spec CommandSpec) (Tool, error) {
 	if err := validSchema(spec.Schema); err != nil {
 		return nil, fmt.Errorf("command tool %q: %w", spec.Name, err)
 	}
+	if err := checkDeclared(spec.Permissions); err != nil {
+		return nil, fmt.Errorf("command tool %q: %w", spec.Name, err)
+	}
 	if spec.Timeout <= 0 {
 		spec.Timeout = 2 * time.Minute
 	}
@@ -222,6 +230,7 @@ func (t *commandTool) Info() Info {
 	return Info{
 		Name: t.spec.Name, Description: t.spec.Description, Schema: t.spec.Schema,
 		Kind: KindCommand, Package: t.spec.Package, RequiredAgent: t.spec.RequiredAgent,
+		Permissions: slices.Clone(t.spec.Permissions),
 	}
 }
 

@@ -72,35 +72,41 @@ const (
 	ProfileOps         = "ops"
 )
 
-// BuiltinProfiles is the coarse tool-level reading of the built-in profiles:
-// read-only may not change files, run shell commands or package commands; the
-// others forbid no tool (their finer command and path rules belong to
-// agents/policy). An unknown profile forbids everything but reading, so a
-// typo fails closed.
+// BuiltinProfiles is the coarse tool-level reading of the built-in profiles,
+// by the permissions tools declare: read-only grants read, contributor adds
+// write, exec and push, maintainer merge and ci, ops everything. Their finer
+// command and path rules belong to agents/policy, so read-only may not call
+// bash here, whose commands only that policy can check. A tool that
+// declares nothing is forbidden everywhere; an unknown profile reads as
+// read-only, so a typo fails closed.
 type BuiltinProfiles struct{}
 
 var _ Profiles = BuiltinProfiles{}
 
-// readTools are the tools that change nothing.
-var readTools = []string{"read_file", "list_directory", "search_files"}
-
 // Forbids implements Profiles.
 func (BuiltinProfiles) Forbids(profile string, t Info) bool {
+	grant := []Permission{PermRead}
 	switch profile {
-	case "", ProfileContributor, ProfileMaintainer, ProfileOps:
-		return false
-	case ProfileReadOnly:
-		switch t.Kind {
-		case KindAgent, KindControl:
-			return false
-		case KindCore:
-			return !slices.Contains(readTools, t.Name)
-		default:
+	case "", ProfileContributor:
+		grant = []Permission{PermRead, PermWrite, PermExec, PermPush}
+	case ProfileMaintainer:
+		grant = []Permission{PermRead, PermWrite, PermExec, PermPush, PermMerge, PermCI}
+	case ProfileOps:
+		grant = AllPermissions()
+	default:
+		if t.Name == Bash && t.Kind == KindCore {
 			return true
 		}
-	default:
-		return !(t.Kind == KindCore && slices.Contains(readTools, t.Name))
 	}
+	if len(t.Permissions) == 0 {
+		return true
+	}
+	for _, p := range t.Permissions {
+		if !slices.Contains(grant, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Names returns the built-in profile names, for validating definitions.

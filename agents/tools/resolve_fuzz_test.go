@@ -36,20 +36,24 @@ func FuzzResolve(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		rel, err := resolve(ws, p)
+		wp, err := Resolve(ws, p)
 		if err != nil {
 			return
 		}
+		rel := wp.Rel
 		if strings.HasPrefix(rel, "/") || rel == ".." || strings.HasPrefix(rel, "../") {
-			t.Fatalf("resolve(%q) = %q: leaves the workspace", p, rel)
+			t.Fatalf("Resolve(%q) = %q: leaves the workspace", p, rel)
 		}
 		full := filepath.Join(realWS, filepath.FromSlash(rel))
+		if wp.Abs != full {
+			t.Fatalf("Resolve(%q): Abs %s, want %s", p, wp.Abs, full)
+		}
 		if full != realWS && !strings.HasPrefix(full, realWS+string(filepath.Separator)) {
-			t.Fatalf("resolve(%q) = %q: joins to %s outside %s", p, rel, full, realWS)
+			t.Fatalf("Resolve(%q) = %q: joins to %s outside %s", p, rel, full, realWS)
 		}
 		first, _, _ := strings.Cut(rel, "/")
 		if first == "out" || first == "dangling" {
-			t.Fatalf("resolve(%q) = %q: goes through a link out of the workspace", p, rel)
+			t.Fatalf("Resolve(%q) = %q: goes through a link out of the workspace", p, rel)
 		}
 	})
 }

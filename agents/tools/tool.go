@@ -17,10 +17,11 @@ import (
 type Kind string
 
 const (
-	KindCore    Kind = "core"    // built in: files and shell in the workspace
-	KindCommand Kind = "command" // a package's command tool
-	KindAgent   Kind = "agent"   // agent_<name>: another agent called as a tool
-	KindControl Kind = "control" // runtime controls: handoff_to, and later enable_skill, spawn_subagent
+	KindCore        Kind = "core"        // built in: files and shell in the workspace
+	KindIntegration Kind = "integration" // a connected platform's tool: github_*, slack_*
+	KindCommand     Kind = "command"     // a package's command tool
+	KindAgent       Kind = "agent"       // agent_<name>: another agent called as a tool
+	KindControl     Kind = "control"     // runtime controls: handoff_to, and later enable_skill, spawn_subagent
 )
 
 // Info describes a tool: what the model is told and what visibility needs.
@@ -30,6 +31,11 @@ type Info struct {
 	// Schema is the JSON schema of the input, an object.
 	Schema json.RawMessage
 	Kind   Kind
+	// Permissions are what the tool needs at the least, declared by the
+	// tool itself (by a package's manifest for command tools), never
+	// guessed from its name. A tool that declares none is refused at
+	// registration and by the policy.
+	Permissions []Permission
 	// Package names the package that contributed a command tool.
 	Package string
 	// RequiredAgent, when set, is the only agent that may see and call it.
@@ -138,6 +144,9 @@ func (r *Registry) Register(t Tool) error {
 		return fmt.Errorf("register tool %q: the agent_ prefix is reserved for agents called as tools", info.Name)
 	}
 	if err := validSchema(info.Schema); err != nil {
+		return fmt.Errorf("register tool %q: %w", info.Name, err)
+	}
+	if err := checkDeclared(info.Permissions); err != nil {
 		return fmt.Errorf("register tool %q: %w", info.Name, err)
 	}
 	r.mu.Lock()

@@ -44,7 +44,7 @@ func markerCommand(t *testing.T, name, requiredAgent string) tools.Tool {
 	tool, err := tools.NewCommand(tools.CommandSpec{
 		Name: name, Description: "touches a marker", Package: "db-tools",
 		Command: "sh", Args: []string{"-c", "cat > " + name + ".ran"},
-		RequiredAgent: requiredAgent,
+		RequiredAgent: requiredAgent, Permissions: []tools.Permission{tools.PermExec},
 	})
 	require.NoError(t, err)
 	return tool
@@ -170,9 +170,9 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 }
 
 func TestVisibility(t *testing.T) {
-	other, err := tools.NewCommand(tools.CommandSpec{Name: "lint", Package: "linters", Command: "true"})
+	other, err := tools.NewCommand(tools.CommandSpec{Name: "lint", Package: "linters", Command: "true", Permissions: []tools.Permission{tools.PermExec}})
 	require.NoError(t, err)
-	own, err := tools.NewCommand(tools.CommandSpec{Name: "query", Package: "db-tools", Command: "true"})
+	own, err := tools.NewCommand(tools.CommandSpec{Name: "query", Package: "db-tools", Command: "true", Permissions: []tools.Permission{tools.PermExec}})
 	require.NoError(t, err)
 	r := registry(t, other, own)
 
@@ -339,13 +339,30 @@ func TestRegistry(t *testing.T) {
 	r := registry(t)
 	require.Equal(t, []string{"bash", "edit_file", "list_directory", "read_file", "search_files", "write_file"}, r.Names())
 	require.ErrorContains(t, r.Register(tools.Core(tools.CoreOptions{})[0]), "already registered")
-	bad, err := tools.NewCommand(tools.CommandSpec{Name: "agent_x", Command: "true"})
+	bad, err := tools.NewCommand(tools.CommandSpec{Name: "agent_x", Command: "true", Permissions: []tools.Permission{tools.PermExec}})
 	require.NoError(t, err)
 	require.ErrorContains(t, r.Register(bad), "reserved")
-	_, err = tools.NewCommand(tools.CommandSpec{Name: "x", Command: "true", Schema: json.RawMessage(`{"type":"string"}`)})
+	_, err = tools.NewCommand(tools.CommandSpec{Name: "x", Command: "true", Schema: json.RawMessage(`{"type":"string"}`), Permissions: []tools.Permission{tools.PermExec}})
 	require.ErrorContains(t, err, `type must be "object"`)
-	_, err = tools.NewCommand(tools.CommandSpec{Name: "bad name", Command: "true"})
+	_, err = tools.NewCommand(tools.CommandSpec{Name: "bad name", Command: "true", Permissions: []tools.Permission{tools.PermExec}})
 	require.Error(t, err)
+
+	// Nothing is granted by omission: a tool must say what it needs.
+	_, err = tools.NewCommand(tools.CommandSpec{Name: "quiet", Command: "true"})
+	require.EqualError(t, err, `command tool "quiet": it declares no permissions; say what it needs at the least (read, write, exec, push, merge, ci, deploy, secrets, network, admin)`)
+	_, err = tools.NewCommand(tools.CommandSpec{Name: "odd", Command: "true", Permissions: []tools.Permission{"sudo"}})
+	require.ErrorContains(t, err, `unknown permission "sudo"`)
+	undeclared := stubTool{info: tools.Info{Name: "github_thing", Kind: tools.KindIntegration, Schema: json.RawMessage(`{"type":"object"}`)}}
+	require.EqualError(t, r.Register(undeclared), `register tool "github_thing": it declares no permissions; say what it needs at the least (read, write, exec, push, merge, ci, deploy, secrets, network, admin)`)
+	require.NotContains(t, r.Names(), "github_thing")
+}
+
+// stubTool is a tool that only describes itself.
+type stubTool struct{ info tools.Info }
+
+func (s stubTool) Info() tools.Info { return s.info }
+func (s stubTool) Run(context.Context, tools.CallContext, json.RawMessage) (string, error) {
+	return "", nil
 }
 
 func TestWorkspaceNames(t *testing.T) {

@@ -58,28 +58,50 @@ func WorkspaceName(sessionKey string) string {
 	return name + "-" + hex.EncodeToString(sum[:6])
 }
 
-// resolve checks that p names something inside workspace and returns it
-// relative to the workspace, slash-separated, for use with os.Root. The
-// lexical checks give the model a clear refusal; the symlink check catches a
-// link that points out; os.Root then enforces the same at the system call,
-// which also covers a link swapped in between.
-func resolve(workspace, p string) (string, error) {
+// WorkspacePath is a path found to lie inside a workspace.
+type WorkspacePath struct {
+	// Rel is the path relative to the workspace, slash-separated, as
+	// os.Root takes it; "." for the workspace itself.
+	Rel string
+	// Abs is the path under the workspace's real directory.
+	Abs string
+}
+
+// Resolve checks that p, a path the model gave, names something inside
+// workspace: not absolute, not out through "..", not through a symbolic
+// link that leads out or nowhere. It is the one confinement every tool that
+// takes a workspace path uses. The lexical checks give the model a clear
+// refusal (a *RefusedError); the link check catches a link that points out;
+// opening through os.Root (see the file tools) then enforces the same at
+// the system call, which also covers a link swapped in between. "" is the
+// workspace itself.
+func Resolve(workspace, p string) (WorkspacePath, error) {
+	rel, real, err := resolve(workspace, p)
+	if err != nil {
+		return WorkspacePath{}, err
+	}
+	return WorkspacePath{Rel: rel, Abs: filepath.Join(real, filepath.FromSlash(rel))}, nil
+}
+
+// resolve is Resolve returning the relative path and the workspace's real
+// directory.
+func resolve(workspace, p string) (rel, realRoot string, err error) {
 	if workspace == "" {
-		return "", errors.New("this run has no workspace")
+		return "", "", errors.New("this run has no workspace")
 	}
 	if p == "" {
 		p = "."
 	}
 	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
-		return "", Refuse("path %q is absolute; use a path relative to the workspace", p)
+		return "", "", Refuse("path %q is absolute; use a path relative to the workspace", p)
 	}
 	clean := filepath.Clean(p)
 	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return "", Refuse("path %q is outside the workspace", p)
+		return "", "", Refuse("path %q is outside the workspace", p)
 	}
-	realRoot, err := filepath.EvalSymlinks(workspace)
+	realRoot, err = filepath.EvalSymlinks(workspace)
 	if err != nil {
-		return "", fmt.Errorf("workspace: %w", err)
+		return "", "", fmt.Errorf("workspace: %w", err)
 	}
 	// Resolve the longest prefix that exists: a file about to be written
 	// does not exist yet, but its parent directory might be a link.
@@ -98,14 +120,14 @@ func resolve(workspace, p string) (string, error) {
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			// A dangling link: where it points is outside or nowhere.
-			return "", Refuse("path %q goes through a symbolic link that leads nowhere inside the workspace", p)
+			return "", "", Refuse("path %q goes through a symbolic link that leads nowhere inside the workspace", p)
 		}
-		return "", err
+		return "", "", err
 	}
 	if real != realRoot && !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
-		return "", Refuse("path %q leads outside the workspace through a symbolic link", p)
+		return "", "", Refuse("path %q leads outside the workspace through a symbolic link", p)
 	}
-	return filepath.ToSlash(clean), nil
+	return filepath.ToSlash(clean), realRoot, nil
 }
 
 // openRoot opens the workspace for confined access.
@@ -121,7 +143,7 @@ func openRoot(workspace string) (*os.Root, error) {
 // os.Root, so the path is checked once for the model's sake and then
 // enforced by the system call. The caller closes the root.
 func openIn(workspace, p string) (*os.Root, string, error) {
-	rel, err := resolve(workspace, p)
+	rel, _, err := resolve(workspace, p)
 	if err != nil {
 		return nil, "", err
 	}

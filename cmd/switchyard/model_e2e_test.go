@@ -182,6 +182,12 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 		{[]string{"--profile", "careful", "--", "bash", `{"command":"make deploy"}`}, 4, "needs_approval"},
 		{[]string{"--profile", "nosuch", "--", "bash", `{"command":"ls"}`}, 2, ""},
 		{[]string{"--profile", "read-only", "--", "bash", `not json`}, 2, ""},
+		// Integration tools need what they declare, whatever their name says.
+		{[]string{"--profile", "contributor", "--", "github_merge_pull_request", `{}`}, 3, "needs the merge permission"},
+		{[]string{"--profile", "maintainer", "--", "github_merge_pull_request", `{}`}, 0, "allow"},
+		{[]string{"--profile", "read-only", "--", "slack_post_message", `{"text":"hi"}`}, 3, "needs the push permission"},
+		{[]string{"--profile", "read-only", "--", "agent_coder", `{"task":"x"}`}, 0, "allow"},
+		{[]string{"--profile", "ops", "--", "github_delete_everything", `{}`}, 2, ""},
 	}
 	for _, tt := range tests {
 		r := run(t, dir, nil, append([]string{"policy", "check", "--workspace", dir}, tt.args...)...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -12,6 +13,8 @@ import (
 
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/integrations/github"
+	"github.com/switchyard/switchyard/integrations/slack"
 )
 
 // Exit statuses of `policy check`.
@@ -70,7 +73,10 @@ func newPolicyCmd() *cobra.Command {
 					}
 				}
 			}
-			info := tools.Info{Name: args[0]}
+			info, err := offlineTool(args[0])
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
 			d, err := engine.CheckOffline(policy.CheckRequest{
 				Profile: profile, Agent: agent, Skills: ss, Workspace: workspace, Tool: info, Input: json.RawMessage(args[1]),
 			})
@@ -240,4 +246,20 @@ func newApprovalsCmd(cl *clientFlags) *cobra.Command {
 	}
 	cmd.AddCommand(list, decide("approve"), decide("deny"))
 	return cmd
+}
+
+// offlineTool returns the Info of a tool called by name offline: a core,
+// GitHub or Slack tool, or agent_<name>, which the engine knows itself.
+func offlineTool(name string) (tools.Info, error) {
+	if _, ok := tools.CoreInfo(name); ok || strings.HasPrefix(name, "agent_") {
+		return tools.Info{Name: name}, nil
+	}
+	known := tools.CoreNames()
+	for _, info := range slices.Concat(github.ToolInfos(), slack.ToolInfos()) {
+		if info.Name == name {
+			return info, nil
+		}
+		known = append(known, info.Name)
+	}
+	return tools.Info{}, fmt.Errorf("unknown tool %q: want agent_<name> or one of %s", name, strings.Join(known, ", "))
 }

@@ -94,45 +94,62 @@ func Tools(client *Client, opts ToolOptions) []tools.Tool {
 		opts.GitTimeout = DefaultGitTimeout
 	}
 	k := &toolkit{client: client, opts: opts}
+	// Reading GitHub, and cloning into the run's own workspace (how a
+	// reviewer reads code; nobody else sees it), needs read; what others
+	// see on GitHub needs push; merging needs merge.
+	read := []tools.Permission{tools.PermRead}
+	push := []tools.Permission{tools.PermPush}
+	merge := []tools.Permission{tools.PermMerge}
 	return []tools.Tool{
-		newTool(ToolGetIssue, getIssueSchema, k.getIssue,
+		newTool(ToolGetIssue, read, getIssueSchema, k.getIssue,
 			"Read a GitHub issue or pull request: title, state, author, labels, assignees, description and its most recent comments. "+
 				"repo and number default to the issue or pull request this conversation is on."),
-		newTool(ToolGetPullRequest, numberSchema, k.getPullRequest,
+		newTool(ToolGetPullRequest, read, numberSchema, k.getPullRequest,
 			"Read a GitHub pull request: state, draft, base and head branches, head commit, whether it can be merged, size, labels, requested reviewers and description. "+
 				"repo and number default to the pull request this conversation is on. For the conversation use github_get_issue; for the changes github_list_changed_files and github_pull_request_diff."),
-		newTool(ToolPullRequestDiff, diffSchema, k.pullRequestDiff,
+		newTool(ToolPullRequestDiff, read, diffSchema, k.pullRequestDiff,
 			fmt.Sprintf("Read the unified diff of a GitHub pull request, at most %d bytes; a longer diff is cut and says so. "+
 				"Give paths (see github_list_changed_files) to read only those files' changes. repo and number default to the pull request this conversation is on.", opts.MaxDiffBytes)),
-		newTool(ToolListChangedFiles, numberSchema, k.listChangedFiles,
+		newTool(ToolListChangedFiles, read, numberSchema, k.listChangedFiles,
 			"List the files a GitHub pull request changes, with their status (added, modified, removed, renamed) and lines added and removed. "+
 				"repo and number default to the pull request this conversation is on."),
-		newTool(ToolCheckout, checkoutSchema, k.checkout,
+		newTool(ToolCheckout, read, checkoutSchema, k.checkout,
 			"Clone a GitHub repository into the workspace (default directory: the repository's name), or update an existing checkout, and check out ref: a branch, a tag, a commit SHA or pull/<number>/head. "+
 				"ref defaults to the default branch; to work on a pull request use its head branch (github_get_pull_request shows it) or pull/<number>/head. "+
 				"A branch is checked out as a local branch tracking origin. The checkout holds no credentials: plain git fetch and git push there will fail; use github_push_branch to publish commits. repo defaults to this conversation's repository."),
-		newTool(ToolComment, commentSchema, k.comment,
+		newTool(ToolComment, push, commentSchema, k.comment,
 			"Post a new comment on a GitHub issue or pull request. Your progress and final answer already appear in this conversation's thread; "+
 				"use this for a message that must stand on its own, such as a note on another issue. GitHub Markdown. repo and number default to the issue or pull request this conversation is on."),
-		newTool(ToolAddLabels, addLabelsSchema, k.addLabels,
+		newTool(ToolAddLabels, push, addLabelsSchema, k.addLabels,
 			"Add labels to a GitHub issue or pull request; labels the repository does not have yet are created. Returns the labels it has afterwards. "+
 				"repo and number default to the issue or pull request this conversation is on."),
-		newTool(ToolRemoveLabel, removeLabelSchema, k.removeLabel,
+		newTool(ToolRemoveLabel, push, removeLabelSchema, k.removeLabel,
 			"Remove one label from a GitHub issue or pull request. Returns the labels it has afterwards. repo and number default to the issue or pull request this conversation is on."),
-		newTool(ToolRequestReview, requestReviewSchema, k.requestReview,
+		newTool(ToolRequestReview, push, requestReviewSchema, k.requestReview,
 			"Ask people (GitHub logins) or teams (team slugs of the repository's organisation) to review a GitHub pull request. "+
 				"They must have access to the repository. repo and number default to the pull request this conversation is on."),
-		newTool(ToolPushBranch, pushSchema, k.pushBranch,
+		newTool(ToolPushBranch, push, pushSchema, k.pushBranch,
 			"Push a local branch of a workspace checkout (made by github_checkout) to the GitHub repository, under the same name. "+
 				"Commit first with git in that directory. branch defaults to the branch checked out there. Pushing to the repository's default branch is refused: push a new branch and open a pull request. "+
 				"force replaces the remote branch's history (only for branches you created). repo defaults to this conversation's repository."),
-		newTool(ToolOpenPullRequest, openPullRequestSchema, k.openPullRequest,
+		newTool(ToolOpenPullRequest, push, openPullRequestSchema, k.openPullRequest,
 			"Open a pull request on GitHub from a pushed branch (head, see github_push_branch) into base, which defaults to the repository's default branch. "+
 				"Returns its number and URL. repo defaults to this conversation's repository."),
-		newTool(ToolMergePullRequest, mergeSchema, k.mergePullRequest,
+		newTool(ToolMergePullRequest, merge, mergeSchema, k.mergePullRequest,
 			"Merge a GitHub pull request (method merge, squash or rebase; default merge). Give sha, the head commit you reviewed, so nothing pushed since is merged unseen. "+
 				"Needs the maintainer permission profile (or one granting merge). repo and number default to the pull request this conversation is on."),
 	}
+}
+
+// ToolInfos describes the GitHub agent tools without a connection, for
+// calls checked offline (`switchyard policy check`).
+func ToolInfos() []tools.Info {
+	ts := Tools(nil, ToolOptions{})
+	out := make([]tools.Info, len(ts))
+	for i, t := range ts {
+		out[i] = t.Info()
+	}
+	return out
 }
 
 // Input schemas. repo and number are optional in the schema because the
@@ -205,8 +222,8 @@ func (t *ghTool) Run(ctx context.Context, cc tools.CallContext, input json.RawMe
 	return t.run(ctx, cc, input)
 }
 
-func newTool(name string, schema json.RawMessage, run func(context.Context, tools.CallContext, json.RawMessage) (string, error), desc string) tools.Tool {
-	return &ghTool{info: tools.Info{Name: name, Description: desc, Schema: schema, Kind: tools.KindCore}, run: run}
+func newTool(name string, perms []tools.Permission, schema json.RawMessage, run func(context.Context, tools.CallContext, json.RawMessage) (string, error), desc string) tools.Tool {
+	return &ghTool{info: tools.Info{Name: name, Description: desc, Schema: schema, Kind: tools.KindIntegration, Permissions: perms}, run: run}
 }
 
 // target is the repository, and the issue or pull request, a call acts on.
@@ -1145,8 +1162,8 @@ func gitFailure(err error, action string, t target) error {
 	return fmt.Errorf("could not %s: %w", action, err)
 }
 
-// workspaceDir resolves p (default def) inside the run's workspace: no
-// absolute paths, no way out through "..", no symbolic link that leads out.
+// workspaceDir resolves p (default def) inside the run's workspace through
+// the one workspace confinement every tool uses.
 func workspaceDir(workspace, p, def string) (abs, rel string, err error) {
 	if workspace == "" {
 		return "", "", errors.New("this run has no workspace to check out into")
@@ -1154,37 +1171,11 @@ func workspaceDir(workspace, p, def string) (abs, rel string, err error) {
 	if strings.TrimSpace(p) == "" {
 		p = def
 	}
-	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
-		return "", "", tools.Refuse("path %q is absolute; use a path relative to the workspace", p)
-	}
-	clean := filepath.Clean(p)
-	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return "", "", tools.Refuse("path %q is outside the workspace", p)
-	}
-	root, err := filepath.EvalSymlinks(workspace)
+	wp, err := tools.Resolve(workspace, p)
 	if err != nil {
-		return "", "", fmt.Errorf("workspace: %w", err)
+		return "", "", err
 	}
-	abs = filepath.Join(root, clean)
-	existing := abs
-	for {
-		if _, err := os.Lstat(existing); err == nil {
-			break
-		}
-		parent := filepath.Dir(existing)
-		if parent == existing {
-			break
-		}
-		existing = parent
-	}
-	real, err := filepath.EvalSymlinks(existing)
-	if err != nil {
-		return "", "", tools.Refuse("path %q goes through a symbolic link that leads nowhere inside the workspace", p)
-	}
-	if real != root && !strings.HasPrefix(real, root+string(filepath.Separator)) {
-		return "", "", tools.Refuse("path %q leads outside the workspace through a symbolic link", p)
-	}
-	return abs, filepath.ToSlash(clean), nil
+	return wp.Abs, wp.Rel, nil
 }
 
 var (

@@ -460,7 +460,15 @@ func TestToolsRegisterWithStrictSchemasAndOneProfileClassEach(t *testing.T) {
 		names = append(names, info.Name)
 		require.True(t, tools.ValidName(info.Name), info.Name)
 		require.Equal(t, 1, strings.Count(strings.Join(classes, " ")+" ", info.Name+" "), "%s in exactly one of ReadTools, WriteTools, MergeTools", info.Name)
-		require.Equal(t, tools.KindCore, info.Kind)
+		require.Equal(t, tools.KindIntegration, info.Kind, "GitHub tools are not core tools")
+		want := tools.PermRead
+		switch {
+		case slices.Contains(WriteTools(), info.Name):
+			want = tools.PermPush
+		case slices.Contains(MergeTools(), info.Name):
+			want = tools.PermMerge
+		}
+		require.Equal(t, []tools.Permission{want}, info.Permissions, "%s declares what it needs", info.Name)
 		require.Greater(t, len(info.Description), 80, "%s: a description a model can act on", info.Name)
 
 		var schema struct {

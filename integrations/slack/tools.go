@@ -76,31 +76,45 @@ const (
 // transcripts and threads, and finding people by email covers the need.
 func (a *Adapter) Tools() []tools.Tool {
 	at := &agentTools{a: a, secrets: configuredSecrets(a.opts.BotToken, a.opts.AppToken, a.opts.SigningSecret)}
+	// Reading Slack needs read; what other people see (a post, a
+	// reaction) needs push.
+	read, push := []tools.Permission{tools.PermRead}, []tools.Permission{tools.PermPush}
 	return []tools.Tool{
-		at.tool(tools.Info{Name: PostMessageTool, Kind: tools.KindCore, Schema: postMessageSchema,
+		at.tool(tools.Info{Name: PostMessageTool, Kind: tools.KindIntegration, Permissions: push, Schema: postMessageSchema,
 			Description: "Post a message in Slack. With no channel and no thread_ts it replies in the Slack thread this run belongs to. " +
 				"thread_ts alone replies in another thread of the same channel; channel (an id such as C0123ABCD, not a #name) posts in another channel, " +
 				"as a new top-level message, or in one of its threads when thread_ts is also given. " +
 				"The text is Slack mrkdwn (*bold*, _italic_, `code`, ``` blocks) and is posted literally: <@U…>, <!here> and <!channel> show as text and notify no one. " +
 				fmt.Sprintf("Text longer than %d characters is sent as several messages; at most %d characters. Returns the ts of the posted message.", maxReplyRunes, maxPostRunes)},
 			at.postMessage),
-		at.tool(tools.Info{Name: ReadThreadTool, Kind: tools.KindCore, Schema: readThreadSchema,
+		at.tool(tools.Info{Name: ReadThreadTool, Kind: tools.KindIntegration, Permissions: read, Schema: readThreadSchema,
 			Description: "Read the messages of a Slack thread, oldest first; by default the thread this run belongs to. " +
 				"thread_ts (any message of the thread) reads another thread of the same channel; add channel (an id such as C0123ABCD) for a thread elsewhere. " +
 				"Each message shows its ts, its time (UTC) and its author as name (user id), marks the bot's own messages, and gives the text with mentions as @name (U…), channels as #name (C…) and links as text (url). " +
 				fmt.Sprintf("Returns at most limit messages (default %d, at most %d) and about %d KB; when more follow, the output ends with the after_ts to continue from.", defaultThreadMessages, maxThreadMessages, maxThreadBytes>>10)},
 			at.readThread),
-		at.tool(tools.Info{Name: AddReactionTool, Kind: tools.KindCore, Schema: addReactionSchema,
+		at.tool(tools.Info{Name: AddReactionTool, Kind: tools.KindIntegration, Permissions: push, Schema: addReactionSchema,
 			Description: "Add an emoji reaction to a Slack message; by default the first message of the thread this run belongs to. " +
 				"ts (from slack_read_thread) picks another message in this channel; channel and ts together pick a message in another channel. " +
 				"name is the emoji name without colons, such as white_check_mark, eyes or thumbsup. Reacting with an emoji the bot already added succeeds."},
 			at.addReaction),
-		at.tool(tools.Info{Name: LookupUserTool, Kind: tools.KindCore, Schema: lookupUserSchema,
+		at.tool(tools.Info{Name: LookupUserTool, Kind: tools.KindIntegration, Permissions: read, Schema: lookupUserSchema,
 			Description: "Look up a Slack user by user id (such as U0123ABCD, as slack_read_thread shows them) or by email address; give exactly one. " +
 				"Returns their handle, display name, real name, title, time zone with their local time now, and whether they are a bot, a guest or deactivated. " +
 				"Email addresses and phone numbers are never returned."},
 			at.lookupUser),
 	}
+}
+
+// ToolInfos describes the Slack agent tools without an adapter, for calls
+// checked offline (`switchyard policy check`).
+func ToolInfos() []tools.Info {
+	ts := (&Adapter{}).Tools()
+	out := make([]tools.Info, len(ts))
+	for i, t := range ts {
+		out[i] = t.Info()
+	}
+	return out
 }
 
 var (

@@ -229,7 +229,12 @@ func TestSlackToolsRegisterNextToCore(t *testing.T) {
 			continue
 		}
 		names = append(names, info.Name)
-		require.Equal(t, tools.KindCore, info.Kind)
+		require.Equal(t, tools.KindIntegration, info.Kind, "Slack tools are not core tools")
+		want := map[string]tools.Permission{
+			PostMessageTool: tools.PermPush, AddReactionTool: tools.PermPush,
+			ReadThreadTool: tools.PermRead, LookupUserTool: tools.PermRead,
+		}[info.Name]
+		require.Equal(t, []tools.Permission{want}, info.Permissions, "%s declares what it needs", info.Name)
 		require.NotEmpty(t, info.Description)
 		var schema struct {
 			Type                 string                     `json:"type"`
