@@ -87,10 +87,11 @@ func measureWebhookHTTP(b *testing.B, body []byte) (float64, latencies) {
 	}
 	defer store.Close()
 	router := webhookRouter(b)
-	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: router, ExplicitOnly: []string{bot.SourceGitHub}})
+	gate := github.NewGate(github.GateOptions{})
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: router, Gates: map[string]bot.Gate{bot.SourceGitHub: gate}})
 	const secret = "bench-secret"
 	h := github.NewWebhookHandler(github.WebhookOptions{
-		Secret: secret, Intake: intake, Installations: store, Outbox: store, Router: router,
+		Secret: secret, Intake: intake, Gate: gate, Installations: store, Outbox: store,
 		NeedsPaths: router.NeedsPaths,
 	})
 	srv := httptest.NewServer(h)

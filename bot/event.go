@@ -36,10 +36,26 @@ type Event struct {
 	Paths          []string `json:"paths,omitempty"` // changed files of a pull request
 	Channel        string   `json:"channel,omitempty"`
 
-	Text     string   `json:"text,omitempty"`
-	Command  string   `json:"command,omitempty"` // without the slash: "deploy"
-	Args     string   `json:"args,omitempty"`    // what follows the command
-	Mentions []string `json:"mentions,omitempty"`
+	Text    string `json:"text,omitempty"`
+	Command string `json:"command,omitempty"` // without the slash: "deploy"
+	Args    string `json:"args,omitempty"`    // what follows the command
+	// Mentions are the agent names the text asks for, as written. Nil
+	// means "read them from Text" (FillFromText); a source that set them
+	// itself, even to none, keeps them, which is why they are stored as
+	// null or a list and never left out.
+	Mentions []string `json:"mentions"`
+
+	// Addressed says the author spoke to Switchyard itself: a Slack app
+	// mention or direct message, the local console. Such a person is told
+	// when nothing will run.
+	Addressed bool `json:"addressed,omitempty"`
+	// Edited marks an edit of an earlier message and Deleted its deletion
+	// (Slack's message_changed and message_deleted, GitHub's edited
+	// actions); Subtype is a Slack message's subtype, "" for what people
+	// write. Sources' gates read them.
+	Edited  bool   `json:"edited,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+	Subtype string `json:"subtype,omitempty"`
 
 	Thread Thread `json:"thread"`
 	// SourceRef names the triggering message on its platform, for reactions:

@@ -23,11 +23,9 @@ type IntakeOptions struct {
 	Logger  *slog.Logger
 	// DedupWindow defaults to DefaultDedupWindow.
 	DedupWindow time.Duration
-	// ExplicitOnly lists sources whose events make work items only through a
-	// mention, a command or a rule; content and default routes become
-	// ingress records with reason no_route (GitHub: a PR opened without a
-	// matching rule must not start an agent).
-	ExplicitOnly []string
+	// Gates are the sources' own admission rules, by source; a source
+	// without one makes a work item of everything it hands in.
+	Gates map[string]Gate
 	// Threads, when set, lets a thread's owner keep it: while a work item
 	// that was handed off to another agent is unfinished, messages the
 	// router would send to a content or default agent go to that owner
@@ -48,8 +46,7 @@ type WorkItemLister interface {
 // Intake turns events into persisted work items or ingress records. Sources
 // call it and acknowledge only after it returns without error.
 type Intake struct {
-	opts     IntakeOptions
-	explicit map[string]bool
+	opts IntakeOptions
 }
 
 // NewIntake returns an Intake.
@@ -66,41 +63,23 @@ func NewIntake(opts IntakeOptions) *Intake {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	in := &Intake{opts: opts, explicit: map[string]bool{}}
-	for _, s := range opts.ExplicitOnly {
-		in.explicit[s] = true
-	}
-	return in
+	return &Intake{opts: opts}
 }
 
-// Ingest routes ev and persists it. A duplicate delivery returns the
-// original with Duplicate set and changes nothing.
+// Ingest decides what ev makes (see Decide) and persists it: a work item
+// with its dispatch, or an ingress record with the reason. A duplicate
+// delivery returns the original with Duplicate set and changes nothing.
 func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
-	ev.FillFromText()
-	route := in.opts.Router.Route(ev)
-	if k := route.Kind; (k == RouteKeyword || k == RouteDefault) && in.opts.Threads != nil && !ev.Thread.IsZero() {
-		if owner, ok := in.owner(ctx, ev.Thread); ok {
-			route = owner
-		}
+	d, err := in.Decide(ctx, ev)
+	if err != nil {
+		return IngestResult{}, err
 	}
 	req := in.request(ev)
-	if in.explicit[ev.Source] {
-		if !route.Kind.Explicit() {
-			req.Ignore = &IngressReason{Code: IgnoreNoRoute, Detail: "no mention, command or rule matched"}
-		}
+	if d.Ignore != nil {
+		req.Ignore = d.Ignore
+	} else {
+		req.Route = &d.Route
 	}
-	if req.Ignore == nil {
-		req.Route = &route
-	}
-	return in.store(ctx, ev, req)
-}
-
-// Ignore persists ev as an ingress record with reason, deduplicated like
-// Ingest. Sources use it for events they refuse themselves (bots, strangers,
-// edits).
-func (in *Intake) Ignore(ctx context.Context, ev *Event, reason IngressReason) (IngestResult, error) {
-	req := in.request(ev)
-	req.Ignore = &reason
 	return in.store(ctx, ev, req)
 }
 

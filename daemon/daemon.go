@@ -131,17 +131,19 @@ func (d *Daemon) build() error {
 		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log,
 	})
 	d.reporter = bot.NewReporter(store, d.deliverer.Wake, d.log)
+	// The sources' gates are added by connect, before anything is served.
+	gates := map[string]bot.Gate{}
 	d.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: opts.Router, Metrics: d.metrics, Logger: d.log,
-		DedupWindow:  opts.DedupWindow,
-		ExplicitOnly: []string{bot.SourceGitHub},
-		Threads:      store,
+		DedupWindow: opts.DedupWindow,
+		Gates:       gates,
+		Threads:     store,
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
 			d.reporter.Accepted(ctx, wi)
 			d.dispatcher.Wake()
 		},
 	})
-	platformTools, err := d.connect(sinks)
+	platformTools, err := d.connect(sinks, gates)
 	if err != nil {
 		return err
 	}
@@ -171,9 +173,10 @@ func (d *Daemon) build() error {
 }
 
 // connect sets up the GitHub and Slack integrations that are configured,
-// adding their sinks, and returns the agent tools they offer. It runs before
-// the deliverer starts, so writing the sinks map here is safe.
-func (d *Daemon) connect(sinks map[string]bot.Sink) ([]tools.Tool, error) {
+// adding their sinks and the gates the intake applies to their events, and
+// returns the agent tools they offer. It runs before the deliverer starts
+// and before anything is served, so writing the maps here is safe.
+func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) ([]tools.Tool, error) {
 	var ts []tools.Tool
 	if gc := d.opts.GitHub; gc != nil {
 		client, err := github.NewClient(github.ClientOptions{
@@ -198,10 +201,13 @@ func (d *Daemon) connect(sinks map[string]bot.Sink) ([]tools.Tool, error) {
 				d.log.Warn("github: could not look up the App's slug; set github.app_slug", slog.String("error", err.Error()))
 			}
 		}
+		gate := github.NewGate(github.GateOptions{
+			Client: client, AppSlug: slug, AllowBots: gc.AllowBots, MinPermission: perm, Logger: d.log,
+		})
+		gates[bot.SourceGitHub] = gate
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
-			Secret: gc.WebhookSecret, Intake: d.intake, Client: client, Installations: d.store,
-			Outbox: d.store, Router: d.opts.Router, AppSlug: slug, AllowBots: gc.AllowBots,
-			MinPermission: perm, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
+			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
+			Outbox: d.store, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client, d.log)
 		ts = append(ts, github.Tools(client, github.ToolOptions{AllowOtherRepos: gc.AllowOtherRepos})...)
@@ -217,6 +223,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink) ([]tools.Tool, error) {
 			return nil, fmt.Errorf("slack: %w", err)
 		}
 		d.slack = a
+		gates[bot.SourceSlack] = a.Gate()
 		sinks[bot.SourceSlack] = a.Sink()
 		ts = append(ts, a.Tools()...)
 		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
@@ -272,7 +279,7 @@ func (d *Daemon) routes() http.Handler {
 	if d.opts.Console {
 		local.New(d.intake, d.store, d.log).Mount(api)
 	}
-	ao := admin.Options{Store: d.store, Router: d.opts.Router, Logger: d.log}
+	ao := admin.Options{Store: d.store, Intake: d.intake, Logger: d.log}
 	if d.opts.Agents != nil {
 		ao.Agents = agentCatalog{d.opts.Agents}
 	}

@@ -41,10 +41,16 @@ type Approvals interface {
 	DecideApproval(ctx context.Context, id string, approve bool, by string) (any, error)
 }
 
-// Options configure the API; Store and Router are required.
+// Intake decides what an event would make, exactly as the intake does;
+// *bot.Intake has it.
+type Intake interface {
+	Decide(ctx context.Context, ev *bot.Event) (bot.Decision, error)
+}
+
+// Options configure the API; Store and Intake are required.
 type Options struct {
 	Store     Store
-	Router    bot.Decider
+	Intake    Intake
 	Agents    AgentCatalog   // nil: the agents endpoints answer 503
 	Threads   ThreadResetter // nil: reset answers 503
 	Audit     AuditLog       // nil: the audit endpoint answers 503
@@ -299,8 +305,22 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	ev.FillFromText()
-	httpapi.JSON(w, http.StatusOK, a.opts.Router.Route(&ev))
+	d, err := a.opts.Intake.Decide(r.Context(), &ev)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, explainError(err))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, d.Explain())
+}
+
+// explainError keeps a domain error as it is; anything else is a platform
+// that could not be asked (a GitHub permission lookup), which explain
+// reports as unavailable rather than as a fault of its own.
+func explainError(err error) error {
+	if bot.ErrorCode(err) != bot.EINTERNAL {
+		return err
+	}
+	return bot.Errorf(bot.EUNAVAILABLE, "cannot decide now: %v", err)
 }
 
 func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,8 @@ import (
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/integrations/github"
+	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
@@ -61,6 +63,7 @@ func newRouter(t *testing.T) *bot.Router {
 type seeded struct {
 	store   *bolt.Store
 	router  *bot.Router
+	intake  *bot.Intake
 	done    string // wi in local:t1, finished by a job
 	mention string // wi in local:t1, queued for @ops
 	deploy  string // wi in local:t2, queued for ops by keyword
@@ -71,7 +74,8 @@ func seed(t *testing.T) *seeded {
 	t.Helper()
 	ctx := t.Context()
 	s := &seeded{store: openStore(t), router: newRouter(t)}
-	in := bot.NewIntake(bot.IntakeOptions{Store: s.store, Router: s.router, ExplicitOnly: []string{bot.SourceGitHub}})
+	in := newIntake(s.store, s.router)
+	s.intake = in
 	local := func(thread, text string) string {
 		t.Helper()
 		res, err := in.Ingest(ctx, &bot.Event{
@@ -105,12 +109,21 @@ func seed(t *testing.T) *seeded {
 	})
 	require.NoError(t, err)
 	require.NotNil(t, res.Ingress)
-	res, err = in.Ignore(ctx, &bot.Event{
-		Source: bot.SourceSlack, Kind: bot.KindSlackMessage, Actor: "deploybot", Thread: bot.SlackThread("T1", "C1", "1.2"),
-	}, bot.IngressReason{Code: bot.IgnoreBot, Detail: "sent by a bot"})
+	res, err = in.Ingest(ctx, &bot.Event{
+		Source: bot.SourceSlack, Kind: bot.KindSlackMessage, Actor: "deploybot", ActorIsBot: true, Thread: bot.SlackThread("T1", "C1", "1.2"),
+	})
 	require.NoError(t, err)
 	require.NotNil(t, res.Ingress)
 	return s
+}
+
+// newIntake is the intake as the daemon wires it, with the sources' gates
+// (GitHub's without a client: permissions are named, not looked up).
+func newIntake(store *bolt.Store, router *bot.Router) *bot.Intake {
+	return bot.NewIntake(bot.IntakeOptions{Store: store, Router: router, Threads: store, Gates: map[string]bot.Gate{
+		bot.SourceGitHub: github.NewGate(github.GateOptions{Offline: true}),
+		bot.SourceSlack:  slack.NewGate(nil, nil),
+	}})
 }
 
 func handler(opts admin.Options) http.Handler {
@@ -162,7 +175,7 @@ func ids(items []admin.WorkItemSummary) []string {
 
 func TestListWorkItems(t *testing.T) {
 	s := seed(t)
-	h := handler(admin.Options{Store: s.store, Router: s.router})
+	h := handler(admin.Options{Store: s.store, Intake: s.intake})
 
 	tests := []struct {
 		query string
@@ -190,7 +203,7 @@ func TestListWorkItems(t *testing.T) {
 
 func TestListWorkItemsShape(t *testing.T) {
 	s := seed(t)
-	h := handler(admin.Options{Store: s.store, Router: s.router})
+	h := handler(admin.Options{Store: s.store, Intake: s.intake})
 
 	rec := serve(t, h, http.MethodGet, "/api/v1/workitems?thread=t2", "")
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -223,7 +236,7 @@ func keys(m map[string]any) []string {
 
 func TestListWorkItemsRefusesBadParameters(t *testing.T) {
 	s := seed(t)
-	h := handler(admin.Options{Store: s.store, Router: s.router})
+	h := handler(admin.Options{Store: s.store, Intake: s.intake})
 
 	tests := []struct {
 		query string
@@ -247,7 +260,7 @@ func TestListWorkItemsRefusesBadParameters(t *testing.T) {
 
 func TestGetWorkItem(t *testing.T) {
 	s := seed(t)
-	h := handler(admin.Options{Store: s.store, Router: s.router})
+	h := handler(admin.Options{Store: s.store, Intake: s.intake})
 
 	t.Run("finished, with its job", func(t *testing.T) {
 		rec := serve(t, h, http.MethodGet, "/api/v1/workitems/"+s.done, "")
@@ -281,30 +294,40 @@ func TestGetWorkItem(t *testing.T) {
 
 func TestExplain(t *testing.T) {
 	s := seed(t)
-	h := handler(admin.Options{Store: s.store, Router: s.router})
+	h := handler(admin.Options{Store: s.store, Intake: s.intake})
 
+	// Explain answers what intake would do, the sources' rules included.
 	tests := []struct {
-		name   string
-		body   string
-		agent  string
-		reason string // prefix
-		rule   string
+		name string
+		body string
+		want string
 	}{
-		{"mention in the text", `{"source":"local","kind":"local.message","text":"@ops look at this"}`, "ops", "mention", ""},
-		{"command in the text", `{"source":"local","kind":"local.message","text":"/deploy api"}`, "ops", "command", ""},
-		{"rule", `{"source":"local","kind":"local.message","text":"big outage here"}`, "ops", "rule", "outages"},
-		{"keyword", `{"source":"slack","kind":"slack.message","text":"time to deploy","thread":"slack:T1/C1/1.2"}`, "ops", "content", ""},
-		{"default", `{"source":"local","kind":"local.message","text":"hello"}`, "triage", "default", ""},
+		{"mention in the text", `{"source":"local","kind":"local.message","text":"@ops look at this"}`,
+			`{"work_item":true,"agent":"ops","kind":"mention","reason":"mention @ops","rule":""}`},
+		{"command in the text", `{"source":"local","kind":"local.message","text":"/deploy api"}`,
+			`{"work_item":true,"agent":"ops","kind":"command","reason":"command /deploy","rule":""}`},
+		{"rule", `{"source":"local","kind":"local.message","text":"big outage here"}`,
+			`{"work_item":true,"agent":"ops","kind":"rule","reason":"rule \"outages\" (priority 10)","rule":"outages"}`},
+		{"keyword", `{"source":"slack","kind":"slack.message","actor":"U1","text":"time to deploy","thread":"slack:T1/C1/1.2"}`,
+			`{"work_item":true,"agent":"ops","kind":"keyword","reason":"content: keyword \"deploy\"","rule":""}`},
+		{"default", `{"source":"local","kind":"local.message","text":"hello"}`,
+			`{"work_item":true,"agent":"triage","kind":"default","reason":"default","rule":""}`},
+		{"GitHub event no rule matches", `{"source":"github","kind":"github.pull_request.opened","actor":"dan","repo":"acme/api","number":9,"thread":"github:acme/api#9"}`,
+			`{"work_item":false,"agent":"","kind":"","reason":"no mention, command or rule matched","rule":"","ingress":"no_route"}`},
+		{"GitHub bot", `{"source":"github","kind":"github.issue_comment.created","actor":"renovate[bot]","actor_is_bot":true,"text":"@ops deploy"}`,
+			`{"work_item":false,"agent":"","kind":"","reason":"sent by bot renovate[bot], not in github.allow_bots","rule":"","ingress":"bot_actor"}`},
+		{"GitHub deletion", `{"source":"github","kind":"github.issue_comment.deleted","actor":"dan"}`,
+			`{"work_item":false,"agent":"","kind":"","reason":"github.issue_comment.deleted is a deletion","rule":"","ingress":"deleted"}`},
+		{"GitHub mention needs a permission", `{"source":"github","kind":"github.issue_comment.created","actor":"dan","repo":"acme/api","text":"@ops deploy"}`,
+			`{"work_item":true,"agent":"ops","kind":"mention","reason":"mention @ops","rule":"","needs":"@dan has write permission on acme/api (github.min_permission; not checked offline)"}`},
+		{"Slack edit", `{"source":"slack","kind":"slack.message","actor":"U1","edited":true,"text":"@ops again"}`,
+			`{"work_item":false,"agent":"","kind":"","reason":"an edited message; post a new message to ask again","rule":"","ingress":"edited"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := serve(t, h, http.MethodPost, "/api/v1/explain", tt.body)
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
-			got := decode[map[string]any](t, rec)
-			require.ElementsMatch(t, []string{"agent", "kind", "reason", "rule"}, keys(got))
-			require.Equal(t, tt.agent, got["agent"])
-			require.True(t, strings.HasPrefix(got["reason"].(string), tt.reason), "reason %q", got["reason"])
-			require.Equal(t, tt.rule, got["rule"])
+			require.JSONEq(t, tt.want, rec.Body.String())
 		})
 	}
 
@@ -312,10 +335,13 @@ func TestExplain(t *testing.T) {
 	items, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
 	require.NoError(t, err)
 	require.Len(t, items, 4)
+	in, err := s.store.ListIngress(t.Context(), bot.IngressFilter{})
+	require.NoError(t, err)
+	require.Len(t, in, 2)
 }
 
 func TestExplainRefusesBadBodies(t *testing.T) {
-	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t)})
+	h := handler(admin.Options{Store: openStore(t), Intake: bot.NewIntake(bot.IntakeOptions{Router: newRouter(t)})})
 
 	tests := []struct {
 		name   string
@@ -339,7 +365,7 @@ func TestExplainRefusesBadBodies(t *testing.T) {
 
 func TestListIngress(t *testing.T) {
 	s := seed(t)
-	h := handler(admin.Options{Store: s.store, Router: s.router})
+	h := handler(admin.Options{Store: s.store, Intake: s.intake})
 
 	tests := []struct {
 		query   string
@@ -381,7 +407,7 @@ func TestListIngress(t *testing.T) {
 		require.NotEmpty(t, row["created_at"])
 	})
 	t.Run("empty store answers an empty list", func(t *testing.T) {
-		h := handler(admin.Options{Store: openStore(t), Router: s.router})
+		h := handler(admin.Options{Store: openStore(t), Intake: s.intake})
 		rec := serve(t, h, http.MethodGet, "/api/v1/ingress", "")
 		require.Equal(t, http.StatusOK, rec.Code)
 		require.JSONEq(t, `[]`, rec.Body.String())
@@ -416,7 +442,7 @@ func TestAgents(t *testing.T) {
 		"ops":    map[string]any{"name": "ops", "model": "m1"},
 		"triage": map[string]any{"name": "triage", "model": "m2"},
 	}
-	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Agents: agents})
+	h := handler(admin.Options{Store: openStore(t), Agents: agents})
 
 	rec := serve(t, h, http.MethodGet, "/api/v1/agents", "")
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -459,7 +485,7 @@ func TestResetThread(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := &resetter{cleared: tt.cleared}
-			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Threads: rs})
+			h := handler(admin.Options{Store: openStore(t), Threads: rs})
 			rec := serve(t, h, http.MethodPost, "/api/v1/threads/"+tt.thread+"/reset", "")
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
 			require.Equal(t, admin.ResetResult{Thread: tt.key, Cleared: tt.cleared}, decode[admin.ResetResult](t, rec))
@@ -469,13 +495,13 @@ func TestResetThread(t *testing.T) {
 
 	t.Run("bad thread", func(t *testing.T) {
 		rs := &resetter{}
-		h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Threads: rs})
+		h := handler(admin.Options{Store: openStore(t), Threads: rs})
 		requireError(t, serve(t, h, http.MethodPost, "/api/v1/threads/slack:T1/reset", ""), http.StatusBadRequest, `thread "slack:T1"`)
 		require.Empty(t, rs.keys)
 	})
 	t.Run("runtime error is not shown", func(t *testing.T) {
 		rs := &resetter{err: errors.New("bbolt: bucket conversations damaged")}
-		h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Threads: rs})
+		h := handler(admin.Options{Store: openStore(t), Threads: rs})
 		rec := serve(t, h, http.MethodPost, "/api/v1/threads/t1/reset", "")
 		requireError(t, rec, http.StatusInternalServerError, "internal error")
 		require.NotContains(t, rec.Body.String(), "damaged")
@@ -520,7 +546,7 @@ func TestListAudit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			audit := &auditLog{}
-			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Audit: audit})
+			h := handler(admin.Options{Store: openStore(t), Audit: audit})
 			before := time.Now()
 			rec := serve(t, h, http.MethodGet, "/api/v1/audit"+tt.query, "")
 			after := time.Now()
@@ -555,7 +581,7 @@ func TestListAuditRefusesBadParameters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			audit := &auditLog{limit: -1}
-			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Audit: audit})
+			h := handler(admin.Options{Store: openStore(t), Audit: audit})
 			requireError(t, serve(t, h, http.MethodGet, "/api/v1/audit"+tt.query, ""), http.StatusBadRequest, tt.names...)
 			require.Equal(t, -1, audit.limit, "the audit log was read")
 		})
@@ -563,7 +589,7 @@ func TestListAuditRefusesBadParameters(t *testing.T) {
 
 	t.Run("audit log errors keep their code", func(t *testing.T) {
 		audit := &auditLog{err: bot.Errorf(bot.EUNAVAILABLE, "audit log closed")}
-		h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Audit: audit})
+		h := handler(admin.Options{Store: openStore(t), Audit: audit})
 		requireError(t, serve(t, h, http.MethodGet, "/api/v1/audit", ""), http.StatusServiceUnavailable, "audit log closed")
 	})
 }
@@ -621,7 +647,7 @@ func (d *desk) DecideApproval(_ context.Context, id string, approve bool, by str
 
 func TestListApprovals(t *testing.T) {
 	d := newDesk()
-	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Approvals: d})
+	h := handler(admin.Options{Store: openStore(t), Approvals: d})
 
 	for _, q := range []string{"", "?all=true", "?all=1"} {
 		rec := serve(t, h, http.MethodGet, "/api/v1/approvals"+q, "")
@@ -657,7 +683,7 @@ func TestDecideApproval(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDesk()
-			h := handler(admin.Options{Store: openStore(t), Router: newRouter(t), Approvals: d})
+			h := handler(admin.Options{Store: openStore(t), Approvals: d})
 			rec := serve(t, h, http.MethodPost, "/api/v1/approvals/"+tt.path, tt.body)
 			if tt.status != http.StatusOK {
 				requireError(t, rec, tt.status, tt.names...)
@@ -674,7 +700,7 @@ func TestDecideApproval(t *testing.T) {
 // Agents, Threads, Audit and Approvals are optional: a daemon without an
 // agent runtime leaves them nil, and their endpoints say so with 503.
 func TestOptionalServicesAbsent(t *testing.T) {
-	h := handler(admin.Options{Store: openStore(t), Router: newRouter(t)})
+	h := handler(admin.Options{Store: openStore(t), Intake: bot.NewIntake(bot.IntakeOptions{Router: newRouter(t)})})
 
 	tests := []struct {
 		method, path, body string

@@ -328,13 +328,17 @@ func TestExplainOffline(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--text", "@coder fix it"}, `{"agent":"coder","kind":"mention","reason":"mention @coder","rule":""}`},
-		{[]string{"--text", "/deploy staging"}, `{"agent":"ops","kind":"command","reason":"command /deploy","rule":""}`},
-		{[]string{"--text", "/ship it"}, `{"agent":"ops","kind":"command","reason":"command /ship","rule":""}`},
-		{[]string{"--text", "/unknown x"}, `{"agent":"triage","kind":"default","reason":"default","rule":""}`},
-		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"agent":"coder","kind":"rule","reason":"rule \"bugs\" (priority 100)","rule":"bugs"}`},
-		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"agent":"reviewer","kind":"rule","reason":"rule \"migrations\" (priority 50)","rule":"migrations"}`},
-		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "src/x.go"}, `{"agent":"triage","kind":"default","reason":"default","rule":""}`},
+		{[]string{"--text", "@coder fix it"}, `{"work_item":true,"agent":"coder","kind":"mention","reason":"mention @coder","rule":""}`},
+		{[]string{"--text", "/deploy staging"}, `{"work_item":true,"agent":"ops","kind":"command","reason":"command /deploy","rule":""}`},
+		{[]string{"--text", "/ship it"}, `{"work_item":true,"agent":"ops","kind":"command","reason":"command /ship","rule":""}`},
+		{[]string{"--text", "/unknown x"}, `{"work_item":true,"agent":"triage","kind":"default","reason":"default","rule":""}`},
+		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"work_item":true,"agent":"coder","kind":"rule","reason":"rule \"bugs\" (priority 100)","rule":"bugs"}`},
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"work_item":true,"agent":"reviewer","kind":"rule","reason":"rule \"migrations\" (priority 50)","rule":"migrations"}`},
+		// The intake makes no work item of a GitHub event nothing asked for
+		// explicitly, so neither does explain.
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "src/x.go"}, `{"work_item":false,"agent":"","kind":"","reason":"no mention, command or rule matched","rule":"","ingress":"no_route"}`},
+		{[]string{"--source", "github", "--actor", "octocat", "--repo", "acme/api", "--text", "@coder fix it"}, `{"work_item":true,"agent":"coder","kind":"mention","reason":"mention @coder","rule":"","needs":"@octocat has write permission on acme/api (github.min_permission; not checked offline)"}`},
+		{[]string{"--source", "github", "--actor", "dependabot[bot]", "--bot", "--text", "@coder fix it"}, `{"work_item":false,"agent":"","kind":"","reason":"sent by bot dependabot[bot], not in github.allow_bots","rule":"","ingress":"bot_actor"}`},
 	}
 	for _, tt := range tests {
 		r := run(t, dir, nil, append([]string{"explain", "--json"}, tt.args...)...)
@@ -343,6 +347,11 @@ func TestExplainOffline(t *testing.T) {
 	}
 	r := run(t, dir, nil, "explain", "--text", "@coder hi")
 	require.Equal(t, "coder (mention @coder)\n", r.stdout)
+	r = run(t, dir, nil, "explain", "--source", "github", "--kind", "github.pull_request.opened")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "no work item (no_route): no mention, command or rule matched\n", r.stdout)
+	r = run(t, dir, nil, "explain", "--source", "github", "--actor", "octocat", "--repo", "acme/api", "--text", "/deploy now")
+	require.Equal(t, "ops (command /deploy), if @octocat has write permission on acme/api (github.min_permission; not checked offline)\n", r.stdout)
 
 	r = run(t, dir, nil, "rules", "list")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/integrations/github"
+	"github.com/switchyard/switchyard/integrations/slack"
 )
 
 func newExplainCmd() *cobra.Command {
@@ -17,13 +19,16 @@ func newExplainCmd() *cobra.Command {
 		cfgPath, source, kind, text, repo, actor, channel string
 		labels, paths                                     []string
 		number                                            int
-		asJSON                                            bool
+		isBot, asJSON                                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "explain [flags]",
-		Short: "Show how an event would be routed, offline, from config",
-		Long: "Show which agent an event would be routed to and why, from the config file alone,\n" +
-			"without a running daemon and without acting on anything.",
+		Short: "Show what intake would do with an event, offline, from config",
+		Long: "Show whether an event would make a work item, for which agent and why, or why not, from\n" +
+			"the config file alone, without a running daemon and without acting on anything. The\n" +
+			"decision is the intake's own, the sources' rules included (GitHub acts only on mentions,\n" +
+			"commands and rules, ignores bots, needs github.min_permission; Slack's allow lists).\n" +
+			"What cannot be known offline, such as a GitHub permission, is named as a condition.",
 		Example: `  switchyard explain --text "@coder fix the flaky test"
   switchyard explain --text "/deploy staging"
   switchyard explain --source github --kind github.pull_request.opened --repo acme/api --path src/db/x.sql`,
@@ -38,33 +43,61 @@ func newExplainCmd() *cobra.Command {
 			}
 			ev := &bot.Event{
 				Source: source, Kind: kind, Text: text, Labels: labels, Repo: repo, Paths: paths,
-				Actor: actor, Channel: channel, Number: number,
+				Actor: actor, ActorIsBot: isBot, Channel: channel, Number: number,
+				Addressed: source == bot.SourceLocal || kind == bot.KindSlackMention,
 			}
-			if i := strings.IndexByte(repo, '/'); i > 0 {
-				ev.Org = repo[:i]
+			if owner, name, ok := strings.Cut(repo, "/"); ok {
+				ev.Org = owner
+				if number > 0 {
+					ev.Thread = bot.GitHubThread(owner, name, number)
+				}
 			}
-			ev.FillFromText()
-			route := s.router.Route(ev)
+			d, err := offlineIntake(s).Decide(cmd.Context(), ev)
+			if err != nil {
+				return err
+			}
+			e := d.Explain()
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), route)
+				return printJSON(cmd.OutOrStdout(), e)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s)\n", route.Agent, route.Reason)
+			fmt.Fprintln(cmd.OutOrStdout(), e)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	addConfigFlag(cmd, &cfgPath)
 	f.StringVar(&source, "source", bot.SourceLocal, "event source: local, github, slack or schedule")
-	f.StringVar(&kind, "kind", "", "event kind, e.g. github.pull_request.opened (default from --source)")
+	f.StringVar(&kind, "kind", "", "event kind, e.g. github.pull_request.opened (default: local.message, slack.app_mention, github.issue_comment.created)")
 	f.StringVar(&text, "text", "", "message text, with mentions and commands")
 	f.StringArrayVar(&labels, "label", nil, "a label (repeatable)")
 	f.StringVar(&repo, "repo", "", "repository owner/name")
 	f.StringArrayVar(&paths, "path", nil, "a changed file of a pull request (repeatable)")
-	f.StringVar(&actor, "actor", "", "who sent it")
-	f.StringVar(&channel, "channel", "", "Slack channel")
+	f.StringVar(&actor, "actor", "", "who sent it: a GitHub login, a Slack member id")
+	f.BoolVar(&isBot, "bot", false, "the actor is a bot")
+	f.StringVar(&channel, "channel", "", "Slack channel id")
 	f.IntVar(&number, "number", 0, "issue or pull request number")
-	f.BoolVar(&asJSON, "json", false, `print {"agent","reason","rule"}`)
+	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs"}`)
 	return cmd
+}
+
+// offlineIntake decides like the daemon's intake, with the sources' gates
+// built from the config alone: nothing is stored, no platform is asked, and
+// what only a platform could answer (a GitHub permission) is named as a
+// condition of the decision.
+func offlineIntake(s *setup) *bot.Intake {
+	gopts := github.GateOptions{Offline: true}
+	if gc := s.cfg.GitHub; gc != nil {
+		gopts.AppSlug, gopts.AllowBots = gc.AppSlug, gc.AllowBots
+		gopts.MinPermission = github.Permission(gc.MinPermission)
+	}
+	var channels, users []string
+	if sc := s.cfg.Slack; sc != nil {
+		channels, users = sc.AllowedChannels, sc.AllowedUsers
+	}
+	return bot.NewIntake(bot.IntakeOptions{Router: s.router, Gates: map[string]bot.Gate{
+		bot.SourceGitHub: github.NewGate(gopts),
+		bot.SourceSlack:  slack.NewGate(channels, users),
+	}})
 }
 
 func defaultKind(source string) string {
@@ -73,6 +106,8 @@ func defaultKind(source string) string {
 		return bot.KindLocalMessage
 	case bot.SourceSlack:
 		return bot.KindSlackMention
+	case bot.SourceGitHub:
+		return "github.issue_comment.created"
 	case bot.SourceSchedule:
 		return bot.KindScheduleTick
 	}

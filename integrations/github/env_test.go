@@ -61,6 +61,7 @@ type env struct {
 	store   *bolt.Store
 	client  *Client
 	intake  *bot.Intake
+	gate    *Gate
 	opts    WebhookOptions
 	handler http.Handler
 
@@ -68,7 +69,7 @@ type env struct {
 	accepted func(ctx context.Context, wi *bot.WorkItem)
 }
 
-func newEnv(t testing.TB, configure ...func(*WebhookOptions)) *env {
+func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env {
 	t.Helper()
 	e := &env{t: t, gh: newFakeGitHub(t, "")}
 	e.gh.installs["octo/hello"] = testInstallation
@@ -80,8 +81,14 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions)) *env {
 		AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: e.gh.url(), Installations: store,
 	})
 	require.NoError(t, err)
+	gopts := GateOptions{Client: e.client, AppSlug: "switchyard", AllowBots: []string{"renovate"}}
+	e.opts = WebhookOptions{Secret: testSecret, Client: e.client, Installations: store, Outbox: store}
+	for _, c := range configure {
+		c(&e.opts, &gopts)
+	}
+	e.gate = NewGate(gopts)
 	e.intake = bot.NewIntake(bot.IntakeOptions{
-		Store: store, Router: testRouter{}, ExplicitOnly: []string{bot.SourceGitHub},
+		Store: store, Router: testRouter{}, Gates: map[string]bot.Gate{bot.SourceGitHub: e.gate},
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
 			e.mu.Lock()
 			fn := e.accepted
@@ -91,13 +98,7 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions)) *env {
 			}
 		},
 	})
-	e.opts = WebhookOptions{
-		Secret: testSecret, Intake: e.intake, Client: e.client, Installations: store, Outbox: store,
-		Router: testRouter{}, AppSlug: "switchyard", AllowBots: []string{"renovate"},
-	}
-	for _, c := range configure {
-		c(&e.opts)
-	}
+	e.opts.Intake, e.opts.Gate = e.intake, e.gate
 	e.handler = NewWebhookHandler(e.opts)
 	return e
 }

@@ -13,16 +13,13 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-// delivery is one verified webhook delivery, normalised. Besides the event it
-// carries what the trigger rules need and the router must not see.
+// delivery is one verified webhook delivery, normalised. Besides the event
+// it carries what the webhook needs and the event does not.
 type delivery struct {
 	ev            *bot.Event
 	event, action string
-	// ignore is set when the kind alone decides: unsupported events and
-	// deletions.
-	ignore *bot.IngressReason
-	// comment is set for comment events, whose edits are refused unless they
-	// add a mention; issue edits only lose their old mentions.
+	// comment is set for comment events, whose edits count only for the
+	// mentions they add; issue edits only lose their old mentions.
 	comment bool
 	// edited is set for edits; previous is the body before the edit, nil when
 	// the body did not change.
@@ -188,8 +185,29 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 	if d.installation != nil && d.installation.id <= 0 {
 		return nil, missing(event, "installation id")
 	}
-	d.classify()
+	if d.edited {
+		d.edit()
+	}
 	return d, nil
+}
+
+// edit makes an edit ask only for what it adds: its mentions are those the
+// previous body did not have. An issue edit that adds none keeps no text,
+// so its old mentions do not trigger again while a rule may still match
+// its labels; a comment edit that adds none is refused by the gate.
+func (d *delivery) edit() {
+	ev := d.ev
+	ev.Edited = true
+	added := addedMentions(d.previous, ev.Text)
+	switch {
+	case len(added) > 0:
+		ev.Mentions = added
+	case d.comment:
+		ev.Mentions = []string{}
+	default:
+		ev.Text = ""
+		ev.Mentions = []string{}
+	}
 }
 
 // envelope is what every repository-level payload shares, for events
@@ -232,7 +250,6 @@ func (d *delivery) fromEnvelope(event string, payload []byte) error {
 			d.ev.Thread = bot.GitHubThread(r.Owner.Login, r.Name, n)
 		}
 	}
-	d.classify()
 	return nil
 }
 
@@ -291,17 +308,6 @@ func (d *delivery) setThread(repo *gh.Repository, number int) error {
 	d.ev.Number = number
 	d.ev.Thread = bot.GitHubThread(owner, name, number)
 	return nil
-}
-
-// classify sets ignore for kinds Switchyard does not act on.
-func (d *delivery) classify() {
-	switch {
-	case supported(d.event, d.action):
-	case d.action == "deleted":
-		d.ignore = &bot.IngressReason{Code: bot.IgnoreDeleted, Detail: d.ev.Kind + " is a deletion"}
-	default:
-		d.ignore = &bot.IngressReason{Code: bot.IgnoreUnsupported, Detail: d.ev.Kind + " is not acted on"}
-	}
 }
 
 func missing(event, what string) error {

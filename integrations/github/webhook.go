@@ -37,11 +37,11 @@ const (
 	maxPathPages = 30
 )
 
-// Intake persists normalised events; *bot.Intake implements it. Both return
-// only after the event (or, for a redelivery, nothing) is stored.
+// Intake decides what a normalised event makes and persists it, applying
+// the Gate; *bot.Intake implements it. It returns only after the event (or,
+// for a redelivery, nothing) is stored.
 type Intake interface {
 	Ingest(ctx context.Context, ev *bot.Event) (bot.IngestResult, error)
-	Ignore(ctx context.Context, ev *bot.Event, reason bot.IngressReason) (bot.IngestResult, error)
 }
 
 // Outbox queues egress messages; bot.OutboxStore has it.
@@ -54,11 +54,13 @@ type WebhookOptions struct {
 	// Secret is github.webhook_secret. Required: without it every delivery
 	// is refused.
 	Secret bot.Secret
-	// Intake persists events. Required.
+	// Intake persists events. Required; its gate for GitHub is Gate.
 	Intake Intake
-	// Client asks GitHub for commenters' permissions and pull requests'
-	// changed files. Required for mentions and commands to make work items:
-	// without it they cannot be authorised and are answered 502.
+	// Gate is GitHub's admission rules, the same the intake applies: the
+	// handler asks it before it fetches a pull request's changed files for
+	// an event the gate would refuse anyway. Required.
+	Gate *Gate
+	// Client asks GitHub for pull requests' changed files.
 	Client *Client
 	// Installations records installation events; nil: they are only kept
 	// as ingress records.
@@ -66,26 +68,8 @@ type WebhookOptions struct {
 	// Outbox receives the short reply to a refused mention or command; nil:
 	// refusals are silent.
 	Outbox Outbox
-	// Router, when set, tells a mention of an agent or a command from text
-	// that only mentions people, so only the former needs a permission
-	// check. Without it every mention and command is checked.
-	Router bot.Decider
-	// AppSlug is the App's slug: events by "<slug>[bot]" are always ignored,
-	// so Switchyard never answers itself.
-	AppSlug string
-	// AllowBots lists bot logins ("dependabot[bot]" or "dependabot") whose
-	// events are treated like people's; they skip the permission check.
-	AllowBots []string
-	// MinPermission a person needs on the repository for a mention or a
-	// command to make a work item; DefaultMinPermission when empty. An
-	// invalid value is logged and taken as admin, the strictest (validate
-	// config with ParsePermission).
-	MinPermission Permission
-	// PermissionTTL is how long a permission answer is reused;
-	// DefaultPermissionTTL when zero.
-	PermissionTTL time.Duration
-	// LookupTimeout bounds the permission and changed-files lookups of one
-	// delivery; DefaultLookupTimeout when zero.
+	// LookupTimeout bounds the changed-files lookup of one delivery;
+	// DefaultLookupTimeout when zero.
 	LookupTimeout time.Duration
 	// NeedsPaths reports whether any rule matches on changed files; when it
 	// does, pull request events carry their changed paths. Nil: never.
@@ -96,10 +80,8 @@ type WebhookOptions struct {
 }
 
 type webhook struct {
-	opts      WebhookOptions
-	secret    []byte
-	allowBots map[string]bool
-	perms     *permissionCache
+	opts   WebhookOptions
+	secret []byte
 }
 
 // NewWebhookHandler returns the handler of POST /webhooks/github.
@@ -119,34 +101,10 @@ func NewWebhookHandler(opts WebhookOptions) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.PermissionTTL <= 0 {
-		opts.PermissionTTL = DefaultPermissionTTL
-	}
 	if opts.LookupTimeout <= 0 {
 		opts.LookupTimeout = DefaultLookupTimeout
 	}
-	if opts.MinPermission == "" {
-		opts.MinPermission = DefaultMinPermission
-	}
-	if p, err := ParsePermission(string(opts.MinPermission)); err != nil {
-		opts.Logger.Error("github min_permission is invalid; only admins may ask for work",
-			slog.String("min_permission", string(opts.MinPermission)))
-		opts.MinPermission = PermissionAdmin
-	} else {
-		opts.MinPermission = p
-	}
-	h := &webhook{
-		opts:      opts,
-		secret:    []byte(opts.Secret.Reveal()),
-		allowBots: map[string]bool{},
-		perms:     newPermissionCache(opts.PermissionTTL, defaultPermissionSize),
-	}
-	for _, b := range opts.AllowBots {
-		b = strings.ToLower(b)
-		h.allowBots[b] = true
-		h.allowBots[strings.TrimSuffix(b, "[bot]")+"[bot]"] = true
-	}
-	return h
+	return &webhook{opts: opts, secret: []byte(opts.Secret.Reveal())}
 }
 
 // answer is the JSON body of every webhook response. It names outcomes and
@@ -282,88 +240,31 @@ func (h *webhook) serveDelivery(w http.ResponseWriter, r *http.Request, d *deliv
 	}
 }
 
-// handle applies the trigger rules and hands the event to the intake. The
-// order puts the checks that cost nothing before the ones that ask GitHub.
+// handle records what an installation event changes, fetches a pull
+// request's changed files when rules need them, and hands the event to the
+// intake, whose decision applies the gate.
 func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, error) {
 	ev := d.ev
-	if ch := d.installation; ch != nil {
-		if h.opts.Installations != nil {
-			if err := ch.record(ctx, h.opts.Installations); err != nil {
-				return bot.IngestResult{}, err
-			}
-		}
-		return h.opts.Intake.Ignore(ctx, ev, bot.IngressReason{
-			Code: bot.IgnoreUnsupported, Detail: "installation change recorded; it makes no work item",
-		})
-	}
-	if d.ignore != nil {
-		return h.opts.Intake.Ignore(ctx, ev, *d.ignore)
-	}
-	if detail := h.botDetail(ev); detail != "" {
-		return h.opts.Intake.Ignore(ctx, ev, bot.IngressReason{Code: bot.IgnoreBot, Detail: detail})
-	}
-	if d.edited {
-		added := addedMentions(d.previous, ev.Text)
-		switch {
-		case len(added) > 0:
-			ev.Mentions = added
-		case d.comment:
-			return h.opts.Intake.Ignore(ctx, ev, bot.IngressReason{Code: bot.IgnoreEdited, Detail: "the edit adds no mention"})
-		default:
-			// An issue edit that adds no mention may still match a rule; the
-			// mentions already answered must not trigger again.
-			ev.Text = ""
+	if ch := d.installation; ch != nil && h.opts.Installations != nil {
+		if err := ch.record(ctx, h.opts.Installations); err != nil {
+			return bot.IngestResult{}, err
 		}
 	}
 	ev.FillFromText()
-	allowed, perm, err := h.lookups(ctx, d)
-	if err != nil {
-		return bot.IngestResult{}, &lookupError{err}
-	}
-	if !allowed {
-		return h.refuse(ctx, ev, perm)
-	}
-	return h.opts.Intake.Ingest(ctx, ev)
-}
-
-// lookups asks GitHub what the trigger rules need, within LookupTimeout: the
-// actor's permission when they ask an agent by name (allowed is false, with
-// the permission they have, when it is not enough), and the changed files of
-// a pull request when rules need them.
-func (h *webhook) lookups(ctx context.Context, d *delivery) (allowed bool, perm Permission, err error) {
-	ev := d.ev
-	ctx, cancel := context.WithTimeout(ctx, h.opts.LookupTimeout)
-	defer cancel()
-	if h.needsPermission(ev) {
-		if perm, err = h.permission(ctx, ev); err != nil {
-			return false, "", err
-		}
-		// The permission was looked up anyway: the run's ceiling needs it.
-		ev.Requester.Permission = string(perm)
-		if !perm.AtLeast(h.opts.MinPermission) {
-			return false, perm, nil
-		}
-	}
-	if d.pr && h.opts.NeedsPaths != nil && h.opts.NeedsPaths() {
+	if d.pr && h.opts.NeedsPaths != nil && h.opts.NeedsPaths() && h.opts.Gate.Screen(ev) == nil {
+		ctx, cancel := context.WithTimeout(ctx, h.opts.LookupTimeout)
 		paths, err := h.changedPaths(ctx, ev)
+		cancel()
 		if err != nil {
-			return false, "", err
+			return bot.IngestResult{}, &lookupError{err}
 		}
 		ev.Paths = paths
 	}
-	return true, perm, nil
-}
-
-// botDetail says why ev's actor is a bot Switchyard does not listen to, or "".
-func (h *webhook) botDetail(ev *bot.Event) string {
-	login := strings.ToLower(ev.Actor)
-	if h.opts.AppSlug != "" && login == strings.ToLower(h.opts.AppSlug)+"[bot]" {
-		return "sent by Switchyard itself"
+	res, err := h.opts.Intake.Ingest(ctx, ev)
+	if err != nil || res.Ingress == nil || res.Ingress.Reason != bot.IgnoreUnauthorized {
+		return res, err
 	}
-	if ev.ActorIsBot && !h.allowBots[login] {
-		return "sent by bot " + ev.Actor + ", not in github.allow_bots"
-	}
-	return ""
+	return res, h.refuse(ctx, ev)
 }
 
 // addedMentions returns the mentions of text that previous did not have, in
@@ -386,56 +287,10 @@ func addedMentions(previous *string, text string) []string {
 	return out
 }
 
-// needsPermission reports whether ev asks an agent for work by name: a
-// mention or a command. Allowed bots are trusted by configuration.
-func (h *webhook) needsPermission(ev *bot.Event) bool {
-	if ev.ActorIsBot {
-		return false
-	}
-	if h.opts.Router != nil {
-		switch h.opts.Router.Route(ev).Kind {
-		case bot.RouteMention, bot.RouteCommand:
-			return true
-		}
-		return false
-	}
-	return len(ev.Mentions) > 0 || ev.Command != ""
-}
-
-func (h *webhook) permission(ctx context.Context, ev *bot.Event) (Permission, error) {
-	key := permissionKey(ev.Repo, ev.Actor)
-	if p, ok := h.perms.get(key, h.opts.Now()); ok {
-		return p, nil
-	}
-	c, err := h.installationClient(ctx, ev)
-	if err != nil {
-		return "", err
-	}
-	p, err := lookupPermission(ctx, c, ev.Thread.Owner, ev.Thread.Repo, ev.Actor)
-	if err != nil {
-		return "", closeTokenError(err)
-	}
-	h.perms.put(key, p, h.opts.Now())
-	return p, nil
-}
-
-// installationClient returns the client of ev's installation; events from a
-// repository webhook carry none, so the repository is looked up.
-func (h *webhook) installationClient(ctx context.Context, ev *bot.Event) (*gh.Client, error) {
-	if h.opts.Client == nil {
-		return nil, errors.New("no GitHub App is configured (github.app_id)")
-	}
-	if ev.InstallationID > 0 {
-		return h.opts.Client.Installation(ev.InstallationID)
-	}
-	c, _, err := h.opts.Client.ForRepo(ctx, ev.Thread.Owner, ev.Thread.Repo)
-	return c, err
-}
-
 // changedPaths lists the files a pull request changes, with the old names of
 // renamed files, as path rules expect.
 func (h *webhook) changedPaths(ctx context.Context, ev *bot.Event) ([]string, error) {
-	c, err := h.installationClient(ctx, ev)
+	c, err := clientFor(ctx, h.opts.Client, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -460,27 +315,23 @@ func (h *webhook) changedPaths(ctx context.Context, ev *bot.Event) ([]string, er
 	return paths, nil
 }
 
-// refuse records ev as unauthorised and queues a short reply in its thread.
-// A redelivery of a refused event queues the reply again under the same key,
-// which edits nothing visible, so a reply lost to a crash after the record
-// was written still goes out.
-func (h *webhook) refuse(ctx context.Context, ev *bot.Event, perm Permission) (bot.IngestResult, error) {
-	res, err := h.opts.Intake.Ignore(ctx, ev, bot.IngressReason{
-		Code:   bot.IgnoreUnauthorized,
-		Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, ev.Repo, h.opts.MinPermission),
-	})
-	if err != nil || h.opts.Outbox == nil || res.Ingress == nil || res.Ingress.Reason != bot.IgnoreUnauthorized {
-		return res, err
+// refuse queues a short reply to a refused mention or command in its
+// thread. A redelivery of a refused event queues the reply again under the
+// same key, which edits nothing visible, so a reply lost to a crash after
+// the record was written still goes out.
+func (h *webhook) refuse(ctx context.Context, ev *bot.Event) error {
+	if h.opts.Outbox == nil {
+		return nil
 	}
-	_, err = h.opts.Outbox.Enqueue(ctx, bot.OutboxMessage{
+	_, err := h.opts.Outbox.Enqueue(ctx, bot.OutboxMessage{
 		Key:    "github/" + ev.DeliveryID + "/refusal",
 		Thread: ev.Thread,
 		Kind:   bot.OutboxReply,
 		Text: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
-			ev.Actor, h.opts.MinPermission, ev.Repo),
+			ev.Actor, h.opts.Gate.MinPermission(), ev.Repo),
 	})
 	if err != nil {
-		return bot.IngestResult{}, fmt.Errorf("queue refusal of %s: %w", ev.DeliveryID, err)
+		return fmt.Errorf("queue refusal of %s: %w", ev.DeliveryID, err)
 	}
-	return res, nil
+	return nil
 }

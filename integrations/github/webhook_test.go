@@ -30,7 +30,7 @@ func flipBit(s string, i int) string {
 }
 
 func TestSignatureMatchesGitHubTestVector(t *testing.T) {
-	e := newEnv(t, func(o *WebhookOptions) { o.Secret = vectorSecret })
+	e := newEnv(t, func(o *WebhookOptions, _ *GateOptions) { o.Secret = vectorSecret })
 	deliver := func(body, signature string) int {
 		req := httptest.NewRequest(http.MethodPost, "/webhooks/github", strings.NewReader(body))
 		req.Header.Set("X-GitHub-Event", "ping")
@@ -119,7 +119,7 @@ func TestWebhookRefusesBodiesOver25MiB(t *testing.T) {
 }
 
 func TestWebhookWithoutSecretRefusesEverything(t *testing.T) {
-	e := newEnv(t, func(o *WebhookOptions) { o.Secret = "" })
+	e := newEnv(t, func(o *WebhookOptions, _ *GateOptions) { o.Secret = "" })
 	body := []byte(`{}`)
 	req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(body))
 	req.Header.Set("X-GitHub-Event", "ping")
@@ -346,7 +346,7 @@ func TestTriggerRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Listing the App itself among the allowed bots changes nothing:
 			// Switchyard never answers itself.
-			e := newEnv(t, func(o *WebhookOptions) { o.AllowBots = []string{"renovate", "switchyard[bot]"} })
+			e := newEnv(t, func(_ *WebhookOptions, o *GateOptions) { o.AllowBots = []string{"renovate", "switchyard[bot]"} })
 			e.gh.setPermission("octo/hello", "alice", "write", "write")
 			e.gh.setPermission("octo/hello", "rita", "read", "read")
 			e.gh.setPermission("octo/hello", "tom", "read", "triage")
@@ -411,7 +411,7 @@ func TestMinPermission(t *testing.T) {
 		{"owner", "admin", true},
 	} {
 		t.Run(string(tc.min)+"/"+tc.role, func(t *testing.T) {
-			e := newEnv(t, func(o *WebhookOptions) { o.MinPermission = tc.min })
+			e := newEnv(t, func(_ *WebhookOptions, o *GateOptions) { o.MinPermission = tc.min })
 			e.gh.setPermission("octo/hello", "alice", "", tc.role)
 			code, a := e.post("issue_comment", "d", issueCommentPayload("created", person("alice"), "@coder go", nil).bytes(t))
 			require.Equal(t, http.StatusAccepted, code)
@@ -435,7 +435,7 @@ func TestParsePermission(t *testing.T) {
 func TestPermissionAnswersAreCached(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	e := newEnv(t, func(o *WebhookOptions) { o.Now = clock; o.PermissionTTL = time.Minute })
+	e := newEnv(t, func(_ *WebhookOptions, o *GateOptions) { o.Now = clock; o.PermissionTTL = time.Minute })
 	e.gh.setPermission("octo/hello", "alice", "write", "write")
 	const perm = "GET /repos/{owner}/{repo}/collaborators/{user}/permission"
 
@@ -484,7 +484,10 @@ func TestPermissionLookupFailureFailsTheDelivery(t *testing.T) {
 // A GitHub that does not answer does not hold the delivery past GitHub's own
 // timeout.
 func TestSlowLookupsFailTheDeliveryInTime(t *testing.T) {
-	e := newEnv(t, func(o *WebhookOptions) { o.LookupTimeout = 100 * time.Millisecond })
+	e := newEnv(t, func(w *WebhookOptions, o *GateOptions) {
+		w.LookupTimeout = 100 * time.Millisecond
+		o.LookupTimeout = 100 * time.Millisecond
+	})
 	e.gh.fail("GET /repos/{owner}/{repo}/collaborators/{user}/permission", failure{hang: true})
 	code, _ := e.post("issue_comment", "d-slow", issueCommentPayload("created", person("alice"), "@coder go", nil).bytes(t))
 	require.Equal(t, http.StatusBadGateway, code)
@@ -508,7 +511,7 @@ func TestRefusalIsQueuedAgainOnRedelivery(t *testing.T) {
 
 func TestPullRequestChangedPaths(t *testing.T) {
 	needs := true
-	e := newEnv(t, func(o *WebhookOptions) { o.NeedsPaths = func() bool { return needs } })
+	e := newEnv(t, func(o *WebhookOptions, _ *GateOptions) { o.NeedsPaths = func() bool { return needs } })
 	var files []string
 	for i := range 230 {
 		files = append(files, "src/file"+string(rune('a'+i%26))+strings.Repeat("x", i/26)+".go")

@@ -269,7 +269,7 @@ func (req MessageRequest) event() (*bot.Event, error) {
 		user = "local"
 	}
 	return &bot.Event{
-		Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: req.ID,
+		Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: req.ID, Addressed: true,
 		Actor: user, Text: req.Text, Thread: th,
 		Requester: bot.Requester{Source: bot.SourceLocal, ID: user},
 	}, nil

@@ -27,8 +27,7 @@ type Adapter struct {
 	opts     Options
 	api      *slack.Client
 	sink     *Sink
-	channels map[string]bool
-	users    map[string]bool
+	gate     *Gate
 	self     atomic.Pointer[identity]
 	refusals chan refusal
 }
@@ -64,26 +63,18 @@ func New(opts Options) (*Adapter, error) {
 		opts:     opts,
 		api:      api,
 		sink:     NewSink(api, SinkOptions{ChannelInterval: opts.ChannelInterval, Logger: opts.Logger}),
-		channels: set(opts.AllowedChannels),
-		users:    set(opts.AllowedUsers),
+		gate:     NewGate(opts.AllowedChannels, opts.AllowedUsers),
 		refusals: make(chan refusal, 64),
 	}
 	return a, nil
 }
 
-func set(ids []string) map[string]bool {
-	if len(ids) == 0 {
-		return nil
-	}
-	m := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		m[id] = true
-	}
-	return m
-}
-
 // Client is the Web API client, for agent tools.
 func (a *Adapter) Client() *slack.Client { return a.api }
+
+// Gate is the adapter's admission rules, for the intake to apply to Slack
+// events (bot.IntakeOptions.Gates).
+func (a *Adapter) Gate() *Gate { return a.gate }
 
 // Sink delivers outbox messages of Slack threads; it shares the adapter's
 // client and per-channel pacing.
@@ -184,16 +175,4 @@ func (a *Adapter) sendRefusals(ctx context.Context) {
 			cancel()
 		}
 	}
-}
-
-// allowed applies the allow lists. Direct messages are checked against the
-// users alone: a DM channel id is never in a channel list.
-func (a *Adapter) allowed(channel, user string, dm bool) bool {
-	if a.users != nil && !a.users[user] {
-		return false
-	}
-	if a.channels != nil && !dm && !a.channels[channel] {
-		return false
-	}
-	return true
 }

@@ -63,9 +63,10 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 		Mentions: []string{},
 		Raw:      raw,
 	}
-	if !a.allowed(cmd.ChannelID, cmd.UserID, isDM(cmd.ChannelID)) {
-		if _, err := a.opts.Intake.Ignore(ctx, ev, bot.IngressReason{Code: bot.IgnoreNotAllowed,
-			Detail: "user or channel outside slack.allowed_users / allowed_channels"}); err != nil {
+	// A command the gate refuses opens no thread: the intake records the
+	// refusal and the person who typed it is told, alone.
+	if a.gate.Screen(ev) != nil {
+		if _, err := a.opts.Intake.Ingest(ctx, ev); err != nil {
 			a.opts.Logger.Error("slack command not recorded", slog.Any("err", err))
 		}
 		return ephemeral("%s", refusalText), nil
@@ -128,8 +129,6 @@ func slackErrCode(err error) string {
 	}
 	return "network error"
 }
-
-func isDM(channel string) bool { return strings.HasPrefix(channel, "D") }
 
 const switchyardHelp = "*Switchyard*\n" +
 	"• `/switchyard status`: open work items (queued and running)\n" +

@@ -17,29 +17,16 @@ import (
 // answers 400 and Socket Mode acknowledges it so Slack stops redelivering.
 var errBadPayload = errors.New("malformed slack payload")
 
-// action is what the core does with an event.
-type action int
-
-const (
-	actDrop   action = iota // not addressed to the bot, or its own echo: acknowledged, not stored
-	actIngest               // becomes a work item
-	actIgnore               // stored as an ingress record with a reason
-)
-
-// decision is the outcome of normalising one event.
+// decision is the outcome of normalising one event: an event for the
+// intake, which decides with the adapter's gate whether it makes a work
+// item, or nothing at all for what does not concern the bot (its own
+// echoes, channel chatter, reactions), acknowledged and never stored.
 type decision struct {
-	act    action
-	ev     *bot.Event
-	reason bot.IngressReason
-	refuse *refusal // set with IgnoreNotAllowed
-	why    string   // for actDrop, logged at debug
+	ev  *bot.Event // nil: dropped
+	why string     // for a dropped event, logged at debug
 }
 
-func drop(why string) decision { return decision{act: actDrop, why: why} }
-
-func ignore(ev *bot.Event, code, detail string) decision {
-	return decision{act: actIgnore, ev: ev, reason: bot.IngressReason{Code: code, Detail: detail}}
-}
+func drop(why string) decision { return decision{why: why} }
 
 // handleEventsPayload processes one Events API payload from either
 // transport and returns the url_verification challenge when it is one. It
@@ -76,31 +63,27 @@ func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte) (challeng
 	return "", a.apply(ctx, d)
 }
 
-// apply hands a decision to the intake.
+// apply hands an event to the intake. Someone outside the allow lists is
+// told so, alone, once per delivery.
 func (a *Adapter) apply(ctx context.Context, d decision) error {
-	switch d.act {
-	case actIngest:
-		if _, err := a.opts.Intake.Ingest(ctx, d.ev); err != nil {
-			return err
-		}
-	case actIgnore:
-		res, err := a.opts.Intake.Ignore(ctx, d.ev, d.reason)
-		if err != nil {
-			return err
-		}
-		// A retried delivery was refused the first time already.
-		if d.refuse != nil && !res.Duplicate {
-			a.refuse(*d.refuse)
-		}
-	default:
+	if d.ev == nil {
 		a.opts.Logger.Debug("slack event dropped", slog.String("why", d.why))
+		return nil
+	}
+	res, err := a.opts.Intake.Ingest(ctx, d.ev)
+	if err != nil {
+		return err
+	}
+	if res.Ingress != nil && res.Ingress.Reason == bot.IgnoreNotAllowed && !res.Duplicate {
+		ev := d.ev
+		r := refusal{channel: ev.Channel, user: ev.Actor}
+		if ev.Thread.ThreadTS != ev.SourceRef {
+			r.threadTS = ev.Thread.ThreadTS
+		}
+		a.refuse(r)
 	}
 	return nil
 }
-
-// personalSubtypes are the message subtypes people write; other subtypes (joins, topic changes,
-// huddles…) are housekeeping.
-var personalSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true, "me_message": true}
 
 // decide normalises an event_callback.
 func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.EventsAPICallbackEvent, raw []byte) (decision, error) {
@@ -141,14 +124,9 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 			return drop("app_mention without an author"), nil
 		}
 		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TS, firstNonEmpty(m.ThreadTS, m.TS), m.Text, true)
-		switch {
-		case m.BotID != "":
-			ev.ActorIsBot = true
-			return ignore(ev, bot.IgnoreBot, "mentioned by bot "+m.BotID), nil
-		case m.Edited != nil:
-			return ignore(ev, bot.IgnoreEdited, "an edited mention; post a new message to ask again"), nil
-		}
-		return a.admit(ev, m.Channel, m.User, m.ThreadTS, false), nil
+		ev.ActorIsBot = m.BotID != ""
+		ev.Edited = m.Edited != nil
+		return decision{ev: ev}, nil
 	case "message":
 		return a.decideMessage(ctx, ec, &m)
 	}
@@ -229,30 +207,15 @@ func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackM
 	}
 
 	ev := ec.event(bot.KindSlackMessage, m.Channel, user, ts, firstNonEmpty(threadTS, ts), text, mentioned || dm)
-	switch {
-	case botID != "" || m.Subtype == "bot_message":
-		ev.ActorIsBot = true
-		return ignore(ev, bot.IgnoreBot, "posted by a bot"), nil
-	case m.Subtype == "message_changed":
-		return ignore(ev, bot.IgnoreEdited, "an edited message; post a new message to ask again"), nil
-	case m.Subtype == "message_deleted":
-		return ignore(ev, bot.IgnoreDeleted, "a deleted message"), nil
-	case !personal:
-		return ignore(ev, bot.IgnoreUnsupported, "message subtype "+m.Subtype), nil
-	case user == "":
-		return ignore(ev, bot.IgnoreUnsupported, "message without a user"), nil
+	ev.ActorIsBot = botID != "" || m.Subtype == "bot_message"
+	ev.Subtype = m.Subtype
+	switch m.Subtype {
+	case "message_changed":
+		ev.Edited, ev.Subtype = true, ""
+	case "message_deleted":
+		ev.Deleted, ev.Subtype = true, ""
 	}
-	return a.admit(ev, m.Channel, user, threadTS, dm), nil
-}
-
-// admit applies the allow lists to an event addressed to the bot.
-func (a *Adapter) admit(ev *bot.Event, channel, user, threadTS string, dm bool) decision {
-	if !a.allowed(channel, user, dm) {
-		d := ignore(ev, bot.IgnoreNotAllowed, "user or channel outside slack.allowed_users / allowed_channels")
-		d.refuse = &refusal{channel: channel, user: user, threadTS: threadTS}
-		return d
-	}
-	return decision{act: actIngest, ev: ev}
+	return decision{ev: ev}, nil
 }
 
 // inBotThread reports whether the bot has a work item in the thread.
@@ -290,6 +253,7 @@ func (ec *eventContext) event(kind, channel, user, ts, threadTS, text string, ad
 		Thread:     bot.SlackThread(ec.team, channel, threadTS),
 		Raw:        ec.raw,
 	}
+	ev.Addressed = addressed
 	ev.Text, ev.Mentions = cleanText(text, ec.self.UserID, addressed)
 	ev.FillFromText()
 	return ev

@@ -26,9 +26,18 @@ func msg(fields map[string]any) map[string]any {
 	return m
 }
 
+// What an event makes.
+type outcome int
+
+const (
+	actDrop   outcome = iota // nothing is stored
+	actIngest                // a work item
+	actIgnore                // an ingress record with a reason
+)
+
 func TestEventsAddressedToTheBot(t *testing.T) {
 	type want struct {
-		act      action // actDrop: nothing stored
+		act      outcome
 		kind     string
 		reason   string
 		thread   string

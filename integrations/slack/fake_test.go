@@ -358,17 +358,20 @@ func newHarnessWith(t *testing.T, mode string, fs *fakeSlack, store *testStore, 
 		AppToken:        "xapp-test",
 		SigningSecret:   testSecret,
 		APIURL:          fs.apiURL(),
-		Intake:          bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}}),
 		WorkItems:       store,
 		ChannelInterval: time.Millisecond,
 		PingInterval:    5 * time.Second,
 		Logger:          slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
+	// The intake applies the adapter's gate, as the daemon wires it.
+	gates := map[string]bot.Gate{}
+	opts.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates})
 	if tweak != nil {
 		tweak(&opts)
 	}
 	a, err := New(opts)
 	require.NoError(t, err)
+	gates[bot.SourceSlack] = a.Gate()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()

@@ -28,10 +28,12 @@ var fixtureDir = filepath.Join("..", "..", "testdata", "slack")
 // tests and fuzzing that call the core directly.
 func offlineAdapter(t testing.TB, apiURL string) (*Adapter, *testStore) {
 	store := newTestStore(t)
+	gates := map[string]bot.Gate{}
 	a, err := New(Options{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: testSecret, APIURL: apiURL,
-		Intake: bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}}), WorkItems: store,
+		Intake: bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates}), WorkItems: store,
 		AllowedUsers: []string{"U1"}})
 	require.NoError(t, err)
+	gates[bot.SourceSlack] = a.Gate()
 	a.self.Store(&identity{UserID: testBotUser, BotID: testBotID, TeamID: testTeam, Name: "switchyard"})
 	return a, store
 }

@@ -24,11 +24,10 @@ const DefaultAPIURL = "https://slack.com/api/"
 // about one message a second per channel.
 const DefaultChannelInterval = time.Second
 
-// Intake persists events before Slack is acknowledged; *bot.Intake
-// implements it.
+// Intake decides what an event makes and persists it before Slack is
+// acknowledged, applying the adapter's Gate; *bot.Intake implements it.
 type Intake interface {
 	Ingest(ctx context.Context, ev *bot.Event) (bot.IngestResult, error)
-	Ignore(ctx context.Context, ev *bot.Event, reason bot.IngressReason) (bot.IngestResult, error)
 }
 
 // WorkItemLister reads work items: whether a thread is one the bot works in,
@@ -74,7 +73,8 @@ type Options struct {
 	AllowedChannels []string
 	AllowedUsers    []string
 
-	// Intake receives every event addressed to the bot. Required.
+	// Intake receives every event addressed to the bot. Required. It must
+	// apply Gate to Slack events (bot.IntakeOptions.Gates).
 	Intake Intake
 	// WorkItems finds the threads the bot works in and answers status and
 	// runs. Without it only mentions and direct messages reach the bot.

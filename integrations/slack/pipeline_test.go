@@ -51,9 +51,11 @@ func TestPipelineReportsInThread(t *testing.T) {
 				reporter.Accepted(ctx, wi)
 				dispatcher.Wake()
 			}
+			gates := map[string]bot.Gate{}
 			h := newHarnessWith(t, mode, fs, store, func(o *Options) {
-				o.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Accepted: accepted})
+				o.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates, Accepted: accepted})
 			})
+			gates[bot.SourceSlack] = h.a.Gate()
 			deliverer := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: h.a.Sink()},
 				MinEditInterval: 10 * time.Millisecond, Poll: 10 * time.Millisecond})
 			mu.Lock()

@@ -239,7 +239,7 @@ func (at *agentTools) where(name string, cc tools.CallContext, channel string) (
 	if err != nil {
 		return place{}, err
 	}
-	allowed := at.a.channels
+	allowed := at.a.gate.channels
 	if id != cur.Channel && allowed != nil && !allowed[id] {
 		list := make([]string, 0, len(allowed))
 		for ch := range allowed {

@@ -1,0 +1,106 @@
+package bot
+
+import "context"
+
+// Decision is what the intake does with an event: a work item for
+// Route.Agent, or, when Ignore is set, an ingress record with the reason.
+// One function makes it (Intake.Decide), for the intake and for explain.
+type Decision struct {
+	// Route is the routing decision. It is zero when the source's gate
+	// refused the event before it was routed.
+	Route Route
+	// Ignore says why the event makes no work item; nil when it makes one.
+	Ignore *IngressReason
+	// Needs names a condition the decision rests on that could not be
+	// checked where it was made, such as a GitHub requester's permission
+	// when explain runs offline; "" when everything was checked.
+	Needs string
+}
+
+// WorkItem reports whether the decision makes a work item.
+func (d Decision) WorkItem() bool { return d.Ignore == nil }
+
+// A Gate is a source's own rules on which of its events may make work
+// items: kinds it does not act on, bots, edits, people and channels outside
+// allow lists, permissions. Intake.Decide applies it for the source it is
+// registered for, around the router.
+type Gate interface {
+	// Screen applies the rules the event alone decides, before it is
+	// routed. It returns why the event makes no work item, or nil.
+	Screen(ev *Event) *IngressReason
+	// Admit applies the rules that depend on the route (who may ask an
+	// agent by name, which routes a source acts on), after routing. It
+	// returns why the event makes no work item, or nil, and needs, a
+	// condition it could not check (see Decision.Needs). An error means
+	// the answer could not be had (a platform lookup failed): the event
+	// is not acknowledged, so its source delivers it again.
+	Admit(ctx context.Context, ev *Event, route Route) (refusal *IngressReason, needs string, err error)
+}
+
+// Explanation is explain's answer, for people and scripts: what intake
+// would do with an event. With a work item, Agent, Kind, Reason and Rule
+// are the route's; without one, Agent, Kind and Rule are empty, Reason
+// says why in words and Ingress is the reason code the ingress record
+// carries.
+type Explanation struct {
+	WorkItem bool      `json:"work_item"`
+	Agent    string    `json:"agent"`
+	Kind     RouteKind `json:"kind"`
+	Reason   string    `json:"reason"`
+	Rule     string    `json:"rule"`
+	Ingress  string    `json:"ingress,omitempty"`
+	Needs    string    `json:"needs,omitempty"`
+}
+
+// Explain returns the explanation of d.
+func (d Decision) Explain() Explanation {
+	if d.Ignore != nil {
+		return Explanation{Reason: d.Ignore.Detail, Ingress: d.Ignore.Code, Needs: d.Needs}
+	}
+	r := d.Route
+	return Explanation{WorkItem: true, Agent: r.Agent, Kind: r.Kind, Reason: r.Reason, Rule: r.Rule, Needs: d.Needs}
+}
+
+// String renders the explanation on one line: "coder (mention @coder)",
+// or "no work item (no_route): no mention, command or rule matched".
+func (e Explanation) String() string {
+	var s string
+	if e.WorkItem {
+		s = e.Agent + " (" + e.Reason + ")"
+	} else {
+		s = "no work item (" + e.Ingress + "): " + e.Reason
+	}
+	if e.Needs != "" {
+		s += ", if " + e.Needs
+	}
+	return s
+}
+
+// Decide returns what Ingest does with ev, without storing anything: the
+// source's gate screens it, the router routes it, a thread's agent keeps its
+// thread, and the gate admits the route or refuses it. Ingest and explain
+// both call it, so explain can never disagree with the intake.
+func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
+	ev.FillFromText()
+	gate := in.opts.Gates[ev.Source]
+	if gate != nil {
+		if refusal := gate.Screen(ev); refusal != nil {
+			return Decision{Ignore: refusal}, nil
+		}
+	}
+	route := in.opts.Router.Route(ev)
+	if k := route.Kind; (k == RouteKeyword || k == RouteDefault) && in.opts.Threads != nil && !ev.Thread.IsZero() {
+		if owner, ok := in.owner(ctx, ev.Thread); ok {
+			route = owner
+		}
+	}
+	d := Decision{Route: route}
+	if gate != nil {
+		refusal, needs, err := gate.Admit(ctx, ev, route)
+		if err != nil {
+			return Decision{}, err
+		}
+		d.Ignore, d.Needs = refusal, needs
+	}
+	return d, nil
+}

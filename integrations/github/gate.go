@@ -1,0 +1,219 @@
+package github
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// GateOptions configure GitHub's admission rules.
+type GateOptions struct {
+	// Client asks GitHub for requesters' permissions. Required unless
+	// Offline: without it a mention or a command cannot be authorised and
+	// its delivery is answered 502.
+	Client *Client
+	// Offline checks no permission: a decision that needs one says what it
+	// needs instead (explain run from the config file alone).
+	Offline bool
+	// AppSlug is the App's slug: events by "<slug>[bot]" are always
+	// ignored, so Switchyard never answers itself.
+	AppSlug string
+	// AllowBots lists bot logins ("dependabot[bot]" or "dependabot") whose
+	// events are treated like people's; they skip the permission check.
+	AllowBots []string
+	// MinPermission a person needs on the repository for a mention or a
+	// command to make a work item; DefaultMinPermission when empty. An
+	// invalid value is logged and taken as admin, the strictest (validate
+	// config with ParsePermission).
+	MinPermission Permission
+	// PermissionTTL is how long a permission answer is reused;
+	// DefaultPermissionTTL when zero.
+	PermissionTTL time.Duration
+	// LookupTimeout bounds one permission lookup; DefaultLookupTimeout when
+	// zero.
+	LookupTimeout time.Duration
+	Logger        *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Gate is GitHub's admission rules (bot.Gate): which deliveries make work
+// items. The webhook's intake and explain share it.
+//
+//   - Only issues, pull requests, their comments and reviews are acted on;
+//     deletions and other events are kept as ingress records.
+//   - Bots are ignored unless listed in AllowBots; the App itself always is.
+//   - An edited comment counts only for the mentions the edit added.
+//   - Only explicit requests make work: a mention of an agent, a command or
+//     a rule. Everything else, including a follow-up comment in a thread an
+//     agent works in, needs one of them.
+//   - A mention or a command needs MinPermission on the repository.
+type Gate struct {
+	opts      GateOptions
+	allowBots map[string]bool
+	perms     *permissionCache
+}
+
+var _ bot.Gate = (*Gate)(nil)
+
+// NewGate returns the gate opts describe.
+func NewGate(opts GateOptions) *Gate {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PermissionTTL <= 0 {
+		opts.PermissionTTL = DefaultPermissionTTL
+	}
+	if opts.LookupTimeout <= 0 {
+		opts.LookupTimeout = DefaultLookupTimeout
+	}
+	if opts.MinPermission == "" {
+		opts.MinPermission = DefaultMinPermission
+	}
+	if p, err := ParsePermission(string(opts.MinPermission)); err != nil {
+		opts.Logger.Error("github min_permission is invalid; only admins may ask for work",
+			slog.String("min_permission", string(opts.MinPermission)))
+		opts.MinPermission = PermissionAdmin
+	} else {
+		opts.MinPermission = p
+	}
+	g := &Gate{opts: opts, allowBots: map[string]bool{}, perms: newPermissionCache(opts.PermissionTTL, defaultPermissionSize)}
+	for _, b := range opts.AllowBots {
+		b = strings.ToLower(b)
+		g.allowBots[b] = true
+		g.allowBots[strings.TrimSuffix(b, "[bot]")+"[bot]"] = true
+	}
+	return g
+}
+
+// kindParts splits "github.<event>.<action>".
+func kindParts(kind string) (event, action string) {
+	rest, _ := strings.CutPrefix(kind, "github.")
+	event, action, _ = strings.Cut(rest, ".")
+	return event, action
+}
+
+// Screen implements bot.Gate: what the delivery alone decides.
+func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
+	event, action := kindParts(ev.Kind)
+	switch {
+	case event == "installation" || event == "installation_repositories":
+		return &bot.IngressReason{Code: bot.IgnoreUnsupported,
+			Detail: "installation events make no work item; they change which repositories the App may act on"}
+	case !supported(event, action) && action == "deleted":
+		return &bot.IngressReason{Code: bot.IgnoreDeleted, Detail: ev.Kind + " is a deletion"}
+	case !supported(event, action):
+		return &bot.IngressReason{Code: bot.IgnoreUnsupported, Detail: kindName(ev.Kind) + " is not acted on"}
+	}
+	if detail := g.botDetail(ev); detail != "" {
+		return &bot.IngressReason{Code: bot.IgnoreBot, Detail: detail}
+	}
+	if action == "edited" && isComment(event) && len(ev.Mentions) == 0 {
+		return &bot.IngressReason{Code: bot.IgnoreEdited, Detail: "the edit adds no mention"}
+	}
+	return nil
+}
+
+func kindName(kind string) string {
+	if kind == "" || kind == "github." {
+		return "an event without a kind"
+	}
+	return kind
+}
+
+func isComment(event string) bool {
+	return event == "issue_comment" || event == "pull_request_review_comment"
+}
+
+// botDetail says why ev's actor is a bot Switchyard does not listen to, or "".
+func (g *Gate) botDetail(ev *bot.Event) string {
+	login := strings.ToLower(ev.Actor)
+	if g.opts.AppSlug != "" && login == strings.ToLower(g.opts.AppSlug)+"[bot]" {
+		return "sent by Switchyard itself"
+	}
+	if ev.ActorIsBot && !g.allowBots[login] {
+		return "sent by bot " + ev.Actor + ", not in github.allow_bots"
+	}
+	return ""
+}
+
+// Admit implements bot.Gate: only explicit requests make work, and a
+// person who asks an agent by name needs MinPermission. The permission
+// looked up is recorded as the requester's.
+func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.IngressReason, string, error) {
+	if !route.Kind.Explicit() {
+		return &bot.IngressReason{Code: bot.IgnoreNoRoute, Detail: "no mention, command or rule matched"}, "", nil
+	}
+	if ev.ActorIsBot || (route.Kind != bot.RouteMention && route.Kind != bot.RouteCommand) {
+		// Allowed bots are trusted by configuration; rules are the
+		// configuration's own request.
+		return nil, "", nil
+	}
+	repo := cmp.Or(ev.Repo, "the repository")
+	if g.opts.Offline {
+		who := "the author"
+		if ev.Actor != "" {
+			who = "@" + ev.Actor
+		}
+		return nil, fmt.Sprintf("%s has %s permission on %s (github.min_permission; not checked offline)", who, g.opts.MinPermission, repo), nil
+	}
+	perm, err := g.Permission(ctx, ev)
+	if err != nil {
+		return nil, "", &lookupError{err}
+	}
+	// The permission was looked up anyway: the run's ceiling needs it.
+	ev.Requester.Permission = string(perm)
+	if !perm.AtLeast(g.opts.MinPermission) {
+		return &bot.IngressReason{Code: bot.IgnoreUnauthorized,
+			Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, repo, g.opts.MinPermission)}, "", nil
+	}
+	return nil, "", nil
+}
+
+// MinPermission is what a person needs to ask for work.
+func (g *Gate) MinPermission() Permission { return g.opts.MinPermission }
+
+// Permission returns ev's actor's permission on ev's repository, from the
+// cache or from GitHub within LookupTimeout.
+func (g *Gate) Permission(ctx context.Context, ev *bot.Event) (Permission, error) {
+	key := permissionKey(ev.Repo, ev.Actor)
+	if p, ok := g.perms.get(key, g.opts.Now()); ok {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opts.LookupTimeout)
+	defer cancel()
+	c, err := clientFor(ctx, g.opts.Client, ev)
+	if err != nil {
+		return "", err
+	}
+	p, err := lookupPermission(ctx, c, ev.Thread.Owner, ev.Thread.Repo, ev.Actor)
+	if err != nil {
+		return "", closeTokenError(err)
+	}
+	g.perms.put(key, p, g.opts.Now())
+	return p, nil
+}
+
+// clientFor returns the client of ev's installation; events from a
+// repository webhook carry none, so the repository is looked up.
+func clientFor(ctx context.Context, client *Client, ev *bot.Event) (*gh.Client, error) {
+	if client == nil {
+		return nil, errors.New("no GitHub App is configured (github.app_id)")
+	}
+	if ev.InstallationID > 0 {
+		return client.Installation(ev.InstallationID)
+	}
+	c, _, err := client.ForRepo(ctx, ev.Thread.Owner, ev.Thread.Repo)
+	return c, err
+}

@@ -1,0 +1,94 @@
+package slack
+
+import (
+	"context"
+	"strings"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Gate is Slack's admission rules (bot.Gate): which of the events addressed
+// to the bot make work items. Messages, app mentions and commands are acted
+// on; bots, edits, deletions, housekeeping subtypes and people or channels
+// outside the allow lists are kept as ingress records. Direct messages are
+// governed by the user list alone: a DM channel is never in a channel list.
+// Which events concern the bot at all (its own echoes, channel chatter) is
+// the adapter's business: those are never stored.
+type Gate struct {
+	channels map[string]bool
+	users    map[string]bool
+}
+
+var _ bot.Gate = (*Gate)(nil)
+
+// NewGate returns the gate of the allow lists (Slack ids, C… and U…); an
+// empty list allows everyone.
+func NewGate(allowedChannels, allowedUsers []string) *Gate {
+	return &Gate{channels: set(allowedChannels), users: set(allowedUsers)}
+}
+
+func set(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// personalSubtypes are the message subtypes people write; other subtypes
+// (joins, topic changes, huddles…) are housekeeping.
+var personalSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true, "me_message": true}
+
+// notAllowed is the detail of a refusal by the allow lists.
+const notAllowed = "user or channel outside slack.allowed_users / allowed_channels"
+
+// Screen implements bot.Gate.
+func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
+	refuse := func(code, detail string) *bot.IngressReason { return &bot.IngressReason{Code: code, Detail: detail} }
+	switch ev.Kind {
+	case bot.KindSlackMention, bot.KindSlackMessage, bot.KindSlackCommand:
+	default:
+		if ev.Kind == "" {
+			return refuse(bot.IgnoreUnsupported, "an event without a kind is not acted on")
+		}
+		return refuse(bot.IgnoreUnsupported, ev.Kind+" is not acted on")
+	}
+	switch {
+	case ev.ActorIsBot:
+		return refuse(bot.IgnoreBot, "posted by a bot")
+	case ev.Edited:
+		return refuse(bot.IgnoreEdited, "an edited message; post a new message to ask again")
+	case ev.Deleted:
+		return refuse(bot.IgnoreDeleted, "a deleted message")
+	case !personalSubtypes[ev.Subtype]:
+		return refuse(bot.IgnoreUnsupported, "message subtype "+ev.Subtype)
+	case ev.Actor == "":
+		return refuse(bot.IgnoreUnsupported, "message without a user")
+	case !g.allowed(ev.Channel, ev.Actor):
+		return refuse(bot.IgnoreNotAllowed, notAllowed)
+	}
+	return nil
+}
+
+// Admit implements bot.Gate: on Slack, whoever passed the allow lists may
+// ask any agent.
+func (g *Gate) Admit(context.Context, *bot.Event, bot.Route) (*bot.IngressReason, string, error) {
+	return nil, "", nil
+}
+
+// allowed applies the allow lists.
+func (g *Gate) allowed(channel, user string) bool {
+	if g.users != nil && !g.users[user] {
+		return false
+	}
+	if g.channels != nil && !isDM(channel) && !g.channels[channel] {
+		return false
+	}
+	return true
+}
+
+// isDM reports whether a channel id is a direct message's.
+func isDM(channel string) bool { return strings.HasPrefix(channel, "D") }
