@@ -108,19 +108,9 @@ func (r *Runtime) redactMessages(msgs []llm.Message) []llm.Message {
 	return out
 }
 
-// redactJSON masks secrets inside a JSON document. Masking can only replace
-// text inside strings with "[REDACTED]", which keeps it JSON; should it not,
-// the document is kept as one JSON string.
+// redactJSON masks secrets inside a tool call's input, keeping it JSON.
 func (r *Runtime) redactJSON(raw json.RawMessage) json.RawMessage {
-	s := r.redactor.Redact(string(raw))
-	if s == string(raw) {
-		return raw
-	}
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
-	}
-	b, _ := json.Marshal(s)
-	return b
+	return r.redactor.RedactJSON(raw)
 }
 
 // Transcript is the record of one run of one agent in a job, secrets

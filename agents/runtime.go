@@ -81,8 +81,10 @@ type RuntimeOptions struct {
 	Transcripts   TranscriptStore
 	// Rerouter enables handoff_to; nil leaves it out.
 	Rerouter Rerouter
-	// Secrets are masked in stored conversations, transcripts and replies.
-	Secrets []bot.Secret
+	// Redactor masks secrets in tool results before the model reads them,
+	// in status messages, stored conversations, transcripts and replies;
+	// nil masks common token shapes only.
+	Redactor *bot.Redactor
 	// Limits apply to agents that set none.
 	Limits     Limits
 	MaxDepth   int
@@ -95,7 +97,7 @@ type RuntimeOptions struct {
 // runs.
 type Runtime struct {
 	opts     RuntimeOptions
-	redactor *Redactor
+	redactor *bot.Redactor
 	log      *slog.Logger
 }
 
@@ -133,11 +135,10 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	secrets := make([]string, 0, len(opts.Secrets))
-	for _, s := range opts.Secrets {
-		secrets = append(secrets, s.Reveal())
+	if opts.Redactor == nil {
+		opts.Redactor = bot.NewRedactor()
 	}
-	return &Runtime{opts: opts, redactor: NewRedactor(secrets...), log: opts.Logger}, nil
+	return &Runtime{opts: opts, redactor: opts.Redactor, log: opts.Logger}, nil
 }
 
 // run is the state of one invocation of one agent: the top-level run of a
@@ -464,6 +465,9 @@ func (r *Runtime) report(ctx context.Context, rn *run, ev bot.ProgressEvent) {
 	if rn.progress == nil {
 		return
 	}
+	// What a call does ("running `curl -H 'Authorization: …'`") is shown
+	// in the thread.
+	ev.Text = r.redactor.Redact(ev.Text)
 	ev.At = r.opts.Now()
 	rn.progress.Report(ctx, ev)
 }
@@ -516,7 +520,8 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 	return tools.NewToolset(r.opts.Tools, tools.Scope{
 		Agent: rn.def.Name, Tools: rn.def.Tools, Profile: rn.def.Profile, Package: rn.def.Package,
 	}, tools.ToolsetOptions{
-		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: approver, Extra: extra, Logger: r.log,
+		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: approver, Extra: extra,
+		Redactor: r.redactor, Logger: r.log,
 	})
 }
 

@@ -559,14 +559,18 @@ func TestSecretsRedacted(t *testing.T) {
 		}
 		return call("bash", `{"command":"echo `+configured+`"}`), nil
 	})
-	f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) { o.Secrets = []bot.Secret{configured} })
-	res, err := f.rt.Run(context.Background(), request("coder", "what is the key?"), nil)
+	f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) { o.Redactor = bot.NewRedactor(configured) })
+	progress := &recorder{}
+	res, err := f.rt.Run(context.Background(), request("coder", "what is the key?"), progress)
 	require.NoError(t, err)
 	require.Equal(t, "found [REDACTED] and [REDACTED]", res.Reply)
 
-	// The model saw the real tool output during the run ...
-	require.Equal(t, configured+"\n", lastMessage(model.requests("coder")[1]).Content)
-	// ... but nothing stored keeps it.
+	// The model never reads the secret the tool printed ...
+	require.Equal(t, "[REDACTED]\n", lastMessage(model.requests("coder")[1]).Content)
+	// ... the status message does not show the command's secret ...
+	require.Contains(t, progress.lines(), "tool_called running `echo [REDACTED]`")
+	require.NotContains(t, strings.Join(progress.lines(), "\n"), configured)
+	// ... and nothing stored keeps it.
 	conv, err := f.store.LoadConversation(context.Background(), thread.Key(), "coder")
 	require.NoError(t, err)
 	docs, err := f.store.ListTranscripts(context.Background(), "job_1")

@@ -6,12 +6,10 @@ import (
 )
 
 // Secret holds a credential (token, key, signing secret). Every way of
-// printing it — fmt verbs, JSON, YAML, slog — yields "<secret>", so a config
+// printing it — fmt verbs, JSON, YAML, slog — yields Redacted, so a config
 // or an error that carries one cannot leak it by accident. Use Reveal at the
 // single place the raw value is needed.
 type Secret string
-
-const redacted = "<secret>"
 
 // Reveal returns the raw value.
 func (s Secret) Reveal() string { return string(s) }
@@ -19,23 +17,23 @@ func (s Secret) Reveal() string { return string(s) }
 // IsSet reports whether the secret has a value.
 func (s Secret) IsSet() bool { return s != "" }
 
-func (s Secret) String() string { return redacted }
+func (s Secret) String() string { return Redacted }
 
 // GoString covers %#v.
-func (s Secret) GoString() string { return `"` + redacted + `"` }
+func (s Secret) GoString() string { return `"` + Redacted + `"` }
 
 // MarshalText covers JSON, YAML map keys and anything else text-based.
-func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+func (s Secret) MarshalText() ([]byte, error) { return []byte(Redacted), nil }
 
 // MarshalJSON makes json.Marshal print the placeholder even through
 // reflection paths that do not consult MarshalText.
-func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + Redacted + `"`), nil }
 
 // MarshalYAML covers gopkg.in/yaml.v3.
-func (s Secret) MarshalYAML() (any, error) { return redacted, nil }
+func (s Secret) MarshalYAML() (any, error) { return Redacted, nil }
 
 // LogValue covers log/slog.
-func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+func (s Secret) LogValue() slog.Value { return slog.StringValue(Redacted) }
 
 // UnmarshalText accepts the raw value from config.
 func (s *Secret) UnmarshalText(b []byte) error {
@@ -48,14 +46,14 @@ func (s *Secret) UnmarshalText(b []byte) error {
 func (s Secret) Format(f fmt.State, verb rune) {
 	switch verb {
 	case 'q':
-		fmt.Fprintf(f, "%q", redacted)
+		fmt.Fprintf(f, "%q", Redacted)
 	case 'v':
 		if f.Flag('#') {
 			fmt.Fprint(f, s.GoString())
 			return
 		}
-		fmt.Fprint(f, redacted)
+		fmt.Fprint(f, Redacted)
 	default:
-		fmt.Fprint(f, redacted)
+		fmt.Fprint(f, Redacted)
 	}
 }

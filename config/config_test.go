@@ -389,7 +389,7 @@ slack:
 	}
 	y, err := yaml.Marshal(c)
 	require.NoError(t, err)
-	require.Contains(t, string(y), "webhook_secret: <secret>")
+	require.Contains(t, string(y), "webhook_secret: '[REDACTED]'")
 }
 
 func TestSecretsNeverInErrors(t *testing.T) {

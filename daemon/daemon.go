@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	APIToken bot.Secret // required to listen beyond loopback
 	Console  bool       // serve the local console endpoints
 	DataDir  string
+	// Secrets are every value configured as a secret. They, the API tokens
+	// and anything shaped like a credential are masked in logs, API
+	// answers, thread messages, tool results, transcripts and the audit log.
+	Secrets []bot.Secret
 
 	Router *bot.Router
 	// NewRunner builds the agent runtime inside the daemon; nil runs
@@ -65,6 +70,8 @@ type Options struct {
 type Daemon struct {
 	opts       Options
 	log        *slog.Logger
+	redactor   *bot.Redactor
+	outbox     bot.Outboxer // the store, masking what it is given
 	store      *bolt.Store
 	runner     bot.Runner
 	runtime    Runtime
@@ -98,6 +105,8 @@ func New(opts Options) (*Daemon, error) {
 	if err := checkListen(opts.Listen, opts.APIToken); err != nil {
 		return nil, err
 	}
+	redactor := bot.NewRedactor(append(slices.Clone(opts.Secrets), opts.APIToken)...)
+	opts.Logger = slog.New(redactor.Handler(opts.Logger.Handler()))
 	store, err := bolt.Open(filepath.Join(opts.DataDir, DataFile), bolt.Options{Logger: opts.Logger})
 	if err != nil {
 		return nil, err
@@ -110,7 +119,10 @@ func New(opts Options) (*Daemon, error) {
 	} else if n > 0 {
 		opts.Logger.Warn("reclaiming jobs of a previous process that did not stop cleanly", slog.Int("jobs", n))
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, store: store, registry: prometheus.NewRegistry()}
+	d := &Daemon{
+		opts: opts, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
+		outbox: bot.RedactingOutbox(store, redactor),
+	}
 	if err := d.build(); err != nil {
 		store.Close()
 		return nil, err
@@ -130,7 +142,7 @@ func (d *Daemon) build() error {
 	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
 		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log,
 	})
-	d.reporter = bot.NewReporter(store, d.deliverer.Wake, d.log)
+	d.reporter = bot.NewReporter(d.outbox, d.deliverer.Wake, d.log)
 	// The sources' gates are added by connect, before anything is served.
 	gates := map[string]bot.Gate{}
 	d.intake = bot.NewIntake(bot.IntakeOptions{
@@ -150,7 +162,8 @@ func (d *Daemon) build() error {
 	d.runtime = Runtime{Runner: bot.NoRuntime{}}
 	if opts.NewRunner != nil {
 		d.runtime, err = opts.NewRunner(RunnerDeps{
-			Store: store, Tools: platformTools, Notifier: outboxNotifier{out: store, wake: d.deliverer.Wake},
+			Store: store, Tools: platformTools, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
+			Redactor: d.redactor, Logger: d.log,
 		})
 		if err != nil {
 			return fmt.Errorf("agent runtime: %w", err)
@@ -207,7 +220,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 		gates[bot.SourceGitHub] = gate
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
 			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
-			Outbox: d.store, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
+			Outbox: d.outbox, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client, d.log)
 		ts = append(ts, github.Tools(client, github.ToolOptions{AllowOtherRepos: gc.AllowOtherRepos})...)
@@ -217,7 +230,8 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 		a, err := slack.New(slack.Options{
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
-			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Approvals: slackApprovals{d}, Logger: d.log,
+			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Approvals: slackApprovals{d},
+			Redactor: d.redactor, Logger: d.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("slack: %w", err)
@@ -295,7 +309,7 @@ func (d *Daemon) routes() http.Handler {
 	admin.New(ao).Mount(api)
 
 	mux := http.NewServeMux()
-	mux.Handle("/api/", httpapi.RequireToken(d.opts.APIToken, api))
+	mux.Handle("/api/", httpapi.RequireToken(d.opts.APIToken, httpapi.Redact(d.redactor, api)))
 	// Webhooks authenticate with their platform's signature, not the API token.
 	if d.github != nil {
 		mux.Handle("POST /webhooks/github", d.github)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -241,4 +242,61 @@ func TestSecondDaemonOnTheSameDataFails(t *testing.T) {
 	require.ErrorContains(t, err, "switchyard.db")
 	require.ErrorContains(t, err, "locked by another process")
 	require.Less(t, time.Since(t0), 5*time.Second)
+}
+
+// syncBuffer is a log sink the daemon's goroutines may write to at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A secret someone pastes into a message is stored as sent, but no API
+// answer, thread message or log line shows it.
+func TestSecretsNeverInAPIAnswersThreadsOrLogs(t *testing.T) {
+	const configured = "configured-model-key-0123456789"
+	const shaped = "glpat-AbCdEfGhIjKlMnOpQrSt"
+	logs := &syncBuffer{}
+	r := start(t, func(o *daemon.Options) {
+		o.Secrets = []bot.Secret{configured}
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	code, body := r.do(t, "POST", "/api/v1/messages",
+		`{"thread":"leak","text":"@coder use `+configured+` and `+shaped+`","id":"`+configured+`"}`)
+	require.Equal(t, http.StatusAccepted, code, string(body))
+	var res local.MessageResponse
+	require.NoError(t, json.Unmarshal(body, &res))
+
+	var answers []string
+	require.Eventually(t, func() bool {
+		code, body := r.do(t, "GET", "/api/v1/threads/leak/messages", "")
+		require.Equal(t, 200, code)
+		var msgs []local.ThreadMessage
+		require.NoError(t, json.Unmarshal(body, &msgs))
+		return len(msgs) == 2
+	}, 5*time.Second, 20*time.Millisecond)
+	for _, path := range []string{"/api/v1/threads/leak/messages", "/api/v1/workitems/" + res.WorkItemID,
+		"/api/v1/workitems?thread=leak", "/api/v1/ingress"} {
+		code, body := r.do(t, "GET", path, "")
+		require.Equal(t, 200, code, path)
+		require.True(t, json.Valid(body), path)
+		answers = append(answers, string(body))
+	}
+	require.Contains(t, answers[1], "@coder use [REDACTED] and [REDACTED]")
+	r.stop()
+	for _, out := range append(answers, logs.String()) {
+		require.NotContains(t, out, configured)
+		require.NotContains(t, out, shaped)
+	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/switchyard/switchyard/agents/policy"
@@ -21,6 +22,11 @@ type RunnerDeps struct {
 	// Notifier asks a call's thread for an approval and tells it the
 	// outcome, through the outbox.
 	Notifier policy.Notifier
+	// Redactor is the daemon's one redactor: every configured secret, the
+	// API tokens and credential shapes.
+	Redactor *bot.Redactor
+	// Logger masks secrets in what it logs.
+	Logger *slog.Logger
 }
 
 // Runtime is what NewRunner builds: the runner, and the policy services the

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -122,6 +124,46 @@ func RequireToken(token bot.Secret, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Redact wraps next so that no answer shows a secret: the body is masked
+// by r before it is sent, and a JSON body stays JSON. Answers are buffered,
+// which the API's bounded JSON answers allow.
+func Redact(r *bot.Redactor, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		buf := &bufferedWriter{header: w.Header(), status: http.StatusOK}
+		next.ServeHTTP(buf, req)
+		body := buf.body.Bytes()
+		if mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); mt == "application/json" {
+			body = r.RedactJSON(body)
+		} else {
+			body = []byte(r.Redact(string(body)))
+		}
+		w.Header().Del("Content-Length")
+		w.WriteHeader(buf.status)
+		_, _ = w.Write(body) // the client went away; nothing to tell it
+	})
+}
+
+// bufferedWriter keeps an answer until it can be masked.
+type bufferedWriter struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+
+func (b *bufferedWriter) WriteHeader(status int) {
+	if !b.wrote {
+		b.status, b.wrote = status, true
+	}
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	b.wrote = true
+	return b.body.Write(p)
 }
 
 // Limit parses a "limit" query parameter in [1, max]; 0 when absent.

@@ -75,7 +75,7 @@ type ApprovalOptions struct {
 	Audit *Auditor
 	// Redactor masks secrets in the arguments shown to approvers; nil
 	// withholds the arguments.
-	Redactor Redactor
+	Redactor *bot.Redactor
 	// Timeout defaults to DefaultApprovalTimeout.
 	Timeout time.Duration
 	// Keep is how many decided approvals List remembers; default 100.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
@@ -91,7 +90,7 @@ func newApprovalRig(t *testing.T, timeout time.Duration) *approvalRig {
 	require.NoError(t, err)
 	n := &threadNotifier{}
 	a, err := policy.NewApprovals(policy.ApprovalOptions{
-		Approvers: e, Notifier: n, Audit: auditor, Redactor: agents.NewRedactor(configuredSecret), Timeout: timeout,
+		Approvers: e, Notifier: n, Audit: auditor, Redactor: bot.NewRedactor(configuredSecret), Timeout: timeout,
 	})
 	require.NoError(t, err)
 	bash := &recordingBash{}

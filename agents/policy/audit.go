@@ -73,24 +73,19 @@ type AuditStore interface {
 	ListAudit(ctx context.Context, since time.Time, decision string, limit int) ([][]byte, error)
 }
 
-// Redactor masks secrets in text; agents.Redactor implements it.
-type Redactor interface {
-	Redact(s string) string
-}
-
 // maxAuditArgs bounds the arguments kept per record.
 const maxAuditArgs = 4 << 10
 
 // Auditor writes and reads the audit log, redacting what it stores.
 type Auditor struct {
 	store  AuditStore
-	redact Redactor
+	redact *bot.Redactor
 	now    func() time.Time
 }
 
 // NewAuditor returns an Auditor over store. A redactor is required: the
 // log must not be a place secrets collect in.
-func NewAuditor(store AuditStore, r Redactor) (*Auditor, error) {
+func NewAuditor(store AuditStore, r *bot.Redactor) (*Auditor, error) {
 	if store == nil {
 		return nil, errors.New("audit: no store")
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
@@ -27,7 +26,7 @@ func openAudit(t *testing.T) (*policy.Auditor, *bolt.Store) {
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	a, err := policy.NewAuditor(store, agents.NewRedactor(configuredSecret))
+	a, err := policy.NewAuditor(store, bot.NewRedactor(configuredSecret))
 	require.NoError(t, err)
 	return a, store
 }
@@ -114,7 +113,7 @@ func (failingStore) ListAudit(context.Context, time.Time, string, int) ([][]byte
 }
 
 func TestSensitiveCallsAreRefusedWhenTheAuditLogFails(t *testing.T) {
-	auditor, err := policy.NewAuditor(failingStore{}, agents.NewRedactor())
+	auditor, err := policy.NewAuditor(failingStore{}, bot.NewRedactor())
 	require.NoError(t, err)
 	f := newFixture(t, nil)
 	e, err := policy.New(policy.Options{Audit: auditor})
@@ -128,7 +127,7 @@ func TestSensitiveCallsAreRefusedWhenTheAuditLogFails(t *testing.T) {
 	d = e.Check(ctx, f.call("ops", "ops", coreInfo("bash"), map[string]string{"command": "ls"}))
 	require.Equal(t, tools.Allow, d.Verdict)
 
-	_, err = policy.NewAuditor(nil, agents.NewRedactor())
+	_, err = policy.NewAuditor(nil, bot.NewRedactor())
 	require.Error(t, err)
 	_, err = policy.NewAuditor(failingStore{}, nil)
 	require.Error(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
 )
 
 func registry(t *testing.T, extra ...tools.Tool) *tools.Registry {
@@ -333,6 +334,37 @@ func TestOutputCapped(t *testing.T) {
 	res = tools.NewToolset(r, tools.Scope{Agent: "coder"}, tools.ToolsetOptions{MaxOutput: 4096}).
 		Execute(context.Background(), tools.CallContext{Workspace: ws}, "read_file", json.RawMessage(`{"path":"big.txt"}`))
 	require.Less(t, len(res.Output), 4200)
+}
+
+// Every tool's result is masked before the model reads it: the file tools,
+// bash, refusals, and the head and tail of an output too long to show.
+func TestResultsAreRedactedBeforeTheModelReadsThem(t *testing.T) {
+	const configured = "configured-secret-0123456789"
+	const pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----"
+	const gitlab = "glpat-AbCdEfGhIjKlMnOpQrSt"
+	r := registry(t)
+	ws := workspace(t)
+	secretFile := "key: " + configured + "\n" + pem + "\ntoken " + gitlab + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "creds.txt"), []byte(secretFile), 0o644))
+	long := secretFile + strings.Repeat("filler line\n", 20<<10) + secretFile
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "long.txt"), []byte(long), 0o644))
+	ts := tools.NewToolset(r, tools.Scope{Agent: "coder"}, tools.ToolsetOptions{
+		Profiles: tools.BuiltinProfiles{}, Redactor: bot.NewRedactor(configured), MaxOutput: 4096,
+	})
+	for _, call := range []struct{ tool, input string }{
+		{"read_file", `{"path":"creds.txt"}`},
+		{"read_file", `{"path":"long.txt"}`},
+		{"bash", `{"command":"cat creds.txt; echo ` + configured + ` >&2; exit 3"}`},
+		{"bash", `{"command":"cat long.txt"}`},
+		{"search_files", `{"pattern":"glpat"}`},
+		{configured, `{}`}, // an unknown tool's refusal names it
+	} {
+		res := exec(t, ts, ws, call.tool, call.input)
+		for _, secret := range []string{configured, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", gitlab} {
+			require.NotContains(t, res.Output, secret, "%s %s", call.tool, call.input)
+		}
+		require.Contains(t, res.Output, bot.Redacted, "%s %s: %s", call.tool, call.input, res.Output)
+	}
 }
 
 func TestRegistry(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // DefaultMaxOutput caps what one tool call returns to the model.
@@ -25,7 +27,10 @@ type ToolsetOptions struct {
 	Extra []Tool
 	// MaxOutput caps a result; 0 means DefaultMaxOutput.
 	MaxOutput int
-	Logger    *slog.Logger
+	// Redactor masks secrets in every result before the model reads it;
+	// nil masks common token shapes only.
+	Redactor *bot.Redactor
+	Logger   *slog.Logger
 }
 
 // Toolset is what one agent's run calls through: the tools it is shown and
@@ -37,6 +42,7 @@ type Toolset struct {
 	policy   Policy
 	approver Approver
 	max      int
+	redact   *bot.Redactor
 	log      *slog.Logger
 }
 
@@ -55,6 +61,7 @@ func NewToolset(r *Registry, s Scope, opts ToolsetOptions) *Toolset {
 		policy:   opts.Policy,
 		approver: opts.Approver,
 		max:      opts.MaxOutput,
+		redact:   opts.Redactor,
 		log:      opts.Logger,
 	}
 	if ts.policy == nil {
@@ -98,8 +105,15 @@ type Result struct {
 
 // Execute runs one call: the tool must exist, the policy must allow it, and
 // only then does it run. Refusals and failures come back as a Result the
-// model reads, never as a Go error.
+// model reads, never as a Go error. Whatever the tool returns, secrets are
+// masked before the model reads it.
 func (ts *Toolset) Execute(ctx context.Context, cc CallContext, name string, input json.RawMessage) Result {
+	res := ts.execute(ctx, cc, name, input)
+	res.Output = ts.finish(res.Output)
+	return res
+}
+
+func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, input json.RawMessage) Result {
 	cc.Scope = ts.scope
 	e, ok := ts.tools[name]
 	if !ok {
@@ -142,8 +156,28 @@ func (ts *Toolset) Execute(ctx context.Context, cc CallContext, name string, inp
 	default:
 		res.Output = out
 	}
-	res.Output = capOutput(res.Output, ts.max)
 	return res
+}
+
+// redactMargin is how far beyond the part of a long output that is kept
+// it is read for secrets, so a key cut by the cap is still recognised.
+const redactMargin = 8 << 10
+
+// finish masks secrets in an output and caps it. A long output is masked in
+// the parts that are kept (with a margin), not whole: a 4 MiB file costs no
+// more than its head and tail.
+func (ts *Toolset) finish(s string) string {
+	if len(s) <= ts.max {
+		return ts.redact.Redact(s)
+	}
+	tail := ts.max / 4
+	head := ts.max - tail
+	if len(s) > ts.max+2*redactMargin {
+		h := ts.redact.Redact(s[:head+redactMargin])
+		t := ts.redact.Redact(s[len(s)-tail-redactMargin:])
+		return joinCapped(h, t, head, tail, len(s)-head-tail)
+	}
+	return capOutput(ts.redact.Redact(s), ts.max)
 }
 
 func (ts *Toolset) refuse(ctx context.Context, cc CallContext, name, reason string) Result {
@@ -177,6 +211,13 @@ func capOutput(s string, max int) string {
 	}
 	tail := max / 4
 	head := max - tail
+	return joinCapped(s, s, head, tail, len(s)-head-tail)
+}
+
+// joinCapped keeps the first head bytes of h and the last tail bytes of t,
+// saying how many bytes were left out between them.
+func joinCapped(h, t string, head, tail, omitted int) string {
+	head, tail = min(head, len(h)), min(tail, len(t))
 	return fmt.Sprintf("%s\n[… %d bytes omitted …]\n%s",
-		strings.ToValidUTF8(s[:head], ""), len(s)-head-tail, strings.ToValidUTF8(s[len(s)-tail:], ""))
+		strings.ToValidUTF8(h[:head], ""), omitted, strings.ToValidUTF8(t[len(t)-tail:], ""))
 }

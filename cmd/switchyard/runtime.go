@@ -45,30 +45,15 @@ func models(ctx context.Context, cfg *config.Config, logger *slog.Logger) (llm.M
 	return ms, nil
 }
 
-// secrets lists every configured secret, so the runtime masks them in what
-// it stores and replies.
-func secrets(cfg *config.Config, token bot.Secret) []bot.Secret {
-	out := []bot.Secret{token, cfg.Server.APIToken}
-	for _, m := range cfg.Models {
-		out = append(out, m.APIKey)
-	}
-	if g := cfg.GitHub; g != nil {
-		out = append(out, g.PrivateKey, g.WebhookSecret)
-	}
-	if s := cfg.Slack; s != nil {
-		out = append(out, s.AppToken, s.BotToken, s.SigningSecret)
-	}
-	return out
-}
-
-// newRuntime builds the agent runtime over the daemon's store.
-func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, token bot.Secret, logger *slog.Logger) (func(daemon.RunnerDeps) (daemon.Runtime, error), error) {
+// newRuntime builds the agent runtime over the daemon's store, with the
+// daemon's redactor and logger.
+func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, logger *slog.Logger) (func(daemon.RunnerDeps) (daemon.Runtime, error), error) {
 	ms, err := models(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
 	return func(deps daemon.RunnerDeps) (daemon.Runtime, error) {
-		redactor := agents.NewRedactor(revealed(secrets(cfg, token))...)
+		redactor, logger := deps.Redactor, deps.Logger
 		auditor, err := policy.NewAuditor(deps.Store, redactor)
 		if err != nil {
 			return daemon.Runtime{}, err
@@ -117,7 +102,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, to
 			Policy: engine, Profiles: engine, Approver: approvals,
 			Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 			Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
-			Secrets: secrets(cfg, token), Logger: logger,
+			Redactor: redactor, Logger: logger,
 		})
 		if err != nil {
 			return daemon.Runtime{}, err
@@ -126,14 +111,25 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, to
 	}, nil
 }
 
-// revealed returns the values of the secrets that are set, for the
-// redactor that masks them.
-func revealed(ss []bot.Secret) []string {
-	var out []string
-	for _, s := range ss {
-		if s.IsSet() {
-			out = append(out, s.Reveal())
+// secrets lists every value configured as a secret, so the daemon masks
+// them wherever it shows or stores text. The GitHub App's key counts
+// whether it is written in the config or kept in private_key_file.
+func secrets(cfg *config.Config) []bot.Secret {
+	out := []bot.Secret{cfg.Server.APIToken}
+	for _, m := range cfg.Models {
+		out = append(out, m.APIKey)
+	}
+	if g := cfg.GitHub; g != nil {
+		out = append(out, g.PrivateKey, g.WebhookSecret)
+		if g.PrivateKeyFile != "" {
+			// Unreadable, the GitHub client says so when it starts.
+			if key, err := os.ReadFile(g.PrivateKeyFile); err == nil {
+				out = append(out, bot.Secret(key))
+			}
 		}
+	}
+	if s := cfg.Slack; s != nil {
+		out = append(out, s.AppToken, s.BotToken, s.SigningSecret)
 	}
 	return out
 }

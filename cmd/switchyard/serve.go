@@ -42,14 +42,15 @@ func newServeCmd() *cobra.Command {
 			if !token.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
 			}
-			newRunner, err := newRuntime(cmd.Context(), cfg, s.agents, token, logger)
+			newRunner, err := newRuntime(cmd.Context(), cfg, s.agents, logger)
 			if err != nil {
 				return err
 			}
 			d, err := daemon.New(daemon.Options{
 				NewRunner: newRunner,
 				Listen:    cfg.Server.Listen, APIToken: token, Console: cfg.Server.Console, DataDir: cfg.DataDir,
-				Router: s.router, Schedules: cfg.BotSchedules(),
+				Secrets: secrets(cfg),
+				Router:  s.router, Schedules: cfg.BotSchedules(),
 				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,
 				DedupWindow: cfg.DedupWindow,
 				GitHub:      cfg.GitHub, Slack: cfg.Slack,

@@ -126,7 +126,7 @@ func TestInstallationTokensAreCachedAndRefreshed(t *testing.T) {
 		tok, err := c2.Token(ctx, 9)
 		require.NoError(t, err)
 		require.True(t, strings.HasPrefix(tok.Reveal(), "ghs_fake_9_"))
-		require.Equal(t, "<secret>", fmt.Sprint(tok))
+		require.Equal(t, bot.Redacted, fmt.Sprint(tok))
 	}
 	require.Equal(t, 5, fake.callCount(exchange))
 

@@ -1051,6 +1051,8 @@ type git struct {
 	base  []string
 	token string // "" for commands that need no credentials
 	auth  string // the header value carrying token
+	// redactor masks the token, raw and as its header carries it.
+	redactor *bot.Redactor
 }
 
 // newGit returns a git runner whose HOME (so: global config) and hooks path
@@ -1080,6 +1082,7 @@ func (g *git) withToken(token bot.Secret, gitBase string) *git {
 	cp := *g
 	cp.token = token.Reveal()
 	cp.auth = "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+cp.token))
+	cp.redactor = bot.NewRedactor(token, bot.Base64Secret("x-access-token:"+cp.token))
 	cp.base = append(slices.Clone(g.base), gitConfigEnv([][2]string{{"http." + gitBase + ".extraHeader", cp.auth}}, g.home)...)
 	return &cp
 }
@@ -1134,9 +1137,7 @@ func (g *git) scrub(s string) string {
 	if g.token == "" {
 		return s
 	}
-	s = strings.ReplaceAll(s, g.auth, "Authorization: <redacted>")
-	s = strings.ReplaceAll(s, base64.StdEncoding.EncodeToString([]byte("x-access-token:"+g.token)), "<redacted>")
-	return strings.ReplaceAll(s, g.token, "<redacted>")
+	return g.redactor.Redact(s)
 }
 
 func lastLines(s string, n int) string {

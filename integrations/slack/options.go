@@ -98,7 +98,10 @@ type Options struct {
 	// PingInterval is how long Socket Mode waits for Slack's websocket ping
 	// before it reconnects; slack-go's default (30 s) when zero.
 	PingInterval time.Duration
-	Logger       *slog.Logger
+	// Redactor masks secrets in what the agent tools post and return; the
+	// adapter's own tokens are masked in any case.
+	Redactor *bot.Redactor
+	Logger   *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
 }

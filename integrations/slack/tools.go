@@ -75,7 +75,7 @@ const (
 // never returns email addresses or phone numbers: what agents read ends up in
 // transcripts and threads, and finding people by email covers the need.
 func (a *Adapter) Tools() []tools.Tool {
-	at := &agentTools{a: a, secrets: configuredSecrets(a.opts.BotToken, a.opts.AppToken, a.opts.SigningSecret)}
+	at := &agentTools{a: a, redactor: a.opts.Redactor.With(a.opts.BotToken, a.opts.AppToken, a.opts.SigningSecret)}
 	// Reading Slack needs read; what other people see (a post, a
 	// reaction) needs push.
 	read, push := []tools.Permission{tools.PermRead}, []tools.Permission{tools.PermPush}
@@ -141,10 +141,11 @@ var (
 )
 
 // agentTools holds what the four tools share: the adapter (client, pacer,
-// allow list, identity) and the secrets to blank from their output.
+// allow list, identity) and the redactor that blanks secrets from their
+// output.
 type agentTools struct {
-	a       *Adapter
-	secrets []string
+	a        *Adapter
+	redactor *bot.Redactor
 }
 
 // tool is one agent tool; Run blanks secrets from whatever run returns.
@@ -180,31 +181,10 @@ func (t *tool) Run(ctx context.Context, cc tools.CallContext, input json.RawMess
 	}
 }
 
-// slackToken matches Slack's token shapes: bot, user, workspace, refresh
-// and app-level tokens, and rotating ones such as xoxe.xoxp-….
-var slackToken = regexp.MustCompile(`\b(?:xox[a-z]\.)?x(?:ox[a-z]|app)-[0-9A-Za-z-]+`)
-
-const redactedText = "[redacted]"
-
-func configuredSecrets(ss ...bot.Secret) []string {
-	var out []string
-	for _, s := range ss {
-		if s.IsSet() {
-			out = append(out, s.Reveal())
-		}
-	}
-	return out
-}
-
-// redact blanks the adapter's own secrets, whatever their shape, and
-// anything shaped like a Slack token: a token pasted into a thread must not
-// travel on through an agent.
-func (at *agentTools) redact(s string) string {
-	for _, secret := range at.secrets {
-		s = strings.ReplaceAll(s, secret, redactedText)
-	}
-	return slackToken.ReplaceAllString(s, redactedText)
-}
+// redact blanks the adapter's own secrets, whatever their shape, every
+// configured secret and anything shaped like a token: a token pasted into a
+// thread must not travel on through an agent.
+func (at *agentTools) redact(s string) string { return at.redactor.Redact(s) }
 
 // place is where a call acts: a channel, and the run's own Slack thread
 // (zero outside Slack).

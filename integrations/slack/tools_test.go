@@ -296,7 +296,7 @@ func TestPostMessageEscapesAndRedacts(t *testing.T) {
 	require.False(t, res.IsError, res.Output)
 	posts := th.fs.callsOf("chat.postMessage")
 	require.Len(t, posts, 1)
-	require.Equal(t, "&lt;!channel&gt; &lt;!here&gt; ping &lt;@U1&gt; &amp; a &lt; b; token [redacted] and [redacted]",
+	require.Equal(t, "&lt;!channel&gt; &lt;!here&gt; ping &lt;@U1&gt; &amp; a &lt; b; token [REDACTED] and [REDACTED]",
 		posts[0].Form.Get("text"))
 }
 
@@ -383,7 +383,7 @@ func TestPostMessageErrorsAsText(t *testing.T) {
 		{"archived", fakeFailure{code: "is_archived"}, "the channel is archived (is_archived)"},
 		{"unknown code", fakeFailure{code: "fatal_error"}, "error: slack chat.postMessage: fatal_error"},
 		{"server error", fakeFailure{status: http.StatusBadGateway}, "error: slack chat.postMessage: "},
-		{"a code carrying a token", fakeFailure{code: "invalid_auth for xoxb-test and xoxb-9-9-leak"}, "[redacted]"},
+		{"a code carrying a token", fakeFailure{code: "invalid_auth for xoxb-test and xoxb-9-9-leak"}, "[REDACTED]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,7 +460,7 @@ func TestReadThread(t *testing.T) {
 		"--- 1700000002.000200 · 2023-11-14 22:13 UTC · deploybot (bot B9)\n" +
 		"deployed https://ci.example/1\n" +
 		"--- 1700000003.000200 · 2023-11-14 22:13 UTC · Bob Dylan (U2)\n" +
-		"log attached, cc @alice (U1) @U77; my token is [redacted]\n" +
+		"log attached, cc @alice (U1) @U77; my token is [REDACTED]\n" +
 		"[file: flaky.log]\n"
 	require.Equal(t, want, res.Output)
 

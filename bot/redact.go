@@ -1,0 +1,450 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Redacted replaces a secret wherever Switchyard shows or stores text: tool
+// results before the model reads them, conversations, transcripts, replies,
+// status messages, the audit log, approvals, API answers and logs. A Secret
+// prints as Redacted too.
+const Redacted = "[REDACTED]"
+
+// minSecretLen keeps short configured values (a "1", a "dev") from masking
+// ordinary words everywhere.
+const minSecretLen = 8
+
+// minKeyLine is the shortest body line of a configured PEM key that is
+// masked on its own: the last line of a key may be short, and a short line
+// is no secret.
+const minKeyLine = 16
+
+// Redactor masks secrets in text: every value configured as a secret, and
+// anything shaped like a common credential (GitHub, GitLab, npm, Slack,
+// OpenAI, Anthropic, AWS and Google keys, JWTs, PEM private keys, bearer and
+// basic credentials, passwords in URLs, password=/secret=/token=/api_key=
+// pairs). It is the one redactor of the daemon: every path that shows or
+// stores text goes through it. A nil *Redactor masks the shapes alone. It is
+// safe for concurrent use.
+type Redactor struct {
+	values  []string // longest first
+	replace *strings.Replacer
+}
+
+// NewRedactor returns a redactor for the given secrets; unset ones and
+// values shorter than 8 bytes are skipped. A value with several lines (a
+// PEM key) is also masked line by line, and in its JSON-escaped form.
+func NewRedactor(secrets ...Secret) *Redactor {
+	r := &Redactor{}
+	return r.With(secrets...)
+}
+
+// With returns a redactor that masks r's secrets and these, such as a
+// short-lived token one tool holds.
+func (r *Redactor) With(secrets ...Secret) *Redactor {
+	var vals []string
+	if r != nil {
+		vals = slices.Clone(r.values)
+	}
+	for _, s := range secrets {
+		vals = append(vals, secretForms(s.Reveal())...)
+	}
+	// Longest first, so a secret that contains another is masked whole.
+	slices.SortFunc(vals, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	vals = slices.Compact(vals)
+	out := &Redactor{values: vals}
+	if len(vals) > 0 {
+		pairs := make([]string, 0, 2*len(vals))
+		for _, v := range vals {
+			pairs = append(pairs, v, Redacted)
+		}
+		out.replace = strings.NewReplacer(pairs...)
+	}
+	return out
+}
+
+// secretForms returns the strings that reveal value: the value itself, and
+// for a value of several lines each long line and the JSON-escaped whole.
+func secretForms(value string) []string {
+	value = strings.TrimSpace(value)
+	if len(value) < minSecretLen || strings.Contains(Redacted, value) {
+		// Too short to mask without masking words, or part of the
+		// placeholder itself, which would then never go away.
+		return nil
+	}
+	out := []string{value}
+	if strings.ContainsAny(value, "\r\n") {
+		esc, _ := json.Marshal(value)
+		out = append(out, string(esc[1:len(esc)-1]))
+		for line := range strings.Lines(value) {
+			if line = strings.TrimSpace(line); len(line) >= minKeyLine && !strings.HasPrefix(line, "-----") {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// Redact returns s with every secret masked.
+func (r *Redactor) Redact(s string) string {
+	if s == "" {
+		return s
+	}
+	s = r.replaceValues(s)
+	var lower string // s lower-cased, computed when a shape needs it
+	for i := range shapes {
+		sh := &shapes[i]
+		if len(sh.hints) > 0 {
+			text := s
+			if sh.fold {
+				if lower == "" {
+					lower = strings.ToLower(s)
+				}
+				text = lower
+			}
+			if !slices.ContainsFunc(sh.hints, func(h string) bool { return strings.Contains(text, h) }) {
+				continue
+			}
+		}
+		if out := sh.apply(s); out != s {
+			s, lower = out, ""
+		}
+	}
+	// Masking shapes can only join text around a placeholder; should that
+	// spell a configured value, mask it again, and give up on the text if
+	// it keeps doing so.
+	for range 4 {
+		out := r.replaceValues(s)
+		if out == s {
+			return s
+		}
+		s = out
+	}
+	return Redacted
+}
+
+func (r *Redactor) replaceValues(s string) string {
+	if r == nil || r.replace == nil {
+		return s
+	}
+	return r.replace.Replace(s)
+}
+
+// RedactJSON masks secrets in a JSON document and keeps it valid JSON.
+// Masking replaces text inside strings with the placeholder, which is
+// almost always still JSON; when it is not (a match spanning an escape),
+// every string of the document is masked on its own instead.
+func (r *Redactor) RedactJSON(doc []byte) []byte {
+	out := r.Redact(string(doc))
+	if out == string(doc) {
+		return doc
+	}
+	if json.Valid([]byte(out)) {
+		return []byte(out)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		// Not JSON to begin with: the masked text is the best there is,
+		// as one JSON string.
+		b, _ := json.Marshal(out)
+		return b
+	}
+	b, err := json.Marshal(r.redactValue(v))
+	if err != nil {
+		b, _ = json.Marshal(Redacted)
+	}
+	return b
+}
+
+func (r *Redactor) redactValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		return r.Redact(v)
+	case []any:
+		for i := range v {
+			v[i] = r.redactValue(v[i])
+		}
+	case map[string]any:
+		for k, x := range v {
+			v[k] = r.redactValue(x)
+		}
+	}
+	return v
+}
+
+// Handler wraps next so that no secret reaches the log: the message, every
+// string attribute, and the text of errors and other values are masked.
+func (r *Redactor) Handler(next slog.Handler) slog.Handler {
+	return &redactingHandler{next: next, r: r}
+}
+
+type redactingHandler struct {
+	next slog.Handler
+	r    *Redactor
+}
+
+func (h *redactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
+
+func (h *redactingHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.Redact(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.r.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *redactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	masked := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		masked[i] = h.r.attr(a)
+	}
+	return &redactingHandler{next: h.next.WithAttrs(masked), r: h.r}
+}
+
+func (h *redactingHandler) WithGroup(name string) slog.Handler {
+	return &redactingHandler{next: h.next.WithGroup(name), r: h.r}
+}
+
+// attr masks one attribute. Values other than strings and groups keep their
+// type unless their text shows a secret, in which case the masked text
+// replaces them.
+func (r *Redactor) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, r.Redact(v.String()))
+	case slog.KindGroup:
+		group := v.Group()
+		masked := make([]slog.Attr, len(group))
+		for i, g := range group {
+			masked[i] = r.attr(g)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(masked...)}
+	case slog.KindAny:
+		var text string
+		switch x := v.Any().(type) {
+		case error:
+			text = x.Error()
+		case []byte:
+			text = string(x)
+		default:
+			text = fmt.Sprint(x)
+		}
+		if masked := r.Redact(text); masked != text {
+			return slog.String(a.Key, masked)
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// shape is one kind of credential recognised by its form.
+type shape struct {
+	re *regexp.Regexp
+	// hints are substrings one of which the text must contain for re to be
+	// worth running; fold compares them with the text lower-cased.
+	hints []string
+	fold  bool
+	// keep is the submatch kept in front of the placeholder (a scheme
+	// word, a key name); 0 masks the whole match.
+	keep int
+	// after is put after the placeholder ("@" of a URL's user info).
+	after string
+	// valid, when set, says whether a match is a credential rather than
+	// ordinary text that happens to look like one; kept is the text of
+	// keep, m the rest.
+	valid func(kept, m string) bool
+}
+
+func (sh *shape) apply(s string) string {
+	locs := sh.re.FindAllStringSubmatchIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		start, end := loc[0], loc[1]
+		keepEnd := start
+		if sh.keep > 0 && loc[2*sh.keep] >= 0 {
+			keepEnd = loc[2*sh.keep+1]
+		}
+		if sh.valid != nil && !sh.valid(s[start:keepEnd], s[keepEnd:end]) {
+			continue
+		}
+		b.WriteString(s[last:keepEnd])
+		b.WriteString(Redacted)
+		b.WriteString(sh.after)
+		last = end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// secretKeys are the key names whose values are secrets in key=value,
+// key: value and JSON pairs: the name may have a prefix (DB_PASSWORD,
+// client_secret, GITHUB_TOKEN) but must end with one of these.
+const secretKeys = `password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key`
+
+// pairValue says whether the value of a key=value pair is a secret: not a
+// reference to one (${VAR}, $VAR), not a word YAML reads as a constant, not
+// the key's own name (a keyword argument passed on) and not masked already.
+func pairValue(kept, v string) bool {
+	v = strings.Trim(v, `\"'`)
+	switch strings.ToLower(v) {
+	case "", "true", "false", "null", "none", "nil", "yes", "no", "~":
+		return false
+	}
+	key := strings.TrimRight(kept, "\\\"' \t:=")
+	return !strings.HasPrefix(v, "$") && !strings.HasPrefix(v, "{{") && !strings.HasPrefix(v, Redacted) &&
+		!strings.EqualFold(v, key)
+}
+
+// shapes are applied in order; a PEM key goes before the pairs so that a
+// "private_key: -----BEGIN" line is masked whole.
+var shapes = []shape{
+	{ // a PEM private key block, also inside JSON strings (\n escapes)
+		re:    regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s:,.\\-]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
+		hints: []string{"PRIVATE KEY"},
+	},
+	{ // the start of a PEM private key whose end was cut off
+		re:    regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z-]+: [^\r\n\\]*|[A-Za-z0-9+/=]{16,}))+`),
+		hints: []string{"PRIVATE KEY"},
+	},
+	{ // JSON Web Tokens: a header and a payload, both JSON objects
+		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`),
+		hints: []string{"eyJ"},
+	},
+	{ // GitHub: personal, OAuth, user-to-server, server-to-server, refresh; fine-grained
+		re:    regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`),
+		hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
+	},
+	{ // GitLab: personal, OAuth, deploy, runner, CI job, trigger, feed, mail, agent, SCIM, feature flag tokens
+		re:    regexp.MustCompile(`\bgl(?:pat|oas|dt|rt|rtr|cbt|ptt|ft|imt|agent|soat|ffct)-[A-Za-z0-9_-][A-Za-z0-9_.-]{18,}[A-Za-z0-9_-]`),
+		hints: []string{"glpat-", "gloas-", "gldt-", "glrt-", "glrtr-", "glcbt-", "glptt-", "glft-", "glimt-", "glagent-", "glsoat-", "glffct-"},
+	},
+	{ // npm access tokens
+		re:    regexp.MustCompile(`\bnpm_[A-Za-z0-9]{30,}`),
+		hints: []string{"npm_"},
+	},
+	{ // Slack bot, user, workspace, refresh and app-level tokens
+		re:    regexp.MustCompile(`\b(?:xox[a-z]\.)?x(?:ox[abposrce]|app)-[0-9A-Za-z-]+`),
+		hints: []string{"xox", "xapp-"},
+	},
+	{ // Anthropic (sk-ant-…) and OpenAI (sk-…, sk-proj-…) keys: random, so with letters and digits
+		re:    regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}`),
+		hints: []string{"sk-"},
+		valid: func(_, m string) bool {
+			return strings.ContainsAny(m, "0123456789") && strings.IndexFunc(m[3:], isLetter) >= 0
+		},
+	},
+	{ // AWS access key ids, long-lived and temporary
+		re:    regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`),
+		hints: []string{"AKIA", "ASIA"},
+	},
+	{ // Google API keys
+		re:    regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`),
+		hints: []string{"AIza"},
+	},
+	{ // a password in a URL: https://user:password@host
+		re:    regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@"'<>]+:)[^/\s@"'<>]+@`),
+		hints: []string{"://"},
+		keep:  1,
+		after: "@",
+	},
+	{ // Authorization: Bearer …; prose ("bearer authentication") has no digits and is short
+		re:    regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}`),
+		hints: []string{"bearer"},
+		fold:  true,
+		keep:  1,
+		valid: func(_, m string) bool { return len(m) >= 16 || strings.ContainsAny(m, "0123456789") },
+	},
+	{ // Authorization: Basic base64(user:password)
+		re:    regexp.MustCompile(`(?i)\b(authorization:\s*basic\s+)[A-Za-z0-9+/=]{8,}`),
+		hints: []string{"basic"},
+		fold:  true,
+		keep:  1,
+	},
+	{ // quoted values, in any case: "password": "…", api_key = '…', TOKEN="…", also JSON-escaped
+		re:    regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*(?:` + secretKeys + `)\\?["']?\s*[:=]\s*\\?["'])(?:[^"'\\\r\n]|\\[^"'\\])+`),
+		hints: []string{"pass", "secret", "token", "key"},
+		fold:  true,
+		keep:  1,
+		valid: pairValue,
+	},
+	{ // key=value without spaces, in any case: env files, query strings, flags
+		re:    regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*(?:` + secretKeys + `)=)[^\s"'&;,<>=()\\][^\s"'&;,<>()\\]*`),
+		hints: []string{"pass", "secret", "token", "key"},
+		fold:  true,
+		keep:  1,
+		valid: pairValue,
+	},
+	{ // key: value as YAML and HTTP headers write it; lower or upper case
+		// only, so a Go field (Password: cfg.Password) is left alone
+		re: regexp.MustCompile(`\b((?:[a-z0-9_.-]*(?:` + secretKeys + `)|[A-Z0-9_.-]*(?:` + strings.ToUpper(secretKeys) +
+			`)|(?i:x-api-key|x-auth-token|private-token|x-gitlab-token|x-vault-token)):[ \t]+)[^\s"'#,][^\s"',]*`),
+		hints: []string{"pass", "secret", "token", "key"},
+		fold:  true,
+		keep:  1,
+		valid: pairValue,
+	},
+}
+
+func isLetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' }
+
+// Base64Secret returns the standard base64 encoding of s as a Secret, for
+// credentials that travel encoded (an HTTP basic Authorization header).
+func Base64Secret(s string) Secret {
+	return Secret(base64.StdEncoding.EncodeToString([]byte(s)))
+}
+
+// RedactingOutbox wraps next so that every message a thread will read —
+// status messages, replies, approval requests — is masked before it is
+// stored and sent.
+func RedactingOutbox(next Outboxer, r *Redactor) Outboxer {
+	return redactingOutbox{next: next, r: r}
+}
+
+type redactingOutbox struct {
+	next Outboxer
+	r    *Redactor
+}
+
+func (o redactingOutbox) Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error) {
+	msg.Text = o.r.Redact(msg.Text)
+	if s := msg.Status; s != nil {
+		v := *s
+		v.Activity = o.r.Redact(v.Activity)
+		v.Children = slices.Clone(v.Children)
+		for i, c := range v.Children {
+			v.Children[i] = o.r.Redact(c)
+		}
+		msg.Status = &v
+	}
+	if a := msg.Approval; a != nil {
+		v := *a
+		v.Arguments, v.Reason = o.r.Redact(v.Arguments), o.r.Redact(v.Reason)
+		msg.Approval = &v
+	}
+	return o.next.Enqueue(ctx, msg)
+}

@@ -1,0 +1,216 @@
+package bot_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// A made-up RSA key: the shape of one, not a key anyone uses.
+const testPEM = `-----BEGIN RSA PRIVATE KEY-----
+MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun
+VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK
+LxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo
+9z+40RQzuVaE8AkAFmxZzow3x+VJYKdjykkJ0iT9wCS0DRTXu269V264Vf/3jvre
+dZBFkAXQ7rbOgcPrM9R8h1X6Rxo7bATKl5xk7zZmNRrdwkwdmLb0W7kpx6BdKpRR
+dcb0GF/Lq2QiMW+XGhXiw==
+-----END RSA PRIVATE KEY-----`
+
+func TestRedactShapes(t *testing.T) {
+	r := bot.NewRedactor()
+	tests := []struct {
+		name, in, want string
+	}{
+		// GitHub
+		{"github classic", "token ghp_0123456789abcdefghijABCDEFGHIJ012345 ok", "token [REDACTED] ok"},
+		{"github oauth", "gho_16C7e42F292c6912E7710c838347Ae178B4a", "[REDACTED]"},
+		{"github server-to-server", "x-access-token:ghs_abcdefghijklmnopqrstuvwxyz0123456789@", "x-access-token:[REDACTED]@"},
+		{"github user-to-server", "ghu_abcdefghijklmnopqrstuvwxyz0123456789", "[REDACTED]"},
+		{"github refresh", "ghr_1B4a2e77838347a7E420ce178F2E7c6912E169246c34E1ccbF66C46812d16D5B1A9Dc86A1498", "[REDACTED]"},
+		{"github fine-grained", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "[REDACTED]"},
+		{"github prefix in a name", "the ghp_ prefix and gh_pages branch", "the ghp_ prefix and gh_pages branch"},
+		// GitLab
+		{"gitlab personal", "PRIVATE-TOKEN glpat-xxxxxxxxxxxxxxxxxxxx", "PRIVATE-TOKEN [REDACTED]"},
+		{"gitlab routable", "glpat-AbCdEf0123456789_-xyzAB.01.0w0abcd1e, next", "[REDACTED], next"},
+		{"gitlab deploy", "gldt-ABCDEFGHIJ0123456789abc", "[REDACTED]"},
+		{"gitlab runner", "glrt-t1_ABCDEFGHIJ0123456789ab.", "[REDACTED]."},
+		{"gitlab words", "glpat-short and glrt-x", "glpat-short and glrt-x"},
+		// npm
+		{"npm", "//registry.npmjs.org/:_authToken=npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "//registry.npmjs.org/:_authToken=[REDACTED]"},
+		{"npm package name", "npm_config_cache and npm_lifecycle_event", "npm_config_cache and npm_lifecycle_event"},
+		// JWT
+		{"jwt", "id eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U end",
+			"id [REDACTED] end"},
+		{"jwt alg none", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbmEifQ.", "[REDACTED]"},
+		{"base64 json, not a jwt", "eyJhbGciOiJIUzI1NiJ9 alone", "eyJhbGciOiJIUzI1NiJ9 alone"},
+		// PEM
+		{"pem", "key:\n" + testPEM + "\nafter", "key:\n[REDACTED]\nafter"},
+		{"pem in json", `{"private_key":"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"}`,
+			`{"private_key":"[REDACTED]\n"}`},
+		{"pem cut off", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtz\nc2gtZWQy", "[REDACTED]\nc2gtZWQy"},
+		{"pem encrypted", "-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0123456789ABCDEF\n\nMHcCAQEEIBkg\n-----END EC PRIVATE KEY-----", "[REDACTED]"},
+		{"pgp", "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: 1\n\nlQOYBF0\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----", "[REDACTED]"},
+		{"pem marker in code", `if strings.HasPrefix(s, "-----BEGIN RSA PRIVATE KEY-----") {`, `if strings.HasPrefix(s, "-----BEGIN RSA PRIVATE KEY-----") {`},
+		{"public key", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----"},
+		// Model providers
+		{"anthropic", "key sk-ant-api03-abcdefghijklmnop-QRSTUV01", "key [REDACTED]"},
+		{"openai project", "OPENAI_API_KEY=sk-proj-AbCdEf0123456789_xyz", "OPENAI_API_KEY=[REDACTED]"},
+		{"openai legacy", "sk-T3BlbkFJ0123456789abcdefghijklmnopqrstuvwx", "[REDACTED]"},
+		{"sk- words", "skeleton sk-short sk-spinner-double-bounce-effect", "skeleton sk-short sk-spinner-double-bounce-effect"},
+		// Slack
+		{"slack bot", "xoxb-1234567890-0987654321-AbCdEfGhIjKl", "[REDACTED]"},
+		{"slack app", "xapp-1-A0B1C2D3E4-5678901234-abcdef", "[REDACTED]"},
+		{"slack rotating", "xoxe.xoxp-1-Mi0yLTEyMzQ1Njc4OTA", "[REDACTED]"},
+		// AWS and Google
+		{"aws", "aws AKIAIOSFODNN7EXAMPLE done", "aws [REDACTED] done"},
+		{"aws temporary", "ASIAY34FZKBOKMUTVV7A", "[REDACTED]"},
+		{"aws lookalike", "AKIAtoo-short", "AKIAtoo-short"},
+		{"google", "k=AIzaSyA1234567890abcdefghijklmnopqrstuv&q=1", "k=[REDACTED]&q=1"},
+		// URLs and headers
+		{"url password", "git clone https://ana:hunter2secret@git.example.com/x.git", "git clone https://ana:[REDACTED]@git.example.com/x.git"},
+		{"postgres url", `"postgres://app:pw-1234@db:5432/app"`, `"postgres://app:[REDACTED]@db:5432/app"`},
+		{"url without password", "ssh://git@github.com/a/b and https://example.com:8443/x", "ssh://git@github.com/a/b and https://example.com:8443/x"},
+		{"bearer", "Authorization: Bearer abcdef0123456789", "Authorization: Bearer [REDACTED]"},
+		{"bearer prose", "use bearer authentication here", "use bearer authentication here"},
+		{"basic", "authorization: Basic YW5hOmh1bnRlcjI=", "authorization: Basic [REDACTED]"},
+		// Pairs
+		{"password=", "connect password=hunter2 user=ana", "connect password=[REDACTED] user=ana"},
+		{"env", "export DB_PASSWORD=s3cr3t\nGITHUB_TOKEN=abc123def", "export DB_PASSWORD=[REDACTED]\nGITHUB_TOKEN=[REDACTED]"},
+		{"query", "https://h/x?access_token=abc123&page=2", "https://h/x?access_token=[REDACTED]&page=2"},
+		{"flag", "--api-key=k-123456 --verbose", "--api-key=[REDACTED] --verbose"},
+		{"yaml", "db:\n  password: hunter2\n  user: ana", "db:\n  password: [REDACTED]\n  user: ana"},
+		{"yaml upper", "API_KEY: 0123abcd", "API_KEY: [REDACTED]"},
+		{"header", "X-Api-Key: 0123abcd\nPRIVATE-TOKEN: abcdefgh", "X-Api-Key: [REDACTED]\nPRIVATE-TOKEN: [REDACTED]"},
+		{"json", `{"client_secret": "s3cr3t-value", "name": "x"}`, `{"client_secret": "[REDACTED]", "name": "x"}`},
+		{"json escaped", `"{\"api_key\":\"abc123\"}"`, `"{\"api_key\":\"[REDACTED]\"}"`},
+		{"quoted assignment", `password = 'hunter2'`, `password = '[REDACTED]'`},
+		{"env reference", "webhook_secret: ${GITHUB_WEBHOOK_SECRET}\ntoken=$TOKEN", "webhook_secret: ${GITHUB_WEBHOOK_SECRET}\ntoken=$TOKEN"},
+		{"go field", "Password: cfg.Password,\ntoken := r.Header.Get(\"x\")\nif token == \"\" {", "Password: cfg.Password,\ntoken := r.Header.Get(\"x\")\nif token == \"\" {"},
+		{"counts", `"max_tokens": 400, "tokens_used": 12, "secret_name": "db"`, `"max_tokens": 400, "tokens_used": 12, "secret_name": "db"`},
+		{"yaml constant", "secret: true", "secret: true"},
+		{"keyword argument", "login(user=user, password=password)", "login(user=user, password=password)"},
+		// No false positives on ordinary identifiers.
+		{"git sha", "commit 3f786850e387550fdab836ed7e6dc881de23001b", "commit 3f786850e387550fdab836ed7e6dc881de23001b"},
+		{"uuid", "id 123e4567-e89b-12d3-a456-426614174000", "id 123e4567-e89b-12d3-a456-426614174000"},
+		{"base64 in code", `data := "SGVsbG8sIFdvcmxkIQ==" // aGVsbG8gd29ybGQgZnJvbSBhIHRlc3Q=`, `data := "SGVsbG8sIFdvcmxkIQ==" // aGVsbG8gd29ybGQgZnJvbSBhIHRlc3Q=`},
+		{"sha256", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+		{"empty", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, r.Redact(tt.in))
+		})
+	}
+}
+
+func TestRedactConfiguredValues(t *testing.T) {
+	r := bot.NewRedactor("hunter2-configured-secret", "short", "", bot.Secret(testPEM+"\n"))
+	require.Equal(t, "token is [REDACTED], ok", r.Redact("token is hunter2-configured-secret, ok"))
+	require.Equal(t, "short words stay short", r.Redact("short words stay short"))
+
+	// A configured key is masked whole and line by line, as grep or head
+	// would show it.
+	lines := strings.Split(testPEM, "\n")
+	out := r.Redact("matched: " + lines[2] + "\n" + lines[3])
+	require.Equal(t, "matched: [REDACTED]\n[REDACTED]", out)
+	esc, _ := json.Marshal(testPEM)
+	require.NotContains(t, r.Redact(string(esc)), lines[1])
+
+	// A nil redactor still masks shapes.
+	var none *bot.Redactor
+	require.Equal(t, "x [REDACTED]", none.Redact("x ghp_0123456789abcdefghijABCDEFGHIJ"))
+
+	// With adds a secret for one use and leaves the original alone.
+	tok := "v1.0123456789abcdef0123456789abcdef"
+	with := r.With(bot.Secret(tok), bot.Base64Secret("x-access-token:"+tok))
+	require.Equal(t, "[REDACTED] and [REDACTED]", with.Redact(tok+" and "+bot.Base64Secret("x-access-token:"+tok).Reveal()))
+	require.Equal(t, tok, r.Redact(tok))
+}
+
+// Masking can join text around the placeholder; a configured value spelt
+// by the join is masked too.
+func TestRedactNeverLeavesAConfiguredValue(t *testing.T) {
+	r := bot.NewRedactor("x[REDACTED]y", "D]zzzzzz", "abcdefgh")
+	for _, in := range []string{
+		"x" + "ghp_0123456789abcdefghijABCDEFGHIJ" + "y",
+		"abcdefghzzzzzz",
+		"REDACTED",
+	} {
+		out := r.Redact(in)
+		for _, s := range []string{"x[REDACTED]y", "D]zzzzzz", "abcdefgh"} {
+			require.NotContains(t, out, s, in)
+		}
+	}
+}
+
+func TestRedactJSONStaysJSON(t *testing.T) {
+	r := bot.NewRedactor("configured-secret-value")
+	for _, doc := range []string{
+		`{"text":"my key is configured-secret-value","n":1}`,
+		`{"url":"http://u:p","y":"a@b"}`,
+		`["password=\"abc\"", {"k": "ghp_0123456789abcdefghijABCDEFGHIJ"}]`,
+		`{"a":"x\"password: hunter2\" y"}`,
+	} {
+		out := r.RedactJSON([]byte(doc))
+		require.True(t, json.Valid(out), "%s -> %s", doc, out)
+		require.NotContains(t, string(out), "configured-secret-value")
+		require.NotContains(t, string(out), "ghp_0123")
+	}
+	same := []byte(`{"plain":"text"}`)
+	require.Equal(t, same, r.RedactJSON(same))
+}
+
+func TestRedactingLogHandler(t *testing.T) {
+	const secret = "configured-secret-value"
+	r := bot.NewRedactor(secret)
+	for _, newHandler := range []func(*bytes.Buffer) slog.Handler{
+		func(b *bytes.Buffer) slog.Handler { return slog.NewTextHandler(b, nil) },
+		func(b *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
+	} {
+		var buf bytes.Buffer
+		log := slog.New(r.Handler(newHandler(&buf))).With("ctx", "with "+secret)
+		log.Info("failed with "+secret,
+			"err", errors.New("dial: Bearer "+secret),
+			slog.Group("req", slog.String("auth", "token="+secret), slog.Int("n", 3)),
+			"list", []string{"a", secret},
+			"raw", []byte("glpat-xxxxxxxxxxxxxxxxxxxx"),
+			"typed", bot.Secret(secret),
+			"count", 7)
+		log.WithGroup("g").Warn("x", "v", secret)
+		out := buf.String()
+		require.NotContains(t, out, secret)
+		require.NotContains(t, out, "glpat-x")
+		require.Contains(t, out, "[REDACTED]")
+		require.Contains(t, out, "7", "other values keep their type")
+	}
+}
+
+// FuzzRedact holds the redactor to its promise: it never panics and what it
+// returns never contains a configured secret, whatever surrounds it.
+func FuzzRedact(f *testing.F) {
+	f.Add("hunter2-configured-secret", "token is hunter2-configured-secret, ok")
+	f.Add("x[REDACTED]y", "xghp_0123456789abcdefghijABCDEFGHIJy")
+	f.Add("D]zzzzzz", "abcdefghzzzzzz")
+	f.Add(testPEM, "cat key.pem\n"+testPEM+"\n")
+	f.Add("p@ss:w0rd/x", "https://ana:p@ss:w0rd/x@host")
+	f.Add("secret-value", `{"password": "secret-value", "k": "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbmEifQ."}`)
+	f.Fuzz(func(t *testing.T, secret, text string) {
+		r := bot.NewRedactor(bot.Secret(secret), "abcdefgh")
+		out := r.Redact(text)
+		_ = r.RedactJSON([]byte(text))
+		s := strings.TrimSpace(secret)
+		if len(s) >= 8 && !strings.Contains(bot.Redacted, s) && strings.Contains(out, s) {
+			t.Fatalf("secret %q survives in %q", s, out)
+		}
+		if strings.Contains(out, "abcdefgh") {
+			t.Fatalf("secret %q survives in %q", "abcdefgh", out)
+		}
+	})
+}
