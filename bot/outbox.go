@@ -13,6 +13,11 @@ const (
 	OutboxStatus   OutboxKind = "status"   // the living status message of a work item, edited in place
 	OutboxReply    OutboxKind = "reply"    // the final summary
 	OutboxReaction OutboxKind = "reaction" // an emoji on the triggering message (👀, ✅, ❌)
+	// OutboxOpener is a message that opens the thread an event is reported
+	// in when the event has no message of its own (a Slack slash command).
+	// It is posted at the top level of its thread's channel; once it exists,
+	// its sink hands the event in Payload, now with a thread, to the intake.
+	OutboxOpener OutboxKind = "opener"
 )
 
 // Reactions, by their Slack names; sinks map them to their platform.
@@ -69,11 +74,21 @@ type OutboxMessage struct {
 	Approval *ApprovalView `json:"approval,omitempty"`
 	Reaction string        `json:"reaction,omitempty"` // for OutboxReaction
 	Target   string        `json:"target,omitempty"`   // what a reaction goes on (Slack ts, GitHub comment or issue ref)
+	// Payload, on an opener, is the event's payload as its source received
+	// it; the sink that posts the opener reads it.
+	Payload []byte `json:"payload,omitempty"`
 
 	Version          int    `json:"version"`           // bumped by every enqueue of the key
 	DeliveredVersion int    `json:"delivered_version"` // the version the platform shows
 	RemoteID         string `json:"remote_id,omitempty"`
 	Edits            int    `json:"edits"` // updates delivered after the first post
+
+	// Attempted is set before the deliverer first tries to create the message
+	// on its platform and cleared by a successful delivery. While it is set,
+	// an earlier attempt may have created the message without its id being
+	// recorded (a crash, a timeout, a shutdown mid-request), so the deliverer
+	// asks the sink to find that message before creating another.
+	Attempted bool `json:"attempted,omitempty"`
 
 	Attempts      int       `json:"attempts"` // failed attempts since the last success
 	NextAttemptAt time.Time `json:"next_attempt_at"`

@@ -99,12 +99,22 @@ type OutboxStore interface {
 	// exists, replaces its content and bumps Version. Delivery state
 	// (DeliveredVersion, RemoteID, Edits) is kept. A dead message stays dead.
 	Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error)
+	// EnqueueNew creates the message of msg.Key as Enqueue does, unless the
+	// key exists: then it changes nothing and returns the stored message
+	// with created false.
+	EnqueueNew(ctx context.Context, msg OutboxMessage) (m OutboxMessage, created bool, err error)
 	// Due returns pending messages whose NextAttemptAt is not after now, in
-	// Seq order, at most limit.
+	// Seq order, at most limit. A message is held back while an earlier
+	// message of its work item is pending but not due (waiting out a retry
+	// or an edit interval), so each work item's messages reach the platform
+	// in the order they were first enqueued.
 	Due(ctx context.Context, now time.Time, limit int) ([]OutboxMessage, error)
+	// MarkAttempt records, before a message is created on its platform, that
+	// the attempt may reach it (Attempted); MarkDelivered clears it.
+	MarkAttempt(ctx context.Context, key string) error
 	// MarkDelivered records that version of key is shown, with the platform's
 	// id for the message, and that the next delivery of key may not happen
-	// before next (edit throttling).
+	// before next (edit throttling). It clears Attempted.
 	MarkDelivered(ctx context.Context, key string, version int, remoteID string, now, next time.Time) error
 	// MarkFailed records a failed attempt: next is when to try again; dead
 	// gives up on the message.

@@ -20,8 +20,10 @@ const (
 //	local:<name>
 //	github:<owner>/<repo>#<number>
 //	slack:<team>/<channel>/<thread_ts>
+//	slack:<team>/<channel>             (the channel's top level)
 //
-// Threads marshal to and from their key, so stored records and the API carry
+// A Slack thread without a thread ts is the channel itself: only the message
+// that opens a slash command's thread is posted there. Threads marshal to and from their key, so stored records and the API carry
 // one readable string.
 type Thread struct {
 	Source string // SourceLocal, SourceGitHub or SourceSlack
@@ -45,7 +47,8 @@ func GitHubThread(owner, repo string, number int) Thread {
 	return Thread{Source: SourceGitHub, Owner: owner, Repo: repo, Number: number}
 }
 
-// SlackThread returns a Slack thread; ts is the thread's root message ts.
+// SlackThread returns a Slack thread; ts is the thread's root message ts, or
+// empty for the channel's top level.
 func SlackThread(team, channel, ts string) Thread {
 	return Thread{Source: SourceSlack, Team: team, Channel: channel, ThreadTS: ts}
 }
@@ -58,6 +61,9 @@ func (t Thread) Key() string {
 	case SourceGitHub:
 		return fmt.Sprintf("github:%s/%s#%d", t.Owner, t.Repo, t.Number)
 	case SourceSlack:
+		if t.ThreadTS == "" {
+			return fmt.Sprintf("slack:%s/%s", t.Team, t.Channel)
+		}
 		return fmt.Sprintf("slack:%s/%s/%s", t.Team, t.Channel, t.ThreadTS)
 	case "":
 		return ""
@@ -94,7 +100,12 @@ func ParseThread(key string) (Thread, error) {
 		return GitHubThread(owner, name, n), nil
 	case SourceSlack:
 		parts := strings.Split(rest, "/")
-		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		if len(parts) == 2 {
+			parts = append(parts, "") // the channel's top level
+		} else if len(parts) == 3 && parts[2] == "" {
+			parts = nil
+		}
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
 			return Thread{}, Errorf(EINVALID, "thread %q: want slack:<team>/<channel>/<thread_ts>", key)
 		}
 		return SlackThread(parts[0], parts[1], parts[2]), nil

@@ -25,7 +25,10 @@ func TestParseThread(t *testing.T) {
 		{key: "github:acme#1", wantErr: "want github:<owner>/<repo>#<number>"},
 		{key: "github:acme/api#0", wantErr: "want github:<owner>/<repo>#<number>"},
 		{key: "github:acme/api#x", wantErr: "want github:<owner>/<repo>#<number>"},
-		{key: "slack:T1/C2", wantErr: "want slack:<team>/<channel>/<thread_ts>"},
+		{key: "slack:T1/C2", want: bot.SlackThread("T1", "C2", ""), wantKey: "slack:T1/C2"},
+		{key: "slack:T1/C2/", wantErr: "want slack:<team>/<channel>/<thread_ts>"},
+		{key: "slack:T1", wantErr: "want slack:<team>/<channel>/<thread_ts>"},
+		{key: "slack:T1//1.2", wantErr: "want slack:<team>/<channel>/<thread_ts>"},
 		{key: "irc:#go", wantErr: `unknown source "irc"`},
 	}
 	for _, tt := range tests {

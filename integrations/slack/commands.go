@@ -265,8 +265,9 @@ func parseThreadRef(s, team string) (bot.Thread, bool) {
 		s, _, _ = strings.Cut(s[1:len(s)-1], "|")
 	}
 	if strings.HasPrefix(s, bot.SourceSlack+":") {
+		// A channel's top level (slack:T/C) is not a conversation.
 		th, err := bot.ParseThread(s)
-		return th, err == nil
+		return th, err == nil && th.ThreadTS != ""
 	}
 	u, err := url.Parse(unescape(s))
 	if err != nil || u.Host == "" {

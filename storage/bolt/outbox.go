@@ -60,25 +60,43 @@ func (t txn) putOutbox(prev, m *bot.OutboxMessage) error {
 // Version. Delivery state, backoff and deadness are kept: a replaced message
 // is not due before the NextAttemptAt an earlier delivery or failure set.
 func (s *Store) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, error) {
+	m, _, err := s.enqueue(ctx, msg, true)
+	return m, err
+}
+
+// EnqueueNew creates the message of msg.Key unless the key exists, in which
+// case it changes nothing and returns the stored message.
+func (s *Store) EnqueueNew(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, bool, error) {
+	return s.enqueue(ctx, msg, false)
+}
+
+func (s *Store) enqueue(ctx context.Context, msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return bot.OutboxMessage{}, err
+		return bot.OutboxMessage{}, false, err
 	}
 	switch {
 	case msg.Key == "":
-		return bot.OutboxMessage{}, bot.Errorf(bot.EINVALID, "outbox message without a key")
+		return bot.OutboxMessage{}, false, bot.Errorf(bot.EINVALID, "outbox message without a key")
 	case msg.Thread.IsZero():
-		return bot.OutboxMessage{}, bot.Errorf(bot.EINVALID, "outbox message %q has no thread", msg.Key)
+		return bot.OutboxMessage{}, false, bot.Errorf(bot.EINVALID, "outbox message %q has no thread", msg.Key)
 	}
 	now := msg.UpdatedAt
 	if now.IsZero() {
 		now = time.Now()
 	}
 	now = utc(now)
-	var out bot.OutboxMessage
+	var (
+		out     bot.OutboxMessage
+		created bool
+	)
 	err := s.update("enqueue outbox message", func(t txn) error {
 		prev, err := t.outbox(msg.Key)
 		if err != nil && bot.ErrorCode(err) != bot.ENOTFOUND {
 			return err
+		}
+		if prev != nil && !replace {
+			out, created = *prev, false
+			return nil
 		}
 		m := msg
 		m.UpdatedAt = now
@@ -89,7 +107,7 @@ func (s *Store) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxM
 			}
 			m.Version = 1
 			m.DeliveredVersion, m.RemoteID, m.Edits = 0, "", 0
-			m.Attempts, m.LastError, m.Dead = 0, "", false
+			m.Attempted, m.Attempts, m.LastError, m.Dead = false, 0, "", false
 			m.DeliveredAt = nil
 			if m.CreatedAt.IsZero() {
 				m.CreatedAt = now
@@ -99,22 +117,23 @@ func (s *Store) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxM
 			m.Seq, m.CreatedAt = prev.Seq, prev.CreatedAt
 			m.Version = prev.Version + 1
 			m.DeliveredVersion, m.RemoteID, m.Edits, m.DeliveredAt = prev.DeliveredVersion, prev.RemoteID, prev.Edits, prev.DeliveredAt
-			m.Attempts, m.LastError, m.Dead = prev.Attempts, prev.LastError, prev.Dead
+			m.Attempted, m.Attempts, m.LastError, m.Dead = prev.Attempted, prev.Attempts, prev.LastError, prev.Dead
 			if prev.NextAttemptAt.After(m.NextAttemptAt) {
 				m.NextAttemptAt = prev.NextAttemptAt
 			}
 		}
-		out = m
+		out, created = m, prev == nil
 		return t.putOutbox(prev, &m)
 	})
 	if err != nil {
-		return bot.OutboxMessage{}, err
+		return bot.OutboxMessage{}, false, err
 	}
-	return out, nil
+	return out, created, nil
 }
 
 // Due returns pending messages whose NextAttemptAt is not after now, in Seq
-// order. It walks the pending index only.
+// order. A message of a work item with an earlier pending message waits for
+// it. It walks the pending index only.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]bot.OutboxMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -122,12 +141,19 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]bot.Outbox
 	limit = listLimit(limit)
 	out := []bot.OutboxMessage{}
 	err := s.view("due outbox messages", func(t txn) error {
+		waiting := map[string]bool{} // work items with an earlier message not due yet
 		return scanAll(t.bucket(bucketOutboxPending), false, func(_, key []byte) (bool, error) {
 			m, err := t.outbox(string(key))
 			if err != nil {
 				return false, err
 			}
-			if !m.NextAttemptAt.After(now) {
+			switch {
+			case m.WorkItemID != "" && waiting[m.WorkItemID]:
+			case m.NextAttemptAt.After(now):
+				if m.WorkItemID != "" {
+					waiting[m.WorkItemID] = true
+				}
+			default:
 				out = append(out, *m)
 			}
 			return len(out) < limit, nil
@@ -137,6 +163,26 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]bot.Outbox
 		return nil, err
 	}
 	return out, nil
+}
+
+// MarkAttempt records that a creating delivery of key is about to be tried.
+func (s *Store) MarkAttempt(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.update("mark outbox message attempted", func(t txn) error {
+		prev, err := t.outbox(key)
+		if err != nil {
+			return err
+		}
+		if prev.Attempted {
+			return nil
+		}
+		m := *prev
+		m.Attempted = true
+		m.UpdatedAt = utc(time.Now())
+		return t.putOutbox(prev, &m)
+	})
 }
 
 // MarkDelivered records that the platform shows version of key. A version
@@ -166,7 +212,7 @@ func (s *Store) MarkDelivered(ctx context.Context, key string, version int, remo
 		if remoteID != "" {
 			m.RemoteID = remoteID
 		}
-		m.Attempts, m.LastError = 0, ""
+		m.Attempted, m.Attempts, m.LastError = false, 0, ""
 		m.NextAttemptAt = utc(next)
 		m.DeliveredAt = &now
 		m.UpdatedAt = now

@@ -93,6 +93,7 @@ func testOutbox(t *testing.T, open Opener) {
 		h := newHarness(t, open)
 		for _, k := range []string{"a", "b", "c", "d"} {
 			m := statusMsg(k, th, k)
+			m.WorkItemID = "wi_" + k // unrelated messages: none waits for another
 			if k == "b" {
 				m.NextAttemptAt = at(time.Minute)
 			}
@@ -101,6 +102,89 @@ func testOutbox(t *testing.T, open Opener) {
 		require.Equal(t, []string{"a", "c", "d"}, h.due(epoch(), 10))
 		require.Equal(t, []string{"a", "c"}, h.due(epoch(), 2))
 		require.Equal(t, []string{"a", "b", "c", "d"}, h.due(at(time.Minute), 10))
+	})
+
+	t.Run("a work item's messages go out in order", func(t *testing.T) {
+		h := newHarness(t, open)
+		msg := func(key, wi string, kind bot.OutboxKind) bot.OutboxMessage {
+			return bot.OutboxMessage{Key: key, Thread: th, WorkItemID: wi, Kind: kind, Text: key, Reaction: "eyes", Target: "171.1"}
+		}
+		h.enqueue(msg("wi_1/reaction/eyes", "wi_1", bot.OutboxReaction))
+		h.enqueue(msg("wi_1/status", "wi_1", bot.OutboxStatus))
+		h.enqueue(msg("wi_2/status", "wi_2", bot.OutboxStatus))
+		h.enqueue(msg("wi_1/reply", "wi_1", bot.OutboxReply))
+		h.enqueue(bot.OutboxMessage{Key: "note", Thread: th, Kind: bot.OutboxReply, Text: "no work item"})
+		require.Equal(t, []string{"wi_1/reaction/eyes", "wi_1/status", "wi_2/status", "wi_1/reply", "note"}, h.due(epoch(), 10),
+			"due messages come in the order they were first enqueued")
+
+		// The reaction failed and waits for its retry: the rest of its work
+		// item waits with it, other messages do not.
+		require.NoError(t, h.s.MarkFailed(h.ctx, "wi_1/reaction/eyes", "timeout", at(time.Second), false))
+		require.Equal(t, []string{"wi_2/status", "note"}, h.due(epoch(), 10))
+		require.Equal(t, []string{"wi_1/reaction/eyes", "wi_1/status", "wi_2/status", "wi_1/reply", "note"}, h.due(at(time.Second), 10))
+
+		// A status edit waiting out its interval holds back the reply that
+		// follows it; an edit keeps the message's place.
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "wi_1/reaction/eyes", 1, "r", at(time.Second), at(time.Second)))
+		require.NoError(t, h.s.MarkDelivered(h.ctx, "wi_1/status", 1, "ts-1", at(time.Second), at(2*time.Second)))
+		h.enqueue(msg("wi_1/status", "wi_1", bot.OutboxStatus))
+		require.Equal(t, []string{"wi_2/status", "note"}, h.due(at(time.Second), 10))
+		require.Equal(t, []string{"wi_1/status", "wi_2/status", "wi_1/reply", "note"}, h.due(at(2*time.Second), 10))
+
+		// A dead message holds nothing back.
+		require.NoError(t, h.s.MarkFailed(h.ctx, "wi_1/status", "gone", at(time.Hour), true))
+		require.Equal(t, []string{"wi_2/status", "wi_1/reply", "note"}, h.due(at(2*time.Second), 10))
+	})
+
+	t.Run("enqueue new never replaces", func(t *testing.T) {
+		h := newHarness(t, open)
+		first, created, err := h.s.EnqueueNew(h.ctx, statusMsg("k", th, "first"))
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Equal(t, 1, first.Version)
+		require.Equal(t, *h.outbox("k"), first)
+
+		again, created, err := h.s.EnqueueNew(h.ctx, statusMsg("k", th, "second"))
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, first, again, "the stored message, unchanged")
+		require.Equal(t, "first", h.outbox("k").Text)
+
+		_, _, err = h.s.EnqueueNew(h.ctx, bot.OutboxMessage{Thread: th, Text: "no key"})
+		requireCode(t, bot.EINVALID, err)
+	})
+
+	t.Run("an attempt is recorded until a delivery succeeds", func(t *testing.T) {
+		h := newHarness(t, open)
+		opener := bot.OutboxMessage{Key: "slack/command/trig-1", Thread: bot.SlackThread("T1", "C1", ""), Kind: bot.OutboxOpener,
+			Text: "ran /deploy", Payload: []byte(`{"command":"/deploy"}`)}
+		h.enqueue(opener)
+		require.False(t, h.outbox(opener.Key).Attempted)
+		require.NoError(t, h.s.MarkAttempt(h.ctx, opener.Key))
+		require.NoError(t, h.s.MarkAttempt(h.ctx, opener.Key), "marking twice is harmless")
+		m := h.outbox(opener.Key)
+		require.True(t, m.Attempted)
+		require.True(t, m.Pending())
+		require.Equal(t, bot.SlackThread("T1", "C1", ""), m.Thread, "a channel's top level round-trips")
+		require.Equal(t, opener.Payload, m.Payload)
+
+		// It survives a failure, a new version and a restart.
+		require.NoError(t, h.s.MarkFailed(h.ctx, opener.Key, "timeout", epoch(), false))
+		h.enqueue(opener)
+		h.reopen()
+		m = h.outbox(opener.Key)
+		require.True(t, m.Attempted)
+		require.Equal(t, 2, m.Version)
+
+		require.NoError(t, h.s.MarkDelivered(h.ctx, opener.Key, 2, "1700.1", epoch(), epoch()))
+		m = h.outbox(opener.Key)
+		require.False(t, m.Attempted)
+		require.Equal(t, "1700.1", m.RemoteID)
+		msgs, err := h.s.ListOutbox(h.ctx, "slack:T1/C1")
+		require.NoError(t, err)
+		require.Len(t, msgs, 1)
+
+		requireCode(t, bot.ENOTFOUND, h.s.MarkAttempt(h.ctx, "nope"))
 	})
 
 	t.Run("delivery of the latest version", func(t *testing.T) {
