@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/integrations/local"
@@ -36,10 +37,27 @@ func (f runnerFunc) Run(ctx context.Context, req bot.RunRequest, p bot.Progress)
 	return f(ctx, req, p)
 }
 
+// openStore opens the real store in dir; when the test ends it closes it
+// and checks the file's consistency (tx.Check). A test may close the store
+// itself to reopen the directory.
 func openStore(t *testing.T, dir string) *bolt.Store {
 	t.Helper()
-	s, err := bolt.Open(filepath.Join(dir, "switchyard.db"), bolt.Options{})
+	path := filepath.Join(dir, "switchyard.db")
+	s, err := bolt.Open(path, bolt.Options{})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.Close()
+		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		defer db.Close()
+		require.NoError(t, db.View(func(tx *bbolt.Tx) error {
+			var errs []error
+			for err := range tx.Check() {
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		}), "consistency check of %s", path)
+	})
 	return s
 }
 
@@ -49,15 +67,22 @@ type core struct {
 	intake     *bot.Intake
 	deliverer  *bot.Deliverer
 	dispatcher *bot.Dispatcher
+	reporter   *bot.Reporter
 	stop       func()
 }
 
 type coreOpts struct {
-	runner  bot.Runner
-	workers int // default 4
-	grace   time.Duration
-	lease   time.Duration
-	sinks   map[string]bot.Sink
+	runner      bot.Runner
+	workers     int // default 4
+	grace       time.Duration
+	lease       time.Duration
+	maxAttempts int
+	sinks       map[string]bot.Sink
+	now         func() time.Time // the clock of the dispatcher and reporter
+	refresh     time.Duration    // status refresh while running
+	// react, when false, leaves 👀 out of the intake's Accepted, as when a
+	// worker claims a work item before the intake has reacted to it.
+	noReact bool
 }
 
 func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
@@ -67,15 +92,19 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 	}
 	c := &core{store: store}
 	c.deliverer = bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: o.sinks, Poll: 20 * time.Millisecond, MinEditInterval: 50 * time.Millisecond})
-	rep := bot.NewReporter(store, c.deliverer.Wake, nil)
+	rep := bot.NewReporter(bot.ReporterOptions{Outbox: store, Wake: c.deliverer.Wake, Now: o.now, Refresh: o.refresh})
+	c.reporter = rep
 	c.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Runner: o.runner, Reporter: rep,
 		Workers: cmp.Or(o.workers, 4), Lease: o.lease, Grace: o.grace, Poll: 20 * time.Millisecond,
+		MaxAttempts: o.maxAttempts, Now: o.now,
 	})
 	c.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: toAgent("triage"),
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
-			rep.Accepted(ctx, wi)
+			if !o.noReact {
+				rep.Accepted(ctx, wi)
+			}
 			c.dispatcher.Wake()
 		},
 	})

@@ -36,6 +36,13 @@ type DelivererOptions struct {
 
 // Deliverer sends outbox messages through their sinks, in order, with
 // retries. It is owned by the goroutine that calls Run.
+//
+// Each outbox message is one visible message on its platform. Before the
+// Deliverer first creates a message it records the attempt (MarkAttempt);
+// an attempt that may have reached the platform without its id being
+// recorded (the process was killed, the request timed out, shutdown cut it
+// short) makes the next delivery ask the sink's Finder for that message and
+// update it instead of posting another.
 type Deliverer struct {
 	opts DelivererOptions
 	wake chan struct{}
@@ -78,12 +85,15 @@ func (d *Deliverer) Wake() {
 	}
 }
 
-// Run delivers until ctx is cancelled.
+// Run delivers until ctx is cancelled. A delivery in flight when ctx ends
+// is finished (within Timeout), not cut short: a post the platform is
+// already making is recorded, so the next start neither repeats nor has to
+// look for it. Run then returns without starting another.
 func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.opts.Poll)
 	defer t.Stop()
 	for {
-		if _, err := d.DeliverDue(ctx); err != nil && ctx.Err() == nil {
+		if _, err := d.deliverDue(ctx, context.WithoutCancel(ctx)); err != nil && ctx.Err() == nil {
 			d.opts.Logger.LogAttrs(ctx, slog.LevelError, "outbox delivery", slog.String("error", err.Error()))
 		}
 		select {
@@ -98,7 +108,8 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // Flush delivers until nothing is due and no edit is waiting out its
 // interval, or ctx ends. The daemon calls it at shutdown, after Run has
 // returned (the two must not deliver at once), so the last state reaches the
-// thread.
+// thread. A delivery ctx cuts short is handed over: its attempt is recorded,
+// so the next start finds what it made.
 func (d *Deliverer) Flush(ctx context.Context) error {
 	for {
 		n, err := d.DeliverDue(ctx)
@@ -126,9 +137,16 @@ func (d *Deliverer) Flush(ctx context.Context) error {
 
 // DeliverDue sends every message due now and returns how many it tried.
 // Messages of different sources go out in parallel; within a source, in
-// order.
+// order, and a message whose delivery fails holds back the later messages
+// of its work item until it is delivered.
 func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
-	due, err := d.opts.Store.Due(ctx, d.opts.Now(), 256)
+	return d.deliverDue(ctx, ctx)
+}
+
+// deliverDue is DeliverDue; no message is started once stop ends, and calls
+// to sinks run under call.
+func (d *Deliverer) deliverDue(stop, call context.Context) (int, error) {
+	due, err := d.opts.Store.Due(stop, d.opts.Now(), 256)
 	if err != nil {
 		return 0, fmt.Errorf("list due outbox messages: %w", err)
 	}
@@ -143,11 +161,19 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 	)
 	for source, msgs := range bySource {
 		wg.Go(func() {
+			held := map[string]bool{} // work items with a message that did not go out
 			for _, m := range msgs {
-				if ctx.Err() != nil {
+				if stop.Err() != nil {
 					return
 				}
-				if err := d.deliver(ctx, source, m); err != nil {
+				if m.WorkItemID != "" && held[m.WorkItemID] {
+					continue
+				}
+				ok, err := d.deliver(call, source, m)
+				if !ok && m.WorkItemID != "" {
+					held[m.WorkItemID] = true
+				}
+				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -159,31 +185,79 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 	return len(due), errors.Join(errs...)
 }
 
-func (d *Deliverer) deliver(ctx context.Context, source string, m OutboxMessage) error {
-	sink, ok := d.opts.Sinks[source]
-	if !ok {
+// deliver sends one message and records the outcome; ok reports whether the
+// platform now shows it.
+func (d *Deliverer) deliver(ctx context.Context, source string, m OutboxMessage) (ok bool, err error) {
+	sink, configured := d.opts.Sinks[source]
+	if !configured {
 		err := d.opts.Store.MarkFailed(ctx, m.Key, fmt.Sprintf("no sink for %q threads is configured", source), d.opts.Now(), true)
 		d.opts.Metrics.OutboxFailures.WithLabelValues(source, "true").Inc()
-		return err
+		return false, err
+	}
+	if m.RemoteID == "" {
+		if m.Attempted {
+			if err := d.adopt(ctx, source, sink, &m); err != nil {
+				return false, d.failed(ctx, source, m, err)
+			}
+		} else {
+			// Recorded before the platform sees anything: from here on a
+			// crash leaves a trace the next delivery looks for.
+			if err := d.opts.Store.MarkAttempt(ctx, m.Key); err != nil {
+				return false, fmt.Errorf("record delivery attempt of %s: %w", m.Key, err)
+			}
+			m.Attempted = true
+		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	remote, err := sink.Deliver(dctx, m)
 	cancel()
-	now := d.opts.Now()
-	if err == nil {
-		next := now
-		if m.Kind == OutboxStatus {
-			next = now.Add(d.opts.MinEditInterval)
-		}
-		d.opts.Metrics.OutboxSent.WithLabelValues(source, string(m.Kind)).Inc()
-		if remote == "" {
-			remote = m.RemoteID
-		}
-		return d.opts.Store.MarkDelivered(ctx, m.Key, m.Version, remote, now, next)
+	if err != nil {
+		return false, d.failed(ctx, source, m, err)
 	}
+	now := d.opts.Now()
+	next := now
+	if m.Kind == OutboxStatus {
+		next = now.Add(d.opts.MinEditInterval)
+	}
+	d.opts.Metrics.OutboxSent.WithLabelValues(source, string(m.Kind)).Inc()
+	if remote == "" {
+		remote = m.RemoteID
+	}
+	// The platform shows it: record that even if shutdown has begun.
+	if err := d.opts.Store.MarkDelivered(context.WithoutCancel(ctx), m.Key, m.Version, remote, now, next); err != nil {
+		return false, fmt.Errorf("record delivery of %s: %w", m.Key, err)
+	}
+	return true, nil
+}
+
+// adopt asks the sink for the message an earlier attempt of m may have
+// made and, when it is there, makes m an update of it.
+func (d *Deliverer) adopt(ctx context.Context, source string, sink Sink, m *OutboxMessage) error {
+	f, ok := sink.(Finder)
+	if !ok {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
+	remote, found, err := f.Find(fctx, *m)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("look for the message an earlier attempt may have posted: %w", err)
+	}
+	if found {
+		m.RemoteID = remote
+		d.opts.Metrics.OutboxFound.WithLabelValues(source).Inc()
+		d.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "outbox message found on the platform; updating it instead of posting again",
+			slog.String("key", m.Key), slog.String("sink", source), slog.String("remote_id", remote))
+	}
+	return nil
+}
+
+// failed records a failed delivery: retried with backoff, or given up.
+func (d *Deliverer) failed(ctx context.Context, source string, m OutboxMessage, err error) error {
 	if ctx.Err() != nil {
 		return nil // shutting down; the message stays pending and is sent after restart
 	}
+	now := d.opts.Now()
 	dead := false
 	next := now.Add(d.backoff(m.Attempts + 1))
 	if de, ok := AsDeliveryError(err); ok {

@@ -191,6 +191,7 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	start := d.opts.Now()
 	log.Info("job started", slog.Int("attempt", job.Attempt), slog.Any("work_items", job.WorkItemIDs))
 	run := d.opts.Reporter.Start(runCtx, job, claim.WorkItems)
+	defer run.Close()
 	req := RunRequest{
 		Job: *job, WorkItems: claim.WorkItems, Agent: job.Agent, Thread: job.Thread,
 		Continuation: d.continuation(runCtx, job, log),

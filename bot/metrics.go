@@ -13,6 +13,7 @@ type Metrics struct {
 	Jobs            *prometheus.CounterVec   // by outcome
 	OutboxSent      *prometheus.CounterVec   // by source and kind
 	OutboxFailures  *prometheus.CounterVec   // by source and whether the message died
+	OutboxFound     *prometheus.CounterVec   // by source: messages an interrupted attempt had posted, adopted
 	ScheduleFirings *prometheus.CounterVec   // by schedule
 	RunsAwaiting    prometheus.Gauge         // runs waiting for a person, holding no worker
 }
@@ -46,6 +47,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OutboxFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_outbox_failures_total", Help: "Failed outbox deliveries, by sink; dead=true when the message was given up.",
 		}, []string{"sink", "dead"}),
+		OutboxFound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_outbox_found_total",
+			Help: "Outbox messages an interrupted attempt had already posted, found on the platform and updated instead of posted again, by sink.",
+		}, []string{"sink"}),
 		ScheduleFirings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_schedule_firings_total", Help: "Schedule firings, by schedule.",
 		}, []string{"schedule"}),
@@ -55,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Events, m.Duplicates, m.Ignored, m.Routes, m.JobDuration, m.Jobs,
-			m.OutboxSent, m.OutboxFailures, m.ScheduleFirings, m.RunsAwaiting)
+			m.OutboxSent, m.OutboxFailures, m.OutboxFound, m.ScheduleFirings, m.RunsAwaiting)
 	}
 	return m
 }

@@ -431,6 +431,14 @@ type redactingOutbox struct {
 }
 
 func (o redactingOutbox) Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error) {
+	return o.next.Enqueue(ctx, o.redact(msg))
+}
+
+func (o redactingOutbox) EnqueueNew(ctx context.Context, msg OutboxMessage) (OutboxMessage, bool, error) {
+	return o.next.EnqueueNew(ctx, o.redact(msg))
+}
+
+func (o redactingOutbox) redact(msg OutboxMessage) OutboxMessage {
 	msg.Text = o.r.Redact(msg.Text)
 	if s := msg.Status; s != nil {
 		v := *s
@@ -446,5 +454,5 @@ func (o redactingOutbox) Enqueue(ctx context.Context, msg OutboxMessage) (Outbox
 		v.Arguments, v.Reason = o.r.Redact(v.Arguments), o.r.Redact(v.Reason)
 		msg.Approval = &v
 	}
-	return o.next.Enqueue(ctx, msg)
+	return msg
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -11,6 +12,27 @@ import (
 // Outboxer is what the reporter needs of the outbox store.
 type Outboxer interface {
 	Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error)
+	EnqueueNew(ctx context.Context, msg OutboxMessage) (OutboxMessage, bool, error)
+}
+
+// DefaultStatusRefresh is how often a running job's status message is
+// brought up to date when nothing else changes it, so its elapsed time
+// moves during a long tool call. With Slack's limit of about 50 edits a
+// minute, ten jobs running at once stay within it.
+const DefaultStatusRefresh = 15 * time.Second
+
+// ReporterOptions configure a Reporter.
+type ReporterOptions struct {
+	Outbox Outboxer
+	// Wake (may be nil) is called after each enqueue so delivery does not
+	// wait for its next poll.
+	Wake func()
+	// Refresh is how often a running job's status is refreshed without a
+	// progress event; DefaultStatusRefresh when zero.
+	Refresh time.Duration
+	Logger  *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
 }
 
 // Reporter turns what happens to a work item into outbox messages: a
@@ -18,22 +40,24 @@ type Outboxer interface {
 // runs, and a final reply. It only enqueues; the Deliverer sends, throttles
 // edits and retries.
 type Reporter struct {
-	out    Outboxer
-	wake   func()
-	now    func() time.Time
-	logger *slog.Logger
+	opts ReporterOptions
 }
 
-// NewReporter returns a Reporter writing to out; wake (may be nil) is called
-// after each enqueue so delivery does not wait for its next poll.
-func NewReporter(out Outboxer, wake func(), logger *slog.Logger) *Reporter {
-	if wake == nil {
-		wake = func() {}
+// NewReporter returns a Reporter.
+func NewReporter(opts ReporterOptions) *Reporter {
+	if opts.Wake == nil {
+		opts.Wake = func() {}
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultStatusRefresh
 	}
-	return &Reporter{out: out, wake: wake, now: time.Now, logger: logger}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Reporter{opts: opts}
 }
 
 // Keys of a work item's outbox messages. They are stable, so a retried job
@@ -47,30 +71,43 @@ func (r *Reporter) Accepted(ctx context.Context, wi *WorkItem) {
 	r.react(ctx, wi, ReactionSeen)
 }
 
+// react puts a reaction on the work item's triggering message. A reaction
+// is created once: enqueueing it again changes nothing.
 func (r *Reporter) react(ctx context.Context, wi *WorkItem, reaction string) {
 	if wi.SourceRef == "" || wi.Thread.Source == SourceLocal {
 		return
 	}
-	r.enqueue(ctx, OutboxMessage{
+	msg := OutboxMessage{
 		Key: reactionKey(wi.ID, reaction), Thread: wi.Thread, WorkItemID: wi.ID,
 		Kind: OutboxReaction, Reaction: reaction, Target: wi.SourceRef,
-	})
+	}
+	if _, created, err := r.opts.Outbox.EnqueueNew(ctx, msg); err != nil {
+		r.failed(ctx, msg.Key, err)
+	} else if created {
+		r.opts.Wake()
+	}
 }
 
 func (r *Reporter) enqueue(ctx context.Context, msg OutboxMessage) {
-	if _, err := r.out.Enqueue(ctx, msg); err != nil {
-		// The run goes on; a lost progress edit is superseded by the next one
-		// and the final messages are enqueued before the job is finished, so a
-		// failure there surfaces as a retried job.
-		r.logger.LogAttrs(ctx, slog.LevelError, "enqueue outbox message",
-			slog.String("key", msg.Key), slog.String("error", err.Error()))
+	if _, err := r.opts.Outbox.Enqueue(ctx, msg); err != nil {
+		r.failed(ctx, msg.Key, err)
 		return
 	}
-	r.wake()
+	r.opts.Wake()
+}
+
+func (r *Reporter) failed(ctx context.Context, key string, err error) {
+	// The run goes on; a lost progress edit is superseded by the next one
+	// and the final messages are enqueued before the job is finished, so a
+	// failure there surfaces as a retried job.
+	r.opts.Logger.LogAttrs(ctx, slog.LevelError, "enqueue outbox message",
+		slog.String("key", key), slog.String("error", err.Error()))
 }
 
 // Run tracks one job's status message. Its Report method is the
-// bot.Progress a Runner receives.
+// bot.Progress a Runner receives. While the job runs, the status is
+// refreshed every ReporterOptions.Refresh, so its elapsed time moves even
+// when the agent reports nothing; Finish or Close stop that.
 type Run struct {
 	r       *Reporter
 	lead    WorkItem
@@ -80,22 +117,64 @@ type Run struct {
 
 	mu       sync.Mutex
 	activity string
+	done     bool
+
+	stop    chan struct{}
+	stopped sync.WaitGroup
 }
 
 var _ Progress = (*Run)(nil)
 
 // Start creates the status message of a job's lead work item: a job
-// starting is its first progress event.
+// starting is its first progress event. Each work item's 👀 is made sure of
+// first, so it comes before the status even when the job was claimed before
+// the intake reacted. Call Close when the job ends, however it ends.
 func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
-	run := &Run{r: r, lead: items[0], agent: job.Agent, started: r.now(), activity: "starting"}
+	started := job.StartedAt
+	if started.IsZero() {
+		started = r.opts.Now()
+	}
+	run := &Run{r: r, lead: items[0], agent: job.Agent, started: started, activity: "starting", stop: make(chan struct{})}
 	for _, wi := range items[1:] {
 		run.others = append(run.others, wi.ID)
 	}
 	if job.Attempt > 1 {
 		run.activity = fmt.Sprintf("starting (attempt %d)", job.Attempt)
 	}
+	for i := range items {
+		r.react(ctx, &items[i], ReactionSeen)
+	}
 	run.push(ctx, "running")
+	run.stopped.Go(func() { run.refresh(ctx) })
 	return run
+}
+
+// refresh re-sends the running status until the run stops.
+func (run *Run) refresh(ctx context.Context) {
+	t := time.NewTicker(run.r.opts.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-run.stop:
+			return
+		case <-t.C:
+			run.push(ctx, "running")
+		}
+	}
+}
+
+// Close stops the refresh of the status message; it is safe to call more
+// than once, and after Finish.
+func (run *Run) Close() {
+	run.mu.Lock()
+	if !run.done {
+		run.done = true
+		close(run.stop)
+	}
+	run.mu.Unlock()
+	run.stopped.Wait()
 }
 
 // Report implements Progress.
@@ -125,18 +204,19 @@ func (run *Run) push(ctx context.Context, state string) {
 	run.mu.Lock()
 	activity := run.activity
 	run.mu.Unlock()
-	now := run.r.now()
 	view := &StatusView{
 		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity,
-		Started: run.started, Updated: now,
+		Started: run.started, Updated: run.r.opts.Now(),
 	}
 	run.r.enqueue(ctx, OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
-		Kind: OutboxStatus, Text: run.statusText(view), Status: view,
+		Kind: OutboxStatus, Text: statusText(view, run.others), Status: view,
 	})
 }
 
-func (run *Run) statusText(v *StatusView) string {
+// statusText is the status message in words; the elapsed time runs from
+// the job's start to the view's update.
+func statusText(v *StatusView, others []string) string {
 	elapsed := v.Updated.Sub(v.Started).Round(time.Second)
 	var s string
 	switch v.State {
@@ -147,8 +227,12 @@ func (run *Run) statusText(v *StatusView) string {
 	default:
 		s = fmt.Sprintf("⏳ %s is working on %s (%s): %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	}
-	if len(run.others) > 0 {
-		s += fmt.Sprintf(" (with %d later message(s): %v)", len(run.others), run.others)
+	switch len(others) {
+	case 0:
+	case 1:
+		s += fmt.Sprintf(" (with 1 later message: %s)", others[0])
+	default:
+		s += fmt.Sprintf(" (with %d later messages: %s)", len(others), strings.Join(others, ", "))
 	}
 	return s
 }
@@ -157,6 +241,7 @@ func (run *Run) statusText(v *StatusView) string {
 // job is recorded as finished, so a crash in between retries the job and the
 // stable keys edit the same messages.
 func (run *Run) Finish(ctx context.Context, success bool, reply, errText string) {
+	run.Close()
 	state := "done"
 	if !success {
 		state = "failed"
@@ -183,8 +268,17 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 	}
 }
 
-// Abandoned reports a work item failed because its worker kept dying.
+// Abandoned reports a work item failed because its worker kept dying: its
+// status message says so too, so none is left saying it is working.
 func (r *Reporter) Abandoned(ctx context.Context, wi WorkItem) {
+	view := &StatusView{
+		WorkItemID: wi.ID, Agent: wi.Route.Agent, State: "failed", Activity: wi.Error,
+		Started: wi.CreatedAt, Updated: r.opts.Now(),
+	}
+	r.enqueue(ctx, OutboxMessage{
+		Key: statusKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID,
+		Kind: OutboxStatus, Text: statusText(view, nil), Status: view,
+	})
 	r.enqueue(ctx, OutboxMessage{
 		Key: replyKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID, Kind: OutboxReply,
 		Text: fmt.Sprintf("%s could not finish %s: %s", wi.Route.Agent, wi.ID, wi.Error),

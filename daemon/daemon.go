@@ -142,7 +142,7 @@ func (d *Daemon) build() error {
 	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
 		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log,
 	})
-	d.reporter = bot.NewReporter(d.outbox, d.deliverer.Wake, d.log)
+	d.reporter = bot.NewReporter(bot.ReporterOptions{Outbox: d.outbox, Wake: d.deliverer.Wake, Logger: d.log})
 	// The sources' gates are added by connect, before anything is served.
 	gates := map[string]bot.Gate{}
 	d.intake = bot.NewIntake(bot.IntakeOptions{

@@ -144,7 +144,7 @@ func TestMentionBecomesWorkItemWithReactionAndStatusComment(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	e.gh.setPermission("octo/hello", "alice", "write", "write")
-	reporter := bot.NewReporter(e.store, nil, nil)
+	reporter := bot.NewReporter(bot.ReporterOptions{Outbox: e.store})
 	e.accepted = func(ctx context.Context, wi *bot.WorkItem) { reporter.Accepted(ctx, wi) }
 	deliverer := bot.NewDeliverer(bot.DelivererOptions{
 		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client, nil)},

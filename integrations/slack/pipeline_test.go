@@ -59,7 +59,7 @@ func TestPipelineReportsInThread(t *testing.T) {
 			deliverer := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: h.a.Sink()},
 				MinEditInterval: 10 * time.Millisecond, Poll: 10 * time.Millisecond})
 			mu.Lock()
-			reporter = bot.NewReporter(store, deliverer.Wake, nil)
+			reporter = bot.NewReporter(bot.ReporterOptions{Outbox: store, Wake: deliverer.Wake})
 			dispatcher = bot.NewDispatcher(bot.DispatcherOptions{Queue: store, Items: store, Runner: threadRunner{fs}, Reporter: reporter,
 				Poll: 10 * time.Millisecond, Grace: time.Second})
 			mu.Unlock()
