@@ -83,6 +83,7 @@ type Daemon struct {
 	dispatcher *bot.Dispatcher
 	scheduler  *bot.Scheduler
 	slack      *slack.Adapter
+	sources    []source
 	github     http.Handler
 	handler    http.Handler
 }
@@ -159,6 +160,7 @@ func (d *Daemon) build() error {
 	if err != nil {
 		return err
 	}
+	d.registerSources()
 	d.runtime = Runtime{Runner: bot.NoRuntime{}}
 	if opts.NewRunner != nil {
 		d.runtime, err = opts.NewRunner(RunnerDeps{
@@ -230,14 +232,15 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 		a, err := slack.New(slack.Options{
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
-			Intake: d.intake, WorkItems: d.store, Agents: d.agentNames, Approvals: slackApprovals{d},
-			Redactor: d.redactor, Logger: d.log,
+			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames,
+			Approvals: slackApprovals{d}, Redactor: d.redactor, Logger: d.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("slack: %w", err)
 		}
 		d.slack = a
 		gates[bot.SourceSlack] = a.Gate()
+		d.sources = append(d.sources, source{name: bot.SourceSlack, health: a.Health})
 		sinks[bot.SourceSlack] = a.Sink()
 		ts = append(ts, a.Tools()...)
 		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
@@ -260,6 +263,28 @@ func checkListen(listen string, token bot.Secret) error {
 	}
 	return bot.Errorf(bot.EINVALID,
 		"server.listen %q is reachable beyond this machine: set server.api_token (or $SWITCHYARD_API_TOKEN) first", listen)
+}
+
+// source is an inbound source that holds a connection and can be down.
+type source struct {
+	name   string
+	health func() (up bool, reason string)
+}
+
+// registerSources exports switchyard_source_up for the connected sources.
+func (d *Daemon) registerSources() {
+	for _, src := range d.sources {
+		d.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "switchyard_source_up",
+			Help:        "Whether an inbound source that holds a connection takes events (1) or is down and retrying (0).",
+			ConstLabels: prometheus.Labels{"source": src.name},
+		}, func() float64 {
+			if up, _ := src.health(); up {
+				return 1
+			}
+			return 0
+		}))
+	}
 }
 
 func (d *Daemon) registerGauges() {
@@ -325,18 +350,42 @@ func (d *Daemon) routes() http.Handler {
 	return mux
 }
 
+// readiness is the body of /readyz.
+type readiness struct {
+	Status string `json:"status"` // ready, degraded, or why it is not ready
+	// Down names each source that is down, with why; webhooks and the API
+	// are served meanwhile.
+	Down map[string]string `json:"down,omitempty"`
+}
+
+// ready answers /readyz: 503 when the daemon cannot take work at all (the
+// store or the workers), 200 otherwise. A source that is down (Slack's
+// Socket Mode reconnecting) makes the answer "degraded" and is named, but
+// stays 200: taking the daemon out of a load balancer would also stop the
+// webhooks and the API, which still work. switchyard_source_up is what to
+// alert on.
 func (d *Daemon) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := d.store.Ping(ctx); err != nil {
-		httpapi.JSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store unavailable"})
+		httpapi.JSON(w, http.StatusServiceUnavailable, readiness{Status: "store unavailable"})
 		return
 	}
 	if !d.dispatcher.Running() {
-		httpapi.JSON(w, http.StatusServiceUnavailable, map[string]string{"status": "workers not running"})
+		httpapi.JSON(w, http.StatusServiceUnavailable, readiness{Status: "workers not running"})
 		return
 	}
-	httpapi.JSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	out := readiness{Status: "ready"}
+	for _, src := range d.sources {
+		if up, reason := src.health(); !up {
+			if out.Down == nil {
+				out.Down = map[string]string{}
+			}
+			out.Down[src.name] = reason
+			out.Status = "degraded"
+		}
+	}
+	httpapi.JSON(w, http.StatusOK, out)
 }
 
 // Handler is the daemon's HTTP surface.

@@ -3,7 +3,6 @@ package slack
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ type Adapter struct {
 	gate     *Gate
 	self     atomic.Pointer[identity]
 	refusals chan refusal
+	health   *health
 }
 
 // refusal is a polite "no", posted as an ephemeral message after the
@@ -62,10 +62,13 @@ func New(opts Options) (*Adapter, error) {
 	a := &Adapter{
 		opts:     opts,
 		api:      api,
-		sink:     NewSink(api, SinkOptions{ChannelInterval: opts.ChannelInterval, Logger: opts.Logger}),
 		gate:     NewGate(opts.AllowedChannels, opts.AllowedUsers),
 		refusals: make(chan refusal, 64),
+		health:   newHealth(opts.Logger),
 	}
+	a.sink = NewSink(api, SinkOptions{
+		ChannelInterval: opts.ChannelInterval, BotID: a.botID, Opened: a.opened, NotOpened: a.notOpened, Logger: opts.Logger,
+	})
 	return a, nil
 }
 
@@ -80,6 +83,14 @@ func (a *Adapter) Gate() *Gate { return a.gate }
 // client and per-channel pacing.
 func (a *Adapter) Sink() *Sink { return a.sink }
 
+// botID is the bot's id (B…) once known, else "".
+func (a *Adapter) botID() string {
+	if id := a.self.Load(); id != nil {
+		return id.BotID
+	}
+	return ""
+}
+
 // BotUserID is the bot's user id once Run has called auth.test, else "".
 func (a *Adapter) BotUserID() string {
 	if id := a.self.Load(); id != nil {
@@ -88,61 +99,68 @@ func (a *Adapter) BotUserID() string {
 	return ""
 }
 
+// Health reports whether Slack's events reach the daemon now and, when they
+// do not, why: in socket mode, whether the Socket Mode connection is up; in
+// HTTP mode, whether the bot knows who it is (auth.test answered), without
+// which it cannot tell what is addressed to it.
+func (a *Adapter) Health() (up bool, reason string) { return a.health.get() }
+
 // Run learns the bot's identity with auth.test, then, in socket mode, holds
-// the Socket Mode connection (slack-go reconnects it on its own) until ctx
-// is cancelled; in HTTP mode it serves refusals until then while Handler
-// takes the requests. It returns nil after ctx is cancelled and an error when
-// the tokens are refused.
+// the Socket Mode connection until ctx is cancelled; in HTTP mode it serves
+// refusals until then while Handler takes the requests. It never gives up:
+// every failure, a refused token included, is retried after a capped,
+// jittered backoff, and Health says Slack is down meanwhile. It returns nil
+// once ctx is cancelled.
 func (a *Adapter) Run(ctx context.Context) error {
-	if err := a.identify(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
+	if !a.identify(ctx) {
+		return nil
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { a.sendRefusals(runCtx) })
-	var err error
 	if a.opts.Mode == ModeSocket {
-		err = a.runSocket(runCtx)
+		_ = a.runSocket(runCtx)
 	} else {
+		a.health.setUp(slog.String("mode", ModeHTTP))
 		<-runCtx.Done()
 	}
 	cancel()
 	wg.Wait()
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return nil
 }
 
-// identify calls auth.test until it answers. Slack refusing the token is
-// final; network trouble is retried, so a daemon started while Slack is
-// unreachable comes up when it is back.
-func (a *Adapter) identify(ctx context.Context) error {
-	delay := time.Second
+// identify calls auth.test until it answers, and reports whether it did
+// before ctx ended. A refused token is retried like the network: a token
+// that was revoked and restored, or a Slack that answers invalid_auth while
+// it is in trouble, must not switch Slack off for good.
+func (a *Adapter) identify(ctx context.Context) bool {
+	b := newBackoff(a.opts.ReconnectDelay, a.opts.MaxReconnectDelay)
 	for {
 		res, err := a.api.AuthTestContext(ctx)
 		if err == nil {
 			id := &identity{UserID: res.UserID, BotID: res.BotID, TeamID: res.TeamID, Name: res.User}
 			a.self.Store(id)
-			a.opts.Logger.Info("slack connected", slog.String("team", res.Team), slog.String("team_id", res.TeamID),
+			a.opts.Logger.Info("slack bot identified", slog.String("team", res.Team), slog.String("team_id", res.TeamID),
 				slog.String("bot_user", res.UserID), slog.String("mode", a.opts.Mode))
-			return nil
+			return true
 		}
+		if ctx.Err() != nil {
+			return false
+		}
+		reason := "auth.test failed: " + err.Error()
 		var se slack.SlackErrorResponse
 		if errors.As(err, &se) {
-			return fmt.Errorf("slack auth.test: %s", se.Err)
+			reason = "the bot token was refused (" + se.Err + ")"
 		}
-		a.opts.Logger.Warn("slack auth.test failed; retrying", slog.Any("err", err), slog.Duration("in", delay))
+		a.health.setDown(reason)
+		t := time.NewTimer(b.next())
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
+			t.Stop()
+			return false
+		case <-t.C:
 		}
-		delay = min(2*delay, 30*time.Second)
 	}
 }
 

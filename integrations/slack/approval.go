@@ -25,7 +25,7 @@ func (s *Sink) deliverApproval(ctx context.Context, msg bot.OutboxMessage) (stri
 	if msg.RemoteID != "" {
 		return msg.RemoteID, s.update(ctx, msg.Thread.Channel, msg.RemoteID, opts)
 	}
-	return s.post(ctx, msg, opts)
+	return s.post(ctx, msg, 0, opts)
 }
 
 // approvalBlocks renders what the agent wants to run and why; while it is

@@ -1,7 +1,9 @@
 package slack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,19 +29,41 @@ func ephemeral(format string, args ...any) commandResponse {
 	return commandResponse{ResponseType: slack.ResponseTypeEphemeral, Text: fmt.Sprintf(format, args...)}
 }
 
-// anchorTimeout bounds the post that opens a command's thread, so the
-// command is still answered within Slack's 3 seconds.
-const anchorTimeout = 2 * time.Second
-
 // maxListed bounds the lines of a /switchyard answer.
 const maxListed = 20
+
+// parseCommand reads a slash command as either transport carries it: a
+// form body over HTTP, a JSON payload in a Socket Mode envelope.
+func parseCommand(raw []byte) (slack.SlashCommand, error) {
+	var cmd slack.SlashCommand
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '{' {
+		if err := json.Unmarshal(raw, &cmd); err != nil {
+			return cmd, fmt.Errorf("%w: %v", errBadPayload, err)
+		}
+		return cmd, nil
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return cmd, fmt.Errorf("%w: %v", errBadPayload, err)
+	}
+	cmd = slack.SlashCommand{
+		Token: form.Get("token"), TeamID: form.Get("team_id"), TeamDomain: form.Get("team_domain"),
+		EnterpriseID: form.Get("enterprise_id"), EnterpriseName: form.Get("enterprise_name"),
+		ChannelID: form.Get("channel_id"), ChannelName: form.Get("channel_name"),
+		UserID: form.Get("user_id"), UserName: form.Get("user_name"),
+		Command: form.Get("command"), Text: form.Get("text"),
+		ResponseURL: form.Get("response_url"), TriggerID: form.Get("trigger_id"), APIAppID: form.Get("api_app_id"),
+	}
+	return cmd, nil
+}
 
 // handleCommand answers a slash command from either transport. It fails
 // only for a payload that is not a command; everything else, including a
 // store that is down, is answered in words to the person who typed it,
-// because Slack does not retry commands.
+// because Slack does not retry commands. It makes no Web API call, so it
+// always answers within Slack's 3 seconds.
 func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw []byte) (commandResponse, error) {
-	name := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(cmd.Command), "/"))
+	name := commandName(cmd)
 	if name == "" || cmd.ChannelID == "" || cmd.UserID == "" {
 		return commandResponse{}, fmt.Errorf("%w: slash command without command, channel or user", errBadPayload)
 	}
@@ -48,8 +72,31 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 		return ephemeral("Switchyard is still connecting to Slack. Try again in a moment."), nil
 	}
 	team := firstNonEmpty(cmd.TeamID, self.TeamID)
+	ev := commandEvent(cmd, raw, team)
+	// A command the gate refuses opens no thread: the intake records the
+	// refusal and the person who typed it is told, alone.
+	if a.gate.Screen(ev) != nil {
+		if _, err := a.opts.Intake.Ingest(ctx, ev); err != nil {
+			a.opts.Logger.Error("slack command not recorded", slog.Any("err", err))
+		}
+		return ephemeral("%s", refusalText), nil
+	}
+	if name == "switchyard" {
+		return a.switchyard(ctx, cmd, team), nil
+	}
+	return a.routeCommand(ctx, ev, team), nil
+}
+
+func commandName(cmd slack.SlashCommand) string {
+	return strings.ToLower(strings.TrimPrefix(strings.TrimSpace(cmd.Command), "/"))
+}
+
+// commandEvent is the event of a slash command, without a thread: a command
+// has no message of its own to reply to.
+func commandEvent(cmd slack.SlashCommand, raw []byte, team string) *bot.Event {
+	name := commandName(cmd)
 	args := strings.TrimSpace(cmd.Text)
-	ev := &bot.Event{
+	return &bot.Event{
 		Source:     bot.SourceSlack,
 		Kind:       bot.KindSlackCommand,
 		DeliveryID: cmd.TriggerID,
@@ -63,60 +110,93 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 		Mentions: []string{},
 		Raw:      raw,
 	}
-	// A command the gate refuses opens no thread: the intake records the
-	// refusal and the person who typed it is told, alone.
-	if a.gate.Screen(ev) != nil {
-		if _, err := a.opts.Intake.Ingest(ctx, ev); err != nil {
-			a.opts.Logger.Error("slack command not recorded", slog.Any("err", err))
-		}
-		return ephemeral("%s", refusalText), nil
-	}
-	if name == "switchyard" {
-		return a.switchyard(ctx, cmd, team), nil
-	}
-	return a.routeCommand(ctx, ev, team, self.Name), nil
 }
+
+// openerKey is the outbox key of the message that opens a command's
+// thread: one per invocation (trigger_id), so a redelivered envelope or a
+// replayed request opens nothing new.
+func openerKey(triggerID string) string { return "slack/command/" + triggerID }
 
 // routeCommand turns a command such as /deploy into a work item. Its thread
 // is opened by a message the bot posts in the channel ("@ann ran /deploy
-// staging"): commands have no message of their own to reply to, and the
-// posted message's ts keys the thread, where the status and the reply
-// follow. Delivery id is the command's trigger_id, unique per invocation, so
-// a redelivered Socket Mode envelope is a duplicate.
-func (a *Adapter) routeCommand(ctx context.Context, ev *bot.Event, team, botName string) commandResponse {
-	anchor := fmt.Sprintf("<@%s> ran `/%s`", ev.Actor, escape(strings.TrimPrefix(ev.Text, "/")))
-	pctx, cancel := context.WithTimeout(ctx, anchorTimeout)
-	_, ts, err := a.api.PostMessageContext(pctx, ev.Channel, slack.MsgOptionText(anchor, false))
-	cancel()
-	if err != nil {
-		a.opts.Logger.Warn("slack command thread not opened", slog.String("channel", ev.Channel), slog.Any("err", err))
-		var se slack.SlackErrorResponse
-		if errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found") {
-			return ephemeral("I can't post in this channel, so I can't report on `/%s` here. Invite me with `/invite @%s` and try again.",
-				ev.Command, firstNonEmpty(botName, "switchyard"))
-		}
-		return ephemeral("I couldn't start `/%s`: Slack did not let me post here (%v). Try again in a moment.", ev.Command, slackErrCode(err))
+// staging"), whose ts keys the thread where the status and the reply follow.
+// That message is an outbox message persisted here, with the command in it,
+// before Slack is answered; the deliverer posts it, exactly once, and the
+// work item is made from the command once it exists (Opened). So a slow
+// Slack never delays the answer, and no opener is left without its work
+// item.
+func (a *Adapter) routeCommand(ctx context.Context, ev *bot.Event, team string) commandResponse {
+	if a.opts.Outbox == nil {
+		return ephemeral("This Switchyard cannot open a thread for `/%s` here.", ev.Command)
 	}
-	ev.Thread = bot.SlackThread(team, ev.Channel, ts)
-	ev.SourceRef = ts
-	res, err := a.opts.Intake.Ingest(ctx, ev)
-	if err != nil || res.Duplicate {
-		// Nothing new will report in this thread: take its opener back.
-		if _, _, derr := a.api.DeleteMessageContext(ctx, ev.Channel, ts); derr != nil {
-			a.opts.Logger.Warn("slack command thread not removed", slog.String("channel", ev.Channel), slog.Any("err", derr))
-		}
+	if ev.DeliveryID == "" {
+		return ephemeral("Slack sent `/%s` without a trigger id, so I can't tell it from a repeat. Please try again.", ev.Command)
 	}
+	_, created, err := a.opts.Outbox.EnqueueNew(ctx, bot.OutboxMessage{
+		Key:    openerKey(ev.DeliveryID),
+		Thread: bot.SlackThread(team, ev.Channel, ""),
+		Kind:   bot.OutboxOpener,
+		Text:   fmt.Sprintf("<@%s> ran `/%s`", ev.Actor, escape(strings.TrimPrefix(ev.Text, "/"))),
+		// The event is made again from the command once its thread exists.
+		Payload: ev.Raw,
+	})
 	if err != nil {
 		a.opts.Logger.Error("slack command not accepted", slog.String("command", ev.Command), slog.Any("err", err))
 		return ephemeral("I couldn't accept `/%s` right now (%s). Please try again.", ev.Command, bot.ErrorMessage(err))
 	}
-	if res.Duplicate {
+	if !created {
 		return ephemeral("I already have that `/%s`.", ev.Command)
 	}
-	if res.WorkItem == nil {
-		return ephemeral("`/%s` was recorded but nothing will act on it.", ev.Command)
+	a.opts.Wake()
+	return ephemeral("Got `/%s`: progress follows in the thread I'm opening here.", escape(strings.TrimPrefix(ev.Text, "/")))
+}
+
+// opened makes the work item of a command whose opener is posted as ts.
+// Handing the same command over again is a duplicate the intake ignores.
+func (a *Adapter) opened(ctx context.Context, msg bot.OutboxMessage, ts string) error {
+	cmd, err := parseCommand(msg.Payload)
+	if err != nil {
+		return &bot.DeliveryError{Err: fmt.Errorf("command of %s: %w", msg.Key, err), Permanent: true}
 	}
-	return ephemeral("Queued `/%s` as `%s` for *%s*; progress follows in the thread.", ev.Command, res.WorkItem.ID, res.WorkItem.Agent())
+	ev := commandEvent(cmd, msg.Payload, msg.Thread.Team)
+	ev.Thread = bot.SlackThread(msg.Thread.Team, msg.Thread.Channel, ts)
+	ev.SourceRef = ts
+	res, err := a.opts.Intake.Ingest(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if res.WorkItem == nil && !res.Duplicate {
+		a.opts.Logger.Warn("slack command made no work item", slog.String("command", ev.Command), slog.String("thread", ev.Thread.Key()))
+	}
+	return nil
+}
+
+// notOpened tells the person who ran a command that its thread could not be
+// opened, through the command's response_url: it works where the bot may
+// not post.
+func (a *Adapter) notOpened(ctx context.Context, msg bot.OutboxMessage, why error) {
+	cmd, err := parseCommand(msg.Payload)
+	if err != nil || cmd.ResponseURL == "" {
+		return
+	}
+	name := commandName(cmd)
+	text := fmt.Sprintf("I couldn't start `/%s`: Slack did not let me post here (%s).", name, slackErrCode(why))
+	if code := slackErrCode(why); code == "not_in_channel" || code == "channel_not_found" {
+		botName := "switchyard"
+		if self := a.self.Load(); self != nil && self.Name != "" {
+			botName = self.Name
+		}
+		text = fmt.Sprintf("I can't post in this channel, so I can't report on `/%s` here. Invite me with `/invite @%s` and try again.", name, botName)
+	}
+	if u, err := url.Parse(cmd.ResponseURL); err != nil || u.Scheme != "https" && u.Scheme != "http" {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := slack.PostWebhookCustomHTTPContext(rctx, cmd.ResponseURL, a.opts.HTTPClient,
+		&slack.WebhookMessage{ResponseType: slack.ResponseTypeEphemeral, Text: text}); err != nil {
+		a.opts.Logger.Warn("slack command refusal not delivered", slog.String("command", name), slog.Any("err", err))
+	}
 }
 
 func slackErrCode(err error) string {

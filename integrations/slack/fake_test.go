@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -49,11 +50,23 @@ type fakeFailure struct {
 	status     int    // HTTP status; 200 when zero
 	retryAfter string // Retry-After header
 	code       string // Slack error code in {"ok":false}
+	// drop, with pass, does what the call asks and then closes the
+	// connection without an answer: a request lost on its way back.
+	drop bool
 }
 
 type socketAck struct {
 	EnvelopeID string          `json:"envelope_id"`
 	Payload    json.RawMessage `json:"payload"`
+}
+
+// fakeMessage is a message the fake Slack shows, as conversations.replies
+// and .history return it.
+type fakeMessage struct {
+	Channel, TS, ThreadTS, Text string
+	BotID                       string
+	Metadata                    map[string]any // as posted: event_type, event_payload
+	Deleted                     bool
 }
 
 type fakeSlack struct {
@@ -62,21 +75,28 @@ type fakeSlack struct {
 
 	mu       sync.Mutex
 	calls    []apiCall
+	epoch    int64 // the seconds of every ts it hands out: when it started
 	nextTS   int
 	failures map[string][]fakeFailure
-	conn     *websocket.Conn
-	connMu   sync.Mutex // serialises writes to conn
-	conns    int
+	messages []*fakeMessage
+	hooks    []string // bodies posted to response_url
+	// gate, when set, holds every Web API call but auth.test and
+	// apps.connections.open until it is closed: a Slack that is slow.
+	gate   chan struct{}
+	conn   *websocket.Conn
+	connMu sync.Mutex // serialises writes to conn
+	conns  int
 
 	acks chan socketAck
 }
 
 func newFakeSlack(t testing.TB) *fakeSlack {
 	t.Helper()
-	fs := &fakeSlack{t: t, failures: map[string][]fakeFailure{}, acks: make(chan socketAck, 64)}
+	fs := &fakeSlack{t: t, epoch: time.Now().Unix(), failures: map[string][]fakeFailure{}, acks: make(chan socketAck, 64)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", fs.serveAPI)
 	mux.HandleFunc("/ws", fs.serveSocket)
+	mux.HandleFunc("/hooks/", fs.serveHook)
 	fs.srv = httptest.NewServer(mux)
 	t.Cleanup(fs.srv.Close)
 	return fs
@@ -104,15 +124,98 @@ func (fs *fakeSlack) callsOf(method string) []apiCall {
 	return out
 }
 
-func (fs *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
+// hookURL is a response_url that posts to the fake.
+func (fs *fakeSlack) hookURL() string { return fs.srv.URL + "/hooks/command" }
+
+func (fs *fakeSlack) serveHook(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	fs.mu.Lock()
+	fs.hooks = append(fs.hooks, string(body))
+	fs.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (fs *fakeSlack) hookBodies() []string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return slices.Clone(fs.hooks)
+}
+
+// slow holds the Web API (see gate) until the returned func is called.
+func (fs *fakeSlack) slow() (release func()) {
+	gate := make(chan struct{})
+	fs.mu.Lock()
+	fs.gate = gate
+	fs.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			fs.mu.Lock()
+			fs.gate = nil
+			fs.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+// shown returns the messages the fake shows (not deleted) posted for an
+// outbox key.
+func (fs *fakeSlack) shown(key string) []fakeMessage {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []fakeMessage
+	for _, m := range fs.messages {
+		if payload, _ := m.Metadata["event_payload"].(map[string]any); !m.Deleted && payload["key"] == key {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
+
+// listMessages answers conversations.replies (thread set) and .history:
+// top-level messages, or a thread's root and replies, oldest first, with
+// their metadata only when include_all_metadata is set, as Slack does.
+func (fs *fakeSlack) listMessages(channel, thread, oldest string, withMetadata bool) []map[string]any {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := []map[string]any{}
+	for _, m := range fs.messages {
+		if m.Deleted || m.Channel != channel || oldest != "" && m.TS < oldest {
+			continue
+		}
+		if thread == "" && m.ThreadTS != "" && m.ThreadTS != m.TS || thread != "" && m.TS != thread && m.ThreadTS != thread {
+			continue
+		}
+		msg := map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "bot_id": m.BotID}
+		if m.ThreadTS != "" {
+			msg["thread_ts"] = m.ThreadTS
+		}
+		if withMetadata && m.Metadata != nil {
+			msg["metadata"] = m.Metadata
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
+	w := rw
 	method := r.PathValue("method")
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if method != "auth.test" && method != "apps.connections.open" {
+		fs.mu.Lock()
+		gate := fs.gate
+		fs.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+	}
 	fs.mu.Lock()
 	fs.nextTS++
-	ts := fmt.Sprintf("1700000100.%06d", fs.nextTS)
+	ts := fmt.Sprintf("%d.%06d", fs.epoch, fs.nextTS)
 	fs.calls = append(fs.calls, apiCall{Method: method, Form: r.PostForm, TS: ts})
 	var failure *fakeFailure
 	if q := fs.failures[method]; len(q) > 0 {
@@ -120,6 +223,14 @@ func (fs *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	fs.mu.Unlock()
 
+	if failure != nil && failure.pass && failure.drop {
+		w = httptest.NewRecorder()
+		defer func() {
+			conn, _, err := http.NewResponseController(rw).Hijack()
+			require.NoError(fs.t, err)
+			conn.Close()
+		}()
+	}
 	if failure != nil && !failure.pass {
 		if failure.retryAfter != "" {
 			w.Header().Set("Retry-After", failure.retryAfter)
@@ -137,14 +248,39 @@ func (fs *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchyard",
 			"team_id": testTeam, "user_id": testBotUser, "bot_id": testBotID})
 	case "chat.postMessage":
+		m := &fakeMessage{Channel: channel, TS: ts, ThreadTS: r.PostForm.Get("thread_ts"), Text: r.PostForm.Get("text"), BotID: testBotID}
+		if meta := r.PostForm.Get("metadata"); meta != "" {
+			require.NoError(fs.t, json.Unmarshal([]byte(meta), &m.Metadata))
+		}
+		fs.mu.Lock()
+		fs.messages = append(fs.messages, m)
+		fs.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": ts,
 			"message": map[string]any{"text": r.PostForm.Get("text"), "ts": ts, "thread_ts": r.PostForm.Get("thread_ts")}})
-	case "chat.update":
+	case "chat.update", "chat.delete":
+		found := false
+		fs.mu.Lock()
+		for _, m := range fs.messages {
+			if m.Channel == channel && m.TS == r.PostForm.Get("ts") && !m.Deleted {
+				found = true
+				m.Text, m.Deleted = r.PostForm.Get("text"), method == "chat.delete"
+			}
+		}
+		fs.mu.Unlock()
+		if !found {
+			writeJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
 		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": r.PostForm.Get("ts"), "text": r.PostForm.Get("text")})
+	case "conversations.replies", "conversations.history":
+		thread := r.PostForm.Get("ts")
+		if method == "conversations.history" {
+			thread = ""
+		}
+		writeJSON(w, map[string]any{"ok": true, "has_more": false,
+			"messages": fs.listMessages(channel, thread, r.PostForm.Get("oldest"), r.PostForm.Get("include_all_metadata") == "1")})
 	case "chat.postEphemeral":
 		writeJSON(w, map[string]any{"ok": true, "message_ts": ts})
-	case "chat.delete":
-		writeJSON(w, map[string]any{"ok": true, "channel": channel, "ts": r.PostForm.Get("ts")})
 	case "reactions.add":
 		writeJSON(w, map[string]any{"ok": true})
 	case "apps.connections.open":
@@ -198,6 +334,16 @@ func (fs *fakeSlack) serveSocket(w http.ResponseWriter, r *http.Request) {
 		}
 		fs.acks <- ack
 	}
+}
+
+// dropSocket closes the Socket Mode connection from Slack's side.
+func (fs *fakeSlack) dropSocket() {
+	fs.mu.Lock()
+	conn := fs.conn
+	fs.conn = nil
+	fs.mu.Unlock()
+	require.NotNil(fs.t, conn)
+	conn.Close()
 }
 
 func (fs *fakeSlack) connected() bool {
@@ -358,7 +504,9 @@ func newHarnessWith(t *testing.T, mode string, fs *fakeSlack, store *testStore, 
 		AppToken:        "xapp-test",
 		SigningSecret:   testSecret,
 		APIURL:          fs.apiURL(),
+		Outbox:          store,
 		WorkItems:       store,
+		ReconnectDelay:  10 * time.Millisecond,
 		ChannelInterval: time.Millisecond,
 		PingInterval:    5 * time.Second,
 		Logger:          slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -389,6 +537,17 @@ func newHarnessWith(t *testing.T, mode string, fs *fakeSlack, store *testStore, 
 		require.Eventually(t, fs.connected, 10*time.Second, 5*time.Millisecond)
 	}
 	return &harness{fs: fs, store: store, a: a}
+}
+
+// deliverAll delivers the outbox through the adapter's sink until nothing
+// is pending, as the daemon's deliverer does.
+func (h *harness) deliverAll(t *testing.T) {
+	t.Helper()
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: h.store, Sinks: map[string]bot.Sink{bot.SourceSlack: h.a.Sink()},
+		MinEditInterval: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, d.Flush(ctx))
 }
 
 // signed returns a request signed with secret at ts.

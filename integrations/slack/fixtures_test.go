@@ -126,7 +126,7 @@ func FuzzEventsPayload(f *testing.F) {
 }
 
 func FuzzSlashCommand(f *testing.F) {
-	f.Add(deployForm("trig-1").Encode())
+	f.Add(deployForm("trig-1", "https://hooks.example/commands/1").Encode())
 	f.Add(url.Values{"command": {"/switchyard"}, "text": {"reset <https://a.slack.com/archives/C1/p1700000000000100>"},
 		"channel_id": {"C1"}, "user_id": {"U1"}}.Encode())
 	f.Add(url.Values{"command": {"/switchyard"}, "text": {"cancel wi_1"}, "channel_id": {"D1"}, "user_id": {"U9"}}.Encode())

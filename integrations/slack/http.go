@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,8 +93,7 @@ func (a *Adapter) serveCommands(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	cmd, err := slack.SlashCommandParse(r)
+	cmd, err := parseCommand(body)
 	if err != nil {
 		http.Error(w, "malformed command", http.StatusBadRequest)
 		return

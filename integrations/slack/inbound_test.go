@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -107,7 +108,7 @@ func TestHTTPRefusesUnverifiedRequests(t *testing.T) {
 			return r
 		}},
 		{"command with a stale timestamp", func() *http.Request {
-			return signed(t, "/slack/commands", formType, deployForm("trig-stale").Encode(), now.Add(-10*time.Minute), testSecret)
+			return signed(t, "/slack/commands", formType, deployForm("trig-stale", "https://hooks.example/commands/1").Encode(), now.Add(-10*time.Minute), testSecret)
 		}},
 		{"interaction with a wrong secret", func() *http.Request {
 			return signed(t, "/slack/interactions", formType, "payload=%7B%7D", now, "nope")
@@ -236,20 +237,28 @@ func TestSocketModeUnknownEventIsAcknowledged(t *testing.T) {
 func TestSocketModeSlashCommand(t *testing.T) {
 	h := newHarness(t, ModeSocket, nil)
 	cmd, _ := json.Marshal(map[string]any{"token": "x", "team_id": testTeam, "channel_id": "C1", "user_id": "U1",
-		"command": "/deploy", "text": "staging", "trigger_id": "trig-sock", "response_url": "https://hooks.example/x"})
+		"command": "/deploy", "text": "staging", "trigger_id": "trig-sock", "response_url": h.fs.hookURL()})
 	h.fs.sendEnvelope("env-6", "slash_commands", cmd, 0)
 	ack := h.fs.nextAck(t)
 	require.Equal(t, "env-6", ack.EnvelopeID)
 	var resp commandResponse
 	require.NoError(t, json.Unmarshal(ack.Payload, &resp))
 	require.Equal(t, "ephemeral", resp.ResponseType)
-	require.Contains(t, resp.Text, "wi_1")
+	require.Equal(t, "Got `/deploy staging`: progress follows in the thread I'm opening here.", resp.Text)
+	require.Empty(t, h.fs.callsOf("chat.postMessage"), "answered before Slack is asked anything")
 
+	// The deliverer opens the thread; the work item follows in it.
+	h.deliverAll(t)
+	posts := h.fs.callsOf("chat.postMessage")
+	require.Len(t, posts, 1)
 	items, _, events, _ := h.store.snapshot()
 	require.Len(t, items, 1)
 	require.Equal(t, "ops", items[0].Agent())
 	require.Equal(t, "deploy", events[0].Command)
 	require.Equal(t, "staging", events[0].Args)
+	require.Equal(t, "trig-sock", events[0].DeliveryID)
+	require.Equal(t, "slack:T1/C1/"+posts[0].TS, items[0].Thread.Key())
+	require.JSONEq(t, string(cmd), string(events[0].Raw))
 }
 
 func TestSocketModeStopsWithContext(t *testing.T) {
@@ -270,43 +279,98 @@ func TestSocketModeStopsWithContext(t *testing.T) {
 	}
 }
 
-func TestSocketModeRefusedAppTokenEndsRun(t *testing.T) {
+// TestSocketModeRefusedAppTokenIsRetried: an app token Slack refuses does
+// not switch Slack off for good; the adapter says why it is down and keeps
+// trying until it is stopped.
+func TestSocketModeRefusedAppTokenIsRetried(t *testing.T) {
 	fs := newFakeSlack(t)
 	a, err := New(Options{Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-wrong", APIURL: fs.apiURL(),
-		Intake: bot.NewIntake(bot.IntakeOptions{Store: newTestStore(t), Router: mentionDecider{}})})
+		Intake:         bot.NewIntake(bot.IntakeOptions{Store: newTestStore(t), Router: mentionDecider{}}),
+		ReconnectDelay: 5 * time.Millisecond, MaxReconnectDelay: 20 * time.Millisecond})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = a.Run(ctx)
-	require.ErrorContains(t, err, "invalid_auth")
-	require.NotContains(t, err.Error(), "xapp-wrong")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	require.Eventually(t, func() bool { return len(fs.callsOf("apps.connections.open")) >= 3 }, 10*time.Second, 5*time.Millisecond,
+		"it keeps trying")
+	up, reason := a.Health()
+	require.False(t, up)
+	require.Equal(t, "the app token was refused (invalid_auth)", reason)
+	require.NotContains(t, reason, "xapp-wrong")
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop")
+	}
 }
 
-func deployForm(trigger string) url.Values {
+// TestSocketModeComesBackAfterA404: apps.connections.open answers 404 once,
+// at start and again on a later reconnection: the adapter reports Slack down
+// meanwhile and reconnects by itself each time.
+func TestSocketModeComesBackAfterA404(t *testing.T) {
+	fs := newFakeSlack(t)
+	fs.fail("apps.connections.open", fakeFailure{status: http.StatusNotFound})
+	h := newHarnessWith(t, ModeSocket, fs, newTestStore(t), nil)
+	require.Eventually(t, func() bool { up, _ := h.a.Health(); return up }, 10*time.Second, 5*time.Millisecond)
+	require.Len(t, fs.callsOf("apps.connections.open"), 2, "one refused, one that worked")
+
+	// Slack drops the websocket (a refresh) and the next open is refused.
+	fs.fail("apps.connections.open", fakeFailure{status: http.StatusNotFound})
+	var down string
+	fs.dropSocket()
+	require.Eventually(t, func() bool {
+		up, reason := h.a.Health()
+		if !up {
+			down = reason
+		}
+		return len(fs.callsOf("apps.connections.open")) >= 4 && up
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, "apps.connections.open answered HTTP 404", down)
+
+	// Events flow again.
+	h.fs.sendEnvelope("env-back", "events_api", eventBody("EvBack", mentionEvent("U1", "<@UBOT> hi", "1700000040.000100", "")), 0)
+	require.Equal(t, "env-back", h.fs.nextAck(t).EnvelopeID)
+}
+
+// deployForm is the form Slack posts for "/deploy staging"; its
+// response_url is hook.
+func deployForm(trigger, hook string) url.Values {
 	return url.Values{
 		"token": {"x"}, "team_id": {testTeam}, "team_domain": {"acme"}, "channel_id": {"C1"}, "channel_name": {"ops"},
 		"user_id": {"U1"}, "user_name": {"ann"}, "command": {"/deploy"}, "text": {"staging"},
-		"response_url": {"https://hooks.example/commands/1"}, "trigger_id": {trigger}, "api_app_id": {"A1"},
+		"response_url": {hook}, "trigger_id": {trigger}, "api_app_id": {"A1"},
 	}
 }
 
 func TestHTTPDeployCommand(t *testing.T) {
 	h := newHarness(t, ModeHTTP, nil)
-	start := time.Now()
-	w := h.serve(t, "/slack/commands", formType, deployForm("trig-1").Encode(), nil)
-	require.Less(t, time.Since(start), 3*time.Second)
-	require.Equal(t, http.StatusOK, w.Code)
+	release := h.fs.slow()
+	defer release()
+	form := deployForm("trig-1", h.fs.hookURL()).Encode()
+	w := h.serve(t, "/slack/commands", formType, form, nil)
+	require.Equal(t, http.StatusOK, w.Code, "answered while the Web API is stuck")
 	var resp commandResponse
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &resp))
 	require.Equal(t, "ephemeral", resp.ResponseType)
-	require.Contains(t, resp.Text, "wi_1")
+	require.Contains(t, resp.Text, "progress follows in the thread")
 
+	// The same request again (a replay inside the signature window) opens
+	// nothing new.
+	w = h.serve(t, "/slack/commands", formType, form, nil)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Contains(t, w.Body.String(), "already")
+	release()
+
+	h.deliverAll(t)
 	posts := h.fs.callsOf("chat.postMessage")
 	require.Len(t, posts, 1)
 	require.Equal(t, "C1", posts[0].Form.Get("channel"))
-	require.Contains(t, posts[0].Form.Get("text"), "<@U1> ran `/deploy staging`")
-	require.Empty(t, posts[0].Form.Get("thread_ts"))
-	anchor := posts[0].TS
+	require.Equal(t, "<@U1> ran `/deploy staging`", posts[0].Form.Get("text"))
+	require.Empty(t, posts[0].Form.Get("thread_ts"), "the opener starts a thread")
+	require.Contains(t, posts[0].Form.Get("metadata"), "slack/command/trig-1")
+	opener := posts[0].TS
 
 	items, _, events, _ := h.store.snapshot()
 	require.Len(t, items, 1)
@@ -316,28 +380,93 @@ func TestHTTPDeployCommand(t *testing.T) {
 	require.Equal(t, "deploy", ev.Command)
 	require.Equal(t, "staging", ev.Args)
 	require.Equal(t, "trig-1", ev.DeliveryID)
-	require.Equal(t, bot.Requester{Source: bot.SourceSlack, ID: "U1", Name: "ann", Team: testTeam}, items[0].Requester)
-	require.Equal(t, "slack:T1/C1/"+anchor, ev.Thread.Key())
-	require.Equal(t, anchor, ev.SourceRef)
+	require.Equal(t, "slack:T1/C1/"+opener, ev.Thread.Key())
+	require.Equal(t, opener, ev.SourceRef)
+	require.Equal(t, form, string(ev.Raw))
+	require.Empty(t, h.fs.callsOf("chat.delete"))
+}
 
-	// The same request again (a replay inside the signature window) makes
-	// nothing new and takes its extra thread opener back.
-	w = h.serve(t, "/slack/commands", formType, deployForm("trig-1").Encode(), nil)
+// TestCommandOpenerLostInFlightIsFoundNotRepeated: the opener's post reaches
+// Slack but its answer is lost; the next attempt finds it in the channel by
+// its metadata and makes the work item in its thread, with no second opener.
+func TestCommandOpenerLostInFlightIsFoundNotRepeated(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	w := h.serve(t, "/slack/commands", formType, deployForm("trig-9", h.fs.hookURL()).Encode(), nil)
 	require.Equal(t, http.StatusOK, w.Code)
-	require.Contains(t, w.Body.String(), "already")
+	// The post is made, then the connection drops before the answer.
+	h.fs.fail("chat.postMessage", fakeFailure{pass: true, drop: true})
+	ctx := context.Background()
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: h.store, Sinks: map[string]bot.Sink{bot.SourceSlack: h.a.Sink()}})
+	_, err := d.DeliverDue(ctx)
+	require.NoError(t, err)
+	items, _, _, _ := h.store.snapshot()
+	require.Empty(t, items)
+
+	h.deliverAll(t)
+	require.Len(t, h.fs.callsOf("chat.postMessage"), 1)
+	shown := h.fs.shown(openerKey("trig-9"))
+	require.Len(t, shown, 1)
 	items, _, _, _ = h.store.snapshot()
 	require.Len(t, items, 1)
-	require.Len(t, h.fs.callsOf("chat.delete"), 1)
+	require.Equal(t, "slack:T1/C1/"+shown[0].TS, items[0].Thread.Key())
+	require.NotEmpty(t, h.fs.callsOf("conversations.history"))
 }
 
 func TestHTTPDeployCommandWhenBotIsNotInChannel(t *testing.T) {
 	h := newHarness(t, ModeHTTP, nil)
 	h.fs.fail("chat.postMessage", fakeFailure{code: "not_in_channel"})
-	w := h.serve(t, "/slack/commands", formType, deployForm("trig-2").Encode(), nil)
+	w := h.serve(t, "/slack/commands", formType, deployForm("trig-2", h.fs.hookURL()).Encode(), nil)
 	require.Equal(t, http.StatusOK, w.Code)
-	require.Contains(t, w.Body.String(), "/invite @switchyard")
+	h.deliverAll(t)
+	hooks := h.fs.hookBodies()
+	require.Len(t, hooks, 1, "the person is told through the command's response_url")
+	require.Contains(t, hooks[0], "/invite @switchyard")
+	require.Contains(t, hooks[0], `"response_type":"ephemeral"`)
 	_, _, events, _ := h.store.snapshot()
 	require.Empty(t, events)
+	m, err := h.store.GetOutbox(context.Background(), openerKey("trig-2"))
+	require.NoError(t, err)
+	require.True(t, m.Dead)
+}
+
+// TestSlowWebAPIDelaysNoAcknowledgement sends 40 /deploy commands while
+// every Web API call hangs, then a mention: every envelope is acknowledged
+// within Slack's 3 seconds, measured at the Socket Mode fake, and once Slack
+// answers again each command gets its one thread and work item.
+func TestSlowWebAPIDelaysNoAcknowledgement(t *testing.T) {
+	h := newHarness(t, ModeSocket, nil)
+	release := h.fs.slow()
+	defer release()
+	const commands = 40
+	sent := map[string]time.Time{}
+	for i := range commands {
+		id := fmt.Sprintf("env-cmd-%d", i)
+		cmd, _ := json.Marshal(map[string]any{"team_id": testTeam, "channel_id": "C1", "user_id": "U1", "command": "/deploy",
+			"text": fmt.Sprintf("staging-%d", i), "trigger_id": fmt.Sprintf("trig-%d", i), "response_url": h.fs.hookURL()})
+		sent[id] = time.Now()
+		h.fs.sendEnvelope(id, "slash_commands", cmd, 0)
+	}
+	sent["env-mention"] = time.Now()
+	h.fs.sendEnvelope("env-mention", "events_api", eventBody("EvSlow", mentionEvent("U2", "<@UBOT> @coder hi", "1700000050.000100", "")), 0)
+	for range len(sent) {
+		ack := h.fs.nextAck(t)
+		start, ok := sent[ack.EnvelopeID]
+		require.True(t, ok, ack.EnvelopeID)
+		require.Less(t, time.Since(start), 3*time.Second, "envelope %s acknowledged past Slack's deadline", ack.EnvelopeID)
+		delete(sent, ack.EnvelopeID)
+	}
+	require.Empty(t, h.fs.callsOf("chat.postMessage"), "every acknowledgement came while the Web API was stuck")
+
+	release()
+	h.deliverAll(t)
+	require.Len(t, h.fs.callsOf("chat.postMessage"), commands, "one opener per command")
+	items, _, _, _ := h.store.snapshot()
+	require.Len(t, items, commands+1)
+	threads := map[string]bool{}
+	for _, wi := range items {
+		threads[wi.Thread.Key()] = true
+	}
+	require.Len(t, threads, commands+1, "each command in a thread of its own")
 }
 
 type fakeCanceller struct{ id, by string }
@@ -460,7 +589,7 @@ func TestAccessLists(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.serve(t, "/slack/events", jsonType, string(eventBody("Ev12", dm)), nil).Code)
 
 	// A stranger's command.
-	form := deployForm("trig-3")
+	form := deployForm("trig-3", "https://hooks.example/commands/1")
 	form.Set("user_id", "U9")
 	w := h.serve(t, "/slack/commands", formType, form.Encode(), nil)
 	require.Equal(t, http.StatusOK, w.Code)

@@ -48,6 +48,12 @@ type Resetter interface {
 	ResetThread(ctx context.Context, sessionKey string) error
 }
 
+// Outbox keeps the messages that open commands' threads; bot.OutboxStore
+// implements it.
+type Outbox interface {
+	EnqueueNew(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, bool, error)
+}
+
 // NameLister lists names for /switchyard agents and skills.
 type NameLister func(ctx context.Context) ([]string, error)
 
@@ -76,6 +82,12 @@ type Options struct {
 	// Intake receives every event addressed to the bot. Required. It must
 	// apply Gate to Slack events (bot.IntakeOptions.Gates).
 	Intake Intake
+	// Outbox keeps the message that opens a command's thread, which the
+	// deliverer posts through this adapter's Sink; Wake (may be nil) tells
+	// the deliverer there is one. Without an Outbox, commands other than
+	// /switchyard are answered that they cannot run here.
+	Outbox Outbox
+	Wake   func()
 	// WorkItems finds the threads the bot works in and answers status and
 	// runs. Without it only mentions and direct messages reach the bot.
 	WorkItems WorkItemLister
@@ -95,6 +107,11 @@ type Options struct {
 	// HTTPClient is used for the Web API; http.DefaultClient's settings with
 	// a 30 s timeout when nil.
 	HTTPClient *http.Client
+	// ReconnectDelay is the first wait before Slack is tried again after a
+	// failure (default 1s); it doubles, with jitter, up to
+	// MaxReconnectDelay (default 2m).
+	ReconnectDelay    time.Duration
+	MaxReconnectDelay time.Duration
 	// PingInterval is how long Socket Mode waits for Slack's websocket ping
 	// before it reconnects; slack-go's default (30 s) when zero.
 	PingInterval time.Duration
@@ -143,6 +160,15 @@ func (o *Options) validate() error {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ReconnectDelay <= 0 {
+		o.ReconnectDelay = time.Second
+	}
+	if o.MaxReconnectDelay < o.ReconnectDelay {
+		o.MaxReconnectDelay = max(2*time.Minute, o.ReconnectDelay)
+	}
+	if o.Wake == nil {
+		o.Wake = func() {}
 	}
 	return nil
 }

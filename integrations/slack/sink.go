@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -14,33 +15,41 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-var _ bot.Sink = (*Sink)(nil)
+var (
+	_ bot.Sink   = (*Sink)(nil)
+	_ bot.Finder = (*Sink)(nil)
+)
 
 // SinkOptions configure a Sink.
 type SinkOptions struct {
 	// ChannelInterval paces messages per channel; DefaultChannelInterval
 	// when zero.
 	ChannelInterval time.Duration
-	Logger          *slog.Logger
+	// BotID, when set, returns the bot's id (B…) once known: Find then only
+	// adopts messages this bot posted.
+	BotID func() string
+	// Opened is called when an opener exists in its channel, with its ts,
+	// and again for every later delivery of it; it hands the event the
+	// opener is for to the intake. An error makes the outbox retry.
+	Opened func(ctx context.Context, msg bot.OutboxMessage, ts string) error
+	// NotOpened is told when an opener cannot be posted for good, so the
+	// person who asked hears why.
+	NotOpened func(ctx context.Context, msg bot.OutboxMessage, err error)
+	Logger    *slog.Logger
 }
 
 // Sink delivers outbox messages of Slack threads: status messages (posted
-// once, then edited with chat.update), replies (split when long) and
-// reactions.
+// once, then edited with chat.update), replies (split when long), reactions
+// and thread openers.
+//
+// Every message it posts carries message metadata naming its outbox key and
+// part ({"event_type": "switchyard_outbox", "event_payload": {"key": …,
+// "part": …}}), which is how Find recognises it. A reply split into several
+// messages has all their ts as its remote id, separated by spaces.
 type Sink struct {
 	api  *slack.Client
 	pace *pacer
-	log  *slog.Logger
-
-	mu sync.Mutex
-	// partial remembers the parts of a long reply already posted when a
-	// later part failed, so the outbox's retry posts only the rest.
-	partial map[string]partialReply
-}
-
-type partialReply struct {
-	version int
-	ts      []string
+	opts SinkOptions
 }
 
 // NewSink returns a Sink posting through api.
@@ -48,21 +57,35 @@ func NewSink(api *slack.Client, opts SinkOptions) *Sink {
 	if opts.ChannelInterval <= 0 {
 		opts.ChannelInterval = DefaultChannelInterval
 	}
+	if opts.BotID == nil {
+		opts.BotID = func() string { return "" }
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sink{api: api, pace: newPacer(opts.ChannelInterval), log: opts.Logger, partial: map[string]partialReply{}}
+	return &Sink{api: api, pace: newPacer(opts.ChannelInterval), opts: opts}
 }
 
-// outboxMetadata tags every post with its outbox key, so a message can be
-// traced back to the outbox record that made it.
+// outboxMetadata is the event type of the metadata every post carries.
 const outboxMetadata = "switchyard_outbox"
+
+// Bounds of Find's search: pages of conversations.replies or .history, and
+// how much earlier than its outbox record a message may be dated (clock
+// differences with Slack).
+const (
+	findPages    = 10
+	findPageSize = 200
+	findSkew     = 10 * time.Minute
+)
 
 // Deliver implements bot.Sink.
 func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, error) {
 	th := msg.Thread
 	if th.Source != bot.SourceSlack || th.Channel == "" {
 		return "", &bot.DeliveryError{Err: fmt.Errorf("slack sink: %s is not a Slack thread", th.Key()), Permanent: true}
+	}
+	if (th.ThreadTS == "") != (msg.Kind == bot.OutboxOpener) {
+		return "", &bot.DeliveryError{Err: fmt.Errorf("slack sink: %s message %s cannot go in %s", msg.Kind, msg.Key, th.Key()), Permanent: true}
 	}
 	switch msg.Kind {
 	case bot.OutboxStatus:
@@ -74,6 +97,8 @@ func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, erro
 		return s.deliverReply(ctx, msg)
 	case bot.OutboxReaction:
 		return s.deliverReaction(ctx, msg)
+	case bot.OutboxOpener:
+		return s.deliverOpener(ctx, msg)
 	}
 	return "", &bot.DeliveryError{Err: fmt.Errorf("slack sink: unknown outbox kind %q", msg.Kind), Permanent: true}
 }
@@ -86,57 +111,56 @@ func (s *Sink) deliverStatus(ctx context.Context, msg bot.OutboxMessage) (string
 	if msg.RemoteID != "" {
 		return msg.RemoteID, s.update(ctx, msg.Thread.Channel, msg.RemoteID, opts)
 	}
-	return s.post(ctx, msg, opts)
+	return s.post(ctx, msg, 0, opts)
 }
 
+// deliverReply posts a reply, split at maxReplyRunes, or brings the parts
+// of a delivered one up to date: parts that exist are edited, missing ones
+// posted, surplus ones deleted. When a part fails, the ones posted before
+// it are found by the next attempt (Find), which posts only the rest.
 func (s *Sink) deliverReply(ctx context.Context, msg bot.OutboxMessage) (string, error) {
 	if msg.Text == "" {
 		return "", &bot.DeliveryError{Err: errors.New("slack sink: empty reply"), Permanent: true}
 	}
 	parts := splitMessage(msg.Text, maxReplyRunes)
-	text := func(i int) []slack.MsgOption {
-		return []slack.MsgOption{slack.MsgOptionText(escape(parts[i]), false)}
-	}
-
-	s.mu.Lock()
-	p := s.partial[msg.Key]
-	if p.version != msg.Version {
-		p = partialReply{version: msg.Version}
-	}
-	s.mu.Unlock()
-	save := func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if len(s.partial) >= 1024 {
-			clear(s.partial) // a bound, not a cache: losing it only risks a repeated part
-		}
-		s.partial[msg.Key] = p
-	}
-
-	if len(p.ts) == 0 && msg.RemoteID != "" {
-		// A new version of a delivered reply: its first message is edited,
-		// any further parts are posted after it.
-		if err := s.update(ctx, msg.Thread.Channel, msg.RemoteID, text(0)); err != nil {
-			return "", err
-		}
-		p.ts = []string{msg.RemoteID}
-	}
-	for i := len(p.ts); i < len(parts); i++ {
-		ts, err := s.post(ctx, msg, text(i))
+	have := strings.Fields(msg.RemoteID)
+	if len(have) > 0 && len(have) < len(parts) {
+		// An edit that needs more parts: an earlier try of this edit may
+		// have posted some of them.
+		found, ok, err := s.Find(ctx, msg)
 		if err != nil {
-			if len(p.ts) > 0 {
-				save()
-			}
 			return "", err
 		}
-		p.ts = append(p.ts, ts)
+		if ok {
+			have = strings.Fields(found)
+		}
 	}
-	s.mu.Lock()
-	delete(s.partial, msg.Key)
-	s.mu.Unlock()
-	return p.ts[0], nil
+	ts := make([]string, 0, len(parts))
+	for i, part := range parts {
+		text := []slack.MsgOption{slack.MsgOptionText(escape(part), false)}
+		if i < len(have) {
+			if err := s.update(ctx, msg.Thread.Channel, have[i], text); err != nil {
+				return "", err
+			}
+			ts = append(ts, have[i])
+			continue
+		}
+		t, err := s.post(ctx, msg, i, text)
+		if err != nil {
+			return "", err
+		}
+		ts = append(ts, t)
+	}
+	for _, extra := range have[min(len(parts), len(have)):] {
+		if _, _, err := s.api.DeleteMessageContext(ctx, msg.Thread.Channel, extra); err != nil && slackErrCode(err) != "message_not_found" {
+			return "", s.classify(msg.Thread.Channel, "chat.delete", err)
+		}
+	}
+	return strings.Join(ts, " "), nil
 }
 
+// deliverReaction adds a reaction. Slack answers already_reacted to a
+// second one, so a retry after a crash adds nothing: reactions need no Find.
 func (s *Sink) deliverReaction(ctx context.Context, msg bot.OutboxMessage) (string, error) {
 	if msg.RemoteID != "" {
 		return msg.RemoteID, nil
@@ -155,16 +179,124 @@ func (s *Sink) deliverReaction(ctx context.Context, msg bot.OutboxMessage) (stri
 	return msg.Target + "/" + msg.Reaction, nil
 }
 
-// post posts a message in msg's thread and returns its ts.
-func (s *Sink) post(ctx context.Context, msg bot.OutboxMessage, opts []slack.MsgOption) (string, error) {
+// deliverOpener posts a thread opener at the top level of its channel and
+// hands its event to the intake (Opened). A delivered opener is never
+// edited: a later delivery only hands the event over again, which the
+// intake's dedup makes harmless.
+func (s *Sink) deliverOpener(ctx context.Context, msg bot.OutboxMessage) (string, error) {
+	ts := msg.RemoteID
+	if ts == "" {
+		var err error
+		ts, err = s.post(ctx, msg, 0, []slack.MsgOption{slack.MsgOptionText(msg.Text, false)})
+		if err != nil {
+			if de, ok := bot.AsDeliveryError(err); ok && de.Permanent && s.opts.NotOpened != nil {
+				s.opts.NotOpened(ctx, msg, err)
+			}
+			return "", err
+		}
+	}
+	if s.opts.Opened != nil {
+		if err := s.opts.Opened(ctx, msg, ts); err != nil {
+			return "", fmt.Errorf("slack sink: opener %s posted as %s: %w", msg.Key, ts, err)
+		}
+	}
+	return ts, nil
+}
+
+// Find implements bot.Finder: it reads the thread (conversations.replies),
+// or for an opener the channel (conversations.history), with message
+// metadata, and returns the ts of the messages this bot posted for msg's
+// key, parts in order. Reactions are never looked for.
+func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, error) {
+	th := msg.Thread
+	if msg.Kind == bot.OutboxReaction || th.Source != bot.SourceSlack || th.Channel == "" {
+		return "", false, nil
+	}
+	var oldest string
+	if !msg.CreatedAt.IsZero() {
+		oldest = strconv.FormatInt(msg.CreatedAt.Add(-findSkew).Unix(), 10) + ".000000"
+	}
+	botID := s.opts.BotID()
+	parts := map[int]string{}
+	look := func(msgs []slack.Message) {
+		for _, m := range msgs {
+			if m.Metadata.EventType != outboxMetadata || botID != "" && m.BotID != "" && m.BotID != botID {
+				continue
+			}
+			if key, _ := m.Metadata.EventPayload["key"].(string); key != msg.Key {
+				continue
+			}
+			part := 0
+			if p, ok := m.Metadata.EventPayload["part"].(float64); ok && p >= 0 && p < 1000 {
+				part = int(p)
+			}
+			if _, seen := parts[part]; !seen {
+				parts[part] = m.Timestamp
+			}
+		}
+	}
+	cursor := ""
+	for range findPages {
+		var (
+			msgs    []slack.Message
+			hasMore bool
+			err     error
+			method  string
+		)
+		if th.ThreadTS == "" {
+			method = "conversations.history"
+			var res *slack.GetConversationHistoryResponse
+			res, err = s.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+				ChannelID: th.Channel, Cursor: cursor, Oldest: oldest, Limit: findPageSize, IncludeAllMetadata: true,
+			})
+			if err == nil {
+				msgs, hasMore, cursor = res.Messages, res.HasMore, res.ResponseMetaData.NextCursor
+			}
+		} else {
+			method = "conversations.replies"
+			msgs, hasMore, cursor, err = s.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: th.Channel, Timestamp: th.ThreadTS, Cursor: cursor, Oldest: oldest, Limit: findPageSize, IncludeAllMetadata: true,
+			})
+		}
+		if err != nil {
+			return "", false, s.classify(th.Channel, method, err)
+		}
+		look(msgs)
+		if !hasMore || cursor == "" {
+			break
+		}
+	}
+	if len(parts) == 0 {
+		return "", false, nil
+	}
+	// The parts a failed attempt posted are the first ones, without gaps.
+	var ts []string
+	for i := 0; ; i++ {
+		t, ok := parts[i]
+		if !ok {
+			break
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		return "", false, nil
+	}
+	return strings.Join(ts, " "), true, nil
+}
+
+// post posts part of msg in its thread, or at the channel's top level for
+// an opener, and returns its ts.
+func (s *Sink) post(ctx context.Context, msg bot.OutboxMessage, part int, opts []slack.MsgOption) (string, error) {
 	ch := msg.Thread.Channel
 	if err := s.pace.wait(ctx, ch); err != nil {
 		return "", err
 	}
-	opts = append(opts,
-		slack.MsgOptionTS(msg.Thread.ThreadTS),
-		slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxMetadata, EventPayload: map[string]any{"key": msg.Key}}),
-	)
+	if msg.Thread.ThreadTS != "" {
+		opts = append(opts, slack.MsgOptionTS(msg.Thread.ThreadTS))
+	}
+	opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{
+		EventType: outboxMetadata, EventPayload: map[string]any{"key": msg.Key, "part": part},
+	}))
 	_, ts, err := s.api.PostMessageContext(ctx, ch, opts...)
 	if err != nil {
 		return "", s.classify(ch, "chat.postMessage", err)

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -43,7 +44,7 @@ func TestSinkPostsThenUpdatesStatus(t *testing.T) {
 	require.Equal(t, posts[0].Form.Get("ts"), "")
 	require.Equal(t, "C1", posts[0].Form.Get("channel"))
 	require.Equal(t, "1700000001.000100", posts[0].Form.Get("thread_ts"))
-	require.Equal(t, "1700000100.000001", id)
+	require.Equal(t, posts[0].TS, id)
 	require.Equal(t, "coder · running: reading &lt;main.go&gt; (1m23s)", posts[0].Form.Get("text"))
 	blocks := posts[0].Form.Get("blocks")
 	for _, want := range []string{"*coder* · running", "reading \\u0026lt;main.go\\u0026gt;", "reviewer: checking tests", "1m23s", "wi_7"} {
@@ -166,43 +167,115 @@ func TestSinkSplitsLongReply(t *testing.T) {
 
 	posts := fs.callsOf("chat.postMessage")
 	require.GreaterOrEqual(t, len(posts), 3)
-	require.Equal(t, "1700000100.000001", id, "the reply is known by its first message")
+	var ts []string
 	var joined strings.Builder
-	for _, p := range posts {
+	for i, p := range posts {
+		ts = append(ts, p.TS)
 		require.Equal(t, "1700000001.000100", p.Form.Get("thread_ts"))
+		require.JSONEq(t, fmt.Sprintf(`{"event_type":"switchyard_outbox","event_payload":{"key":"wi_7/reply","part":%d}}`, i), p.Form.Get("metadata"))
 		part := unescape(p.Form.Get("text"))
 		require.LessOrEqual(t, utf8.RuneCountInString(part), maxReplyRunes)
 		require.True(t, utf8.ValidString(part))
 		require.Equal(t, 0, strings.Count(part, "```")%2, "every part renders its code as code")
 		joined.WriteString(part)
 	}
+	require.Equal(t, strings.Join(ts, " "), id, "the reply is known by all its messages")
 	require.Contains(t, posts[0].Form.Get("text"), "&lt;!channel&gt; &amp; friends", "agent text cannot ping a channel")
 	require.Equal(t, strings.Count(text, "fmt.Println"), strings.Count(joined.String(), "fmt.Println"))
 	require.True(t, strings.HasSuffix(joined.String(), "Done.\n"))
+
+	// A shorter version edits the parts it keeps and deletes the rest.
+	msg.Text, msg.Version, msg.RemoteID = "Shorter now.", 2, id
+	id2, err := s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+	require.Equal(t, ts[0], id2)
+	require.Len(t, fs.callsOf("chat.update"), 1)
+	require.Len(t, fs.callsOf("chat.delete"), len(ts)-1)
+	shown := fs.shown("wi_7/reply")
+	require.Len(t, shown, 1)
+	require.Equal(t, "Shorter now.", shown[0].Text)
 }
 
+// TestSinkResumesSplitReplyAfterFailure: the second part of a long reply is
+// rate limited; the outbox's retry finds the part already posted and posts
+// only the rest.
 func TestSinkResumesSplitReplyAfterFailure(t *testing.T) {
 	s, fs := newTestSink(t, time.Millisecond)
-	msg := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, Kind: bot.OutboxReply, Text: longReply(), Version: 1}
+	store := newTestStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: s}, Now: func() time.Time { return now }})
+	msg := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, Kind: bot.OutboxReply, Text: longReply()}
 	parts := len(splitMessage(msg.Text, maxReplyRunes))
 	require.Greater(t, parts, 2)
+	_, err := store.Enqueue(ctx, msg)
+	require.NoError(t, err)
 
 	// The first part goes out, the second is rate limited.
 	fs.fail("chat.postMessage", fakeFailure{pass: true})
 	fs.fail("chat.postMessage", fakeFailure{status: http.StatusTooManyRequests, retryAfter: "1"})
-	_, err := s.Deliver(context.Background(), msg)
-	de, ok := bot.AsDeliveryError(err)
-	require.True(t, ok)
-	require.Equal(t, time.Second, de.RetryAfter)
-
-	// The outbox retries the whole message; only the rest is posted.
-	id, err := s.Deliver(context.Background(), msg)
+	_, err = d.DeliverDue(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "1700000100.000001", id)
+	m, err := store.GetOutbox(ctx, msg.Key)
+	require.NoError(t, err)
+	require.True(t, m.Pending())
+	require.Equal(t, 1, m.Attempts)
+
+	now = now.Add(time.Second)
+	_, err = d.DeliverDue(ctx)
+	require.NoError(t, err)
 	posts := fs.callsOf("chat.postMessage")
 	require.Len(t, posts, parts+1, "every part once, plus the refused attempt")
 	require.Contains(t, posts[0].Form.Get("text"), "Summary of the fix")
 	require.NotContains(t, posts[2].Form.Get("text"), "Summary of the fix")
+	require.Len(t, fs.shown(msg.Key), parts)
+	m, err = store.GetOutbox(ctx, msg.Key)
+	require.NoError(t, err)
+	require.False(t, m.Pending())
+	require.Len(t, strings.Fields(m.RemoteID), parts)
+	require.Equal(t, posts[0].TS, strings.Fields(m.RemoteID)[0])
+}
+
+// TestSinkFindsWhatItPosted: Find reads the thread with its metadata and
+// returns what this bot posted for the key, parts in order, and nothing for
+// reactions, other keys or other bots.
+func TestSinkFindsWhatItPosted(t *testing.T) {
+	fs := newFakeSlack(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fs.apiURL()))
+	s := NewSink(api, SinkOptions{ChannelInterval: time.Millisecond, BotID: func() string { return testBotID }})
+	ctx := context.Background()
+	status := statusMsg()
+	status.CreatedAt = time.Now()
+	_, found, err := s.Find(ctx, status)
+	require.NoError(t, err)
+	require.False(t, found)
+
+	id, err := s.Deliver(ctx, status)
+	require.NoError(t, err)
+	got, found, err := s.Find(ctx, status)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, id, got)
+	replies := fs.callsOf("conversations.replies")
+	require.Equal(t, "1", replies[len(replies)-1].Form.Get("include_all_metadata"))
+	require.Equal(t, thread.ThreadTS, replies[len(replies)-1].Form.Get("ts"))
+
+	other := status
+	other.Key = "wi_8/status"
+	_, found, err = s.Find(ctx, other)
+	require.NoError(t, err)
+	require.False(t, found, "another key")
+
+	someoneElse := NewSink(api, SinkOptions{BotID: func() string { return "BOTHER" }})
+	_, found, err = someoneElse.Find(ctx, status)
+	require.NoError(t, err)
+	require.False(t, found, "another bot's message is not ours to adopt")
+
+	before := len(fs.callsOf("conversations.replies"))
+	_, found, err = s.Find(ctx, bot.OutboxMessage{Key: "wi_7/reaction/eyes", Thread: thread, Kind: bot.OutboxReaction})
+	require.NoError(t, err)
+	require.False(t, found, "reactions are never looked for")
+	require.Len(t, fs.callsOf("conversations.replies"), before)
 }
 
 func TestSinkPacesAChannel(t *testing.T) {

@@ -6,67 +6,85 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 )
 
-// maxInFlight bounds the Socket Mode envelopes handled at once.
-const maxInFlight = 16
-
-// runSocket holds the Socket Mode connection until ctx is cancelled. Events
-// are handled in order, commands and interactions (which may call the Web
-// API) on goroutines of their own; each envelope is acknowledged only after
-// the intake returned, and one whose event could not be persisted is left
-// unacknowledged, so Slack delivers it again.
+// runSocket holds a Socket Mode connection until ctx is cancelled. Whatever
+// ends a connection (apps.connections.open answering 404 or invalid_auth at
+// start or on one of Slack's routine refreshes, the network, a dropped
+// websocket), a new one is opened after a capped, jittered backoff; while
+// there is none the adapter reports Slack down.
+//
+// Envelopes are handled one at a time, in arrival order, and each is
+// acknowledged as soon as the intake has persisted what it carries. No
+// handler calls the Web API (a command's thread is opened through the
+// outbox), so a slow Slack never delays an acknowledgement. An envelope
+// whose event could not be persisted is left unacknowledged, so Slack
+// delivers it again.
 func (a *Adapter) runSocket(ctx context.Context) error {
+	b := newBackoff(a.opts.ReconnectDelay, a.opts.MaxReconnectDelay)
+	for {
+		err := a.socketOnce(ctx, b)
+		if ctx.Err() != nil {
+			return nil
+		}
+		a.health.setDown(connectionTrouble(err))
+		t := time.NewTimer(b.next())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// connectionTrouble says in words why a Socket Mode connection ended.
+func connectionTrouble(err error) string {
+	var sc slack.StatusCodeError
+	var se slack.SlackErrorResponse
+	switch {
+	case err == nil:
+		return "socket mode connection closed"
+	case errors.As(err, &sc):
+		return fmt.Sprintf("apps.connections.open answered HTTP %d", sc.Code)
+	case errors.As(err, &se), err.Error() == "invalid_auth":
+		return "the app token was refused (" + err.Error() + ")"
+	}
+	return "socket mode: " + err.Error()
+}
+
+// socketOnce runs one socketmode client until it gives up or ctx ends.
+func (a *Adapter) socketOnce(ctx context.Context, b *backoff) error {
 	opts := []socketmode.Option{socketmode.OptionLog(slog.NewLogLogger(a.opts.Logger.Handler(), slog.LevelDebug))}
 	if a.opts.PingInterval > 0 {
 		opts = append(opts, socketmode.OptionPingInterval(a.opts.PingInterval))
 	}
 	client := socketmode.New(a.api, opts...)
-
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- client.RunContext(ctx) }()
-
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, maxInFlight)
+	go func() { errc <- client.RunContext(runCtx) }()
 	for {
 		select {
 		case err := <-errc:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("slack socket mode: %w", err)
+			return err
 		case evt := <-client.Events:
-			req, ok := a.socketRequest(evt)
-			if !ok {
-				continue
+			if evt.Type == socketmode.EventTypeConnected {
+				b.reset()
 			}
-			if req.Type == socketmode.RequestTypeEventsAPI {
-				// In arrival order: two quick messages in one thread must
-				// become work items in the order they were written. The
-				// core makes no network calls for events, only store ones.
+			if req, ok := a.socketRequest(evt); ok {
 				a.handleEnvelope(ctx, client, req)
-				continue
 			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				continue
-			}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				a.handleEnvelope(ctx, client, req)
-			})
 		}
 	}
 }
 
 // socketRequest picks the envelopes that carry work out of the client's
-// event stream and logs the connection's life.
+// event stream and follows the connection's life.
 func (a *Adapter) socketRequest(evt socketmode.Event) (*socketmode.Request, bool) {
 	log := a.opts.Logger
 	switch evt.Type {
@@ -85,16 +103,17 @@ func (a *Adapter) socketRequest(evt socketmode.Event) (*socketmode.Request, bool
 			return nil, false
 		}
 		return &req, true
-	case socketmode.EventTypeConnecting:
-		log.Debug("slack socket mode connecting")
 	case socketmode.EventTypeConnected:
-		log.Info("slack socket mode connected")
-	case socketmode.EventTypeHello:
-		log.Debug("slack socket mode hello")
+		a.health.setUp(slog.String("mode", ModeSocket))
 	case socketmode.EventTypeConnectionError:
-		log.Warn("slack socket mode connection failed; retrying", slog.Any("err", evt.Data))
-	case socketmode.EventTypeInvalidAuth:
-		log.Error("slack socket mode: the app token was refused")
+		reason := "socket mode connection failed"
+		if ce, ok := evt.Data.(*slack.ConnectionErrorEvent); ok && ce.ErrorObj != nil {
+			reason = connectionTrouble(ce.ErrorObj)
+		}
+		a.health.setDown(reason)
+	case socketmode.EventTypeConnecting, socketmode.EventTypeHello, socketmode.EventTypeInvalidAuth:
+		// A refused open ends the client's run, which says why.
+		log.Debug("slack socket mode", slog.String("event", string(evt.Type)))
 	case socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:
 		log.Warn("slack socket mode error", slog.String("type", string(evt.Type)), slog.Any("err", evt.Data))
 	}
@@ -112,8 +131,7 @@ func (a *Adapter) handleEnvelope(ctx context.Context, client *socketmode.Client,
 		_, err = a.handleEventsPayload(ctx, req.Payload)
 	case socketmode.RequestTypeSlashCommands:
 		var cmd slack.SlashCommand
-		if err = json.Unmarshal(req.Payload, &cmd); err != nil {
-			err = fmt.Errorf("%w: %v", errBadPayload, err)
+		if cmd, err = parseCommand(req.Payload); err != nil {
 			break
 		}
 		var resp commandResponse
