@@ -224,7 +224,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
 			Outbox: d.outbox, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
 		})
-		sinks[bot.SourceGitHub] = github.NewSink(client, d.log)
+		sinks[bot.SourceGitHub] = github.NewSink(client)
 		ts = append(ts, github.Tools(client, github.ToolOptions{AllowOtherRepos: gc.AllowOtherRepos})...)
 		d.log.Info("github connected", slog.Int64("app_id", gc.AppID), slog.String("api_url", gc.APIURL), slog.String("app_slug", slug))
 	}

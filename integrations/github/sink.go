@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -30,28 +29,27 @@ const (
 // as issue comments (a status is edited in place), reactions on the comment
 // or issue that triggered the work item.
 //
-// Comments carry a hidden marker naming their outbox key. Before creating
-// one, the sink looks for a comment of a bot with that marker among the
-// issue's recent comments, so a crash between posting and recording the post
-// does not post twice. Reactions need no marker: GitHub answers an existing
-// reaction instead of adding another.
+// Comments carry a hidden marker naming their outbox key, which is how Find
+// recognises a comment an interrupted attempt posted: the deliverer asks it
+// before creating a comment again, so a crash between posting and recording
+// the post does not post twice. Reactions need no marker: GitHub answers an
+// existing reaction instead of adding another.
 //
 // The installation is found by repository (Client.ForRepo), so threads need
 // not carry it and messages survive a reinstallation of the App.
 type Sink struct {
 	client *Client
-	logger *slog.Logger
 	now    func() time.Time
 }
 
-var _ bot.Sink = (*Sink)(nil)
+var (
+	_ bot.Sink   = (*Sink)(nil)
+	_ bot.Finder = (*Sink)(nil)
+)
 
 // NewSink returns a Sink sending through client.
-func NewSink(client *Client, logger *slog.Logger) *Sink {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Sink{client: client, logger: logger, now: time.Now}
+func NewSink(client *Client) *Sink {
+	return &Sink{client: client, now: time.Now}
 }
 
 // Deliver implements bot.Sink. Rate limits come back as *bot.DeliveryError
@@ -93,15 +91,6 @@ func (s *Sink) comment(ctx context.Context, c *gh.Client, msg bot.OutboxMessage)
 		}
 		return msg.RemoteID, nil
 	}
-	id, err := s.findMarked(ctx, c, msg, body)
-	if err != nil {
-		return "", deliveryError(err, s.now())
-	}
-	if id != 0 {
-		s.logger.LogAttrs(ctx, slog.LevelInfo, "github comment already posted; not posting again",
-			slog.String("key", msg.Key), slog.Int64("comment", id))
-		return strconv.FormatInt(id, 10), nil
-	}
 	created, _, err := c.Issues.CreateComment(ctx, th.Owner, th.Repo, th.Number, &gh.IssueComment{Body: &body})
 	if err != nil {
 		return "", deliveryError(fmt.Errorf("comment on %s: %w", th, err), s.now())
@@ -109,10 +98,21 @@ func (s *Sink) comment(ctx context.Context, c *gh.Client, msg bot.OutboxMessage)
 	return strconv.FormatInt(created.GetID(), 10), nil
 }
 
-// findMarked returns the id of a bot's comment on msg's thread that carries
-// msg's marker, brought up to date with body, or 0.
-func (s *Sink) findMarked(ctx context.Context, c *gh.Client, msg bot.OutboxMessage, body string) (int64, error) {
+// Find implements bot.Finder: it looks among the issue's comments since the
+// message was enqueued for a bot's comment carrying msg's marker. Reactions
+// are never looked for.
+func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, error) {
 	th := msg.Thread
+	if msg.Kind == bot.OutboxReaction || th.Source != bot.SourceGitHub || th.Owner == "" || th.Repo == "" || th.Number <= 0 {
+		return "", false, nil
+	}
+	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
+	if err != nil {
+		if bot.ErrorCode(err) == bot.ENOTFOUND {
+			return "", false, permanent(err)
+		}
+		return "", false, deliveryError(err, s.now())
+	}
 	mark := marker(msg.Key)
 	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	if !msg.CreatedAt.IsZero() {
@@ -122,25 +122,19 @@ func (s *Sink) findMarked(ctx context.Context, c *gh.Client, msg bot.OutboxMessa
 	for range markerPages {
 		comments, resp, err := c.Issues.ListComments(ctx, th.Owner, th.Repo, th.Number, opts)
 		if err != nil {
-			return 0, fmt.Errorf("list comments of %s: %w", th, err)
+			return "", false, deliveryError(fmt.Errorf("list comments of %s: %w", th, err), s.now())
 		}
 		for _, cm := range comments {
-			if cm.GetUser().GetType() != "Bot" || !strings.Contains(cm.GetBody(), mark) {
-				continue
+			if cm.GetUser().GetType() == "Bot" && strings.Contains(cm.GetBody(), mark) {
+				return strconv.FormatInt(cm.GetID(), 10), true, nil
 			}
-			if cm.GetBody() != body {
-				if _, _, err := c.Issues.EditComment(ctx, th.Owner, th.Repo, cm.GetID(), &gh.IssueComment{Body: &body}); err != nil {
-					return 0, fmt.Errorf("edit comment %d on %s: %w", cm.GetID(), th, err)
-				}
-			}
-			return cm.GetID(), nil
 		}
 		if resp.NextPage == 0 {
 			break
 		}
 		opts.Page = resp.NextPage
 	}
-	return 0, nil
+	return "", false, nil
 }
 
 // commentBody is msg's text, cut to fit, with its marker.

@@ -30,7 +30,7 @@ func outboxMessage(kind bot.OutboxKind, key, text string) bot.OutboxMessage {
 func TestSinkPostsThenEditsTheStatusComment(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	sink := NewSink(e.client, nil)
+	sink := NewSink(e.client)
 
 	msg := outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ coder is working on wi_1")
 	id, err := sink.Deliver(ctx, msg)
@@ -55,31 +55,42 @@ func TestSinkPostsThenEditsTheStatusComment(t *testing.T) {
 }
 
 // A crash after GitHub created the comment but before the outbox recorded
-// it: the retry finds the comment by its marker and brings it up to date
-// instead of posting a second one. A person's comment quoting the marker is
-// not taken for Switchyard's.
+// it: the deliverer's retry finds the comment by its marker and brings it up
+// to date instead of posting a second one. A person's comment quoting the
+// marker is not taken for Switchyard's.
 func TestSinkFindsTheCommentPostedBeforeACrash(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	sink := NewSink(e.client, nil)
+	sink := NewSink(e.client)
 	e.gh.addComment("octo/hello#7", "look: <!-- switchyard:wi_1/status -->", person("mallory"))
 	for i := range 150 {
 		e.gh.addComment("octo/hello#7", fmt.Sprintf("chatter %d", i), person("alice"))
 	}
 	posted := e.gh.addComment("octo/hello#7", "⏳ starting\n\n<!-- switchyard:wi_1/status -->", botUser("switchyard[bot]"))
 
-	id, err := sink.Deliver(ctx, outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ reading main.go"))
+	store := e.store
+	_, err := store.Enqueue(ctx, outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ reading main.go"))
 	require.NoError(t, err)
-	require.Equal(t, strconv.FormatInt(posted, 10), id)
-	require.Zero(t, e.gh.callCount(createComment))
+	require.NoError(t, store.MarkAttempt(ctx, "wi_1/status")) // the attempt that crashed
+	_, err = store.Enqueue(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+	require.NoError(t, err)
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceGitHub: sink}})
+	_, err = d.DeliverDue(ctx)
+	require.NoError(t, err)
+
+	m, err := store.GetOutbox(ctx, "wi_1/status")
+	require.NoError(t, err)
+	require.Equal(t, strconv.FormatInt(posted, 10), m.RemoteID)
 	require.Equal(t, 2, e.gh.callCount(listComments), "the marker was on the second page")
 	comments := e.gh.threadComments("octo/hello#7")
-	require.Equal(t, "⏳ reading main.go\n\n<!-- switchyard:wi_1/status -->", comments[len(comments)-1].Body)
-
-	// A key whose marker is not there is posted.
-	_, err = sink.Deliver(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
-	require.NoError(t, err)
+	require.Equal(t, "⏳ reading main.go\n\n<!-- switchyard:wi_1/status -->", comments[len(comments)-2].Body)
+	// Only the reply, whose first attempt this is, was created, without a search.
 	require.Equal(t, 1, e.gh.callCount(createComment))
+	require.Equal(t, "done\n\n<!-- switchyard:wi_1/reply -->", comments[len(comments)-1].Body)
+
+	_, found, err := sink.Find(ctx, outboxMessage(bot.OutboxStatus, "wi_9/status", "x"))
+	require.NoError(t, err)
+	require.False(t, found, "a key whose marker is not there")
 }
 
 func TestSinkReactions(t *testing.T) {
@@ -95,7 +106,7 @@ func TestSinkReactions(t *testing.T) {
 	} {
 		t.Run(tc.reaction+" on "+tc.target, func(t *testing.T) {
 			e := newEnv(t)
-			sink := NewSink(e.client, nil)
+			sink := NewSink(e.client)
 			msg := outboxMessage(bot.OutboxReaction, "wi_1/reaction/"+tc.reaction, "")
 			msg.Reaction, msg.Target = tc.reaction, tc.target
 			id, err := sink.Deliver(context.Background(), msg)
@@ -117,7 +128,7 @@ func TestSinkReactions(t *testing.T) {
 
 func TestSinkRefusesWhatGitHubCannotShow(t *testing.T) {
 	e := newEnv(t)
-	sink := NewSink(e.client, nil)
+	sink := NewSink(e.client)
 	reaction := func(name, target string) bot.OutboxMessage {
 		m := outboxMessage(bot.OutboxReaction, "k", "")
 		m.Reaction, m.Target = name, target
@@ -183,7 +194,7 @@ func TestSinkClassifiesGitHubErrors(t *testing.T) {
 				}
 			}
 			e.gh.fail(createComment, tc.fail)
-			_, err := NewSink(e.client, nil).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+			_, err := NewSink(e.client).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
 			require.Error(t, err)
 			de, ok := bot.AsDeliveryError(err)
 			switch {
@@ -206,7 +217,7 @@ func TestSinkClassifiesGitHubErrors(t *testing.T) {
 func TestSinkRetriesWhenGitHubIsUnreachable(t *testing.T) {
 	e := newEnv(t)
 	e.gh.srv.Close()
-	_, err := NewSink(e.client, nil).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+	_, err := NewSink(e.client).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
 	require.Error(t, err)
 	_, ok := bot.AsDeliveryError(err)
 	require.False(t, ok, "a network error is retried with backoff: %v", err)
@@ -223,7 +234,7 @@ func TestSinkTokenExchangeFailures(t *testing.T) {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
 			e := newEnv(t)
 			e.gh.fail("POST /app/installations/{id}/access_tokens", failure{status: tc.status, body: `{"message":"no"}`})
-			_, err := NewSink(e.client, nil).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+			_, err := NewSink(e.client).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
 			require.Error(t, err)
 			de, ok := bot.AsDeliveryError(err)
 			require.Equal(t, tc.permanent, ok && de.Permanent, "%v", err)
@@ -236,7 +247,7 @@ func TestSinkTokenExchangeFailures(t *testing.T) {
 func TestSinkFindsTheInstallationOnce(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	sink := NewSink(e.client, nil)
+	sink := NewSink(e.client)
 	const lookup = "GET /repos/{owner}/{repo}/installation"
 	for i := range 3 {
 		_, err := sink.Deliver(ctx, outboxMessage(bot.OutboxReply, fmt.Sprintf("wi_%d/reply", i), "done"))

@@ -147,7 +147,7 @@ func TestMentionBecomesWorkItemWithReactionAndStatusComment(t *testing.T) {
 	reporter := bot.NewReporter(bot.ReporterOptions{Outbox: e.store})
 	e.accepted = func(ctx context.Context, wi *bot.WorkItem) { reporter.Accepted(ctx, wi) }
 	deliverer := bot.NewDeliverer(bot.DelivererOptions{
-		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client, nil)},
+		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)},
 		MinEditInterval: time.Millisecond,
 	})
 	flush := func() {

@@ -325,9 +325,19 @@ func Visible(msgs []bot.OutboxMessage) []ThreadMessage {
 // idempotent.
 type Sink struct{}
 
-var _ bot.Sink = Sink{}
+var (
+	_ bot.Sink   = Sink{}
+	_ bot.Finder = Sink{}
+)
 
 // Deliver implements bot.Sink.
 func (Sink) Deliver(_ context.Context, msg bot.OutboxMessage) (string, error) {
 	return msg.Key, nil
+}
+
+// Find implements bot.Finder. Nothing can exist beside the outbox record,
+// so an interrupted attempt's message is the record itself, known by its
+// key.
+func (Sink) Find(_ context.Context, msg bot.OutboxMessage) (string, bool, error) {
+	return msg.Key, true, nil
 }
