@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/llm"
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
@@ -103,6 +104,15 @@ type fixture struct {
 	spaces   tools.Workspaces
 }
 
+// plainSandbox runs commands as plain processes (sandbox.mode none): these
+// tests are of the runtime, agents/tools tests bash under bubblewrap.
+func plainSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.New(context.Background(), sandbox.Options{Mode: sandbox.ModeNone})
+	require.NoError(t, err)
+	return sb
+}
+
 // newFixture runs agents on model with a real bbolt store; files are extra
 // user agents.
 func newFixture(t *testing.T, model llm.Provider, files map[string]string, configure ...func(*agents.RuntimeOptions)) *fixture {
@@ -116,7 +126,7 @@ func newFixture(t *testing.T, model llm.Provider, files map[string]string, confi
 	store, err := bolt.Open(filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
-	reg, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashTimeout: 20 * time.Second})...)
+	reg, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashTimeout: 20 * time.Second, Sandbox: plainSandbox(t)})...)
 	require.NoError(t, err)
 	opts := agents.RuntimeOptions{
 		Agents:        m,
@@ -276,7 +286,7 @@ func TestNoModel(t *testing.T) {
 func TestToolRefusalsReachTheModel(t *testing.T) {
 	bound, err := tools.NewCommand(tools.CommandSpec{
 		Name: "execute_sql", Package: "db-tools", Command: "sh", Args: []string{"-c", "touch sql-ran"}, RequiredAgent: "dba",
-		Permissions: []tools.Permission{tools.PermExec},
+		Permissions: []tools.Permission{tools.PermExec}, Sandbox: plainSandbox(t),
 	})
 	require.NoError(t, err)
 	steps := []llm.Response{

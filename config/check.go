@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 
 	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -64,6 +66,9 @@ func checkConfig(d *decoder, c *Config) {
 	}
 	if c.Dispatch.Lease < time.Second {
 		fail("dispatch.lease", "want at least 1s, got %s", c.Dispatch.Lease)
+	}
+	if !slices.Contains(sandbox.Modes(), c.Sandbox.Mode) {
+		fail("sandbox.mode", "unknown mode %q (want required, or none to run commands without a sandbox)", c.Sandbox.Mode)
 	}
 
 	for name, m := range c.Models {

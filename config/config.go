@@ -10,6 +10,7 @@ import (
 	_ "embed"
 
 	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -44,6 +45,8 @@ type Config struct {
 	// Profiles are custom permission profiles, on top of the built-in
 	// read-only, contributor, maintainer and ops.
 	Profiles map[string]policy.ProfileConfig `yaml:"profiles,omitempty" json:"profiles,omitempty"`
+	// Sandbox says where bash and command tools may run.
+	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 	// GitHub connects a GitHub App; nil (the section absent) disables it.
 	GitHub *GitHub `yaml:"github,omitempty" json:"github,omitempty"`
 	// Slack connects a Slack app; nil (the section absent) disables it.
@@ -67,6 +70,14 @@ type Server struct {
 	// Console enables the local console channel (HTTP and `switchyard
 	// send`); default true.
 	Console bool `yaml:"console" json:"console"`
+}
+
+// Sandbox configures where agents' commands run.
+type Sandbox struct {
+	// Mode is "required" (the default: bash and command tools run only
+	// under bubblewrap, and are refused where it cannot run) or "none"
+	// (they run as plain processes, and the daemon warns at every start).
+	Mode sandbox.Mode `yaml:"mode" json:"mode"`
 }
 
 // Dispatch tunes the dispatch queue.

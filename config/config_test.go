@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
 )
@@ -43,6 +44,7 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, bot.DefaultDedupWindow, c.DedupWindow)
 	require.Equal(t, config.Dispatch{MaxAttempts: 3, Lease: 30 * time.Second}, c.Dispatch)
 	require.Equal(t, "triage", c.Routing.DefaultAgent)
+	require.Equal(t, sandbox.ModeRequired, c.Sandbox.Mode, "commands run only in the sandbox unless the operator says otherwise")
 	require.Nil(t, c.GitHub)
 	require.Nil(t, c.Slack)
 
@@ -111,7 +113,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key, close to a known one", "workrs: 4\n",
 			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
 		{"unknown key", "frobnicate: 1\n",
-			"c.yaml:1: frobnicate: unknown key; want one of agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, schedules, server, slack, workers"},
+			"c.yaml:1: frobnicate: unknown key; want one of agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, slack, workers"},
 		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
 			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
 		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
@@ -162,6 +164,10 @@ func TestParseErrors(t *testing.T) {
 			"c.yaml:2: dispatch.lease: want at least 1s, got 10ms"},
 		{"max attempts", "dispatch:\n  max_attempts: 0\n",
 			"c.yaml:2: dispatch.max_attempts: want 1 to 100, got 0"},
+		{"unknown sandbox mode", "sandbox:\n  mode: off\n",
+			`c.yaml:2: sandbox.mode: unknown mode "off" (want required, or none to run commands without a sandbox)`},
+		{"sandbox key", "sandbox:\n  mod: none\n",
+			`c.yaml:2: sandbox.mod: unknown key; did you mean "mode"?`},
 		{"unknown provider", "models:\n  default:\n    provider: opnai\n    model: gpt-4.1\n",
 			`c.yaml:3: models.default.provider: unknown provider "opnai" (want openai or anthropic)`},
 		{"model without provider and model, key quoted in the path", "models:\n  gpt-4.1:\n    timeout: 1m\n",
@@ -202,7 +208,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: b\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
-			`c.yaml:1: base: unknown key; want one of agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, schedules, server, slack, workers`},
+			`c.yaml:1: base: unknown key; want one of agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, slack, workers`},
 		{"merge of a scalar", "server:\n  <<: 3\n",
 			"c.yaml:2: server: << merges mappings, got an integer"},
 		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",

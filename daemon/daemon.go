@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
@@ -60,6 +61,10 @@ type Options struct {
 	Slack  *config.Slack
 	// Agents are the agents in effect, for the API and chat commands.
 	Agents *agents.Manager
+	// Sandbox configures where bash and command tools run; the zero value
+	// requires bubblewrap. The data directory is always hidden from
+	// commands, beside Sandbox.Hide.
+	Sandbox sandbox.Options
 
 	Logger  *slog.Logger
 	Version string
@@ -82,6 +87,7 @@ type Daemon struct {
 	deliverer  *bot.Deliverer
 	dispatcher *bot.Dispatcher
 	scheduler  *bot.Scheduler
+	sandbox    *sandbox.Sandbox
 	slack      *slack.Adapter
 	sources    []source
 	github     http.Handler
@@ -161,11 +167,17 @@ func (d *Daemon) build() error {
 		return err
 	}
 	d.registerSources()
+	sbOpts := opts.Sandbox
+	sbOpts.Hide = append(slices.Clone(sbOpts.Hide), opts.DataDir)
+	sbOpts.Logger = d.log
+	if d.sandbox, err = sandbox.New(context.Background(), sbOpts); err != nil {
+		return bot.Errorf(bot.EINVALID, "%v", err)
+	}
 	d.runtime = Runtime{Runner: bot.NoRuntime{}}
 	if opts.NewRunner != nil {
 		d.runtime, err = opts.NewRunner(RunnerDeps{
 			Store: store, Tools: platformTools, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
-			Redactor: d.redactor, Logger: d.log,
+			Redactor: d.redactor, Logger: d.log, Sandbox: d.sandbox,
 		})
 		if err != nil {
 			return fmt.Errorf("agent runtime: %w", err)
@@ -310,6 +322,15 @@ func (d *Daemon) registerGauges() {
 	gauge("switchyard_outbox_dead", "Outbox messages given up after permanent failures.", func(ctx context.Context) (float64, error) {
 		_, n, err := d.store.OutboxPending(ctx)
 		return float64(n), err
+	})
+	gauge("switchyard_sandbox_available", "1 when bash and command tools run inside the bubblewrap sandbox; 0 when they are refused (bubblewrap cannot run) or run without one (sandbox.mode: none).", func(context.Context) (float64, error) {
+		if d.sandbox == nil {
+			return 0, nil
+		}
+		if ok, _ := d.sandbox.Available(); ok {
+			return 1, nil
+		}
+		return 0, nil
 	})
 }
 

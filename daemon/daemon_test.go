@@ -110,10 +110,15 @@ func TestSendRoutesPersistsAndReportsInTheThread(t *testing.T) {
 	code, _ = r.do(t, "GET", "/api/v1/threads/"+url.PathEscape("local:t1")+"/messages", "")
 	require.Equal(t, 200, code)
 
-	code, body = r.do(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "")
-	require.Equal(t, 200, code)
+	// The reply is queued before the job is recorded finished (a crash in
+	// between retries the job), so the status follows a moment later.
 	var detail map[string]any
-	require.NoError(t, json.Unmarshal(body, &detail))
+	require.Eventually(t, func() bool {
+		code, body := r.do(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "")
+		require.Equal(t, 200, code)
+		require.NoError(t, json.Unmarshal(body, &detail))
+		return detail["status"] != "running"
+	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, "failed", detail["status"])
 	require.NotEmpty(t, detail["jobs"])
 

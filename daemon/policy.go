@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/integrations/slack"
@@ -27,6 +28,9 @@ type RunnerDeps struct {
 	Redactor *bot.Redactor
 	// Logger masks secrets in what it logs.
 	Logger *slog.Logger
+	// Sandbox runs bash and command tools; it refuses them while it is
+	// required and bubblewrap cannot run.
+	Sandbox *sandbox.Sandbox
 }
 
 // Runtime is what NewRunner builds: the runner, and the policy services the

@@ -226,8 +226,8 @@ func TestSandboxReadOnlyPathsFollowTheCIPermission(t *testing.T) {
 	require.NoError(t, err)
 	got := f.engine.SandboxReadOnly("contributor", f.ws)
 	require.ElementsMatch(t, []string{
-		filepath.Join(real, ".git/hooks"), filepath.Join(real, ".github/workflows"), filepath.Join(real, "Jenkinsfile"),
-		filepath.Join(real, "repo/.git/hooks"),
+		filepath.Join(real, ".git/hooks"), filepath.Join(real, ".git/config"), filepath.Join(real, ".github/workflows"),
+		filepath.Join(real, "Jenkinsfile"), filepath.Join(real, "repo/.git/hooks"),
 	}, got)
 	require.Empty(t, f.engine.SandboxReadOnly("maintainer", f.ws))
 	require.NotEmpty(t, f.engine.SandboxReadOnly("nobody", f.ws), "an unknown profile is treated as the least")

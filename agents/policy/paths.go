@@ -495,9 +495,11 @@ func (p *Profile) checkPath(r resolved, u pathUse, grant perms) (d *pathDenial, 
 
 // sandboxProtected are the paths the sandbox binds read-only for a profile
 // without the ci permission, relative to a repository's top: git hooks and
-// CI/CD configuration. .git itself stays writable, or git could not commit.
+// CI/CD configuration. .git itself stays writable, or git could not commit;
+// its config does not, or a core.hooksPath or core.fsmonitor set there would
+// run code in the next git command.
 var sandboxProtected = []string{
-	".git/hooks", ".github/workflows", ".github/actions", ".gitlab-ci.yml", ".circleci", ".travis.yml",
+	".git/hooks", ".git/config", ".github/workflows", ".github/actions", ".gitlab-ci.yml", ".circleci", ".travis.yml",
 	"Jenkinsfile", "azure-pipelines.yml", ".buildkite", ".drone.yml", ".husky", ".pre-commit-config.yaml",
 	".gitconfig", ".config/git",
 }
@@ -513,6 +515,12 @@ func (e *Engine) SandboxReadOnly(profile, workspace string) []string {
 	if ok && p.perms.has(pCI) {
 		return nil
 	}
+	return e.protectedPaths(workspace)
+}
+
+// protectedPaths returns the existing paths of sandboxProtected at the
+// workspace's top and in the repositories one level down.
+func (e *Engine) protectedPaths(workspace string) []string {
 	ws, err := e.workspace(workspace)
 	if err != nil {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,16 +21,28 @@ const (
 	probeTimeout        = 10 * time.Second
 )
 
-// Options configure a Sandbox. The zero value runs bash under bubblewrap
-// where it works, with the default limits.
+// Mode says whether commands may run without the sandbox.
+type Mode string
+
+const (
+	// ModeRequired runs commands only under bubblewrap: where it cannot
+	// run, every command is refused with a message that says why.
+	ModeRequired Mode = "required"
+	// ModeNone runs commands as plain processes with the limits, without
+	// any isolation: the operator accepts the risk.
+	ModeNone Mode = "none"
+)
+
+// Modes lists the valid modes, for validating configuration.
+func Modes() []Mode { return []Mode{ModeRequired, ModeNone} }
+
+// Options configure a Sandbox. The zero value requires bubblewrap, with the
+// default limits.
 type Options struct {
+	// Mode is ModeRequired ("" means it) or ModeNone.
+	Mode Mode
 	// Bwrap is the bubblewrap program; "" looks up "bwrap" in PATH.
 	Bwrap string
-	// Disable runs plain processes even where bubblewrap works.
-	Disable bool
-	// Require makes New fail where bubblewrap cannot run, for deployments
-	// that must not run agents' commands without it.
-	Require bool
 	// Shell runs the scripts; "" means "bash".
 	Shell string
 	// MaxProcesses is each command's process limit (RLIMIT_NPROC).
@@ -43,33 +56,66 @@ type Options struct {
 	// bytes; 0 leaves it unlimited.
 	MaxFileSize int64
 	// Hide are paths the sandbox replaces with empty ones: the daemon's
-	// data directory, its config file, its home. The workspace stays
-	// visible even inside a hidden directory. Paths that do not exist are
-	// skipped.
+	// data directory, its config file, its home, its credentials. The
+	// workspace stays visible even inside a hidden directory. Paths that
+	// do not exist are skipped; DefaultHidden are always added.
 	Hide   []string
 	Logger *slog.Logger
 }
 
-// Spec is one command to run.
+// DefaultHidden are places where a host or an orchestrator keeps
+// credentials of the process, hidden from every command: container
+// secrets, Kubernetes service account tokens, per-user runtime
+// directories (keyrings, agent sockets).
+func DefaultHidden() []string {
+	return []string{"/run/secrets", "/var/run/secrets", "/run/user"}
+}
+
+// Spec is one command to run: a script for the shell, or a program with
+// its arguments.
 type Spec struct {
 	// Workspace is the directory the command runs in and the only one it
 	// may write.
 	Workspace string
-	Script    string
+	// Script is run by the shell; Argv, when set instead, is the program
+	// and its arguments.
+	Script string
+	Argv   []string
 	// Network shares the host's network; otherwise the command has only a
 	// loopback of its own.
 	Network bool
+	// WorkspaceReadOnly mounts the workspace read-only: for an agent whose
+	// rights do not include writing, whatever the policy let through.
+	WorkspaceReadOnly bool
 	// ReadOnly are paths inside the workspace the command may read but
 	// not change, such as .git/hooks for a profile without the ci
 	// permission. Paths that do not exist are skipped.
 	ReadOnly []string
+	// Expose are paths outside the workspace the command may read even
+	// where they lie in a hidden directory, such as the package directory
+	// of a command tool.
+	Expose []string
 }
 
-// Sandbox builds the commands bash runs: inside bubblewrap where it works
-// (no network unless allowed, the system read-only, only the workspace
-// writable, private /tmp, /dev and /proc, no capabilities), otherwise as a
-// plain process. Either way the process, CPU time and file size limits
-// apply. It is safe for concurrent use.
+// UnavailableError is the answer to a command while the sandbox is
+// required and bubblewrap cannot run: it says why and how to fix it.
+type UnavailableError struct {
+	// Reason says why bubblewrap cannot run.
+	Reason string
+}
+
+func (e *UnavailableError) Error() string {
+	return "commands run only inside the sandbox (sandbox.mode: required), and bubblewrap cannot run here: " + e.Reason +
+		". Install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; it needs unprivileged user namespaces), " +
+		"or set sandbox.mode: none in the config to run commands without a sandbox and accept the risk"
+}
+
+// Sandbox builds the commands bash and command tools run: inside bubblewrap
+// (no network unless allowed, the system read-only, the workspace writable
+// only where the caller's rights allow, private /tmp, /dev and /proc, no
+// capabilities, the daemon's data, config, home and environment out of
+// sight), or with ModeNone as a plain process. Either way the process, CPU
+// time and file size limits apply. It is safe for concurrent use.
 type Sandbox struct {
 	opts   Options
 	bwrap  string
@@ -77,10 +123,19 @@ type Sandbox struct {
 	reason string
 }
 
-// New probes bubblewrap by running it with the sandbox's own arguments and
-// returns the Sandbox. Where it cannot run, New logs a warning and the
-// Sandbox runs plain processes, unless opts.Require is set.
+// New returns the Sandbox. Unless the mode is none it probes bubblewrap by
+// running it with the sandbox's own arguments; where that fails it logs an
+// error, and every command is refused until bubblewrap works (a restart
+// probes again). ModeNone logs a warning every time. The error is for
+// options that make no sense.
 func New(ctx context.Context, opts Options) (*Sandbox, error) {
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeRequired
+	case ModeRequired, ModeNone:
+	default:
+		return nil, fmt.Errorf("sandbox mode %q: want required or none", opts.Mode)
+	}
 	if opts.Shell == "" {
 		opts.Shell = "bash"
 	}
@@ -93,16 +148,21 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Hide = append(slices.Clone(opts.Hide), DefaultHidden()...)
 	s := &Sandbox{opts: opts}
+	if opts.Mode == ModeNone {
+		s.reason = "sandbox.mode is none"
+		opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox.mode is none: bash and command tools run without a sandbox, "+
+			"with the daemon's network and every file its user can read or write; set sandbox.mode: required (the default) to confine them")
+		return s, nil
+	}
 	s.ok, s.reason = s.probe(ctx)
 	if !s.ok {
-		if opts.Require {
-			return nil, fmt.Errorf("sandbox required, but bubblewrap cannot run: %s", s.reason)
-		}
-		opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox unavailable: bash commands run as plain processes with limits, "+
-			"without network isolation or a read-only system", slog.String("reason", s.reason))
+		opts.Logger.LogAttrs(ctx, slog.LevelError, "sandbox unavailable: bash and command tools are refused until bubblewrap works; "+
+			"install bubblewrap, or set sandbox.mode: none to run commands without a sandbox and accept the risk",
+			slog.String("reason", s.reason))
 	} else {
-		opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: bash commands run under bubblewrap", slog.String("bwrap", s.bwrap))
+		opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sandbox: bash and command tools run under bubblewrap", slog.String("bwrap", s.bwrap))
 	}
 	return s, nil
 }
@@ -115,29 +175,32 @@ func (s *Sandbox) Available() (bool, string) {
 	return false, s.reason
 }
 
+// Mode is the sandbox's mode.
+func (s *Sandbox) Mode() Mode { return s.opts.Mode }
+
 func (s *Sandbox) probe(ctx context.Context) (bool, string) {
-	if s.opts.Disable {
-		return false, "disabled by configuration"
-	}
 	name := s.opts.Bwrap
 	if name == "" {
 		name = "bwrap"
 	}
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return false, fmt.Sprintf("%s not found: install bubblewrap", name)
+		if name == "bwrap" {
+			return false, "bwrap was not found in PATH"
+		}
+		return false, fmt.Sprintf("%s was not found", name)
 	}
 	s.bwrap = path
 	dir, err := os.MkdirTemp("", "switchyard-sandbox-probe-")
 	if err != nil {
-		return false, fmt.Sprintf("probe: %v", err)
+		return false, fmt.Sprintf("its self-test could not make a directory: %v", err)
 	}
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	argv, err := s.bwrapArgv(Spec{Workspace: dir, Script: "touch probe"}, dir)
 	if err != nil {
-		return false, fmt.Sprintf("probe: %v", err)
+		return false, fmt.Sprintf("its self-test could not be prepared: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -148,7 +211,7 @@ func (s *Sandbox) probe(ctx context.Context) (bool, string) {
 		if msg == "" {
 			msg = err.Error()
 		}
-		return false, fmt.Sprintf("%s does not run here: %s", path, msg)
+		return false, fmt.Sprintf("%s failed its self-test: %s", path, msg)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "probe")); err != nil {
 		return false, fmt.Sprintf("%s ran, but the workspace was not writable inside it", path)
@@ -156,14 +219,9 @@ func (s *Sandbox) probe(ctx context.Context) (bool, string) {
 	return true, ""
 }
 
-// Command returns the command that runs script in workspace, with the
-// network if allowNetwork. The caller sets its environment, output and
-// process group, and passes the context that bounds its wall-clock time.
-func (s *Sandbox) Command(ctx context.Context, workspace, script string, allowNetwork bool) (*exec.Cmd, error) {
-	return s.CommandSpec(ctx, Spec{Workspace: workspace, Script: script, Network: allowNetwork})
-}
-
-// CommandSpec is Command with every option of Spec.
+// CommandSpec returns the command that runs spec. The caller sets its
+// environment, output and process group, and passes the context that
+// bounds its wall-clock time.
 func (s *Sandbox) CommandSpec(ctx context.Context, spec Spec) (*exec.Cmd, error) {
 	argv, dir, err := s.Argv(spec)
 	if err != nil {
@@ -175,26 +233,34 @@ func (s *Sandbox) CommandSpec(ctx context.Context, spec Spec) (*exec.Cmd, error)
 }
 
 // Argv returns the program and arguments that run spec, and the directory
-// to run them in, for callers that build their own exec.Cmd.
+// to run them in, for callers that build their own exec.Cmd. While the
+// sandbox is required and bubblewrap cannot run it returns an
+// *UnavailableError.
 func (s *Sandbox) Argv(spec Spec) (argv []string, dir string, err error) {
 	if spec.Workspace == "" {
 		return nil, "", errors.New("sandbox: no workspace")
+	}
+	if (spec.Script == "") == (len(spec.Argv) == 0) {
+		return nil, "", errors.New("sandbox: give a script or a program, not both or neither")
 	}
 	dir, err = filepath.EvalSymlinks(spec.Workspace)
 	if err != nil {
 		return nil, "", fmt.Errorf("sandbox: workspace: %w", err)
 	}
-	if !s.ok {
-		return s.shellArgv(spec.Script), dir, nil
+	switch {
+	case s.ok:
+		argv, err = s.bwrapArgv(spec, dir)
+		return argv, dir, err
+	case s.opts.Mode == ModeNone:
+		return s.shellArgv(spec), dir, nil
 	}
-	argv, err = s.bwrapArgv(spec, dir)
-	return argv, dir, err
+	return nil, "", &UnavailableError{Reason: s.reason}
 }
 
-// shellArgv runs script in a shell that first sets the limits, then
-// replaces itself with the shell that runs the script, so the limits bind
-// everything the script starts and the script cannot raise them.
-func (s *Sandbox) shellArgv(script string) []string {
+// shellArgv runs spec in a shell that first sets the limits, then replaces
+// itself with the shell that runs the script, or with the program, so the
+// limits bind everything the command starts and it cannot raise them.
+func (s *Sandbox) shellArgv(spec Spec) []string {
 	var b strings.Builder
 	limit := func(flag string, v int64) {
 		// Lower both limits to v, or to the hard limit where that is
@@ -207,8 +273,12 @@ func (s *Sandbox) shellArgv(script string) []string {
 		// bash counts file size in 1024-byte blocks.
 		limit("f", (s.opts.MaxFileSize+1023)/1024)
 	}
+	if len(spec.Argv) > 0 {
+		b.WriteString(`exec "$@"`)
+		return append([]string{s.opts.Shell, "--noprofile", "--norc", "-c", b.String(), "switchyard-sandbox"}, spec.Argv...)
+	}
 	b.WriteString(`exec ` + s.opts.Shell + ` --noprofile --norc -c "$1"`)
-	return []string{s.opts.Shell, "--noprofile", "--norc", "-c", b.String(), "switchyard-sandbox", script}
+	return []string{s.opts.Shell, "--noprofile", "--norc", "-c", b.String(), "switchyard-sandbox", spec.Script}
 }
 
 func (s *Sandbox) bwrapArgv(spec Spec, ws string) ([]string, error) {
@@ -228,19 +298,23 @@ func (s *Sandbox) bwrapArgv(spec Spec, ws string) ([]string, error) {
 		"--proc", "/proc",
 		"--tmpfs", "/tmp",
 	)
-	for _, h := range s.opts.Hide {
-		h = filepath.Clean(h)
-		fi, err := os.Stat(h)
-		if err != nil || h == "/" {
-			continue
-		}
-		if fi.IsDir() {
-			argv = append(argv, "--tmpfs", h)
+	for _, h := range s.hidden() {
+		if h.dir {
+			argv = append(argv, "--tmpfs", h.path)
 		} else {
-			argv = append(argv, "--ro-bind", "/dev/null", h)
+			argv = append(argv, "--ro-bind", "/dev/null", h.path)
 		}
 	}
-	argv = append(argv, "--bind", ws, ws)
+	for _, p := range spec.Expose {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			argv = append(argv, "--ro-bind", real, real)
+		}
+	}
+	if spec.WorkspaceReadOnly {
+		argv = append(argv, "--ro-bind", ws, ws)
+	} else {
+		argv = append(argv, "--bind", ws, ws)
+	}
 	for _, p := range spec.ReadOnly {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(ws, p)
@@ -255,14 +329,54 @@ func (s *Sandbox) bwrapArgv(spec Spec, ws string) ([]string, error) {
 		argv = append(argv, "--ro-bind", p, p)
 	}
 	argv = append(argv, "--chdir", ws, "--")
-	return append(argv, s.shellArgv(spec.Script)...), nil
+	return append(argv, s.shellArgv(spec)...), nil
 }
 
-// String describes the sandbox for logs and `switchyard doctor`.
+type hiddenPath struct {
+	path string
+	dir  bool
+}
+
+// hidden returns the real paths of Hide that exist, without those inside
+// another hidden directory, which are out of sight already.
+func (s *Sandbox) hidden() []hiddenPath {
+	var all []hiddenPath
+	for _, h := range s.opts.Hide {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil || real == "/" {
+			continue
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			continue
+		}
+		all = append(all, hiddenPath{path: real, dir: fi.IsDir()})
+	}
+	slices.SortFunc(all, func(a, b hiddenPath) int { return strings.Compare(a.path, b.path) })
+	var out []hiddenPath
+	for _, h := range all {
+		inside := slices.ContainsFunc(out, func(o hiddenPath) bool {
+			return h.path == o.path || o.dir && strings.HasPrefix(h.path, o.path+"/")
+		})
+		if !inside {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// String describes the sandbox for logs.
 func (s *Sandbox) String() string {
 	limits := "processes " + strconv.Itoa(s.opts.MaxProcesses) + ", cpu " + s.opts.CPUTime.String()
-	if s.ok {
+	switch {
+	case s.ok:
 		return "bubblewrap (" + limits + ")"
+	case s.opts.Mode == ModeNone:
+		return "none: plain processes (" + limits + ")"
 	}
-	return "plain process (" + limits + "): " + s.reason
+	return "unavailable, commands refused: " + s.reason
 }

@@ -3,11 +3,14 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +26,7 @@ func requireBwrap(t *testing.T) *sandbox.Sandbox {
 	if out, err := exec.Command("bwrap", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
 		t.Skipf("bubblewrap cannot run on this machine (bwrap --ro-bind / / true: %v %s); install it (apt-get install bubblewrap) to test the sandbox", err, strings.TrimSpace(string(out)))
 	}
-	s, err := sandbox.New(context.Background(), sandbox.Options{Require: true, MaxProcesses: 64, CPUTime: 30 * time.Second})
+	s, err := sandbox.New(context.Background(), sandbox.Options{MaxProcesses: 64, CPUTime: 30 * time.Second})
 	require.NoError(t, err)
 	ok, reason := s.Available()
 	require.True(t, ok, reason)
@@ -144,7 +147,7 @@ func TestSandboxHidesAndProtects(t *testing.T) {
 	ws := filepath.Join(data, "workspaces", "t1")
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
 	requireBwrap(t)
-	s, err := sandbox.New(context.Background(), sandbox.Options{Require: true, Hide: []string{data, "/nonexistent-switchyard"}})
+	s, err := sandbox.New(context.Background(), sandbox.Options{Hide: []string{data, "/nonexistent-switchyard"}})
 	require.NoError(t, err)
 
 	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: "cat " + filepath.Join(data, "switchyard.db")})
@@ -172,7 +175,7 @@ func TestSandboxStopsWithItsContext(t *testing.T) {
 	ws := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	cmd, err := s.Command(ctx, ws, "sleep 60", false)
+	cmd, err := s.CommandSpec(ctx, sandbox.Spec{Workspace: ws, Script: "sleep 60"})
 	require.NoError(t, err)
 	start := time.Now()
 	err = cmd.Run()
@@ -180,17 +183,81 @@ func TestSandboxStopsWithItsContext(t *testing.T) {
 	require.Less(t, time.Since(start), 30*time.Second)
 }
 
-func TestWithoutBubblewrapCommandsRunPlainWithLimits(t *testing.T) {
-	ctx := context.Background()
-	_, err := sandbox.New(ctx, sandbox.Options{Bwrap: "/nonexistent/bwrap", Require: true})
-	require.ErrorContains(t, err, "not found")
+// logged records what a sandbox logs.
+type logged struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
 
-	s, err := sandbox.New(ctx, sandbox.Options{Bwrap: "/nonexistent/bwrap", MaxProcesses: 32, CPUTime: 90 * time.Second})
-	require.NoError(t, err)
+func (l *logged) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logged) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r)
+	return nil
+}
+func (l *logged) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logged) WithGroup(string) slog.Handler      { return l }
+
+func (l *logged) only(t *testing.T) slog.Record {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Len(t, l.records, 1)
+	return l.records[0]
+}
+
+func TestWithoutBubblewrapCommandsAreRefused(t *testing.T) {
+	ctx := context.Background()
+	log := &logged{}
+	s, err := sandbox.New(ctx, sandbox.Options{Bwrap: "/nonexistent/bwrap", Logger: slog.New(log)})
+	require.NoError(t, err, "a missing bubblewrap does not stop the daemon")
 	ok, reason := s.Available()
 	require.False(t, ok)
-	require.Contains(t, reason, "install bubblewrap")
-	require.Contains(t, s.String(), "plain process")
+	require.Equal(t, "/nonexistent/bwrap was not found", reason)
+	rec := log.only(t)
+	require.Equal(t, slog.LevelError, rec.Level, "the start-up log says so at ERROR")
+	require.Contains(t, rec.Message, "bash and command tools are refused")
+
+	ws := t.TempDir()
+	for _, spec := range []sandbox.Spec{
+		{Workspace: ws, Script: "touch here"},
+		{Workspace: ws, Argv: []string{"touch", "here"}},
+	} {
+		_, _, err = s.Argv(spec)
+		var unavailable *sandbox.UnavailableError
+		require.ErrorAs(t, err, &unavailable)
+		require.Equal(t, "commands run only inside the sandbox (sandbox.mode: required), and bubblewrap cannot run here: "+
+			"/nonexistent/bwrap was not found. Install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; it needs unprivileged user namespaces), "+
+			"or set sandbox.mode: none in the config to run commands without a sandbox and accept the risk", err.Error())
+	}
+	require.NoFileExists(t, filepath.Join(ws, "here"))
+	require.Contains(t, s.String(), "commands refused")
+
+	// Without bwrap in PATH the reason names PATH.
+	t.Setenv("PATH", t.TempDir())
+	s, err = sandbox.New(ctx, sandbox.Options{})
+	require.NoError(t, err)
+	_, reason = s.Available()
+	require.Equal(t, "bwrap was not found in PATH", reason)
+
+	_, err = sandbox.New(ctx, sandbox.Options{Mode: "sometimes"})
+	require.EqualError(t, err, `sandbox mode "sometimes": want required or none`)
+}
+
+func TestModeNoneRunsPlainWithLimitsAndWarns(t *testing.T) {
+	ctx := context.Background()
+	log := &logged{}
+	s, err := sandbox.New(ctx, sandbox.Options{Mode: sandbox.ModeNone, MaxProcesses: 32, CPUTime: 90 * time.Second, Logger: slog.New(log)})
+	require.NoError(t, err)
+	rec := log.only(t)
+	require.Equal(t, slog.LevelWarn, rec.Level, "none warns at every start")
+	require.Contains(t, rec.Message, "sandbox.mode is none")
+	ok, reason := s.Available()
+	require.False(t, ok)
+	require.Equal(t, "sandbox.mode is none", reason)
+	require.Equal(t, sandbox.ModeNone, s.Mode())
+	require.Contains(t, s.String(), "plain processes")
 
 	ws := t.TempDir()
 	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: `ulimit -u; ulimit -t; echo "$0" > here; printf '%s' "$1"`})
@@ -199,9 +266,99 @@ func TestWithoutBubblewrapCommandsRunPlainWithLimits(t *testing.T) {
 	require.Equal(t, []string{"32", "90"}, lines[:2])
 	require.FileExists(t, filepath.Join(ws, "here"))
 
-	disabled, err := sandbox.New(ctx, sandbox.Options{Disable: true})
+	out, err = run(t, s, sandbox.Spec{Workspace: ws, Argv: []string{"bash", "-c", `ulimit -u; echo "$1"`, "bash", "an argument"}})
+	require.NoError(t, err, out)
+	require.Equal(t, "32\nan argument\n", out, "a program runs with its arguments, under the limits")
+
+	_, _, err = s.Argv(sandbox.Spec{Workspace: ws})
+	require.Error(t, err)
+	_, _, err = s.Argv(sandbox.Spec{Workspace: ws, Script: "true", Argv: []string{"true"}})
+	require.Error(t, err)
+}
+
+func TestSandboxReadOnlyWorkspaceRefusesWritesAtTheOS(t *testing.T) {
+	s := requireBwrap(t)
+	ws := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "README.md"), []byte("read me\n"), 0o644))
+	spec := sandbox.Spec{Workspace: ws, WorkspaceReadOnly: true}
+
+	spec.Script = "cat README.md"
+	out, err := run(t, s, spec)
+	require.NoError(t, err, out)
+	require.Equal(t, "read me\n", out)
+
+	for _, script := range []string{"touch x", "echo changed > README.md", "rm README.md", "mkdir d", "mv README.md r"} {
+		spec.Script = script
+		out, err := run(t, s, spec)
+		require.Error(t, err, "%s succeeded in a read-only workspace: %s", script, out)
+	}
+	require.NoFileExists(t, filepath.Join(ws, "x"))
+	data, err := os.ReadFile(filepath.Join(ws, "README.md"))
 	require.NoError(t, err)
-	ok, reason = disabled.Available()
-	require.False(t, ok)
-	require.Contains(t, reason, "disabled")
+	require.Equal(t, "read me\n", string(data))
+
+	spec.Script = "echo scratch > /tmp/s && cat /tmp/s"
+	out, err = run(t, s, spec)
+	require.NoError(t, err, out)
+	require.Equal(t, "scratch\n", out, "private /tmp stays writable")
+}
+
+func TestSandboxKeepsTheDaemonOutOfSight(t *testing.T) {
+	requireBwrap(t)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-api03-fake-key-of-the-daemon")
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	ws := filepath.Join(data, "workspaces", "t1")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(data, "api-token"), []byte("token-of-the-daemon"), 0o600))
+	cfg := filepath.Join(root, "config.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("models: {default: {api_key: sk-from-config}}\n"), 0o600))
+	pkg := filepath.Join(data, "packages", "lint")
+	require.NoError(t, os.MkdirAll(pkg, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "run.sh"), []byte("#!/bin/sh\necho linted\n"), 0o755))
+	s, err := sandbox.New(context.Background(), sandbox.Options{Hide: []string{data, cfg}})
+	require.NoError(t, err)
+
+	for _, script := range []string{
+		"cat " + filepath.Join(data, "api-token"),
+		"cat " + cfg,
+		"ls " + filepath.Join(data, "packages"),
+	} {
+		out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: script})
+		require.Error(t, err, "%s: %s", script, out)
+		require.NotContains(t, out, "token-of-the-daemon")
+		require.NotContains(t, out, "sk-from-config")
+	}
+
+	// The command sees the environment it is given, and no process of the
+	// host: its /proc is its own, so the daemon's environ and command line
+	// are out of reach.
+	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: "env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n'; ls /proc | grep -c '^[0-9]'"})
+	require.NoError(t, err, out)
+	require.NotContains(t, out, "ANTHROPIC_API_KEY")
+	require.NotContains(t, out, "sk-ant-api03")
+	require.NotContains(t, out, filepath.Base(os.Args[0]), "the test binary's command line")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	procs, err := strconv.Atoi(lines[len(lines)-1])
+	require.NoError(t, err, out)
+	require.Less(t, procs, 10, "only the sandbox's own processes: %s", out)
+
+	// A command tool's package directory is exposed although it lies in
+	// the hidden data directory.
+	out, err = run(t, s, sandbox.Spec{Workspace: ws, Argv: []string{filepath.Join(pkg, "run.sh")}, Expose: []string{pkg}})
+	require.NoError(t, err, out)
+	require.Equal(t, "linted\n", out)
+}
+
+func TestSandboxHidesWhereCredentialsLive(t *testing.T) {
+	require.Equal(t, []string{"/run/secrets", "/var/run/secrets", "/run/user"}, sandbox.DefaultHidden())
+	s := requireBwrap(t)
+	ws := t.TempDir()
+	dir := fmt.Sprintf("/run/user/%d", os.Getuid())
+	if _, err := os.Stat(dir); err != nil {
+		t.Logf("%s does not exist here; only its absence is checked", dir)
+	}
+	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: "ls -A /run/user /run/secrets /var/run/secrets 2>/dev/null | grep -v ':$' | grep -c . || true"})
+	require.NoError(t, err, out)
+	require.Equal(t, "0\n", out, "nothing of the host's runtime directories or secrets is visible")
 }

@@ -43,24 +43,43 @@ type CoreOptions struct {
 	// BashOutput caps the output kept from a command; 0 means 64 KiB.
 	BashOutput int
 	// Env is the environment of commands, "KEY=value". Nil means a minimal
-	// one (PATH, LANG, TERM, HOME set to the workspace): the daemon's own
-	// environment holds its credentials and is never passed on.
+	// one built here (PATH, HOME set to the workspace, LANG, TERM,
+	// NO_COLOR): the daemon's own environment holds its credentials and is
+	// never passed on.
 	Env []string
-	// Sandbox, when set, builds the process bash runs, for instance
-	// under bubblewrap; nil runs bash as a plain process in the workspace.
+	// Sandbox builds the process bash runs. Required: without one, bash
+	// is refused rather than run unconfined.
 	Sandbox CommandSandbox
-	// Network reports whether commands of a profile may use the network
-	// inside the sandbox; nil means none may.
-	Network func(profile string) bool
-	// ReadOnly lists the paths inside the workspace commands of a profile
-	// may read but not change inside the sandbox; nil means none.
-	ReadOnly func(profile, workspace string) []string
+	// Confiner says how tightly the sandbox holds each call, from the
+	// rights of the agent making it; nil means no network and the
+	// workspace writable.
+	Confiner Confiner
 }
 
 // CommandSandbox builds the program, arguments and directory that run a
-// script confined as spec says. *sandbox.Sandbox implements it.
+// command confined as spec says. *sandbox.Sandbox implements it; while it
+// cannot confine anything it returns a *sandbox.UnavailableError.
 type CommandSandbox interface {
 	Argv(spec sandbox.Spec) (argv []string, dir string, err error)
+}
+
+// Confinement is how tightly the sandbox holds one call's commands.
+type Confinement struct {
+	// Network lets commands reach the network.
+	Network bool
+	// WorkspaceReadOnly mounts the whole workspace read-only: the caller's
+	// rights do not include writing.
+	WorkspaceReadOnly bool
+	// ReadOnly are paths inside the workspace commands may read but not
+	// change, such as .git/hooks for rights without ci.
+	ReadOnly []string
+}
+
+// Confiner says how a call's commands are confined. agents/policy
+// implements it from the agent's profile and the ceilings of its run, the
+// same rights every call is decided by.
+type Confiner interface {
+	Confine(s Scope, workspace string) Confinement
 }
 
 func (o CoreOptions) withDefaults() CoreOptions {

@@ -64,15 +64,16 @@ func (p process) run(ctx context.Context) (string, error) {
 	return text, err
 }
 
-// baseEnv is the environment commands get when none is configured: enough to
-// find programs and print UTF-8, nothing from the daemon's own environment,
-// which holds its credentials.
+// baseEnv is the environment commands get when none is configured, built
+// here: enough to find programs, write temporary files and print UTF-8.
+// Nothing else of the daemon's own environment, which holds its
+// credentials, is passed on; its PATH names only where programs are.
 func baseEnv(workspace string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	return []string{"PATH=" + path, "HOME=" + workspace, "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1"}
+	return []string{"PATH=" + path, "HOME=" + workspace, "TMPDIR=/tmp", "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1"}
 }
 
 // capped keeps the first max bytes written and the last part, and counts
@@ -136,39 +137,51 @@ func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) 
 		if in.TimeoutSeconds > 0 {
 			timeout = min(time.Duration(in.TimeoutSeconds)*time.Second, opts.BashMaxTimeout)
 		}
-		p := process{
-			name: "bash", args: []string{"-c", in.Command}, dir: cc.Workspace,
-			timeout: timeout, output: opts.BashOutput,
+		argv, dir, err := confined(Bash, opts.Sandbox, opts.Confiner, cc, sandbox.Spec{Script: in.Command})
+		if err != nil {
+			return "", err
 		}
-		if opts.Sandbox != nil {
-			spec := sandbox.Spec{Workspace: cc.Workspace, Script: in.Command}
-			if opts.Network != nil {
-				spec.Network = opts.Network(cc.Profile)
-			}
-			if opts.ReadOnly != nil {
-				spec.ReadOnly = opts.ReadOnly(cc.Profile, cc.Workspace)
-			}
-			argv, dir, err := opts.Sandbox.Argv(spec)
-			if err != nil {
-				return "", fmt.Errorf("prepare command: %w", err)
-			}
-			if len(argv) == 0 {
-				return "", errors.New("sandbox: no command to run")
-			}
-			// The sandbox may resolve the workspace to its real path,
-			// which is the only one bound inside it.
-			p.name, p.args, p.dir = argv[0], argv[1:], dir
+		env := opts.Env
+		if env == nil {
+			env = baseEnv(dir)
 		}
-		p.env = opts.Env
-		if p.env == nil {
-			p.env = baseEnv(p.dir)
-		}
-		out, err := p.run(ctx)
+		out, err := process{
+			name: argv[0], args: argv[1:], dir: dir, env: env, timeout: timeout, output: opts.BashOutput,
+		}.run(ctx)
 		if err == nil && out == "" {
 			return "(no output, exit code 0)", nil
 		}
 		return out, err
 	}
+}
+
+// confined prepares spec for a call of tool through sb, confined as the
+// caller's rights say, and returns the program, its arguments and the
+// directory to run in. Without a sandbox, or while the sandbox cannot
+// confine anything, the call is refused: nothing runs unconfined unless
+// the operator chose sandbox.mode none.
+func confined(tool string, sb CommandSandbox, conf Confiner, cc CallContext, spec sandbox.Spec) ([]string, string, error) {
+	if sb == nil {
+		return nil, "", Refuse("%s cannot run: no sandbox is configured", tool)
+	}
+	spec.Workspace = cc.Workspace
+	if conf != nil {
+		c := conf.Confine(cc.Scope, cc.Workspace)
+		spec.Network, spec.WorkspaceReadOnly, spec.ReadOnly = c.Network, c.WorkspaceReadOnly, c.ReadOnly
+	}
+	argv, dir, err := sb.Argv(spec)
+	var unavailable *sandbox.UnavailableError
+	switch {
+	case errors.As(err, &unavailable):
+		return nil, "", Refuse("%s cannot run: %v", tool, err)
+	case err != nil:
+		return nil, "", fmt.Errorf("prepare command: %w", err)
+	case len(argv) == 0:
+		return nil, "", errors.New("sandbox: no command to run")
+	}
+	// The sandbox may resolve the workspace to its real path, which is
+	// the only one bound inside it.
+	return argv, dir, nil
 }
 
 // CommandSpec is a command tool contributed by a package: the program runs
@@ -196,6 +209,11 @@ type CommandSpec struct {
 	// Env is the command's environment; nil means the minimal one bash
 	// gets, plus SWITCHYARD_* variables naming the call.
 	Env []string
+	// Sandbox and Confiner run the command as they run bash: inside the
+	// sandbox, confined by the caller's rights. Without a sandbox the
+	// command is refused.
+	Sandbox  CommandSandbox
+	Confiner Confiner
 }
 
 // NewCommand returns the tool spec describes.
@@ -239,13 +257,20 @@ func (t *commandTool) Run(ctx context.Context, cc CallContext, input json.RawMes
 	if err := json.Unmarshal(input, &obj); err != nil {
 		return "", fmt.Errorf("invalid input: want a JSON object: %w", err)
 	}
+	if cc.Workspace == "" {
+		return "", errors.New("this run has no workspace")
+	}
 	name := t.spec.Command
 	if strings.ContainsRune(name, '/') && !strings.HasPrefix(name, "/") && t.spec.Dir != "" {
 		name = t.spec.Dir + "/" + name
 	}
-	dir := cc.Workspace
-	if dir == "" {
-		dir = t.spec.Dir
+	spec := sandbox.Spec{Argv: append([]string{name}, t.spec.Args...)}
+	if t.spec.Dir != "" {
+		spec.Expose = []string{t.spec.Dir}
+	}
+	argv, dir, err := confined(t.spec.Name, t.spec.Sandbox, t.spec.Confiner, cc, spec)
+	if err != nil {
+		return "", err
 	}
 	env := t.spec.Env
 	if env == nil {
@@ -253,12 +278,12 @@ func (t *commandTool) Run(ctx context.Context, cc CallContext, input json.RawMes
 			"SWITCHYARD_AGENT="+cc.Agent,
 			"SWITCHYARD_SESSION_KEY="+cc.SessionKey,
 			"SWITCHYARD_CORRELATION_ID="+cc.CorrelationID,
-			"SWITCHYARD_WORKSPACE="+cc.Workspace,
+			"SWITCHYARD_WORKSPACE="+dir,
 			"SWITCHYARD_PACKAGE_DIR="+t.spec.Dir,
 		)
 	}
 	out, err := process{
-		name: name, args: t.spec.Args, dir: dir, env: env, stdin: bytes.NewReader(input),
+		name: argv[0], args: argv[1:], dir: dir, env: env, stdin: bytes.NewReader(input),
 		timeout: t.spec.Timeout, output: t.spec.Output,
 	}.run(ctx)
 	if err != nil {

@@ -11,13 +11,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 )
 
+// plain is a sandbox of mode none: commands run as plain processes, which
+// is what these tests of the tools themselves need; sandbox_test.go tests
+// them under bubblewrap.
+func plain(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.New(context.Background(), sandbox.Options{Mode: sandbox.ModeNone})
+	require.NoError(t, err)
+	return sb
+}
+
 func registry(t *testing.T, extra ...tools.Tool) *tools.Registry {
 	t.Helper()
-	r, err := tools.NewRegistry(append(tools.Core(tools.CoreOptions{BashTimeout: 10 * time.Second}), extra...)...)
+	r, err := tools.NewRegistry(append(tools.Core(tools.CoreOptions{BashTimeout: 10 * time.Second, Sandbox: plain(t)}), extra...)...)
 	require.NoError(t, err)
 	return r
 }
@@ -45,7 +56,7 @@ func markerCommand(t *testing.T, name, requiredAgent string) tools.Tool {
 	tool, err := tools.NewCommand(tools.CommandSpec{
 		Name: name, Description: "touches a marker", Package: "db-tools",
 		Command: "sh", Args: []string{"-c", "cat > " + name + ".ran"},
-		RequiredAgent: requiredAgent, Permissions: []tools.Permission{tools.PermExec},
+		RequiredAgent: requiredAgent, Permissions: []tools.Permission{tools.PermExec}, Sandbox: plain(t),
 	})
 	require.NoError(t, err)
 	return tool
@@ -306,7 +317,7 @@ func TestBash(t *testing.T) {
 }
 
 func TestBashTimeoutKillsTheGroup(t *testing.T) {
-	r, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashTimeout: 300 * time.Millisecond})...)
+	r, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashTimeout: 300 * time.Millisecond, Sandbox: plain(t)})...)
 	require.NoError(t, err)
 	ws := workspace(t)
 	start := time.Now()
@@ -319,7 +330,7 @@ func TestBashTimeoutKillsTheGroup(t *testing.T) {
 }
 
 func TestOutputCapped(t *testing.T) {
-	r, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashOutput: 1000})...)
+	r, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashOutput: 1000, Sandbox: plain(t)})...)
 	require.NoError(t, err)
 	ws := workspace(t)
 	res := exec(t, toolset(r, tools.Scope{Agent: "coder"}), ws, "bash", `{"command":"seq 1 100000"}`)

@@ -90,9 +90,15 @@ func freeAddr(t *testing.T) string {
 // serve starts the daemon in dir and waits until it is ready.
 func serve(t *testing.T, dir, addr string, args ...string) *daemonProc {
 	t.Helper()
+	return serveEnv(t, dir, addr, hermeticEnv(), args...)
+}
+
+// serveEnv is serve with the daemon's environment.
+func serveEnv(t *testing.T, dir, addr string, env []string, args ...string) *daemonProc {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", addr}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = hermeticEnv()
+	cmd.Env = env
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())

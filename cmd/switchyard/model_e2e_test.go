@@ -24,7 +24,13 @@ type fakeOpenAI struct {
 	requests int
 	// call is the tool call of the first turn; list_directory when empty.
 	call, args string
+	// steps, when set, are the tool calls of the first turns, one a turn,
+	// instead of call; the answer then quotes every tool result.
+	steps []toolStep
 }
+
+// toolStep is one tool call the fake model makes.
+type toolStep struct{ name, args string }
 
 func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/chat/completions" {
@@ -37,6 +43,7 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Content any    `json:"content"`
 		} `json:"messages"`
 	}
+	var results []string
 	body, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), 400)
@@ -47,21 +54,33 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	// Give the status message time to show each step.
 	time.Sleep(1100 * time.Millisecond)
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			results = append(results, fmt.Sprint(m.Content))
+		}
+	}
 	last := req.Messages[len(req.Messages)-1]
 	w.Header().Set("Content-Type", "application/json")
-	if last.Role != "tool" {
+	if last.Role != "tool" || len(results) < len(f.steps) {
 		name, args := f.call, f.args
 		if name == "" {
 			name, args = "list_directory", `{"path":"."}`
 		}
+		if len(results) < len(f.steps) {
+			name, args = f.steps[len(results)].name, f.steps[len(results)].args
+		}
 		quoted, _ := json.Marshal(args)
 		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake",
 			"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
-			"tool_calls":[{"id":"call_1","type":"function","function":{"name":%q,"arguments":%s}}]}}],
-			"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, name, quoted)
+			"tool_calls":[{"id":"call_%d","type":"function","function":{"name":%q,"arguments":%s}}]}}],
+			"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, len(results)+1, name, quoted)
 		return
 	}
-	answer, _ := json.Marshal("The workspace holds: " + fmt.Sprint(last.Content))
+	text := "The workspace holds: " + fmt.Sprint(last.Content)
+	if len(f.steps) > 0 {
+		text = "Tool results:\n" + strings.Join(results, "\n")
+	}
+	answer, _ := json.Marshal(text)
 	fmt.Fprintf(w, `{"id":"c2","object":"chat.completion","created":2,"model":"fake",
 		"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":%s}}],
 		"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}`, answer)

@@ -62,25 +62,9 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, lo
 		if err != nil {
 			return daemon.Runtime{}, withCode(exitUsage, err)
 		}
-		// bash runs inside bubblewrap where it works (a warning is logged
-		// where it does not), hiding the daemon's data, config and home.
-		hide := []string{cfg.DataDir}
-		if cfg.Source != config.DefaultsName {
-			hide = append(hide, cfg.Source)
-		}
-		if home, err := os.UserHomeDir(); err == nil {
-			hide = append(hide, home)
-		}
-		for i, h := range hide {
-			if abs, err := filepath.Abs(h); err == nil {
-				hide[i] = abs
-			}
-		}
-		sb, err := sandbox.New(ctx, sandbox.Options{Hide: hide, Logger: logger})
-		if err != nil {
-			return daemon.Runtime{}, err
-		}
-		core := tools.Core(tools.CoreOptions{Sandbox: sb, Network: engine.Network, ReadOnly: engine.SandboxReadOnly})
+		// bash runs in the daemon's sandbox, confined by the rights of the
+		// agent that calls it.
+		core := tools.Core(tools.CoreOptions{Sandbox: deps.Sandbox, Confiner: engine})
 		reg, err := tools.NewRegistry(slices.Concat(core, deps.Tools)...)
 		if err != nil {
 			return daemon.Runtime{}, fmt.Errorf("tools: %w", err)
@@ -132,4 +116,27 @@ func secrets(cfg *config.Config) []bot.Secret {
 		out = append(out, s.AppToken, s.BotToken, s.SigningSecret)
 	}
 	return out
+}
+
+// sandboxOptions configures the sandbox from the config: its mode, and what
+// commands must never see besides the data directory, which the daemon
+// hides itself: the config file, the GitHub App's key file and the home
+// directory of the user the daemon runs as.
+func sandboxOptions(cfg *config.Config) sandbox.Options {
+	var hide []string
+	if cfg.Source != config.DefaultsName {
+		hide = append(hide, cfg.Source)
+	}
+	if g := cfg.GitHub; g != nil && g.PrivateKeyFile != "" {
+		hide = append(hide, g.PrivateKeyFile)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		hide = append(hide, home)
+	}
+	for i, h := range hide {
+		if abs, err := filepath.Abs(h); err == nil {
+			hide[i] = abs
+		}
+	}
+	return sandbox.Options{Mode: cfg.Sandbox.Mode, Hide: hide}
 }

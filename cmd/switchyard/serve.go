@@ -54,7 +54,7 @@ func newServeCmd() *cobra.Command {
 				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,
 				DedupWindow: cfg.DedupWindow,
 				GitHub:      cfg.GitHub, Slack: cfg.Slack,
-				Agents: s.agents,
+				Agents: s.agents, Sandbox: sandboxOptions(cfg),
 				Logger: logger, Version: version,
 			})
 			if err != nil {
