@@ -79,20 +79,27 @@ func (e *Event) DedupKey() string {
 }
 
 // FillFromText sets Mentions, Command and Args from Text when the source did
-// not set them itself. A command is a line that starts with "/"; mentions are
-// "@name" tokens in the order they appear.
+// not set them itself, from what the author says in their own words (see
+// Markup.Spoken): a command is a line that starts with "/"; mentions are
+// "@name" tokens in the order they appear. Code, quotes and comments count
+// for neither.
 func (e *Event) FillFromText() {
+	if e.Mentions != nil && e.Command != "" {
+		return
+	}
+	m := MarkupOf(e.Source)
 	if e.Mentions == nil {
-		e.Mentions = ParseMentions(e.Text)
+		e.Mentions = m.Mentions(e.Text)
 	}
 	if e.Command == "" {
-		e.Command, e.Args = ParseCommand(e.Text)
+		e.Command, e.Args = m.Command(e.Text)
 	}
 }
 
-// ParseMentions returns the names of "@name" tokens in text, in order, as
-// written (the router compares them case-insensitively). An "@" inside a word,
-// as in an e-mail address, is not a mention.
+// ParseMentions returns the names of "@name" tokens in plain text, in
+// order, as written (the router compares them case-insensitively). An "@"
+// inside a word, as in an e-mail address, is not a mention. It reads every
+// character; Markup.Mentions reads only what the author says.
 func ParseMentions(text string) []string {
 	var out []string
 	for i := 0; i < len(text); i++ {
@@ -118,21 +125,40 @@ func isNameByte(b byte) bool {
 	return b == '_' || b == '-' || b == '.' || b < 0x80 && (unicode.IsLetter(rune(b)) || unicode.IsDigit(rune(b)))
 }
 
-// ParseCommand finds the first line of text that starts with "/" and returns
-// the command name (lower-cased, without the slash) and the rest of the line.
+// ParseCommand finds the first line of plain text that starts with "/" and
+// returns the command name (lower-cased, without the slash) and the rest of
+// the line. Markup.Command reads only what the author says.
 func ParseCommand(text string) (command, args string) {
-	for line := range strings.SplitSeq(text, "\n") {
-		line = strings.TrimSpace(line)
-		if len(line) < 2 || line[0] != '/' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line[1:], " ")
-		if name == "" || !isCommandName(name) {
-			continue
-		}
-		return strings.ToLower(name), strings.TrimSpace(rest)
+	name, from, to := parseCommand(text)
+	if name == "" {
+		return "", ""
 	}
-	return "", ""
+	return name, strings.TrimSpace(text[from:to])
+}
+
+// parseCommand returns the first command of text and where its arguments
+// are: text[from:to], untrimmed.
+func parseCommand(text string) (name string, from, to int) {
+	for start := 0; start <= len(text); {
+		end := strings.IndexByte(text[start:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += start
+		}
+		line := text[start:end]
+		lead := len(line) - len(strings.TrimLeft(line, " \t\r"))
+		rest := strings.TrimRight(line[lead:], " \t\r")
+		if len(rest) >= 2 && rest[0] == '/' {
+			word, _, _ := strings.Cut(rest[1:], " ")
+			if word != "" && isCommandName(word) {
+				from = start + lead + 1 + len(word)
+				return strings.ToLower(word), from, start + lead + len(rest)
+			}
+		}
+		start = end + 1
+	}
+	return "", 0, 0
 }
 
 func isCommandName(s string) bool {

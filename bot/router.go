@@ -302,6 +302,19 @@ func (r *Router) Route(ev *Event) Route {
 			return Route{Agent: a.name, Kind: RouteMention, Reason: a.mention}
 		}
 	}
+	route := r.routeUnmentioned(ev)
+	if len(ev.Mentions) > 0 {
+		// The text named someone, but no agent.
+		route.Unknown = ev.Mentions
+		if route.Kind == RouteDefault {
+			route.Reason = "default: " + r.NoAgent(ev.Mentions)
+		}
+	}
+	return route
+}
+
+// routeUnmentioned routes an event that mentions no agent.
+func (r *Router) routeUnmentioned(ev *Event) Route {
 	if ev.Command != "" {
 		if c, ok := r.commands[strings.ToLower(ev.Command)]; ok {
 			return Route{Agent: c.agent, Kind: RouteCommand, Reason: c.reason}
@@ -324,6 +337,79 @@ func (r *Router) Route(ev *Event) Route {
 		}
 	}
 	return Route{Agent: r.defaultAgent, Kind: RouteDefault, Reason: string(RouteDefault)}
+}
+
+// NoAgent says that names are no agents' and suggests the agents people
+// probably meant: `no agent "@codr" (did you mean @coder?)`.
+func (r *Router) NoAgent(names []string) string {
+	var b strings.Builder
+	b.WriteString("no agent ")
+	seen := map[string]bool{}
+	for _, n := range names {
+		key := strings.ToLower(n)
+		if seen[key] {
+			continue
+		}
+		if len(seen) > 0 {
+			b.WriteString(", ")
+		}
+		seen[key] = true
+		b.WriteString(strconv.Quote("@" + n))
+		if s := r.Suggest(n); s != "" {
+			b.WriteString(" (did you mean @" + s + "?)")
+		}
+	}
+	return b.String()
+}
+
+// Suggest returns the agent whose name is closest to name, at most two
+// edits away and closer than the name is long, or "".
+func (r *Router) Suggest(name string) string {
+	name = strings.ToLower(name)
+	best, bestDist := "", 3
+	for _, a := range r.Agents() {
+		if d := editDistance(name, strings.ToLower(a)); d < bestDist && d < utf8.RuneCountInString(name) {
+			best, bestDist = a, d
+		}
+	}
+	return best
+}
+
+// Agents returns the names of the agents the router knows, sorted.
+func (r *Router) Agents() []string {
+	out := make([]string, 0, len(r.agents))
+	for _, a := range r.agents {
+		out = append(out, a.name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// insertions, deletions, substitutions and swaps of neighbours, by rune.
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	prev2 := make([]int, len(y)+1)
+	prev := make([]int, len(y)+1)
+	cur := make([]int, len(y)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		cur[0] = i
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(y)]
 }
 
 // routeInput is what Route derives from an event once, for every rule.

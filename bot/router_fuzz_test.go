@@ -43,7 +43,18 @@ func fuzzAgents() []AgentInfo {
 }
 
 // referenceRoute decides like Router.Route, the slow and obvious way.
-func referenceRoute(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Event) Route {
+func referenceRoute(t *testing.T, r *Router, cfg RoutingConfig, agents []AgentInfo, ev *Event) Route {
+	route := referenceRouteOf(t, cfg, agents, ev)
+	if route.Kind != RouteMention && len(ev.Mentions) > 0 {
+		route.Unknown = ev.Mentions
+		if route.Kind == RouteDefault {
+			route.Reason = "default: " + r.NoAgent(ev.Mentions)
+		}
+	}
+	return route
+}
+
+func referenceRouteOf(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Event) Route {
 	for _, m := range ev.Mentions {
 		for _, a := range agents {
 			if strings.ToLower(a.Name) == strings.ToLower(m) {
@@ -137,7 +148,7 @@ func FuzzRoute(f *testing.F) {
 		got := r.Route(ev)
 		require.NotEmpty(t, got.Agent)
 		require.Contains(t, []RouteKind{RouteMention, RouteCommand, RouteRule, RouteKeyword, RouteDefault}, got.Kind)
-		require.Equal(t, referenceRoute(t, cfg, agents, ev), got)
+		require.Equal(t, referenceRoute(t, r, cfg, agents, ev), got)
 	})
 }
 

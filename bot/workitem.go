@@ -40,6 +40,10 @@ type Route struct {
 	Kind   RouteKind `json:"kind"`
 	Reason string    `json:"reason"`
 	Rule   string    `json:"rule"`
+	// Unknown are the names the text mentioned ("@codr") that are no
+	// agent's, when no agent was mentioned; a default route names them
+	// in its reason.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // RouteKind says what made a routing decision; metrics are labelled with it.

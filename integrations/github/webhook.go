@@ -274,11 +274,11 @@ func addedMentions(previous *string, text string) []string {
 		return nil
 	}
 	had := map[string]bool{}
-	for _, m := range bot.ParseMentions(*previous) {
+	for _, m := range bot.Markdown.Mentions(*previous) {
 		had[strings.ToLower(m)] = true
 	}
 	var out []string
-	for _, m := range bot.ParseMentions(text) {
+	for _, m := range bot.Markdown.Mentions(text) {
 		if k := strings.ToLower(m); !had[k] {
 			had[k] = true
 			out = append(out, m)

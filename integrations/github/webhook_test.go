@@ -270,6 +270,27 @@ func TestTriggerRules(t *testing.T) {
 			want:    want{reason: bot.IgnoreNoRoute},
 		},
 		{
+			name: "quoting an earlier request asks nothing", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "> @coder fix this\n\nAgreed, this keeps failing.", nil),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "an e-mail reply quoting a request asks nothing", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"),
+				"Same here.\n\nOn Tue, Mar 5, 2024 at 10:00 AM Bob <notifications@github.com> wrote:\n\n> @coder fix this\n>\n> — Reply to this email directly", nil),
+			want: want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "a mention in code asks nothing", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "Write `@coder fix it` to ask the coder:\n```\n@coder fix it\n/deploy prod\n```", nil),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "a request below a quote asks", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "> it fails on main\n\n@coder fix this", nil),
+			want:    want{agent: "coder"},
+		},
+		{
 			name: "an edit that adds a mention", event: "issue_comment",
 			payload: issueCommentPayload("edited", person("alice"), "@reviewer and @triage please look", ptr("@reviewer please look")),
 			want:    want{agent: "triage"},

@@ -123,6 +123,10 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 		if m.User == "" && m.BotID == "" {
 			return drop("app_mention without an author"), nil
 		}
+		if !meansUser(m.Text, ec.self.UserID) {
+			// Quoting or showing a request is not making one.
+			return drop("the bot is mentioned only in code or a quote"), nil
+		}
 		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TS, firstNonEmpty(m.ThreadTS, m.TS), m.Text, true)
 		ev.ActorIsBot = m.BotID != ""
 		ev.Edited = m.Edited != nil
@@ -184,7 +188,7 @@ func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackM
 		return drop("the bot's own message"), nil
 	}
 	dm := m.ChannelType == slackevents.ChannelTypeIM
-	mentioned := mentionsUser(text, self.UserID) || mentionsUser(prevText, self.UserID)
+	mentioned := meansUser(text, self.UserID) || meansUser(prevText, self.UserID)
 	personal := personalSubtypes[m.Subtype]
 
 	// Relevance first: the bot sees every message of the channels it is in,

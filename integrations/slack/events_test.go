@@ -95,6 +95,12 @@ func TestEventsAddressedToTheBot(t *testing.T) {
 			m["edited"] = map[string]any{"user": "U1", "ts": "1700000060.000000"}
 			return m
 		}(), want{act: actIgnore, kind: bot.KindSlackMention, reason: bot.IgnoreEdited, thread: "slack:T1/C1/1700000052.000100"}},
+		{"mention only in a quote", mentionEvent("U1", "&gt; <@UBOT> @coder fix the flaky test\nthat was yesterday", "1700000052.000100", ""),
+			want{act: actDrop}},
+		{"mention only in code", mentionEvent("U1", "type `<@UBOT> @coder help` to ask", "1700000052.000100", ""),
+			want{act: actDrop}},
+		{"quoted mention in a bot thread is a reply there", msg(map[string]any{"thread_ts": botThread, "text": "&gt; <@UBOT> @reviewer look\nthanks"}),
+			want{act: actIngest, kind: bot.KindSlackMessage, thread: "slack:T1/C1/" + botThread, mentions: []string{}, text: "> @reviewer look\nthanks"}},
 		{"reaction", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "eyes",
 			"item": map[string]any{"type": "message", "channel": "C1", "ts": botThread}}, want{act: actDrop}},
 	}

@@ -8,9 +8,10 @@ import (
 
 // cleanText turns Slack message text into what agents and the router read:
 // the bot's own mention removed, Slack's HTML escapes undone. Mentions are
-// the "@name" tokens written as plain text (Slack's <@U…>, <#C…> and <!here>
-// entities are not agent names) and, when the message is addressed to the
-// bot, a leading "name:" as in "@switchyard coder: fix the test".
+// the "@name" tokens the author wrote in their own words (bot.Mrkdwn: not
+// in code or quotes; Slack's <@U…>, <#C…> and <!here> entities are not agent
+// names) and, when the message is addressed to the bot, a leading "name:"
+// as in "@switchyard coder: fix the test".
 func cleanText(text, botUser string, addressed bool) (string, []string) {
 	if botUser != "" {
 		// Until nothing changes: removing one mention can join the text
@@ -23,27 +24,29 @@ func cleanText(text, botUser string, addressed bool) (string, []string) {
 			text = next
 		}
 	}
-	text = strings.TrimSpace(text)
+	text = unescape(strings.TrimSpace(text))
 
-	var mentions []string
+	mentions := []string{}
 	if addressed {
-		if name, ok := prefixName(text); ok {
+		if name, ok := prefixName(text); ok && bot.Mrkdwn.Spoken(text)[0] == text[0] {
 			mentions = append(mentions, name)
 		}
 	}
-	for _, m := range bot.ParseMentions(withoutEntities(text)) {
+	for _, m := range bot.Mrkdwn.Mentions(text) {
 		// ParseMentions yields "" for a lone "@." or "@-".
 		if m == "" || len(mentions) == 1 && strings.EqualFold(mentions[0], m) {
 			continue
 		}
 		mentions = append(mentions, m)
 	}
-	if mentions == nil {
-		// Non-nil, so bot.Event.FillFromText keeps it and does not read
-		// "U123" out of a <@U123> entity.
-		mentions = []string{}
-	}
-	return unescape(text), mentions
+	return text, mentions
+}
+
+// meansUser reports whether the author of Slack text (escaped, as Slack
+// sends it) addresses the user in their own words: <@U123> or <@U123|name>
+// outside code and quotes.
+func meansUser(text, user string) bool {
+	return mentionsUser(bot.Mrkdwn.Spoken(unescape(text)), user)
 }
 
 // removeMention deletes <@user> and <@user|label> and one space after each.
@@ -92,27 +95,6 @@ func prefixName(text string) (string, bool) {
 		}
 	}
 	return name, true
-}
-
-// withoutEntities blanks Slack's <…> entities (users, channels, links,
-// special mentions). In Slack text a literal "<" is always escaped, so every
-// "<" opens one.
-func withoutEntities(text string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(text, '<')
-		if i < 0 {
-			b.WriteString(text)
-			return b.String()
-		}
-		b.WriteString(text[:i])
-		j := strings.IndexByte(text[i:], '>')
-		if j < 0 {
-			return b.String()
-		}
-		b.WriteByte(' ')
-		text = text[i+j+1:]
-	}
 }
 
 var (

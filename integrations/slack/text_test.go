@@ -30,6 +30,11 @@ func TestCleanText(t *testing.T) {
 		{"escapes undone", "<@UBOT> a &lt;b&gt; &amp;&amp; c", true, "a <b> && c", []string{}},
 		{"e-mail is not a mention", "<@UBOT> mail ann@example.com", true, "mail ann@example.com", []string{}},
 		{"unterminated entity", "<@UBOT> @coder <@U7", true, "@coder <@U7", []string{"coder"}},
+		{"agent in inline code", "<@UBOT> the `@coder` agent is busy", true, "the `@coder` agent is busy", []string{}},
+		{"agent in a pre block", "<@UBOT> run ```@coder deploy```", true, "run ```@coder deploy```", []string{}},
+		{"agent in a quote", "<@UBOT> see\n&gt; @coder fix the build\n@docs?", true, "see\n> @coder fix the build\n@docs?", []string{"docs"}},
+		{"prefix in a quote", "<@UBOT> &gt; coder: fix it", true, "> coder: fix it", []string{}},
+		{"prefix in code", "<@UBOT> `coder:` fix it", true, "`coder:` fix it", []string{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

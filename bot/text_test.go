@@ -1,0 +1,144 @@
+package bot_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+func TestMentionsAPersonMeant(t *testing.T) {
+	tests := []struct {
+		name   string
+		markup bot.Markup
+		text   string
+		want   []string
+	}{
+		{"plain", bot.Markdown, "@coder fix the flaky test", []string{"coder"}},
+		{"inline code", bot.Markdown, "the `@coder` agent is busy, ask @docs", []string{"docs"}},
+		{"double backticks", bot.Markdown, "see ``@coder ` here`` and @ops", []string{"ops"}},
+		{"unclosed backtick is text", bot.Markdown, "a ` then @ops", []string{"ops"}},
+		{"escaped backtick is text", bot.Markdown, "a \\`@ops\\` b", []string{"ops"}},
+		{"code span over a line break", bot.Markdown, "`a\n@coder` and @ops", []string{"ops"}},
+		{"code span stops at a blank line", bot.Markdown, "`a\n\n@coder` and @ops", []string{"coder", "ops"}},
+		{"fenced block", bot.Markdown, "run this:\n```sh\n@coder deploy\n```\n@ops please", []string{"ops"}},
+		{"tilde fence", bot.Markdown, "~~~\n@coder\n~~~\n@ops", []string{"ops"}},
+		{"longer closing fence", bot.Markdown, "````\n@coder\n```\n@reviewer\n`````\n@ops", []string{"ops"}},
+		{"unclosed fence runs to the end", bot.Markdown, "```\n@coder\n@ops", nil},
+		{"indented fence", bot.Markdown, "   ```\n@coder\n   ```\n@ops", []string{"ops"}},
+		{"four spaces are no fence", bot.Markdown, "    ```\n@coder", []string{"coder"}},
+		{"quoted line", bot.Markdown, "> @coder fix the build\nagreed, @reviewer?", []string{"reviewer"}},
+		{"nested quote", bot.Markdown, ">> @coder\n> @ops\n@docs", []string{"docs"}},
+		{"indented quote", bot.Markdown, "  > @coder\n@docs", []string{"docs"}},
+		{"e-mail reply", bot.Markdown, "Sounds good.\n\nOn Tue, Mar 5, 2024 at 10:00 AM Jane Doe <notifications@github.com>\nwrote:\n\n> @coder fix the flaky test\n> — Reply to this email directly", nil},
+		{"e-mail reply on one line", bot.Markdown, "@docs too\n\nOn Mon, @ana wrote:\n> @coder go", []string{"docs"}},
+		{"'On' without a quote is text", bot.Markdown, "On Monday @ops wrote:\nthe plan", []string{"ops"}},
+		{"HTML comment", bot.Markdown, "<!-- @reviewer will check -->\n@coder go", []string{"coder"}},
+		{"unclosed HTML comment", bot.Markdown, "@coder <!-- @ops", []string{"coder"}},
+		{"mention after a code span", bot.Markdown, "`x`@coder", []string{"coder"}},
+		{"Slack inline code", bot.Mrkdwn, "`@coder` is busy, @docs?", []string{"docs"}},
+		{"Slack pre block inline", bot.Mrkdwn, "look ```@coder deploy``` @ops", []string{"ops"}},
+		{"Slack pre block over lines", bot.Mrkdwn, "look ```\n@coder\n\n@reviewer``` @ops", []string{"ops"}},
+		{"Slack code span stays on its line", bot.Mrkdwn, "`a\n@coder` b", []string{"coder"}},
+		{"Slack quote", bot.Mrkdwn, "> @coder fix it\n@docs", []string{"docs"}},
+		{"Slack quotes the rest", bot.Mrkdwn, "@docs\n>>> @coder\n@ops", []string{"docs"}},
+		{"Slack entities are no names", bot.Mrkdwn, "<@U7> and <!subteam^S1|@oncall> and <mailto:a@b.c|@x> ask @ops", []string{"ops"}},
+		{"Slack < that opens nothing", bot.Mrkdwn, "1 < 2 and @ops > 3", []string{"ops"}},
+		{"Markdown keeps HTML-ish text", bot.Markdown, "<@coder>", []string{"coder"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, tt.markup.Mentions(tt.text))
+		})
+	}
+}
+
+func TestCommandsAPersonMeant(t *testing.T) {
+	tests := []struct {
+		name      string
+		markup    bot.Markup
+		text      string
+		cmd, args string
+	}{
+		{"plain", bot.Markdown, "/deploy staging", "deploy", "staging"},
+		{"arguments keep their code", bot.Markdown, "/deploy `staging` now", "deploy", "`staging` now"},
+		{"in a fenced block", bot.Markdown, "```\n/deploy prod\n```", "", ""},
+		{"in a quote", bot.Markdown, "> /deploy prod\nthat was last week", "", ""},
+		{"after a quote", bot.Markdown, "> /deploy prod\n/review", "review", ""},
+		{"in inline code", bot.Markdown, "`/deploy prod`", "", ""},
+		{"Slack quote", bot.Mrkdwn, "> /deploy prod", "", ""},
+		{"Slack pre block", bot.Mrkdwn, "```/deploy prod```\n/docs readme", "docs", "readme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, args := tt.markup.Command(tt.text)
+			require.Equal(t, tt.cmd, cmd)
+			require.Equal(t, tt.args, args)
+		})
+	}
+}
+
+func TestFillFromTextReadsTheSourcesMarkup(t *testing.T) {
+	ev := &bot.Event{Source: bot.SourceSlack, Text: "<@U7> look\n>>> @coder /deploy"}
+	ev.FillFromText()
+	require.Empty(t, ev.Mentions)
+	require.Empty(t, ev.Command)
+
+	ev = &bot.Event{Source: bot.SourceGitHub, Text: "> @coder fix\n\n@reviewer `@ops`"}
+	ev.FillFromText()
+	require.Equal(t, []string{"reviewer"}, ev.Mentions)
+}
+
+// The parser never panics, keeps every byte's position and every line
+// break, finds only mentions a plain scan would find too, and never one
+// inside a fenced block.
+func FuzzMarkup(f *testing.F) {
+	for _, s := range []string{
+		"@coder hi", "`@x`", "```\n@x\n```", "> @x", "On a wrote:\n> @x", "<!-- @x", "a ```b``` @c",
+		"<@U1|@x>", ">>> @x", "~~~~\n@x\n~~~", "\\`@x`", "`` ` ``@y", "@a\n\n`b\n\n`@c",
+	} {
+		f.Add(s, "", "@tail", false)
+		f.Add(s, "@before", "", true)
+	}
+	f.Fuzz(func(t *testing.T, text, prefix, suffix string, slack bool) {
+		m := bot.Markdown
+		if slack {
+			m = bot.Mrkdwn
+		}
+		spoken := m.Spoken(text)
+		require.Len(t, spoken, len(text))
+		for i := range len(text) {
+			if text[i] == '\n' || spoken[i] == '\n' {
+				require.Equal(t, text[i], spoken[i], "line break %d of %q", i, text)
+			}
+			if spoken[i] != text[i] {
+				require.Equal(t, byte(' '), spoken[i])
+			}
+		}
+		requireSubsequence(t, m.Mentions(text), bot.ParseMentions(text), text)
+		m.Command(text)
+
+		// A mention inside a fenced block is never found, whatever
+		// surrounds the block.
+		clean := func(s string) string { return strings.NewReplacer("`", "", "~", "").Replace(s) }
+		body := strings.ReplaceAll(clean(text), "@", "")
+		doc := clean(prefix) + "\n```\n" + body + " @zzfenced\n```\n" + suffix
+		for _, name := range m.Mentions(doc) {
+			require.NotEqual(t, "zzfenced", name, "%q", doc)
+		}
+	})
+}
+
+func requireSubsequence(t *testing.T, sub, of []string, text string) {
+	t.Helper()
+	i := 0
+	for _, s := range sub {
+		for i < len(of) && of[i] != s {
+			i++
+		}
+		require.Less(t, i, len(of), "mention %q of %q is not in the plain scan %q", s, text, of)
+		i++
+	}
+}
