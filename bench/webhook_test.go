@@ -91,7 +91,7 @@ func measureWebhookHTTP(b *testing.B, body []byte) (float64, latencies) {
 	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: router, Gates: map[string]bot.Gate{bot.SourceGitHub: gate}})
 	const secret = "bench-secret"
 	h := github.NewWebhookHandler(github.WebhookOptions{
-		Secret: secret, Intake: intake, Gate: gate, Installations: store, Outbox: store,
+		Secret: secret, Intake: intake, Gate: gate, Installations: store,
 		NeedsPaths: router.NeedsPaths,
 	})
 	srv := httptest.NewServer(h)

@@ -34,6 +34,12 @@ type IntakeOptions struct {
 	// Accepted is called after a work item is persisted (not for
 	// duplicates): the reporter reacts, the dispatcher wakes up.
 	Accepted func(ctx context.Context, wi *WorkItem, ev *Event)
+	// Notices receives the one reply a person gets in their thread when
+	// they addressed Switchyard and nothing will run for them, or the
+	// agent they named does not exist (see Intake.Ingest); nil: nobody is
+	// told. Wake is called after one is queued (the deliverer's).
+	Notices NoticeOutbox
+	Wake    func()
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -80,7 +86,11 @@ func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
 	} else {
 		req.Route = &d.Route
 	}
-	return in.store(ctx, ev, req)
+	res, err := in.store(ctx, ev, req)
+	if err == nil && !res.Duplicate {
+		in.tell(ctx, ev, d)
+	}
+	return res, err
 }
 
 // IngestRouted persists an event whose route is already decided: a schedule

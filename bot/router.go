@@ -32,6 +32,7 @@ type Router struct {
 	content      []contentKeyword
 	defaultAgent string
 	needsPaths   bool
+	names        []string // the agents' names, sorted
 }
 
 var _ Decider = (*Router)(nil)
@@ -115,6 +116,10 @@ func NewRouter(cfg RoutingConfig, agents []AgentInfo) (*Router, error) {
 		}
 		r.agents[key] = routerAgent{name: a.Name, mention: "mention @" + a.Name}
 	}
+	for _, a := range r.agents {
+		r.names = append(r.names, a.name)
+	}
+	slices.Sort(r.names)
 	known := func(name string) bool {
 		a, ok := r.agents[strings.ToLower(name)]
 		return ok && a.name == name
@@ -307,7 +312,7 @@ func (r *Router) Route(ev *Event) Route {
 		// The text named someone, but no agent.
 		route.Unknown = ev.Mentions
 		if route.Kind == RouteDefault {
-			route.Reason = "default: " + r.NoAgent(ev.Mentions)
+			route.Reason = "default: " + NoAgent(ev.Mentions, r.names)
 		}
 	}
 	return route
@@ -341,7 +346,7 @@ func (r *Router) routeUnmentioned(ev *Event) Route {
 
 // NoAgent says that names are no agents' and suggests the agents people
 // probably meant: `no agent "@codr" (did you mean @coder?)`.
-func (r *Router) NoAgent(names []string) string {
+func NoAgent(names, agents []string) string {
 	var b strings.Builder
 	b.WriteString("no agent ")
 	seen := map[string]bool{}
@@ -355,19 +360,19 @@ func (r *Router) NoAgent(names []string) string {
 		}
 		seen[key] = true
 		b.WriteString(strconv.Quote("@" + n))
-		if s := r.Suggest(n); s != "" {
+		if s := SuggestAgent(n, agents); s != "" {
 			b.WriteString(" (did you mean @" + s + "?)")
 		}
 	}
 	return b.String()
 }
 
-// Suggest returns the agent whose name is closest to name, at most two
-// edits away and closer than the name is long, or "".
-func (r *Router) Suggest(name string) string {
+// SuggestAgent returns the agent whose name is closest to name, at most
+// two edits away and closer than the name is long, or "".
+func SuggestAgent(name string, agents []string) string {
 	name = strings.ToLower(name)
 	best, bestDist := "", 3
-	for _, a := range r.Agents() {
+	for _, a := range agents {
 		if d := editDistance(name, strings.ToLower(a)); d < bestDist && d < utf8.RuneCountInString(name) {
 			best, bestDist = a, d
 		}
@@ -376,14 +381,7 @@ func (r *Router) Suggest(name string) string {
 }
 
 // Agents returns the names of the agents the router knows, sorted.
-func (r *Router) Agents() []string {
-	out := make([]string, 0, len(r.agents))
-	for _, a := range r.agents {
-		out = append(out, a.name)
-	}
-	slices.Sort(out)
-	return out
-}
+func (r *Router) Agents() []string { return slices.Clone(r.names) }
 
 // editDistance is the optimal string alignment distance between a and b:
 // insertions, deletions, substitutions and swaps of neighbours, by rune.

@@ -48,7 +48,7 @@ func referenceRoute(t *testing.T, r *Router, cfg RoutingConfig, agents []AgentIn
 	if route.Kind != RouteMention && len(ev.Mentions) > 0 {
 		route.Unknown = ev.Mentions
 		if route.Kind == RouteDefault {
-			route.Reason = "default: " + r.NoAgent(ev.Mentions)
+			route.Reason = "default: " + NoAgent(ev.Mentions, r.Agents())
 		}
 	}
 	return route

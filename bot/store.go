@@ -25,6 +25,10 @@ type IngestRequest struct {
 type IngressReason struct {
 	Code   string // one of the Ignore* constants
 	Detail string
+	// Tell is what to tell a person who addressed Switchyard, in their
+	// thread, once per thread and reason; "" for reasons nobody is told
+	// about (bots, edits, events nobody asked for). It is not stored.
+	Tell string
 }
 
 // IngestResult is what was stored, or what had been stored before for a

@@ -157,6 +157,8 @@ func (d *Daemon) build() error {
 		DedupWindow: opts.DedupWindow,
 		Gates:       gates,
 		Threads:     store,
+		Notices:     d.outbox,
+		Wake:        d.deliverer.Wake,
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
 			d.reporter.Accepted(ctx, wi)
 			d.dispatcher.Wake()
@@ -234,7 +236,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 		gates[bot.SourceGitHub] = gate
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
 			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
-			Outbox: d.outbox, NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
+			NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client)
 		ts = append(ts, github.Tools(client, github.ToolOptions{AllowOtherRepos: gc.AllowOtherRepos})...)

@@ -82,13 +82,13 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env
 	})
 	require.NoError(t, err)
 	gopts := GateOptions{Client: e.client, AppSlug: "switchyard", AllowBots: []string{"renovate"}}
-	e.opts = WebhookOptions{Secret: testSecret, Client: e.client, Installations: store, Outbox: store}
+	e.opts = WebhookOptions{Secret: testSecret, Client: e.client, Installations: store}
 	for _, c := range configure {
 		c(&e.opts, &gopts)
 	}
 	e.gate = NewGate(gopts)
 	e.intake = bot.NewIntake(bot.IntakeOptions{
-		Store: store, Router: testRouter{}, Gates: map[string]bot.Gate{bot.SourceGitHub: e.gate},
+		Store: store, Router: testRouter{}, Gates: map[string]bot.Gate{bot.SourceGitHub: e.gate}, Notices: store,
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
 			e.mu.Lock()
 			fn := e.accepted

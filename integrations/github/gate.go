@@ -153,7 +153,12 @@ func (g *Gate) botDetail(ev *bot.Event) string {
 // looked up is recorded as the requester's.
 func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.IngressReason, string, error) {
 	if !route.Kind.Explicit() {
-		return &bot.IngressReason{Code: bot.IgnoreNoRoute, Detail: "no mention, command or rule matched"}, "", nil
+		detail := "no mention, command or rule matched"
+		if len(route.Unknown) > 0 {
+			// A person, most likely, but a misspelt agent reads the same.
+			detail += "; " + bot.NoAgent(route.Unknown, nil)
+		}
+		return &bot.IngressReason{Code: bot.IgnoreNoRoute, Detail: detail}, "", nil
 	}
 	if ev.ActorIsBot || (route.Kind != bot.RouteMention && route.Kind != bot.RouteCommand) {
 		// Allowed bots are trusted by configuration; rules are the
@@ -176,7 +181,10 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 	ev.Requester.Permission = string(perm)
 	if !perm.AtLeast(g.opts.MinPermission) {
 		return &bot.IngressReason{Code: bot.IgnoreUnauthorized,
-			Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, repo, g.opts.MinPermission)}, "", nil
+			Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, repo, g.opts.MinPermission),
+			Tell: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
+				ev.Actor, g.opts.MinPermission, repo),
+		}, "", nil
 	}
 	return nil, "", nil
 }

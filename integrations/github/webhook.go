@@ -44,11 +44,6 @@ type Intake interface {
 	Ingest(ctx context.Context, ev *bot.Event) (bot.IngestResult, error)
 }
 
-// Outbox queues egress messages; bot.OutboxStore has it.
-type Outbox interface {
-	Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, error)
-}
-
 // WebhookOptions configure the webhook handler.
 type WebhookOptions struct {
 	// Secret is github.webhook_secret. Required: without it every delivery
@@ -65,9 +60,6 @@ type WebhookOptions struct {
 	// Installations records installation events; nil: they are only kept
 	// as ingress records.
 	Installations InstallationStore
-	// Outbox receives the short reply to a refused mention or command; nil:
-	// refusals are silent.
-	Outbox Outbox
 	// LookupTimeout bounds the changed-files lookup of one delivery;
 	// DefaultLookupTimeout when zero.
 	LookupTimeout time.Duration
@@ -260,11 +252,7 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 		}
 		ev.Paths = paths
 	}
-	res, err := h.opts.Intake.Ingest(ctx, ev)
-	if err != nil || res.Ingress == nil || res.Ingress.Reason != bot.IgnoreUnauthorized {
-		return res, err
-	}
-	return res, h.refuse(ctx, ev)
+	return h.opts.Intake.Ingest(ctx, ev)
 }
 
 // addedMentions returns the mentions of text that previous did not have, in
@@ -313,25 +301,4 @@ func (h *webhook) changedPaths(ctx context.Context, ev *bot.Event) ([]string, er
 		opts.Page = resp.NextPage
 	}
 	return paths, nil
-}
-
-// refuse queues a short reply to a refused mention or command in its
-// thread. A redelivery of a refused event queues the reply again under the
-// same key, which edits nothing visible, so a reply lost to a crash after
-// the record was written still goes out.
-func (h *webhook) refuse(ctx context.Context, ev *bot.Event) error {
-	if h.opts.Outbox == nil {
-		return nil
-	}
-	_, err := h.opts.Outbox.Enqueue(ctx, bot.OutboxMessage{
-		Key:    "github/" + ev.DeliveryID + "/refusal",
-		Thread: ev.Thread,
-		Kind:   bot.OutboxReply,
-		Text: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
-			ev.Actor, h.opts.Gate.MinPermission(), ev.Repo),
-	})
-	if err != nil {
-		return fmt.Errorf("queue refusal of %s: %w", ev.DeliveryID, err)
-	}
-	return nil
 }

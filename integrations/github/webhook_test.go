@@ -394,7 +394,7 @@ func TestTriggerRules(t *testing.T) {
 			require.NoError(t, err)
 			if tc.want.reply {
 				require.Len(t, msgs, 1)
-				require.Equal(t, "github/d-1/refusal", msgs[0].Key)
+				require.Equal(t, "notice/github:octo/hello#7/unauthorized", msgs[0].Key)
 				require.Equal(t, bot.OutboxReply, msgs[0].Kind)
 				require.Contains(t, msgs[0].Text, "write access to octo/hello")
 			} else {

@@ -32,12 +32,11 @@ type Adapter struct {
 	health   *health
 }
 
-// refusal is a polite "no", posted as an ephemeral message after the
-// request has been recorded: to someone outside the allow lists, or to
-// someone whose approval click changed nothing.
+// refusal is a polite "no", posted as an ephemeral message to someone
+// whose approval click changed nothing, after the attempt was recorded.
 type refusal struct {
 	channel, user, threadTS string
-	text                    string // refusalText when empty
+	text                    string
 }
 
 // errNotReady answers requests that arrive before auth.test told the
@@ -173,6 +172,7 @@ func (a *Adapter) refuse(r refusal) {
 	}
 }
 
+// refusalText tells someone outside the allow lists why nothing happens.
 const refusalText = "Sorry, I only take requests from the people and channels my administrators allowed. " +
 	"Ask them to add you if you need me here."
 
@@ -182,7 +182,7 @@ func (a *Adapter) sendRefusals(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case r := <-a.refusals:
-			opts := []slack.MsgOption{slack.MsgOptionText(escape(firstNonEmpty(r.text, refusalText)), false)}
+			opts := []slack.MsgOption{slack.MsgOptionText(escape(r.text), false)}
 			if r.threadTS != "" {
 				opts = append(opts, slack.MsgOptionTS(r.threadTS))
 			}

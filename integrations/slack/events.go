@@ -63,26 +63,15 @@ func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte) (challeng
 	return "", a.apply(ctx, d)
 }
 
-// apply hands an event to the intake. Someone outside the allow lists is
-// told so, alone, once per delivery.
+// apply hands an event to the intake, which also tells someone who
+// addressed the bot from outside the allow lists why nothing happens.
 func (a *Adapter) apply(ctx context.Context, d decision) error {
 	if d.ev == nil {
 		a.opts.Logger.Debug("slack event dropped", slog.String("why", d.why))
 		return nil
 	}
-	res, err := a.opts.Intake.Ingest(ctx, d.ev)
-	if err != nil {
-		return err
-	}
-	if res.Ingress != nil && res.Ingress.Reason == bot.IgnoreNotAllowed && !res.Duplicate {
-		ev := d.ev
-		r := refusal{channel: ev.Channel, user: ev.Actor}
-		if ev.Thread.ThreadTS != ev.SourceRef {
-			r.threadTS = ev.Thread.ThreadTS
-		}
-		a.refuse(r)
-	}
-	return nil
+	_, err := a.opts.Intake.Ingest(ctx, d.ev)
+	return err
 }
 
 // decide normalises an event_callback.

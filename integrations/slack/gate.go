@@ -68,7 +68,9 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 	case ev.Actor == "":
 		return refuse(bot.IgnoreUnsupported, "message without a user")
 	case !g.allowed(ev.Channel, ev.Actor):
-		return refuse(bot.IgnoreNotAllowed, notAllowed)
+		r := refuse(bot.IgnoreNotAllowed, notAllowed)
+		r.Tell = refusalText
+		return r
 	}
 	return nil
 }
