@@ -523,7 +523,64 @@ func count[T comparable](s []T, v T) int {
 	return n
 }
 
-func TestHandedOffThreadKeepsItsOwnerUntilItFinishes(t *testing.T) {
+func TestThreadsKeepTheirAgent(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	router, err := bot.NewRouter(bot.RoutingConfig{
+		Rules: []bot.Rule{{Name: "outages", Agent: "ops", Match: bot.Match{Text: `(?i)\boutage\b`}}},
+	}, []bot.AgentInfo{{Name: "coder"}, {Name: "ops"}, {Name: "reviewer", Keywords: []string{"review"}}, {Name: "triage"}})
+	require.NoError(t, err)
+	now := time.Date(2025, 3, 4, 9, 0, 0, 0, time.UTC)
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: router, Threads: store, ThreadWindow: time.Hour,
+		Now: func() time.Time { return now }})
+	send := func(thread, text string) *bot.WorkItem {
+		t.Helper()
+		res, err := intake.Ingest(ctx, &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: text, Thread: bot.LocalThread(thread)})
+		require.NoError(t, err)
+		return res.WorkItem
+	}
+	finishAll := func() {
+		t.Helper()
+		for {
+			claim, err := store.ClaimNext(ctx, bot.ClaimRequest{Owner: "w", Now: now, Lease: time.Minute, MaxAttempts: 3})
+			require.NoError(t, err)
+			if claim.Job == nil {
+				return
+			}
+			require.NoError(t, store.FinishJob(ctx, bot.JobOutcome{JobID: claim.Job.ID, Owner: "w", Now: now, Success: true, Summary: "done"}))
+		}
+	}
+
+	first := send("t", "@coder fix the flaky login test")
+	require.Equal(t, "coder", first.Route.Agent)
+
+	// While the coder works, what nobody addressed elsewhere is the coder's.
+	next := send("t", "the signup test too, and ask for a review")
+	require.Equal(t, bot.Route{Agent: "coder", Kind: bot.RouteThread, Reason: "thread: @coder is working here (" + first.ID + ")"}, next.Route)
+	// A mention, a command or a rule asks for another agent explicitly.
+	require.Equal(t, "reviewer", send("t", "@reviewer have a look").Route.Agent)
+	require.Equal(t, "ops", send("t", "/deploy when done").Route.Agent)
+	require.Equal(t, "ops", send("t", "is this an outage?").Route.Agent)
+	// Other threads route as usual.
+	require.Equal(t, "reviewer", send("u", "please review").Route.Agent)
+
+	// Finished a little while ago: a reply still goes to the last agent.
+	finishAll()
+	now = now.Add(50 * time.Minute)
+	items, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:t", Limit: 1})
+	require.NoError(t, err)
+	last := send("t", "one more thing")
+	require.Equal(t, bot.Route{Agent: "ops", Kind: bot.RouteThread, Reason: "thread: @ops answered here (" + items[0].ID + ")"}, last.Route,
+		"the latest work in the thread was ops'")
+	require.Equal(t, "thread: @ops is working here ("+last.ID+")", send("t", "thanks").Route.Reason)
+	finishAll()
+
+	// Past the window the thread routes as usual again.
+	now = now.Add(61 * time.Minute)
+	require.Equal(t, bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}, send("t", "hello again").Route)
+}
+
+func TestHandedOffThreadKeepsItsOwnerWhileItWorks(t *testing.T) {
 	ctx := context.Background()
 	store := openStore(t, t.TempDir())
 	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: toAgent("triage"), Threads: store})
@@ -533,17 +590,13 @@ func TestHandedOffThreadKeepsItsOwnerUntilItFinishes(t *testing.T) {
 		return res.WorkItem
 	}
 	first := send("the site is down")
+	send("who is on call?")
 	_, err := store.RerouteWorkItem(ctx, first.ID, bot.Hop{From: "triage", To: "ops", Reason: "incident", At: time.Now()})
 	require.NoError(t, err)
 
+	// The handed-off work wins over newer unfinished work in the thread.
 	next := send("any news?")
 	require.Equal(t, "ops", next.Route.Agent)
 	require.Equal(t, bot.RouteHandoff, next.Route.Kind)
-	require.Contains(t, next.Route.Reason, "@ops owns this thread")
-
-	// Once the handed-off work is finished, the thread routes as usual.
-	claim, err := store.ClaimNext(ctx, bot.ClaimRequest{Owner: "w", Now: time.Now(), Lease: time.Minute, MaxAttempts: 3})
-	require.NoError(t, err)
-	require.NoError(t, store.FinishJob(ctx, bot.JobOutcome{JobID: claim.Job.ID, Owner: "w", Now: time.Now(), Success: true, Summary: "fixed"}))
-	require.Equal(t, "triage", send("thanks").Route.Agent)
+	require.Equal(t, "handoff: @ops owns this thread ("+first.ID+")", next.Route.Reason)
 }

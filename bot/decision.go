@@ -77,8 +77,9 @@ func (e Explanation) String() string {
 }
 
 // Decide returns what Ingest does with ev, without storing anything: the
-// source's gate screens it, the router routes it, a thread's agent keeps its
-// thread, and the gate admits the route or refuses it. Ingest and explain
+// source's gate screens it, the router routes it, an agent with work in the
+// thread keeps its thread unless a mention, a command or a rule asks for
+// another, and the gate admits the route or refuses it. Ingest and explain
 // both call it, so explain can never disagree with the intake.
 func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
 	ev.FillFromText()
@@ -89,8 +90,11 @@ func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
 		}
 	}
 	route := in.opts.Router.Route(ev)
-	if k := route.Kind; (k == RouteKeyword || k == RouteDefault) && in.opts.Threads != nil && !ev.Thread.IsZero() {
-		if owner, ok := in.owner(ctx, ev.Thread); ok {
+	// Mentions, commands and rules ask for an agent explicitly; anything
+	// else in a thread an agent works in is for that agent.
+	if !route.Kind.Explicit() && in.opts.Threads != nil && !ev.Thread.IsZero() {
+		if owner, ok := in.owner(ctx, ev); ok {
+			owner.Unknown = route.Unknown
 			route = owner
 		}
 	}

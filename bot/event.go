@@ -58,6 +58,10 @@ type Event struct {
 	Subtype string `json:"subtype,omitempty"`
 
 	Thread Thread `json:"thread"`
+	// Conversation, when set, is what the thread is part of, where an
+	// agent's work carries on from one thread to the next: a Slack direct
+	// message channel, where every message starts a thread of its own.
+	Conversation Thread `json:"conversation,omitzero"`
 	// SourceRef names the triggering message on its platform, for reactions:
 	// a Slack message ts, "comment:<id>", "review_comment:<id>" or
 	// "issue:<number>" on GitHub. Empty when there is nothing to react to.

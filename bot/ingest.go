@@ -26,11 +26,13 @@ type IntakeOptions struct {
 	// Gates are the sources' own admission rules, by source; a source
 	// without one makes a work item of everything it hands in.
 	Gates map[string]Gate
-	// Threads, when set, lets a thread's owner keep it: while a work item
-	// that was handed off to another agent is unfinished, messages the
-	// router would send to a content or default agent go to that owner
-	// instead; once it finishes, routing is as usual again.
+	// Threads, when set, lets an agent keep the thread it works in: a
+	// message the router would send to a keyword or the default agent goes
+	// to the agent with work in its thread instead (see Intake.Decide).
 	Threads WorkItemLister
+	// ThreadWindow is how long after an agent's last work item in a thread
+	// finished the thread still goes to it; DefaultThreadWindow when zero.
+	ThreadWindow time.Duration
 	// Accepted is called after a work item is persisted (not for
 	// duplicates): the reporter reacts, the dispatcher wakes up.
 	Accepted func(ctx context.Context, wi *WorkItem, ev *Event)
@@ -62,6 +64,9 @@ func NewIntake(opts IntakeOptions) *Intake {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.ThreadWindow <= 0 {
+		opts.ThreadWindow = DefaultThreadWindow
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -102,12 +107,23 @@ func (in *Intake) IngestRouted(ctx context.Context, ev *Event, route Route, pare
 	return in.store(ctx, ev, req)
 }
 
-// owner returns the route to the agent a thread was handed off to, while
-// that work item is unfinished.
-func (in *Intake) owner(ctx context.Context, th Thread) (Route, bool) {
-	items, err := in.opts.Threads.ListWorkItems(ctx, WorkItemFilter{Thread: th.Key(), Limit: 10})
+// DefaultThreadWindow is how long a thread stays with the agent that last
+// worked in it: a reply the next morning is still part of the conversation.
+const DefaultThreadWindow = 24 * time.Hour
+
+// owner returns the route to the agent with work in ev's thread (its
+// conversation, for a Slack direct message): the agent a work item was
+// handed off to while that is unfinished; else the agent of the newest
+// unfinished work item; else the agent of the newest work item, if it
+// finished within ThreadWindow.
+func (in *Intake) owner(ctx context.Context, ev *Event) (Route, bool) {
+	f := WorkItemFilter{Thread: ev.Thread.Key(), Limit: 10}
+	if !ev.Conversation.IsZero() {
+		f = WorkItemFilter{Conversation: ev.Conversation.Key(), Limit: 10}
+	}
+	items, err := in.opts.Threads.ListWorkItems(ctx, f)
 	if err != nil {
-		in.opts.Logger.Warn("look up thread owner", slog.String("thread", th.Key()), slog.String("error", err.Error()))
+		in.opts.Logger.Warn("look up the agent of a thread", slog.String("thread", ev.Thread.Key()), slog.String("error", err.Error()))
 		return Route{}, false
 	}
 	for _, wi := range items {
@@ -115,7 +131,27 @@ func (in *Intake) owner(ctx context.Context, th Thread) (Route, bool) {
 			return Route{Agent: wi.Route.Agent, Kind: RouteHandoff, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true
 		}
 	}
-	return Route{}, false
+	for _, wi := range items {
+		if !wi.Status.Finished() {
+			return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s is working here (%s)", wi.Route.Agent, wi.ID)}, true
+		}
+	}
+	if len(items) == 0 {
+		return Route{}, false
+	}
+	wi := items[0]
+	ended := wi.UpdatedAt
+	if wi.FinishedAt != nil {
+		ended = *wi.FinishedAt
+	}
+	if in.opts.Now().Sub(ended) > in.opts.ThreadWindow {
+		return Route{}, false
+	}
+	did := "worked"
+	if wi.Status == StatusDone {
+		did = "answered"
+	}
+	return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s %s here (%s)", wi.Route.Agent, did, wi.ID)}, true
 }
 
 func (in *Intake) request(ev *Event) IngestRequest {

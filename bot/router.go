@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -33,6 +34,7 @@ type Router struct {
 	defaultAgent string
 	needsPaths   bool
 	names        []string // the agents' names, sorted
+	threadWindow time.Duration
 }
 
 var _ Decider = (*Router)(nil)
@@ -125,6 +127,14 @@ func NewRouter(cfg RoutingConfig, agents []AgentInfo) (*Router, error) {
 		return ok && a.name == name
 	}
 
+	switch {
+	case cfg.ThreadWindow < 0:
+		fail("routing.thread_window", "%s is negative", cfg.ThreadWindow)
+	case cfg.ThreadWindow == 0:
+		r.threadWindow = DefaultThreadWindow
+	default:
+		r.threadWindow = cfg.ThreadWindow
+	}
 	r.defaultAgent = cfg.DefaultAgent
 	if r.defaultAgent == "" {
 		r.defaultAgent = fallbackAgent
@@ -516,6 +526,10 @@ func (r *Router) Commands() map[string]string {
 	}
 	return out
 }
+
+// ThreadWindow returns how long a finished agent keeps its thread
+// (routing.thread_window).
+func (r *Router) ThreadWindow() time.Duration { return r.threadWindow }
 
 // DefaultAgent returns the agent that receives what nothing else routes.
 func (r *Router) DefaultAgent() string { return r.defaultAgent }

@@ -239,6 +239,11 @@ func TestNewRouterErrors(t *testing.T) {
 			want: []bot.FieldError{{Field: "routing.default_agent", Msg: `unknown agent "Triage"`}},
 		},
 		{
+			name: "negative thread window",
+			cfg:  bot.RoutingConfig{ThreadWindow: -time.Hour},
+			want: []bot.FieldError{{Field: "routing.thread_window", Msg: "-1h0m0s is negative"}},
+		},
+		{
 			name: "command with unknown agent",
 			cfg:  bot.RoutingConfig{Commands: map[string]string{"deploy": "opz"}},
 			want: []bot.FieldError{{Field: "routing.commands.deploy", Msg: `unknown agent "opz"`}},

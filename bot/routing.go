@@ -1,5 +1,7 @@
 package bot
 
+import "time"
+
 // RoutingConfig is the routing section of the config file. It is compiled
 // into a Router before use; Router construction is where it is validated.
 type RoutingConfig struct {
@@ -10,6 +12,10 @@ type RoutingConfig struct {
 	Commands map[string]string `yaml:"commands" json:"commands,omitempty"`
 	// Rules are tried by priority, higher first, then in file order.
 	Rules []Rule `yaml:"rules" json:"rules,omitempty"`
+	// ThreadWindow is how long after an agent's last work in a thread
+	// finished a message there nobody addressed still goes to it;
+	// DefaultThreadWindow when zero. While the agent works, it always does.
+	ThreadWindow time.Duration `yaml:"thread_window" json:"thread_window,omitempty"`
 }
 
 // Rule routes events its Match accepts to Agent.

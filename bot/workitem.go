@@ -119,9 +119,13 @@ func (w *WorkItem) Agent() string { return w.Route.Agent }
 
 // WorkItemFilter selects work items; zero fields select all.
 type WorkItemFilter struct {
-	Thread string     // session key
-	Status WorkStatus // one status
-	Limit  int        // newest first; 0 means the store's default (100)
+	Thread string // session key
+	// Conversation is the session key of a conversation made of threads,
+	// a Slack direct message channel ("slack:T1/D1"): its threads' work
+	// items, newest thread first.
+	Conversation string
+	Status       WorkStatus // one status
+	Limit        int        // newest first; 0 means the store's default (100)
 }
 
 // IngressReason codes say why an event made no work item.

@@ -154,11 +154,12 @@ func (d *Daemon) build() error {
 	gates := map[string]bot.Gate{}
 	d.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: opts.Router, Metrics: d.metrics, Logger: d.log,
-		DedupWindow: opts.DedupWindow,
-		Gates:       gates,
-		Threads:     store,
-		Notices:     d.outbox,
-		Wake:        d.deliverer.Wake,
+		DedupWindow:  opts.DedupWindow,
+		Gates:        gates,
+		Threads:      store,
+		ThreadWindow: opts.Router.ThreadWindow(),
+		Notices:      d.outbox,
+		Wake:         d.deliverer.Wake,
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
 			d.reporter.Accepted(ctx, wi)
 			d.dispatcher.Wake()

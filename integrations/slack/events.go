@@ -200,6 +200,11 @@ func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackM
 	}
 
 	ev := ec.event(bot.KindSlackMessage, m.Channel, user, ts, firstNonEmpty(threadTS, ts), text, mentioned || dm)
+	if dm && threadTS == "" {
+		// Every direct message starts a thread of its own; the
+		// conversation is the channel.
+		ev.Conversation = bot.SlackThread(ec.team, m.Channel, "")
+	}
 	ev.ActorIsBot = botID != "" || m.Subtype == "bot_message"
 	ev.Subtype = m.Subtype
 	switch m.Subtype {

@@ -513,7 +513,7 @@ func newHarnessWith(t *testing.T, mode string, fs *fakeSlack, store *testStore, 
 	}
 	// The intake applies the adapter's gate, as the daemon wires it.
 	gates := map[string]bot.Gate{}
-	opts.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates, Notices: store})
+	opts.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates, Notices: store, Threads: store})
 	if tweak != nil {
 		tweak(&opts)
 	}

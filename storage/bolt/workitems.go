@@ -1,9 +1,14 @@
 package bolt
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
 )
@@ -62,6 +67,8 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 			return len(out) < limit, nil
 		}
 		switch {
+		case f.Conversation != "":
+			return scanConversation(t.bucket(bucketItemsByThread), f.Conversation, limit, add)
 		case f.Thread != "" && f.Status != "":
 			byStatus := t.bucket(bucketItemsByStatus)
 			return scanIndex(t.bucket(bucketItemsByThread), f.Thread, true, func(seq uint64) (bool, error) {
@@ -83,6 +90,37 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 		return nil, err
 	}
 	return out, nil
+}
+
+// scanConversation calls add with the work items of every thread of a
+// conversation (thread keys conversation + "/" + ts), newest first, at most
+// limit. The thread index is ordered by thread key, so a scan back from the
+// end of the conversation's keys meets its latest threads first (Slack
+// timestamps sort as they happen); what it collects is then put in
+// creation order.
+func scanConversation(b *bolt.Bucket, conversation string, limit int, add func(seq uint64) (bool, error)) error {
+	prefix := []byte(conversation + "/")
+	c := b.Cursor()
+	k, _ := c.Seek(append(append([]byte(nil), prefix...), 0xff))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	var seqs []uint64
+	for ; k != nil && bytes.HasPrefix(k, prefix) && len(seqs) < limit; k, _ = c.Prev() {
+		if len(k) < len(prefix)+9 || k[len(k)-9] != 0 {
+			continue
+		}
+		seqs = append(seqs, seqOf(k[len(k)-8:]))
+	}
+	slices.SortFunc(seqs, func(a, b uint64) int { return cmp.Compare(b, a) })
+	for _, seq := range seqs {
+		if more, err := add(seq); err != nil || !more {
+			return err
+		}
+	}
+	return nil
 }
 
 // ListJobs returns the jobs that ran a work item, oldest first.

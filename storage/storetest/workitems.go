@@ -86,6 +86,21 @@ func testWorkItems(t *testing.T, open Opener) {
 		}
 	})
 
+	t.Run("a conversation's work items, latest threads first", func(t *testing.T) {
+		h := newHarness(t, open)
+		dm := func(ts string) bot.Thread { return bot.SlackThread("T1", "D1", ts) }
+		first := h.submit(dm("1700000100.000100"), "docs", "a")
+		other := h.submit(bot.SlackThread("T1", "D11", "1700000150.000100"), "coder", "another DM channel")
+		channel := h.submit(bot.SlackThread("T1", "C1", "1700000160.000100"), "coder", "a channel")
+		second := h.submit(dm("1700000200.000100"), "docs", "b")
+		third := h.submit(dm("1700000200.000100"), "ops", "c")
+		require.Equal(t, []string{third.ID, second.ID, first.ID}, ids(h.list(bot.WorkItemFilter{Conversation: "slack:T1/D1"})))
+		require.Equal(t, []string{third.ID, second.ID}, ids(h.list(bot.WorkItemFilter{Conversation: "slack:T1/D1", Limit: 2})))
+		require.Equal(t, []string{other.ID}, ids(h.list(bot.WorkItemFilter{Conversation: "slack:T1/D11"})))
+		require.Empty(t, h.list(bot.WorkItemFilter{Conversation: "slack:T1/D2"}))
+		require.Equal(t, []string{channel.ID}, ids(h.list(bot.WorkItemFilter{Conversation: "slack:T1/C1"})))
+	})
+
 	t.Run("list limits default to 100 and stop at 1000", func(t *testing.T) {
 		h := newHarness(t, open)
 		const n = 1010
