@@ -12,6 +12,7 @@ const (
 	ENOTFOUND     = "not_found"    // the named thing does not exist
 	ECONFLICT     = "conflict"     // the request conflicts with stored state
 	EUNAUTHORIZED = "unauthorized" // missing or wrong credentials
+	EFORBIDDEN    = "forbidden"    // who asks is known and may not do this
 	ETOOLARGE     = "too_large"    // a body or field over its limit
 	EUNAVAILABLE  = "unavailable"  // shutting down, or a dependency is down
 	EINTERNAL     = "internal"     // a bug or an unexpected failure

@@ -137,6 +137,7 @@ const (
 	IgnoreUnsupported  = "unsupported"  // an event kind Switchyard does not act on
 	IgnoreEdited       = "edited"       // an edit that adds no mention
 	IgnoreDeleted      = "deleted"      // a deletion
+	IgnoreApproval     = "approval"     // a person deciding an approval (a GitHub /approve or /deny comment)
 )
 
 // IngressRecord keeps an event that created no work item, with the reason.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -45,6 +46,12 @@ func checkConfig(d *decoder, c *Config) {
 	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
+	}
+	checkAPITokens(fail, c.Server)
+	if c.Server.PublicURL != "" {
+		if why := checkPublicURL(c.Server.PublicURL); why != "" {
+			fail("server.public_url", "%s", why)
+		}
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		fail("data_dir", "must not be empty")
@@ -181,6 +188,65 @@ func checkConfig(d *decoder, c *Config) {
 		checkList(fail, "slack.allowed_channels", s.AllowedChannels)
 		checkList(fail, "slack.allowed_users", s.AllowedUsers)
 	}
+}
+
+// apiTokenName is what a token's name may be: it is shown as who decided
+// an approval and matched against approver lists.
+var apiTokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+// minAPIToken is the shortest named token accepted.
+const minAPIToken = 16
+
+// checkAPITokens checks the named tokens: names well formed and unique,
+// tokens long enough and each used once. Token values are never repeated
+// in a message.
+func checkAPITokens(fail func(string, string, ...any), s Server) {
+	names := map[string]int{}
+	tokens := map[string]int{}
+	for i, t := range s.APITokens {
+		p := fmt.Sprintf("server.api_tokens[%d]", i)
+		key := strings.ToLower(t.Name)
+		switch j, dup := names[key]; {
+		case t.Name == "":
+			fail(p+".name", "required: who the token speaks for")
+		case !apiTokenName.MatchString(t.Name):
+			fail(p+".name", "%q: want 1 to 64 letters, digits, '.', '_', '-' or '@', starting with a letter or digit", t.Name)
+		case key == AdminIdentity:
+			fail(p+".name", "%q is the identity of server.api_token and the token file; pick another name", t.Name)
+		case dup:
+			fail(p+".name", "duplicate name %q (also server.api_tokens[%d])", t.Name, j)
+		default:
+			names[key] = i
+		}
+		v := t.Token.Reveal()
+		switch j, dup := tokens[v]; {
+		case !t.Token.IsSet():
+			fail(p+".token", "required")
+		case len(v) < minAPIToken:
+			fail(p+".token", "too short: want at least %d characters", minAPIToken)
+		case dup:
+			fail(p+".token", "the same token as server.api_tokens[%d]: each name needs its own", j)
+		case s.APIToken.IsSet() && v == s.APIToken.Reveal():
+			fail(p+".token", "the same token as server.api_token: each name needs its own")
+		default:
+			tokens[v] = i
+		}
+	}
+}
+
+// checkPublicURL returns why u is not the root of an http(s) site, or "".
+func checkPublicURL(u string) string {
+	if why := checkURL(u); why != "" {
+		return why
+	}
+	parsed, _ := url.Parse(u)
+	switch {
+	case parsed.User != nil:
+		return "must not carry a user or password"
+	case parsed.Path != "" && parsed.Path != "/", parsed.RawQuery != "", parsed.Fragment != "":
+		return fmt.Sprintf("want scheme and host only, such as https://switchyard.example.com, got %q", parsed.Redacted())
+	}
+	return ""
 }
 
 func checkList(fail func(string, string, ...any), path string, list []string) {

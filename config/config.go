@@ -65,11 +65,33 @@ type Config struct {
 type Server struct {
 	// Listen is the address to listen on; default "127.0.0.1:8080".
 	Listen string `yaml:"listen" json:"listen"`
-	// APIToken, when set, is the bearer token the admin API requires.
+	// APIToken is the bearer token of the API's administrator (identity
+	// "admin"). Unset (and no $SWITCHYARD_API_TOKEN), the daemon makes one
+	// at first start in <data_dir>/api-token, which the CLI reads.
 	APIToken bot.Secret `yaml:"api_token" json:"api_token"`
+	// APITokens are further bearer tokens, each giving its holder a name:
+	// the identity approvals are decided as.
+	APITokens []APIToken `yaml:"api_tokens,omitempty" json:"api_tokens,omitempty"`
+	// PublicURL is where people and proxies reach the daemon
+	// ("https://switchyard.example.com"); its origin and host are accepted
+	// by /api/v1 besides the listen address.
+	PublicURL string `yaml:"public_url,omitempty" json:"public_url,omitempty"`
 	// Console enables the local console channel (HTTP and `switchyard
 	// send`); default true.
 	Console bool `yaml:"console" json:"console"`
+}
+
+// AdminIdentity is who the API token of server.api_token, of
+// $SWITCHYARD_API_TOKEN or of the token file authenticates as.
+const AdminIdentity = "admin"
+
+// APIToken is a named bearer token of the API.
+type APIToken struct {
+	// Name is who the token speaks for: letters, digits, '.', '_', '-'
+	// and '@', unique, not "admin". Required.
+	Name string `yaml:"name" json:"name"`
+	// Token is the bearer token, at least 16 characters. Required.
+	Token bot.Secret `yaml:"token" json:"token"`
 }
 
 // Sandbox configures where agents' commands run.
@@ -316,11 +338,12 @@ func (c *Config) BotSchedules() []bot.Schedule {
 // would show a secret as it is.
 
 type (
-	plainConfig Config
-	plainServer Server
-	plainModel  Model
-	plainGitHub GitHub
-	plainSlack  Slack
+	plainConfig   Config
+	plainServer   Server
+	plainAPIToken APIToken
+	plainModel    Model
+	plainGitHub   GitHub
+	plainSlack    Slack
 )
 
 // Format implements fmt.Formatter.
@@ -328,6 +351,9 @@ func (c Config) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainConfig(
 
 // Format implements fmt.Formatter.
 func (s Server) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainServer(s), "Server") }
+
+// Format implements fmt.Formatter.
+func (t APIToken) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainAPIToken(t), "APIToken") }
 
 // Format implements fmt.Formatter.
 func (m Model) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainModel(m), "Model") }

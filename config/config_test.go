@@ -117,11 +117,33 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
 			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
 		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
-			`c.yaml:2: server.token: unknown key; want one of api_token, console, listen`},
+			`c.yaml:2: server.token: unknown key; want one of api_token, api_tokens, console, listen, public_url`},
 		{"duplicate key", "workers: 2\ndata_dir: x\nworkers: 3\n",
 			"c.yaml:3: workers: duplicate key (first on line 1)"},
 		{"duplicate nested key", "models:\n  a:\n    provider: openai\n    model: x\n    model: y\n",
 			`c.yaml:5: models.a.model: duplicate key (first on line 4)`},
+		{"api token without a name", "server:\n  api_tokens:\n    - token: abcdefghijklmnop0\n",
+			"c.yaml:3: server.api_tokens[0].name: required: who the token speaks for"},
+		{"api token name with a space", "server:\n  api_tokens:\n    - name: ana b\n      token: abcdefghijklmnop0\n",
+			`c.yaml:3: server.api_tokens[0].name: "ana b": want 1 to 64 letters, digits, '.', '_', '-' or '@', starting with a letter or digit`},
+		{"api token named admin", "server:\n  api_tokens:\n    - name: Admin\n      token: abcdefghijklmnop0\n",
+			`c.yaml:3: server.api_tokens[0].name: "Admin" is the identity of server.api_token and the token file; pick another name`},
+		{"api token names twice", "server:\n  api_tokens:\n    - name: ana\n      token: abcdefghijklmnop0\n    - name: ANA\n      token: abcdefghijklmnop1\n",
+			`c.yaml:5: server.api_tokens[1].name: duplicate name "ANA" (also server.api_tokens[0])`},
+		{"api token too short", "server:\n  api_tokens:\n    - name: ana\n      token: hunter2\n",
+			"c.yaml:4: server.api_tokens[0].token: too short: want at least 16 characters"},
+		{"api token missing", "server:\n  api_tokens:\n    - name: ana\n",
+			"c.yaml:3: server.api_tokens[0].token: required"},
+		{"api token used twice", "server:\n  api_tokens:\n    - name: ana\n      token: abcdefghijklmnop0\n    - name: bob\n      token: abcdefghijklmnop0\n",
+			"c.yaml:6: server.api_tokens[1].token: the same token as server.api_tokens[0]: each name needs its own"},
+		{"api token is the admin's", "server:\n  api_token: abcdefghijklmnop0\n  api_tokens:\n    - name: ana\n      token: abcdefghijklmnop0\n",
+			"c.yaml:5: server.api_tokens[0].token: the same token as server.api_token: each name needs its own"},
+		{"public url not a url", "server:\n  public_url: switchyard.example.com\n",
+			`c.yaml:2: server.public_url: want an http or https URL, got "switchyard.example.com"`},
+		{"public url with a path", "server:\n  public_url: https://example.com/switchyard\n",
+			`c.yaml:2: server.public_url: want scheme and host only, such as https://switchyard.example.com, got "https://example.com/switchyard"`},
+		{"public url with a password", "server:\n  public_url: https://u:pw@example.com\n",
+			"c.yaml:2: server.public_url: must not carry a user or password"},
 		{"string for an int", "workers: four\n",
 			`c.yaml:1: workers: want an integer, got "four"`},
 		{"float for an int", "workers: 2.5\n",
@@ -351,7 +373,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		"SY_API_TOKEN": "sentinel-api-token", "SY_MODEL_KEY": "sentinel-model-key",
 		"SY_GH_KEY": "sentinel-gh-key", "SY_GH_HOOK": "sentinel-gh-hook",
 		"SY_SLACK_APP": "sentinel-slack-app", "SY_SLACK_BOT": "sentinel-slack-bot",
-		"SY_SLACK_SIGN": "sentinel-slack-sign",
+		"SY_SLACK_SIGN": "sentinel-slack-sign", "SY_ANA": "sentinel-ana-token",
 	}
 	for k, v := range secrets {
 		t.Setenv(k, v)
@@ -359,6 +381,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	c, err := config.Parse("c.yaml", []byte(`
 server:
   api_token: ${SY_API_TOKEN}
+  api_tokens:
+    - name: ana
+      token: ${SY_ANA}
 models:
   default:
     provider: openai
@@ -378,7 +403,7 @@ slack:
 	require.Equal(t, "sentinel-gh-hook", c.GitHub.WebhookSecret.Reveal())
 
 	var outputs []string
-	for _, v := range []any{c, *c, *c.GitHub, *c.Slack, c.Models, c.Server} {
+	for _, v := range []any{c, *c, *c.GitHub, *c.Slack, c.Models, c.Server, c.Server.APITokens, c.Server.APITokens[0]} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%x", "%q"} {
 			outputs = append(outputs, fmt.Sprintf(verb, v))
 		}
@@ -406,6 +431,9 @@ func TestSecretsNeverInErrors(t *testing.T) {
 		"github:\n  app_id: 1\n  private_key: [sentinel-in-file]\n  webhook_secret: {a: sentinel-in-file}\n",
 		"slack:\n  mode: http\n  bot_token: [sentinel-in-file]\n  signing_secret: [sentinel-in-file]\n  app_token: [sentinel-in-file]\n",
 		"models:\n  m:\n    api_key: [sentinel-in-file]\n",
+		"server:\n  api_tokens:\n    - name: ana\n      token: [sentinel-in-file]\n",
+		"server:\n  api_tokens:\n    - name: ana\n      token: sentinel\n",
+		"server:\n  api_tokens:\n    - {name: a, token: sentinel-in-file-0}\n    - {name: b, token: sentinel-in-file-0}\n",
 		"workers: ${SY_SECRET}\n",
 		"dedup_window: ${SY_SECRET}\n",
 		"server:\n  console: ${SY_SECRET}\n",
@@ -619,6 +647,8 @@ func TestExampleHasEveryKey(t *testing.T) {
 	full.Models = map[string]config.Model{"m": {Provider: "openai", BaseURL: "x", APIKey: "k", Model: "m", MaxTokens: 1, Timeout: 1}}
 	full.Routing = bot.RoutingConfig{DefaultAgent: "a", Commands: map[string]string{"x": "y"}, Rules: []bot.Rule{{Name: "n", Priority: 1, Agent: "a",
 		Match: bot.Match{Sources: []string{"s"}, Kinds: []string{"k"}, Labels: []string{"l"}, Repos: []string{"r"}, Paths: []string{"p"}, Text: "t", Actors: []string{"a"}, Channels: []string{"c"}}}}}
+	full.Server.APITokens = []config.APIToken{{Name: "n", Token: "t"}}
+	full.Server.PublicURL = "u"
 	full.Schedules = []config.Schedule{{Name: "n", Cron: "c", Agent: "a", Thread: bot.LocalThread("x"), Text: "t"}}
 	full.GitHub = &config.GitHub{AppID: 1, PrivateKey: "k", PrivateKeyFile: "f", WebhookSecret: "s", APIURL: "u", AllowBots: []string{"b"}, MinPermission: "m", AppSlug: "s", AllowOtherRepos: true}
 	full.Slack = &config.Slack{Mode: "m", AppToken: "a", BotToken: "b", SigningSecret: "s", APIURL: "u", AllowedChannels: []string{"c"}, AllowedUsers: []string{"u"}}

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +33,19 @@ import (
 // Options is everything the daemon is built from. cmd/switchyard fills it
 // from the config file.
 type Options struct {
-	Listen   string     // host:port
-	APIToken bot.Secret // required to listen beyond loopback
-	Console  bool       // serve the local console endpoints
-	DataDir  string
+	Listen string // host:port
+	// APIToken is the administrator's bearer token (identity "admin");
+	// unset, the token of <DataDir>/api-token, which New makes when it
+	// does not exist.
+	APIToken bot.Secret
+	// APITokens are further bearer tokens, each with the name its holder
+	// decides approvals as.
+	APITokens []config.APIToken
+	// PublicURL is where the daemon is reached besides its listen address;
+	// /api/v1 refuses requests for any other host or origin.
+	PublicURL string
+	Console   bool // serve the local console endpoints
+	DataDir   string
 	// Secrets are every value configured as a secret. They, the API tokens
 	// and anything shaped like a credential are masked in logs, API
 	// answers, thread messages, tool results, transcripts and the audit log.
@@ -77,6 +86,8 @@ type Daemon struct {
 	log        *slog.Logger
 	redactor   *bot.Redactor
 	outbox     bot.Outboxer // the store, masking what it is given
+	tokens     []httpapi.Token
+	site       atomic.Pointer[httpapi.Site]
 	store      *bolt.Store
 	runner     bot.Runner
 	runtime    Runtime
@@ -97,8 +108,8 @@ type Daemon struct {
 // DataFile is the store's file name inside the data directory.
 const DataFile = "switchyard.db"
 
-// New builds the daemon and opens its store. It fails before touching
-// anything when the listen address is public and no API token is set.
+// New builds the daemon and opens its store. Without a configured API token
+// it reads the token file of the data directory, making it at first start.
 func New(opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -109,10 +120,24 @@ func New(opts Options) (*Daemon, error) {
 	if opts.Router == nil {
 		return nil, errors.New("daemon: no router")
 	}
-	if err := checkListen(opts.Listen, opts.APIToken); err != nil {
+	site, err := httpapi.NewSite(opts.Listen, opts.PublicURL)
+	if err != nil {
 		return nil, err
 	}
-	redactor := bot.NewRedactor(append(slices.Clone(opts.Secrets), opts.APIToken)...)
+	tokenFile := ""
+	if !opts.APIToken.IsSet() {
+		if opts.APIToken, err = LoadAPIToken(opts.DataDir); err != nil {
+			return nil, err
+		}
+		tokenFile = filepath.Join(opts.DataDir, APITokenFile)
+	}
+	tokens := []httpapi.Token{{Name: config.AdminIdentity, Value: opts.APIToken}}
+	secrets := append(slices.Clone(opts.Secrets), opts.APIToken)
+	for _, t := range opts.APITokens {
+		tokens = append(tokens, httpapi.Token{Name: t.Name, Value: t.Token})
+		secrets = append(secrets, t.Token)
+	}
+	redactor := bot.NewRedactor(secrets...)
 	opts.Logger = slog.New(redactor.Handler(opts.Logger.Handler()))
 	store, err := bolt.Open(filepath.Join(opts.DataDir, DataFile), bolt.Options{Logger: opts.Logger})
 	if err != nil {
@@ -128,7 +153,11 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
-		outbox: bot.RedactingOutbox(store, redactor),
+		outbox: bot.RedactingOutbox(store, redactor), tokens: tokens,
+	}
+	d.site.Store(site)
+	if tokenFile != "" {
+		d.log.Info("API clients authenticate with the token in " + tokenFile)
 	}
 	if err := d.build(); err != nil {
 		store.Close()
@@ -237,6 +266,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 		gates[bot.SourceGitHub] = gate
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
 			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
+			Outbox: d.outbox, Wake: d.deliverer.Wake, Approvals: githubApprovals{d},
 			NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client)
@@ -261,23 +291,6 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
 	}
 	return ts, nil
-}
-
-// checkListen refuses a listen address beyond loopback without an API
-// token: the API can start agents that run commands.
-func checkListen(listen string, token bot.Secret) error {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return bot.Errorf(bot.EINVALID, "server.listen %q: %v", listen, err)
-	}
-	if token.IsSet() || host == "localhost" {
-		return nil
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
-		return nil
-	}
-	return bot.Errorf(bot.EINVALID,
-		"server.listen %q is reachable beyond this machine: set server.api_token (or $SWITCHYARD_API_TOKEN) first", listen)
 }
 
 // source is an inbound source that holds a connection and can be down.
@@ -358,7 +371,11 @@ func (d *Daemon) routes() http.Handler {
 	admin.New(ao).Mount(api)
 
 	mux := http.NewServeMux()
-	mux.Handle("/api/", httpapi.RequireToken(d.opts.APIToken, httpapi.Redact(d.redactor, api)))
+	// Every /api/v1 call is for this daemon (Host), from no other site
+	// (Origin, Sec-Fetch-Site), authenticated (bearer token) and, with a
+	// body, JSON; its answer shows no secret.
+	mux.Handle("/api/", httpapi.Guard(d.site.Load, httpapi.Authenticate(d.tokens,
+		httpapi.RequireJSON(httpapi.Redact(d.redactor, api)))))
 	// Webhooks authenticate with their platform's signature, not the API token.
 	if d.github != nil {
 		mux.Handle("POST /webhooks/github", d.github)
@@ -438,6 +455,13 @@ func (d *Daemon) ListenAndServe(ctx context.Context) error {
 // stop intake, let running jobs finish or release their leases, flush the
 // outbox, close the store. It returns nil after a clean shutdown.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	// The port is known now (a listen address may have asked for any).
+	site, err := httpapi.NewSite(ln.Addr().String(), d.opts.PublicURL)
+	if err != nil {
+		d.store.Close()
+		return err
+	}
+	d.site.Store(site)
 	srv := &http.Server{
 		Handler:           d.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -470,7 +494,6 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	d.log.Info("switchyard serving", slog.String("listen", ln.Addr().String()), slog.String("data", d.store.Path()),
 		slog.String("version", d.opts.Version), slog.Bool("console", d.opts.Console))
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:

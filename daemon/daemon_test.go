@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +62,12 @@ func start(t *testing.T, mutate func(*daemon.Options)) *running {
 		})
 	}
 	t.Cleanup(stop)
-	r := &running{base: "http://" + ln.Addr().String(), token: opts.APIToken.Reveal(), stop: stop}
+	token := opts.APIToken
+	if !token.IsSet() {
+		token, err = daemon.ReadAPIToken(opts.DataDir)
+		require.NoError(t, err)
+	}
+	r := &running{base: "http://" + ln.Addr().String(), token: token.Reveal(), stop: stop}
 	require.Eventually(t, func() bool { return r.status(t, "GET", "/readyz", "") == 200 }, 5*time.Second, 10*time.Millisecond)
 	return r
 }
@@ -70,6 +78,9 @@ func (r *running) do(t *testing.T, method, path, body string) (int, []byte) {
 	require.NoError(t, err)
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -214,25 +225,70 @@ func TestAPITokenIsRequiredWhenSet(t *testing.T) {
 	require.NotContains(t, string(body), "s3cret-token")
 	wrong := &running{base: r.base, token: "nope"}
 	require.Equal(t, 401, wrong.status(t, "GET", "/api/v1/workitems", ""))
-	require.Equal(t, 200, anon.status(t, "GET", "/healthz", ""), "health needs no token")
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		code, body := anon.do(t, "GET", path, "")
+		require.Equal(t, 200, code, "%s needs no token", path)
+		require.NotContains(t, string(body), "s3cret-token")
+	}
 }
 
-func TestRefusesPublicListenWithoutToken(t *testing.T) {
+// With no token configured the daemon makes one at first start, private to
+// its user, and keeps it; every /api/v1 call needs it, loopback included.
+func TestTokenFileIsMadeOnceAndRequired(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, func(o *daemon.Options) { o.DataDir = dir })
+	path := filepath.Join(dir, daemon.APITokenFile)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	tok, err := daemon.ReadAPIToken(dir)
+	require.NoError(t, err)
+	raw, err := base64.RawURLEncoding.DecodeString(tok.Reveal())
+	require.NoError(t, err, "URL-safe")
+	require.Len(t, raw, 32)
+	anon := &running{base: r.base}
+	require.Equal(t, 401, anon.status(t, "GET", "/api/v1/workitems", ""))
+	require.Equal(t, 200, r.status(t, "GET", "/api/v1/workitems", ""))
+	r.stop()
+
+	// A restart reuses it.
+	again, err := daemon.LoadAPIToken(dir)
+	require.NoError(t, err)
+	require.Equal(t, tok.Reveal(), again.Reveal())
+
+	// A file others may read is refused, naming the fix.
+	require.NoError(t, os.Chmod(path, 0o644))
+	_, err = daemon.ReadAPIToken(dir)
+	require.ErrorContains(t, err, "chmod 600")
 	router, err := config.Default().Compile(agentsForTest)
 	require.NoError(t, err)
-	for _, listen := range []string{"0.0.0.0:0", ":8080", "10.1.2.3:80"} {
-		_, err := daemon.New(daemon.Options{Listen: listen, DataDir: t.TempDir(), Router: router})
-		require.ErrorContains(t, err, "set server.api_token", listen)
-		require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
+	_, err = daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: dir, Router: router})
+	require.ErrorContains(t, err, "may be read by other users")
+	require.NoError(t, os.Chmod(path, 0o600))
+	require.NoError(t, os.WriteFile(path, []byte("\n"), 0o600))
+	_, err = daemon.ReadAPIToken(dir)
+	require.ErrorContains(t, err, "is empty")
+}
+
+// Daemons starting at once on an empty data directory agree on one token.
+func TestTokenFileRace(t *testing.T) {
+	dir := t.TempDir()
+	toks := make([]bot.Secret, 8)
+	var wg sync.WaitGroup
+	for i := range toks {
+		wg.Go(func() {
+			tok, err := daemon.LoadAPIToken(dir)
+			require.NoError(t, err)
+			toks[i] = tok
+		})
 	}
-	for _, listen := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
-		d, err := daemon.New(daemon.Options{Listen: listen, DataDir: t.TempDir(), Router: router})
-		require.NoError(t, err, listen)
-		require.NoError(t, d.Close())
+	wg.Wait()
+	for _, tok := range toks {
+		require.Equal(t, toks[0].Reveal(), tok.Reveal())
 	}
-	d, err := daemon.New(daemon.Options{Listen: "0.0.0.0:0", APIToken: "t", DataDir: t.TempDir(), Router: router})
+	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	require.NoError(t, d.Close())
+	require.Len(t, entries, 1, "no temporary files left behind")
 }
 
 func TestSecondDaemonOnTheSameDataFails(t *testing.T) {
@@ -304,4 +360,87 @@ func TestSecretsNeverInAPIAnswersThreadsOrLogs(t *testing.T) {
 		require.NotContains(t, out, configured)
 		require.NotContains(t, out, shaped)
 	}
+}
+
+// /api/v1 answers only requests meant for it: from no other site, for this
+// host, authenticated, with JSON bodies. A refused request stores nothing.
+func TestAPIRefusesCrossSiteAndOddRequests(t *testing.T) {
+	r := start(t, func(o *daemon.Options) {
+		o.PublicURL = "https://switchyard.example.com"
+		o.APITokens = []config.APIToken{{Name: "ana", Token: "ana-token-0123456789"}}
+	})
+	const msg = `{"thread":"x","text":"@coder delete everything"}`
+	send := func(mutate func(*http.Request)) (int, string) {
+		req, err := http.NewRequest("POST", r.base+"/api/v1/messages", strings.NewReader(msg))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		req.Header.Set("Content-Type", "application/json")
+		mutate(req)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var e struct{ Error string }
+		if resp.StatusCode >= 400 {
+			require.NoError(t, json.Unmarshal(b, &e), string(b))
+			return resp.StatusCode, e.Error
+		}
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		name     string
+		mutate   func(*http.Request)
+		code     int
+		contains string
+	}{
+		{"foreign origin", func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, 403, `Origin "http://evil.example"`},
+		{"null origin", func(r *http.Request) { r.Header.Set("Origin", "null") }, 403, "cross-site"},
+		{"cross-site fetch", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, 403, "cross-site"},
+		{"rebound host", func(r *http.Request) { r.Host = "evil.example:8080" }, 403, `Host "evil.example:8080"`},
+		{"no token", func(r *http.Request) { r.Header.Del("Authorization") }, 401, "bearer token"},
+		{"a form", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, 415, "application/json"},
+		{"text/plain", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 415, "application/json"},
+		{"no content type", func(r *http.Request) { r.Header.Del("Content-Type") }, 415, "application/json"},
+		{"a web page with the token still may not", func(r *http.Request) {
+			r.Header.Set("Origin", "http://evil.example")
+			r.Header.Set("Content-Type", "text/plain")
+		}, 403, "cross-site"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := send(tt.mutate)
+			require.Equal(t, tt.code, code, body)
+			require.Contains(t, body, tt.contains)
+		})
+	}
+	code, body := r.do(t, "GET", "/api/v1/workitems", "")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `[]`, string(body), "no refused request stored anything")
+	code, body = r.do(t, "GET", "/api/v1/ingress", "")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `[]`, string(body))
+
+	// What is the daemon's own passes: its origin, the public URL's host,
+	// a named token.
+	code, text := send(func(r *http.Request) {
+		r.Header.Set("Origin", "http://localhost"+r.Host[strings.LastIndex(r.Host, ":"):])
+	})
+	require.Equal(t, 202, code, text)
+	code, text = send(func(r *http.Request) {
+		r.Host = "switchyard.example.com"
+		r.Header.Set("Origin", "https://switchyard.example.com")
+		r.Header.Set("Authorization", "Bearer ana-token-0123456789")
+	})
+	require.Equal(t, 202, code, text)
+	// The webhooks and health endpoints come through proxies and keep
+	// their own rules.
+	req, err := http.NewRequest("GET", r.base+"/healthz", nil)
+	require.NoError(t, err)
+	req.Host = "proxy.internal"
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
@@ -56,8 +57,11 @@ func (n outboxNotifier) ApprovalRequested(ctx context.Context, a policy.Approval
 		return fmt.Errorf("approval %s: %w", a.ID, err)
 	}
 	how := fmt.Sprintf("Approve with `switchyard approvals approve %s` or deny with `switchyard approvals deny %s`", a.ID, a.ID)
-	if th.Source == bot.SourceSlack {
+	switch th.Source {
+	case bot.SourceSlack:
 		how = "Approve or deny with the buttons"
+	case bot.SourceGitHub:
+		how = fmt.Sprintf("Approve with a comment `/approve %s` or deny with `/deny %s`", a.ID, a.ID)
 	}
 	text := fmt.Sprintf("🔐 %s wants to run %s (%s): %s\n%s before %s; it is denied then.",
 		a.Agent, a.Tool, a.Arguments, a.Reason, how, a.ExpiresAt.Format(time.Kitchen))
@@ -127,10 +131,34 @@ func (s slackApprovals) DecideApproval(ctx context.Context, c slack.ApprovalClic
 	// or stale.
 	th, err := bot.ParseThread(a.SessionKey)
 	if err != nil || th.Source != bot.SourceSlack || th.Channel != c.Channel || (c.Team != "" && th.Team != c.Team) {
-		return bot.Errorf(bot.EUNAUTHORIZED, "approval %q was not asked in this channel", c.ApprovalID)
+		return bot.Errorf(bot.EFORBIDDEN, "approval %q was not asked in this channel", c.ApprovalID)
 	}
-	// Slack members are named by their member id in approver lists.
-	_, err = ap.Decide(ctx, c.ApprovalID, c.Approve, c.User)
+	// Slack members are named by their member id in approver lists; the
+	// click is the clicker's, as Slack signed it.
+	_, err = ap.Decide(ctx, policy.ApprovalDecision{ID: c.ApprovalID, Approve: c.Approve, By: c.User})
+	return err
+}
+
+// githubApprovals decides approvals from "/approve <id>" and "/deny <id>"
+// comments, as the commenter's GitHub login. Like a click, a comment is
+// honoured only in the thread the request was asked in.
+type githubApprovals struct{ d *Daemon }
+
+var _ github.ApprovalDecider = githubApprovals{}
+
+func (g githubApprovals) DecideApproval(ctx context.Context, c github.ApprovalComment) error {
+	ap := g.d.runtime.Approvals
+	if ap == nil {
+		return bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")
+	}
+	a, err := ap.Get(c.ApprovalID)
+	if err != nil {
+		return err
+	}
+	if a.SessionKey != c.Thread.Key() {
+		return bot.Errorf(bot.EFORBIDDEN, "approval %q was not asked in this thread", c.ApprovalID)
+	}
+	_, err = ap.Decide(ctx, policy.ApprovalDecision{ID: c.ApprovalID, Approve: c.Approve, By: c.Login})
 	return err
 }
 
@@ -156,6 +184,6 @@ func (d approvalDesk) ListApprovals(all bool) any {
 	return list
 }
 
-func (d approvalDesk) DecideApproval(ctx context.Context, id string, approve bool, by string) (any, error) {
-	return d.a.Decide(ctx, id, approve, by)
+func (d approvalDesk) DecideApproval(ctx context.Context, id string, approve bool, by, claimed string) (any, error) {
+	return d.a.Decide(ctx, policy.ApprovalDecision{ID: id, Approve: approve, By: by, Claimed: claimed})
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -35,6 +34,8 @@ func Status(code string) int {
 		return http.StatusConflict
 	case bot.EUNAUTHORIZED:
 		return http.StatusUnauthorized
+	case bot.EFORBIDDEN:
+		return http.StatusForbidden
 	case bot.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
 	case bot.EUNAVAILABLE:
@@ -104,26 +105,6 @@ func decodeError(err error) error {
 	default:
 		return bot.Errorf(bot.EINVALID, "malformed JSON: %v", err)
 	}
-}
-
-// RequireToken wraps next so that, when token is set, requests must carry
-// "Authorization: Bearer <token>". The comparison takes constant time.
-func RequireToken(token bot.Secret, next http.Handler) http.Handler {
-	if !token.IsSet() {
-		return next
-	}
-	want := []byte(token.Reveal())
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The scheme name is case-insensitive (RFC 9110 §11.1); the token
-		// is compared in constant time.
-		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
-			JSON(w, http.StatusUnauthorized, ErrorBody{Error: "missing or wrong bearer token", Code: bot.EUNAUTHORIZED})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // Redact wraps next so that no answer shows a secret: the body is masked

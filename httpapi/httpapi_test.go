@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +39,8 @@ func TestErrorMapsCodesToStatus(t *testing.T) {
 		{"invalid", bot.Errorf(bot.EINVALID, "limit %q: bad", "x"), http.StatusBadRequest, bot.EINVALID, `limit "x": bad`},
 		{"not found", bot.Errorf(bot.ENOTFOUND, "work item %q not found", "wi_9"), http.StatusNotFound, bot.ENOTFOUND, `work item "wi_9" not found`},
 		{"conflict", bot.Errorf(bot.ECONFLICT, "lease taken over"), http.StatusConflict, bot.ECONFLICT, "lease taken over"},
-		{"unauthorized", bot.Errorf(bot.EUNAUTHORIZED, "bob may not decide"), http.StatusUnauthorized, bot.EUNAUTHORIZED, "bob may not decide"},
+		{"unauthorized", bot.Errorf(bot.EUNAUTHORIZED, "no token"), http.StatusUnauthorized, bot.EUNAUTHORIZED, "no token"},
+		{"forbidden", bot.Errorf(bot.EFORBIDDEN, "bob may not decide"), http.StatusForbidden, bot.EFORBIDDEN, "bob may not decide"},
 		{"too large", bot.Errorf(bot.ETOOLARGE, "request body over 10 bytes"), http.StatusRequestEntityTooLarge, bot.ETOOLARGE, "request body over 10 bytes"},
 		{"unavailable", bot.Errorf(bot.EUNAVAILABLE, "shutting down"), http.StatusServiceUnavailable, bot.EUNAVAILABLE, "shutting down"},
 		// A wrapped domain error keeps its code and shows only its own
@@ -98,31 +100,33 @@ func TestInternalErrorDetailIsLoggedNotAnswered(t *testing.T) {
 	}
 }
 
-func TestRequireToken(t *testing.T) {
-	const token = "s3cret-token"
+func TestAuthenticate(t *testing.T) {
+	const admin, ana = "s3cret-token-admin", "s3cret-token-ana"
+	tokens := []httpapi.Token{{Name: "admin", Value: admin}, {Name: "ana", Value: ana}, {Name: "unset"}}
 	tests := []struct {
 		name   string
-		token  bot.Secret
 		header string // Authorization; "" sends none
-		ok     bool
+		who    string // the identity next sees; "" refused
 	}{
-		{"right token", token, "Bearer " + token, true},
-		{"scheme in lower case", token, "bearer " + token, true},
-		{"no header", token, "", false},
-		{"wrong token", token, "Bearer nope", false},
-		{"token is a prefix of the header", token, "Bearer " + token + "x", false},
-		{"header is a prefix of the token", token, "Bearer " + token[:len(token)-1], false},
-		{"trailing space", token, "Bearer " + token + " ", false},
-		{"no scheme", token, token, false},
-		{"other scheme", token, "Basic " + token, false},
-		{"no token configured, no header", "", "", true},
-		{"no token configured, any header", "", "Bearer whatever", true},
+		{"admin token", "Bearer " + admin, "admin"},
+		{"named token", "Bearer " + ana, "ana"},
+		{"scheme in lower case", "bearer " + ana, "ana"},
+		{"no header", "", ""},
+		{"empty bearer", "Bearer ", ""},
+		{"wrong token", "Bearer nope", ""},
+		{"token is a prefix of the header", "Bearer " + ana + "x", ""},
+		{"header is a prefix of the token", "Bearer " + ana[:len(ana)-1], ""},
+		{"trailing space", "Bearer " + ana + " ", ""},
+		{"no scheme", ana, ""},
+		{"other scheme", "Basic " + ana, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			called := false
-			next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				called = true
+			who := ""
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				id, ok := httpapi.IdentityFrom(r.Context())
+				require.True(t, ok)
+				who = id.Name
 				w.WriteHeader(http.StatusNoContent)
 			})
 			req := httptest.NewRequest(http.MethodGet, "/api/v1/workitems", nil)
@@ -130,10 +134,10 @@ func TestRequireToken(t *testing.T) {
 				req.Header.Set("Authorization", tt.header)
 			}
 			rec := httptest.NewRecorder()
-			httpapi.RequireToken(tt.token, next).ServeHTTP(rec, req)
+			httpapi.Authenticate(tokens, next).ServeHTTP(rec, req)
 
-			require.Equal(t, tt.ok, called)
-			if tt.ok {
+			require.Equal(t, tt.who, who)
+			if tt.who != "" {
 				require.Equal(t, http.StatusNoContent, rec.Code)
 				return
 			}
@@ -141,10 +145,144 @@ func TestRequireToken(t *testing.T) {
 			require.Equal(t, `Bearer realm="switchyard"`, rec.Header().Get("WWW-Authenticate"))
 			body := errorBody(t, rec)
 			require.Equal(t, bot.EUNAUTHORIZED, body.Code)
-			require.NotEmpty(t, body.Error)
-			require.NotContains(t, rec.Body.String(), token)
+			require.Equal(t, "missing or wrong bearer token", body.Error)
+			require.NotContains(t, rec.Body.String(), ana)
 		})
 	}
+	_, ok := httpapi.IdentityFrom(context.Background())
+	require.False(t, ok, "a context that never authenticated has no identity")
+
+	rec := httptest.NewRecorder()
+	httpapi.Authenticate(nil, http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	require.Equal(t, http.StatusUnauthorized, rec.Code, "no token configured refuses everyone")
+}
+
+func TestRequireJSON(t *testing.T) {
+	tests := []struct {
+		name, method, contentType, body string
+		status                          int
+	}{
+		{"json", "POST", "application/json", `{}`, 204},
+		{"json with charset", "POST", "application/json; charset=utf-8", `{}`, 204},
+		{"json in upper case", "POST", "Application/JSON", `{}`, 204},
+		{"no body, no type", "POST", "", "", 204},
+		{"get", "GET", "", "", 204},
+		{"text/plain", "POST", "text/plain", `{"text":"hi"}`, 415},
+		{"form", "POST", "application/x-www-form-urlencoded", `text=hi`, 415},
+		{"multipart", "POST", "multipart/form-data; boundary=x", `--x--`, 415},
+		{"body without a type", "POST", "", `{"text":"hi"}`, 415},
+		{"json lookalike", "POST", "application/jsonp", `{}`, 415},
+		{"unparsable type", "POST", "application/json; =", `{}`, 415},
+		{"text/plain on get", "GET", "text/plain", "", 415},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "/api/v1/messages", strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				req.Header.Set("Content-Type", tt.contentType)
+			}
+			rec := httptest.NewRecorder()
+			httpapi.RequireJSON(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusNoContent)
+			})).ServeHTTP(rec, req)
+			require.Equal(t, tt.status, rec.Code, rec.Body.String())
+			if tt.status == 415 {
+				body := errorBody(t, rec)
+				require.Equal(t, httpapi.CodeUnsupportedMediaType, body.Code)
+				require.Contains(t, body.Error, "send Content-Type: application/json")
+			}
+		})
+	}
+}
+
+func TestGuard(t *testing.T) {
+	loopback, err := httpapi.NewSite("127.0.0.1:8080", "")
+	require.NoError(t, err)
+	public, err := httpapi.NewSite("0.0.0.0:8080", "https://switchyard.example.com")
+	require.NoError(t, err)
+	lan, err := httpapi.NewSite("10.1.2.3:9000", "http://bot.internal:8443/")
+	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		site    *httpapi.Site
+		host    string
+		headers map[string]string
+		ok      bool
+	}{
+		{"listen address", loopback, "127.0.0.1:8080", nil, true},
+		{"localhost", loopback, "localhost:8080", nil, true},
+		{"localhost in capitals", loopback, "LOCALHOST:8080", nil, true},
+		{"ipv6 loopback", loopback, "[::1]:8080", nil, true},
+		{"another loopback address", loopback, "127.0.0.2:8080", nil, true},
+		{"rebound name", loopback, "evil.example:8080", nil, false},
+		{"other port", loopback, "127.0.0.1:9999", nil, false},
+		{"no port", loopback, "localhost", nil, false},
+		{"own origin", loopback, "127.0.0.1:8080", map[string]string{"Origin": "http://localhost:8080"}, true},
+		{"foreign origin", loopback, "127.0.0.1:8080", map[string]string{"Origin": "http://evil.example"}, false},
+		{"origin of another port", loopback, "127.0.0.1:8080", map[string]string{"Origin": "http://localhost:3000"}, false},
+		{"https origin of the listen address", loopback, "127.0.0.1:8080", map[string]string{"Origin": "https://127.0.0.1:8080"}, false},
+		{"null origin", loopback, "127.0.0.1:8080", map[string]string{"Origin": "null"}, false},
+		{"empty origin", loopback, "127.0.0.1:8080", map[string]string{"Origin": ""}, false},
+		{"cross-site fetch", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "cross-site"}, false},
+		{"same-site fetch", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "same-site"}, false},
+		{"same-origin fetch", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "same-origin"}, true},
+		{"typed in the address bar", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "none"}, true},
+		{"public host", public, "switchyard.example.com", nil, true},
+		{"public host with port", public, "switchyard.example.com:443", nil, true},
+		{"public origin", public, "switchyard.example.com", map[string]string{"Origin": "https://switchyard.example.com"}, true},
+		{"public name over http", public, "switchyard.example.com", map[string]string{"Origin": "http://switchyard.example.com"}, false},
+		{"every address: an address literal", public, "192.168.1.7:8080", nil, true},
+		{"every address: loopback", public, "localhost:8080", nil, true},
+		{"every address: a name", public, "evil.example:8080", nil, false},
+		{"lan address", lan, "10.1.2.3:9000", nil, true},
+		{"lan public url", lan, "bot.internal:8443", map[string]string{"Origin": "http://bot.internal:8443"}, true},
+		{"lan: loopback is not it", lan, "127.0.0.1:9000", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/messages", nil)
+			req.Host = tt.host
+			for k, v := range tt.headers {
+				req.Header.Set(k, v)
+			}
+			called := false
+			rec := httptest.NewRecorder()
+			httpapi.Guard(func() *httpapi.Site { return tt.site }, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				called = true
+				w.WriteHeader(http.StatusNoContent)
+			})).ServeHTTP(rec, req)
+			require.Equal(t, tt.ok, called)
+			if !tt.ok {
+				require.Equal(t, http.StatusForbidden, rec.Code)
+				body := errorBody(t, rec)
+				require.Equal(t, bot.EFORBIDDEN, body.Code)
+				require.NotEmpty(t, body.Error)
+			}
+		})
+	}
+	_, err = httpapi.NewSite("nonsense", "")
+	require.Error(t, err)
+}
+
+func TestRedactMasksAnswers(t *testing.T) {
+	r := bot.NewRedactor("configured-secret-value")
+	h := httpapi.Redact(r, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/text" {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusTeapot)
+			fmt.Fprint(w, "configured-secret-value")
+			return
+		}
+		httpapi.JSON(w, http.StatusCreated, map[string]string{"text": "key configured-secret-value", "url": "http://u:p"})
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/json", nil))
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.JSONEq(t, `{"text":"key [REDACTED]","url":"http://u:p"}`, rec.Body.String())
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/text", nil))
+	require.Equal(t, http.StatusTeapot, rec.Code)
+	require.Equal(t, "[REDACTED]", rec.Body.String())
 }
 
 type decodeTarget struct {

@@ -291,24 +291,51 @@ func (a *Approvals) Get(id string) (Approval, error) {
 
 // Grant approves a pending call on behalf of by.
 func (a *Approvals) Grant(ctx context.Context, id, by string) (Approval, error) {
-	return a.Decide(ctx, id, true, by)
+	return a.Decide(ctx, ApprovalDecision{ID: id, Approve: true, By: by})
 }
 
 // Reject denies a pending call on behalf of by.
 func (a *Approvals) Reject(ctx context.Context, id, by string) (Approval, error) {
-	return a.Decide(ctx, id, false, by)
+	return a.Decide(ctx, ApprovalDecision{ID: id, By: by})
 }
 
-// Decide records a person's decision. Only the profile's approvers may
-// decide (bot.EUNAUTHORIZED otherwise); an approval already decided or
-// expired is a bot.ECONFLICT, an unknown one bot.ENOTFOUND.
-func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by string) (Approval, error) {
+// ApprovalDecision is a person's answer to a pending approval.
+type ApprovalDecision struct {
+	ID      string
+	Approve bool
+	// By is who decides, as they authenticated: a Slack member id, a
+	// GitHub login, an API token's name. Never what a request says about
+	// itself.
+	By string
+	// Claimed is who the request said decides (the API's "by"), "" when
+	// it said nothing. A claim other than By is refused and audited.
+	Claimed string
+}
+
+// Decide records a person's decision. It is refused (bot.EFORBIDDEN, and
+// audited) when it comes from inside an agent's run — a tool call's context
+// — whoever it names, when the request claims to be someone other than who
+// authenticated, and when By is not one of the profile's approvers. An
+// approval already decided or expired is a bot.ECONFLICT, an unknown one
+// bot.ENOTFOUND.
+func (a *Approvals) Decide(ctx context.Context, d ApprovalDecision) (Approval, error) {
 	if err := ctx.Err(); err != nil {
 		return Approval{}, err
 	}
-	by = strings.TrimSpace(by)
+	id, by := d.ID, strings.TrimSpace(d.By)
+	if cc, ok := tools.CallFrom(ctx); ok {
+		// An agent's run never decides an approval, its own or another's,
+		// however the request reached here.
+		a.refused(ctx, id, AuditFromRun, "agent "+cc.Agent, fmt.Sprintf("decided from inside a run of agent %q (job %s)", cc.Agent, cc.JobID))
+		return Approval{}, bot.Errorf(bot.EFORBIDDEN, "approval %q cannot be decided from inside an agent's run", id)
+	}
 	if by == "" {
 		return Approval{}, bot.Errorf(bot.EINVALID, "approval %q: who decides is required", id)
+	}
+	if claimed := strings.TrimSpace(d.Claimed); claimed != "" && !strings.EqualFold(claimed, by) {
+		a.refused(ctx, id, AuditWrongIdentity, by, fmt.Sprintf("authenticated as %q, asked to decide as %q", by, claimed))
+		return Approval{}, bot.Errorf(bot.EFORBIDDEN,
+			"you are authenticated as %q and cannot decide approval %q as %q: leave out by, or use %s's own token", by, id, claimed, claimed)
 	}
 	a.mu.Lock()
 	p, ok := a.pending[id]
@@ -322,7 +349,7 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by stri
 		if len(refused.Approvers) > 0 {
 			who = strings.Join(refused.Approvers, ", ")
 		}
-		return Approval{}, bot.Errorf(bot.EUNAUTHORIZED, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, refused.Profile, who)
+		return Approval{}, bot.Errorf(bot.EFORBIDDEN, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, refused.Profile, who)
 	}
 	defer a.mu.Unlock()
 	if !ok {
@@ -339,14 +366,25 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by stri
 	}
 	now := a.opts.Now()
 	p.Status = ApprovalRejected
-	if approve {
+	if d.Approve {
 		p.Status = ApprovalApproved
 	}
-	p.approved, p.DecidedBy, p.DecidedAt = approve, by, &now
+	p.approved, p.DecidedBy, p.DecidedAt = d.Approve, by, &now
 	delete(a.pending, id)
 	a.remember(p.Approval)
 	close(p.done)
 	return p.Approval, nil
+}
+
+// refused records an attempt to decide approval id that was refused before
+// the approver list was asked.
+func (a *Approvals) refused(ctx context.Context, id, decision, by, reason string) {
+	ap, err := a.Get(id)
+	if err != nil {
+		ap = Approval{ID: id}
+	}
+	ap.Reason = reason
+	a.audit(ctx, ap, decision, by)
 }
 
 func mayApprove(approvers []string, by string) bool {

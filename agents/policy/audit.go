@@ -26,12 +26,14 @@ const (
 	AuditExpired       = "expired"        // nobody decided in time: denied
 	AuditCancelled     = "cancelled"      // the run ended before a decision
 	AuditNotApprover   = "not_approver"   // someone not on the approver list tried to decide; nothing changed
+	AuditWrongIdentity = "wrong_identity" // a request claimed to decide as someone other than who authenticated; nothing changed
+	AuditFromRun       = "from_run"       // a decision came from inside an agent's run; nothing changed
 )
 
 // auditDecisions are the decisions records are filtered by.
 func auditDecisions() []string {
 	return []string{AuditAllow, AuditDeny, AuditNeedsApproval, AuditApproved, AuditRejected,
-		AuditExpired, AuditCancelled, AuditNotApprover}
+		AuditExpired, AuditCancelled, AuditNotApprover, AuditWrongIdentity, AuditFromRun}
 }
 
 // AuditRecord is one entry of the audit log. Arguments and Reason are

@@ -108,7 +108,8 @@ type Result struct {
 // model reads, never as a Go error. Whatever the tool returns, secrets are
 // masked before the model reads it.
 func (ts *Toolset) Execute(ctx context.Context, cc CallContext, name string, input json.RawMessage) Result {
-	res := ts.execute(ctx, cc, name, input)
+	cc.Scope = ts.scope
+	res := ts.execute(WithCall(ctx, cc), cc, name, input)
 	res.Output = ts.finish(res.Output)
 	return res
 }
@@ -157,6 +158,21 @@ func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, inp
 		res.Output = out
 	}
 	return res
+}
+
+type callKey struct{}
+
+// WithCall returns ctx marked as a tool call's: everything a tool does
+// runs under it, and what must never happen inside an agent's run (such
+// as deciding an approval) checks for it with CallFrom.
+func WithCall(ctx context.Context, cc CallContext) context.Context {
+	return context.WithValue(ctx, callKey{}, cc)
+}
+
+// CallFrom returns the tool call ctx runs in; ok is false outside any.
+func CallFrom(ctx context.Context) (cc CallContext, ok bool) {
+	cc, ok = ctx.Value(callKey{}).(CallContext)
+	return cc, ok
 }
 
 // redactMargin is how far beyond the part of a long output that is kept

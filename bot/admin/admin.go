@@ -38,7 +38,10 @@ type AuditLog interface {
 // Approvals lists tool calls waiting for a person and records decisions.
 type Approvals interface {
 	ListApprovals(all bool) any
-	DecideApproval(ctx context.Context, id string, approve bool, by string) (any, error)
+	// DecideApproval decides as by, who authenticated; claimed is who the
+	// request said decides ("" when it said nothing), refused when it is
+	// someone else.
+	DecideApproval(ctx context.Context, id string, approve bool, by, claimed string) (any, error)
 }
 
 // Intake decides what an event would make, exactly as the intake does;
@@ -140,8 +143,12 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 // DecisionRequest is the body of POST /api/v1/approvals/{id}/approve|deny.
+// The body may be left out.
 type DecisionRequest struct {
-	By string `json:"by"` // who decides; checked against the profile's approvers
+	// By is who decides. It must be the name of the request's token (or
+	// be left out, meaning that name); the name is checked against the
+	// profile's approvers.
+	By string `json:"by,omitempty"`
 }
 
 func (a *API) decideApproval(w http.ResponseWriter, r *http.Request) {
@@ -158,16 +165,19 @@ func (a *API) decideApproval(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.ENOTFOUND, "want /approve or /deny"))
 		return
 	}
+	id, ok := httpapi.IdentityFrom(r.Context())
+	if !ok {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAUTHORIZED, "approvals are decided by who authenticated, and this request did not"))
+		return
+	}
 	var req DecisionRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		httpapi.Error(w, r, a.logger, err)
-		return
+	if r.ContentLength != 0 {
+		if err := httpapi.Decode(w, r, &req); err != nil {
+			httpapi.Error(w, r, a.logger, err)
+			return
+		}
 	}
-	if req.By == "" {
-		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "by: required"))
-		return
-	}
-	res, err := a.opts.Approvals.DecideApproval(r.Context(), r.PathValue("id"), approve, req.By)
+	res, err := a.opts.Approvals.DecideApproval(r.Context(), r.PathValue("id"), approve, id.Name, req.By)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return

@@ -626,15 +626,18 @@ func (d *desk) ListApprovals(all bool) any {
 	return out
 }
 
-func (d *desk) DecideApproval(_ context.Context, id string, approve bool, by string) (any, error) {
+func (d *desk) DecideApproval(_ context.Context, id string, approve bool, by, claimed string) (any, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	a, ok := d.pending[id]
 	if !ok {
 		return nil, bot.Errorf(bot.ENOTFOUND, "no pending approval %q", id)
 	}
+	if claimed != "" && claimed != by {
+		return nil, bot.Errorf(bot.EFORBIDDEN, "authenticated as %s, cannot decide as %s", by, claimed)
+	}
 	if by != "ana" {
-		return nil, bot.Errorf(bot.EUNAUTHORIZED, "%s may not decide approval %q", by, id)
+		return nil, bot.Errorf(bot.EFORBIDDEN, "%s may not decide approval %q", by, id)
 	}
 	d.decided++
 	a.Status, a.DecidedBy = "denied", by
@@ -658,32 +661,41 @@ func TestListApprovals(t *testing.T) {
 	require.Equal(t, []bool{false, true, false}, d.listed)
 }
 
+// A decision is made as the identity the request authenticated as; "by"
+// may only repeat it.
 func TestDecideApproval(t *testing.T) {
 	tests := []struct {
 		name   string
+		as     string // the authenticated identity; "" none
 		path   string
 		body   string
 		status int
 		names  []string // in the error message
 		want   approval // on success
 	}{
-		{name: "approve", path: "ap_1/approve", body: `{"by":"ana"}`, status: http.StatusOK,
+		{name: "approve", as: "ana", path: "ap_1/approve", body: `{"by":"ana"}`, status: http.StatusOK,
 			want: approval{ID: "ap_1", Status: "approved", Approvers: []string{"ana"}, DecidedBy: "ana"}},
-		{name: "deny", path: "ap_1/deny", body: `{"by":"ana"}`, status: http.StatusOK,
+		{name: "deny", as: "ana", path: "ap_1/deny", body: `{"by":"ana"}`, status: http.StatusOK,
 			want: approval{ID: "ap_1", Status: "denied", Approvers: []string{"ana"}, DecidedBy: "ana"}},
-		{name: "no by", path: "ap_1/approve", body: `{}`, status: http.StatusBadRequest, names: []string{"by: required"}},
-		{name: "empty by", path: "ap_1/deny", body: `{"by":""}`, status: http.StatusBadRequest, names: []string{"by: required"}},
-		{name: "no body", path: "ap_1/approve", body: ``, status: http.StatusBadRequest, names: []string{"empty body"}},
-		{name: "unknown field", path: "ap_1/approve", body: `{"by":"ana","reason":"ok"}`, status: http.StatusBadRequest, names: []string{`"reason"`}},
-		{name: "by not a string", path: "ap_1/approve", body: `{"by":7}`, status: http.StatusBadRequest, names: []string{`"by"`}},
-		{name: "unknown id", path: "ap_9/approve", body: `{"by":"ana"}`, status: http.StatusNotFound, names: []string{`"ap_9"`}},
-		{name: "not an approver", path: "ap_1/approve", body: `{"by":"bob"}`, status: http.StatusUnauthorized, names: []string{"bob"}},
-		{name: "unknown decision", path: "ap_1/maybe", body: `{"by":"ana"}`, status: http.StatusNotFound, names: []string{"/approve or /deny"}},
+		{name: "no by is the identity", as: "ana", path: "ap_1/approve", body: `{}`, status: http.StatusOK,
+			want: approval{ID: "ap_1", Status: "approved", Approvers: []string{"ana"}, DecidedBy: "ana"}},
+		{name: "no body is the identity", as: "ana", path: "ap_1/deny", body: ``, status: http.StatusOK,
+			want: approval{ID: "ap_1", Status: "denied", Approvers: []string{"ana"}, DecidedBy: "ana"}},
+		{name: "by another name", as: "admin", path: "ap_1/approve", body: `{"by":"ana"}`, status: http.StatusForbidden, names: []string{"admin", "ana"}},
+		{name: "not an approver", as: "bob", path: "ap_1/approve", body: ``, status: http.StatusForbidden, names: []string{"bob"}},
+		{name: "not authenticated", as: "", path: "ap_1/approve", body: `{"by":"ana"}`, status: http.StatusUnauthorized, names: []string{"authenticated"}},
+		{name: "unknown field", as: "ana", path: "ap_1/approve", body: `{"by":"ana","reason":"ok"}`, status: http.StatusBadRequest, names: []string{`"reason"`}},
+		{name: "by not a string", as: "ana", path: "ap_1/approve", body: `{"by":7}`, status: http.StatusBadRequest, names: []string{`"by"`}},
+		{name: "unknown id", as: "ana", path: "ap_9/approve", body: `{"by":"ana"}`, status: http.StatusNotFound, names: []string{`"ap_9"`}},
+		{name: "unknown decision", as: "ana", path: "ap_1/maybe", body: `{"by":"ana"}`, status: http.StatusNotFound, names: []string{"/approve or /deny"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDesk()
 			h := handler(admin.Options{Store: openStore(t), Approvals: d})
+			if tt.as != "" {
+				h = as(tt.as, h)
+			}
 			rec := serve(t, h, http.MethodPost, "/api/v1/approvals/"+tt.path, tt.body)
 			if tt.status != http.StatusOK {
 				requireError(t, rec, tt.status, tt.names...)
@@ -695,6 +707,13 @@ func TestDecideApproval(t *testing.T) {
 			require.Equal(t, 1, d.decided)
 		})
 	}
+}
+
+// as authenticates every request as who, as httpapi.Authenticate does.
+func as(who string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(httpapi.WithIdentity(r.Context(), httpapi.Identity{Name: who})))
+	})
 }
 
 // Agents, Threads, Audit and Approvals are optional: a daemon without an

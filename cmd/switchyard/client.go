@@ -4,33 +4,65 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/daemon"
 )
 
 // clientFlags reach the running daemon.
 type clientFlags struct {
 	server string
+	config string // the daemon's config file, for its data directory
 }
 
-// client talks to the daemon's API, sending $SWITCHYARD_API_TOKEN when set.
+// client talks to the daemon's API with its bearer token.
 type client struct {
 	base  string
 	token string
-	http  *http.Client
+	// tokenErr says why no token was found, for a 401.
+	tokenErr error
+	http     *http.Client
 }
 
 func (f *clientFlags) client() *client {
-	return &client{
-		base:  strings.TrimRight(f.server, "/"),
-		token: os.Getenv("SWITCHYARD_API_TOKEN"),
-		http:  &http.Client{Timeout: 30 * time.Second},
+	c := &client{base: strings.TrimRight(f.server, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	c.token, c.tokenErr = f.apiToken()
+	return c
+}
+
+// apiToken finds the token the daemon expects, as the daemon does:
+// $SWITCHYARD_API_TOKEN, else server.api_token of the config file (--config,
+// else ./config.yaml when present), else the token file the daemon made in
+// its data directory (data_dir, default ./data).
+func (f *clientFlags) apiToken() (string, error) {
+	if tok := os.Getenv("SWITCHYARD_API_TOKEN"); tok != "" {
+		return tok, nil
 	}
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return "", err
+	}
+	if cfg.Server.APIToken.IsSet() {
+		return cfg.Server.APIToken.Reveal(), nil
+	}
+	tok, err := daemon.ReadAPIToken(cfg.DataDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("no API token: the daemon makes %s at its first start; run this where `switchyard serve` keeps its data "+
+				"(or pass its --config), or set $SWITCHYARD_API_TOKEN", filepath.Join(cfg.DataDir, daemon.APITokenFile))
+		}
+		return "", err
+	}
+	return tok.Reveal(), nil
 }
 
 // apiError is an error answer of the daemon.
@@ -80,6 +112,9 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
+		}
+		if resp.StatusCode == http.StatusUnauthorized && c.tokenErr != nil {
+			e.Error += "; " + c.tokenErr.Error()
 		}
 		return &apiError{Status: resp.StatusCode, Message: e.Error, Code: e.Code}
 	}

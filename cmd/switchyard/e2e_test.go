@@ -149,6 +149,25 @@ func hermeticEnv() []string {
 
 func (p *daemonProc) env() []string { return []string{"SWITCHYARD_SERVER=http://" + p.addr} }
 
+// token is the API token the daemon made in its data directory.
+func (p *daemonProc) token(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.dir, "data", "api-token"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// post sends a JSON body to the daemon's API with its token.
+func (p *daemonProc) post(token, path, body string) (*http.Response, error) {
+	req, err := http.NewRequest("POST", "http://"+p.addr+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	return http.DefaultClient.Do(req)
+}
+
 func TestTourFromAFreshDirectory(t *testing.T) {
 	dir := t.TempDir()
 	p := serve(t, dir, freeAddr(t))
@@ -194,6 +213,18 @@ func TestTourFromAFreshDirectory(t *testing.T) {
 	r = run(t, dir, []string{"SWITCHYARD_SERVER=http://" + freeAddr(t)}, "workitems", "list")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "is `switchyard serve` running?")
+
+	// The CLI found the daemon's token in ./data; elsewhere it has none,
+	// and says where to look.
+	r = run(t, t.TempDir(), p.env(), "workitems", "list")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "missing or wrong bearer token; no API token: the daemon makes data/api-token at its first start")
+	r = run(t, t.TempDir(), append(p.env(), "SWITCHYARD_API_TOKEN="+p.token(t)), "workitems", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	cfg := filepath.Join(t.TempDir(), "elsewhere.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(dir, "data")+"\n"), 0o600))
+	r = run(t, t.TempDir(), p.env(), "workitems", "list", "--config", cfg)
+	require.Equal(t, 0, r.code, r.stderr)
 }
 
 func keysOf(m map[string]any) []string {
@@ -213,6 +244,7 @@ func TestKill9LosesNothing(t *testing.T) {
 	// killed one's jobs at once, not after their leases.
 	addr := freeAddr(t)
 	p := serve(t, dir, addr)
+	token := p.token(t)
 
 	const n = 40
 	var (
@@ -223,7 +255,7 @@ func TestKill9LosesNothing(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			body := fmt.Sprintf(`{"thread":"t%d","text":"@coder task %d","id":"k-%d"}`, i%5, i, i)
-			resp, err := http.Post("http://"+addr+"/api/v1/messages", "application/json", strings.NewReader(body))
+			resp, err := p.post(token, "/api/v1/messages", body)
 			if err != nil {
 				return // the kill may land first: unacknowledged, so not owed
 			}

@@ -225,8 +225,10 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 	dir := t.TempDir()
+	const anaToken, bobToken = "ana-token-0123456789", "bob-token-0123456789"
 	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n"+
-		"profiles:\n  careful:\n    extends: contributor\n    approval: [write_file]\n    approvers: [ana]\n", srv.URL)
+		"profiles:\n  careful:\n    extends: contributor\n    approval: [write_file]\n    approvers: [ana]\n"+
+		"server:\n  api_tokens:\n    - {name: ana, token: %s}\n    - {name: bob, token: %s}\n", srv.URL, anaToken, bobToken)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "scribe.md"), []byte(
@@ -248,9 +250,22 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 		return strings.Contains(r.stdout, "approvals approve "+pending[0].ID)
 	}, 5*time.Second, 100*time.Millisecond)
 
-	r = run(t, dir, p.env(), "approvals", "approve", pending[0].ID, "--by", "bob")
-	require.Equal(t, 1, r.code, "a stranger cannot approve")
+	// The admin's token (the daemon's file) cannot speak for ana ...
 	r = run(t, dir, p.env(), "approvals", "approve", pending[0].ID, "--by", "ana")
+	require.Equal(t, 1, r.code, "the admin cannot approve as ana")
+	require.Contains(t, r.stderr, `you are authenticated as "admin" and cannot decide approval "`+pending[0].ID+`" as "ana"`)
+	require.Contains(t, r.stderr, "HTTP 403")
+	// ... nor decide as itself, not being an approver; nor may bob.
+	r = run(t, dir, p.env(), "approvals", "approve", pending[0].ID)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "admin may not decide")
+	bob := append(p.env(), "SWITCHYARD_API_TOKEN="+bobToken)
+	r = run(t, dir, bob, "approvals", "approve", pending[0].ID)
+	require.Equal(t, 1, r.code, "a stranger cannot approve")
+	require.Contains(t, r.stderr, "bob may not decide")
+	// ana's own token decides as ana.
+	ana := append(p.env(), "SWITCHYARD_API_TOKEN="+anaToken)
+	r = run(t, dir, ana, "approvals", "approve", pending[0].ID)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "approved by ana")
 
@@ -265,5 +280,14 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 
 	r = run(t, dir, p.env(), "audit", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, `"approved"`)
+	var recs []struct{ Decision, By string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &recs))
+	var got []string
+	for _, rec := range recs {
+		if rec.By != "" {
+			got = append(got, rec.Decision+" by "+rec.By)
+		}
+	}
+	require.Equal(t, []string{"approved by ana", "not_approver by bob", "not_approver by admin", "wrong_identity by admin"}, got,
+		"every attempt is on the record, newest first")
 }

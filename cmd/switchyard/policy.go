@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
 )
@@ -182,7 +183,7 @@ func newAuditCmd(cl *clientFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "", "only records since then: a duration back (1h) or an RFC 3339 time")
-	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, rejected, expired, cancelled, not_approver")
+	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, rejected, expired, cancelled, not_approver, wrong_identity, from_run")
 	f.IntVar(&limit, "limit", 0, "at most this many")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -230,10 +231,16 @@ func newApprovalsCmd(cl *clientFlags) *cobra.Command {
 		c := &cobra.Command{
 			Use:   verb + " ID",
 			Short: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting tool call (you must be one of its profile's approvers)",
-			Args:  cobra.ExactArgs(1),
+			Long: strings.ToUpper(verb[:1]) + verb[1:] + " a waiting tool call as the name of your API token: the one the daemon\n" +
+				"made (admin), or a name of server.api_tokens when $SWITCHYARD_API_TOKEN holds its token.\n" +
+				"That name must be one of the approvers of the call's profile.",
+			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				var a policy.Approval
-				body := map[string]string{"by": by}
+				var body any
+				if by != "" {
+					body = admin.DecisionRequest{By: by}
+				}
 				if err := cl.client().do(cmd.Context(), "POST", "/api/v1/approvals/"+url.PathEscape(args[0])+"/"+verb, body, &a); err != nil {
 					return err
 				}
@@ -241,7 +248,7 @@ func newApprovalsCmd(cl *clientFlags) *cobra.Command {
 				return nil
 			},
 		}
-		c.Flags().StringVar(&by, "by", envOr("USER", ""), "who decides ($USER)")
+		c.Flags().StringVar(&by, "by", "", "who decides; must be your token's name, which it defaults to")
 		return c
 	}
 	cmd.AddCommand(list, decide("approve"), decide("deny"))

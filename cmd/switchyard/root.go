@@ -25,6 +25,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	cl := &clientFlags{}
 	root.PersistentFlags().StringVar(&cl.server, "server", envOr("SWITCHYARD_SERVER", "http://127.0.0.1:8080"),
 		"address of the running daemon ($SWITCHYARD_SERVER)")
+	// Commands that read the config themselves declare their own --config
+	// with the same meaning; this one tells the others where the daemon
+	// keeps its API token.
+	root.PersistentFlags().StringVar(&cl.config, "config", "",
+		"the daemon's config file, for its data directory and API token (default ./config.yaml when present)")
 	root.AddCommand(
 		newServeCmd(),
 		newSendCmd(cl),

@@ -100,6 +100,9 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, lo
 // whether it is written in the config or kept in private_key_file.
 func secrets(cfg *config.Config) []bot.Secret {
 	out := []bot.Secret{cfg.Server.APIToken}
+	for _, t := range cfg.Server.APITokens {
+		out = append(out, t.Token)
+	}
 	for _, m := range cfg.Models {
 		out = append(out, m.APIKey)
 	}

@@ -48,7 +48,8 @@ func newServeCmd() *cobra.Command {
 			}
 			d, err := daemon.New(daemon.Options{
 				NewRunner: newRunner,
-				Listen:    cfg.Server.Listen, APIToken: token, Console: cfg.Server.Console, DataDir: cfg.DataDir,
+				Listen:    cfg.Server.Listen, APIToken: token, APITokens: cfg.Server.APITokens,
+				PublicURL: cfg.Server.PublicURL, Console: cfg.Server.Console, DataDir: cfg.DataDir,
 				Secrets: secrets(cfg),
 				Router:  s.router, Schedules: cfg.BotSchedules(),
 				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,

@@ -56,6 +56,8 @@ type GateOptions struct {
 //     a rule. Everything else, including a follow-up comment in a thread an
 //     agent works in, needs one of them.
 //   - A mention or a command needs MinPermission on the repository.
+//   - A new comment "/approve <id>" or "/deny <id>" by a person decides an
+//     approval and makes no work item; a bot's is ignored.
 type Gate struct {
 	opts      GateOptions
 	allowBots map[string]bool
@@ -118,6 +120,18 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 	}
 	if detail := g.botDetail(ev); detail != "" {
 		return &bot.IngressReason{Code: bot.IgnoreBot, Detail: detail}
+	}
+	if c, ok := approvalComment(ev); ok {
+		if ev.ActorIsBot {
+			// Even an allowed bot: an approval is a person's to give.
+			return &bot.IngressReason{Code: bot.IgnoreBot, Detail: "bot " + ev.Actor + " cannot decide approvals"}
+		}
+		verb := "deny"
+		if c.Approve {
+			verb = "approve"
+		}
+		return &bot.IngressReason{Code: bot.IgnoreApproval,
+			Detail: fmt.Sprintf("@%s asks to %s %s; the decision is in the audit log", ev.Actor, verb, cmp.Or(c.ApprovalID, "(no id)"))}
 	}
 	if action == "edited" && isComment(event) && len(ev.Mentions) == 0 {
 		return &bot.IngressReason{Code: bot.IgnoreEdited, Detail: "the edit adds no mention"}

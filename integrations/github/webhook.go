@@ -60,6 +60,14 @@ type WebhookOptions struct {
 	// Installations records installation events; nil: they are only kept
 	// as ingress records.
 	Installations InstallationStore
+	// Approvals decides approvals from "/approve <id>" and "/deny <id>"
+	// comments; nil answers them that approvals are not set up.
+	Approvals ApprovalDecider
+	// Outbox receives the answer to a refused approval comment, and Wake
+	// (when set) is called after one is queued; nil Outbox: refusals are
+	// only logged.
+	Outbox Outbox
+	Wake   func()
 	// LookupTimeout bounds the changed-files lookup of one delivery;
 	// DefaultLookupTimeout when zero.
 	LookupTimeout time.Duration
@@ -252,7 +260,13 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 		}
 		ev.Paths = paths
 	}
-	return h.opts.Intake.Ingest(ctx, ev)
+	res, err := h.opts.Intake.Ingest(ctx, ev)
+	if err != nil || res.Duplicate || res.Ingress == nil || res.Ingress.Reason != bot.IgnoreApproval {
+		// A redelivered approval comment was decided (or refused) when it
+		// was first delivered.
+		return res, err
+	}
+	return res, h.decide(ctx, ev)
 }
 
 // addedMentions returns the mentions of text that previous did not have, in

@@ -36,8 +36,9 @@ type ApprovalClick struct {
 // the permission engine's approvals: it checks the approver list, records
 // the decision (or the refused attempt) in the audit log and resumes or
 // denies the waiting tool call. An error with a bot code the clicker can act
-// on (EUNAUTHORIZED, ECONFLICT, ENOTFOUND, EINVALID, EUNAVAILABLE) is told
-// to the clicker alone; any other error fails the request.
+// on (EUNAUTHORIZED, EFORBIDDEN, ECONFLICT, ENOTFOUND, EINVALID,
+// EUNAVAILABLE) is told to the clicker alone; any other error fails the
+// request.
 type ApprovalDecider interface {
 	DecideApproval(ctx context.Context, click ApprovalClick) error
 }
@@ -109,7 +110,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, raw []byte) error {
 		case "":
 			a.opts.Logger.Info("slack approval decided", slog.String("approval", click.ApprovalID),
 				slog.String("user", click.User), slog.Bool("approve", click.Approve))
-		case bot.EUNAUTHORIZED, bot.ECONFLICT, bot.ENOTFOUND, bot.EINVALID, bot.EUNAVAILABLE:
+		case bot.EUNAUTHORIZED, bot.EFORBIDDEN, bot.ECONFLICT, bot.ENOTFOUND, bot.EINVALID, bot.EUNAVAILABLE:
 			// Nothing changed; only the clicker hears why.
 			a.opts.Logger.Info("slack approval click refused", slog.String("approval", click.ApprovalID),
 				slog.String("user", click.User), slog.String("reason", bot.ErrorMessage(err)))
