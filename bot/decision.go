@@ -1,6 +1,9 @@
 package bot
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Decision is what the intake does with an event: a work item for
 // Route.Agent, or, when Ignore is set, an ingress record with the reason.
@@ -82,6 +85,13 @@ func (e Explanation) String() string {
 // another, and the gate admits the route or refuses it. Ingest and explain
 // both call it, so explain can never disagree with the intake.
 func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
+	return in.decide(ctx, ev, time.Time{})
+}
+
+// decide decides with the threads as they are now, or, when asOf is set,
+// as they were then: only work items made before asOf count, unfinished if
+// they finished after it.
+func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time) (Decision, error) {
 	ev.FillFromText()
 	gate := in.opts.Gates[ev.Source]
 	if gate != nil {
@@ -93,7 +103,7 @@ func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
 	// Mentions, commands and rules ask for an agent explicitly; anything
 	// else in a thread an agent works in is for that agent.
 	if !route.Kind.Explicit() && in.opts.Threads != nil && !ev.Thread.IsZero() {
-		if owner, ok := in.owner(ctx, ev); ok {
+		if owner, ok := in.owner(ctx, ev, asOf); ok {
 			owner.Unknown = route.Unknown
 			route = owner
 		}
@@ -107,4 +117,56 @@ func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
 		d.Ignore, d.Needs = refusal, needs
 	}
 	return d, nil
+}
+
+// Replay is explain for a stored event: what was decided when it arrived,
+// and what the config in effect now decides for it.
+type Replay struct {
+	Source     string      `json:"source"`
+	Kind       string      `json:"kind"`
+	DeliveryID string      `json:"delivery_id,omitempty"`
+	Thread     Thread      `json:"thread"`
+	WorkItemID string      `json:"work_item_id,omitempty"` // what it made then
+	IngressID  string      `json:"ingress_id,omitempty"`
+	Then       Explanation `json:"then"`
+	Now        Explanation `json:"now"`
+	// Differs says the decision now is not the one made then: a work item
+	// or none, another agent, another kind of route, another rule or
+	// another ingress reason (reasons are words for people and may differ
+	// in detail without that).
+	Differs bool `json:"differs"`
+}
+
+// Replay decides ev, the stored event of what was made then (a work item
+// or an ingress record), again, against the config and the agents in effect
+// now, with its thread as it was when the event came. Nothing is stored.
+func (in *Intake) Replay(ctx context.Context, then IngestResult, ev *Event) (Replay, error) {
+	r := Replay{Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID, Thread: ev.Thread}
+	switch {
+	case then.WorkItem != nil && then.WorkItem.ParentID != "":
+		return Replay{}, Errorf(EINVALID, "%s was made by an agent's run in %s, not routed from an event", then.WorkItem.ID, then.WorkItem.ParentID)
+	case then.WorkItem != nil && then.WorkItem.Route.Kind == RouteSchedule:
+		return Replay{}, Errorf(EINVALID, "%s was made by %s, not routed from an event", then.WorkItem.ID, then.WorkItem.Route.Reason)
+	case then.WorkItem != nil:
+		wi := then.WorkItem
+		route := wi.Route
+		if wi.FirstRoute != nil {
+			route = *wi.FirstRoute
+		}
+		r.WorkItemID, r.Then = wi.ID, Decision{Route: route}.Explain()
+	case then.Ingress != nil:
+		in := then.Ingress
+		r.IngressID, r.Then = in.ID, Explanation{Reason: in.Detail, Ingress: in.Reason}
+	default:
+		return Replay{}, Errorf(EINVALID, "replay: nothing was made of the event")
+	}
+	again := *ev
+	d, err := in.decide(ctx, &again, ev.ReceivedAt)
+	if err != nil {
+		return Replay{}, err
+	}
+	r.Now = d.Explain()
+	t, n := r.Then, r.Now
+	r.Differs = t.WorkItem != n.WorkItem || t.Agent != n.Agent || t.Kind != n.Kind || t.Rule != n.Rule || t.Ingress != n.Ingress
+	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -116,7 +117,7 @@ const DefaultThreadWindow = 24 * time.Hour
 // handed off to while that is unfinished; else the agent of the newest
 // unfinished work item; else the agent of the newest work item, if it
 // finished within ThreadWindow.
-func (in *Intake) owner(ctx context.Context, ev *Event) (Route, bool) {
+func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, bool) {
 	f := WorkItemFilter{Thread: ev.Thread.Key(), Limit: 10}
 	if !ev.Conversation.IsZero() {
 		f = WorkItemFilter{Conversation: ev.Conversation.Key(), Limit: 10}
@@ -126,13 +127,24 @@ func (in *Intake) owner(ctx context.Context, ev *Event) (Route, bool) {
 		in.opts.Logger.Warn("look up the agent of a thread", slog.String("thread", ev.Thread.Key()), slog.String("error", err.Error()))
 		return Route{}, false
 	}
+	now := in.opts.Now()
+	unfinished := func(wi *WorkItem) bool { return !wi.Status.Finished() }
+	if !asOf.IsZero() {
+		// The thread as it was: later work is left out, and work that
+		// finished since was unfinished then.
+		now = asOf
+		items = slices.DeleteFunc(items, func(wi WorkItem) bool { return !wi.CreatedAt.Before(asOf) })
+		unfinished = func(wi *WorkItem) bool {
+			return !wi.Status.Finished() || wi.FinishedAt != nil && wi.FinishedAt.After(asOf)
+		}
+	}
 	for _, wi := range items {
-		if len(wi.Hops) > 0 && !wi.Status.Finished() {
+		if len(wi.Hops) > 0 && unfinished(&wi) {
 			return Route{Agent: wi.Route.Agent, Kind: RouteHandoff, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true
 		}
 	}
 	for _, wi := range items {
-		if !wi.Status.Finished() {
+		if unfinished(&wi) {
 			return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s is working here (%s)", wi.Route.Agent, wi.ID)}, true
 		}
 	}
@@ -144,7 +156,7 @@ func (in *Intake) owner(ctx context.Context, ev *Event) (Route, bool) {
 	if wi.FinishedAt != nil {
 		ended = *wi.FinishedAt
 	}
-	if in.opts.Now().Sub(ended) > in.opts.ThreadWindow {
+	if now.Sub(ended) > in.opts.ThreadWindow {
 		return Route{}, false
 	}
 	did := "worked"

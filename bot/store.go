@@ -92,6 +92,15 @@ type WorkItemStore interface {
 	GetEvent(ctx context.Context, ref string) (*Event, error)
 }
 
+// DeliveryStore finds what a delivery made, for explain.
+type DeliveryStore interface {
+	// FindDelivery returns the work item or the ingress record the delivery
+	// with the id from source made (the latest, when it was delivered again
+	// after the dedup window), or ENOTFOUND. An empty source means any; an
+	// id that more than one source used is then EINVALID.
+	FindDelivery(ctx context.Context, source, deliveryID string) (IngestResult, error)
+}
+
 // IngressStore lists ignored events.
 type IngressStore interface {
 	ListIngress(ctx context.Context, f IngressFilter) ([]IngressRecord, error)
@@ -145,6 +154,7 @@ type Store interface {
 	QueueStore
 	WorkItemStore
 	IngressStore
+	DeliveryStore
 	OutboxStore
 	ScheduleStore
 	// Ping reports whether the store is open and usable (readiness).

@@ -88,12 +88,15 @@ const MaxHops = 3
 
 // WorkItem is the durable unit of work made from an Event.
 type WorkItem struct {
-	ID       string     `json:"id"`
-	Thread   Thread     `json:"thread"`
-	Status   WorkStatus `json:"status"`
-	Route    Route      `json:"route"`
-	Hops     []Hop      `json:"hops,omitempty"`
-	ParentID string     `json:"parent_work_item_id,omitempty"`
+	ID     string     `json:"id"`
+	Thread Thread     `json:"thread"`
+	Status WorkStatus `json:"status"`
+	Route  Route      `json:"route"`
+	Hops   []Hop      `json:"hops,omitempty"`
+	// FirstRoute is the route the work item was made with, once agents
+	// handed it on (Route is then the latest hand-off's).
+	FirstRoute *Route `json:"first_route,omitempty"`
+	ParentID   string `json:"parent_work_item_id,omitempty"`
 
 	// What it was made from; the raw payload is kept apart under EventRef.
 	EventRef   string `json:"event_ref"`

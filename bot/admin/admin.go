@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,6 +19,8 @@ type Store interface {
 	ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error)
 	ListJobs(ctx context.Context, workItemID string) ([]bot.Job, error)
 	ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, error)
+	FindDelivery(ctx context.Context, source, deliveryID string) (bot.IngestResult, error)
+	GetEvent(ctx context.Context, ref string) (*bot.Event, error)
 }
 
 // AgentCatalog lists the agents in effect. Values are rendered as JSON as
@@ -44,10 +49,11 @@ type Approvals interface {
 	DecideApproval(ctx context.Context, id string, approve bool, by, claimed string) (any, error)
 }
 
-// Intake decides what an event would make, exactly as the intake does;
-// *bot.Intake has it.
+// Intake decides what an event would make, exactly as the intake does, and
+// decides stored events again; *bot.Intake has it.
 type Intake interface {
 	Decide(ctx context.Context, ev *bot.Event) (bot.Decision, error)
+	Replay(ctx context.Context, then bot.IngestResult, ev *bot.Event) (bot.Replay, error)
 }
 
 // Options configure the API; Store and Intake are required.
@@ -309,18 +315,98 @@ func (a *API) getWorkItem(w http.ResponseWriter, r *http.Request) {
 	httpapi.JSON(w, http.StatusOK, WorkItemDetail{WorkItem: *wi, Jobs: jobs})
 }
 
+// ExplainRequest is the body of POST /api/v1/explain: an event to decide,
+// or a stored one to decide again, named by work_item_id, or by
+// delivery_id (and optionally source) with nothing to route by (no kind,
+// no text).
+type ExplainRequest struct {
+	bot.Event
+	WorkItemID string `json:"work_item_id"`
+}
+
+// UnmarshalJSON reads work_item_id as the request's own and every other
+// member as the event's, refusing members neither knows.
+func (req *ExplainRequest) UnmarshalJSON(b []byte) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		return err
+	}
+	if raw, ok := members["work_item_id"]; ok {
+		if err := json.Unmarshal(raw, &req.WorkItemID); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) {
+				typ.Field = "work_item_id"
+			}
+			return err
+		}
+		delete(members, "work_item_id")
+		var err error
+		if b, err = json.Marshal(members); err != nil {
+			return err
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&req.Event)
+}
+
+// replay reports whether the request names a stored event.
+func (req *ExplainRequest) replay() bool {
+	return req.WorkItemID != "" || req.DeliveryID != "" && req.Kind == "" && req.Text == ""
+}
+
 func (a *API) explain(w http.ResponseWriter, r *http.Request) {
-	var ev bot.Event
-	if err := httpapi.Decode(w, r, &ev); err != nil {
+	var req ExplainRequest
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
+	if req.replay() {
+		rep, err := a.replay(r.Context(), &req)
+		if err != nil {
+			httpapi.Error(w, r, a.logger, explainError(err))
+			return
+		}
+		httpapi.JSON(w, http.StatusOK, rep)
+		return
+	}
+	ev := req.Event
 	d, err := a.opts.Intake.Decide(r.Context(), &ev)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, explainError(err))
 		return
 	}
 	httpapi.JSON(w, http.StatusOK, d.Explain())
+}
+
+// replay decides a stored event again: what was decided then, what is
+// now.
+func (a *API) replay(ctx context.Context, req *ExplainRequest) (bot.Replay, error) {
+	var then bot.IngestResult
+	if req.WorkItemID != "" {
+		wi, err := a.opts.Store.GetWorkItem(ctx, req.WorkItemID)
+		if err != nil {
+			return bot.Replay{}, err
+		}
+		then.WorkItem = wi
+	} else {
+		var err error
+		if then, err = a.opts.Store.FindDelivery(ctx, req.Source, req.DeliveryID); err != nil {
+			return bot.Replay{}, err
+		}
+	}
+	ref := ""
+	switch {
+	case then.WorkItem != nil:
+		ref = then.WorkItem.EventRef
+	case then.Ingress != nil:
+		ref = then.Ingress.EventRef
+	}
+	ev, err := a.opts.Store.GetEvent(ctx, ref)
+	if err != nil {
+		return bot.Replay{}, err
+	}
+	return a.opts.Intake.Replay(ctx, then, ev)
 }
 
 // explainError keeps a domain error as it is; anything else is a platform

@@ -352,6 +352,8 @@ func TestExplainRefusesBadBodies(t *testing.T) {
 		{"empty", "", http.StatusBadRequest, []string{"empty body"}},
 		{"unknown field", `{"text":"hi","txet":"hi"}`, http.StatusBadRequest, []string{`"txet"`}},
 		{"wrong type", `{"text":42}`, http.StatusBadRequest, []string{`"text"`}},
+		{"work item id of the wrong type", `{"work_item_id":7}`, http.StatusBadRequest, []string{`"work_item_id"`}},
+		{"unknown field beside a work item", `{"work_item_id":"wi_1","wrok":1}`, http.StatusBadRequest, []string{`"wrok"`}},
 		{"bad thread", `{"text":"hi","thread":"github:acme"}`, http.StatusBadRequest, []string{`thread "github:acme"`}},
 		{"two objects", `{"text":"a"}{"text":"b"}`, http.StatusBadRequest, []string{"after the object"}},
 		{"too large", `{"text":"` + strings.Repeat("x", httpapi.MaxBody) + `"}`, http.StatusRequestEntityTooLarge, nil},
@@ -746,4 +748,59 @@ func TestOptionalServicesAbsent(t *testing.T) {
 		require.Equal(t, http.StatusOK, serve(t, h, http.MethodGet, path, "").Code, path)
 	}
 	require.Equal(t, http.StatusOK, serve(t, h, http.MethodPost, "/api/v1/explain", `{"text":"hi"}`).Code)
+}
+
+func TestExplainReplaysStoredEvents(t *testing.T) {
+	s := seed(t)
+	// The config in effect now has a rule for pull requests, which the one
+	// the seeded pull request was decided by did not.
+	now, err := bot.NewRouter(bot.RoutingConfig{
+		Rules: []bot.Rule{{Name: "prs", Priority: 5, Agent: "triage", Match: bot.Match{Kinds: []string{"github.pull_request.*"}}}},
+	}, []bot.AgentInfo{{Name: "ops", Keywords: []string{"deploy"}}, {Name: "triage"}})
+	require.NoError(t, err)
+	h := handler(admin.Options{Store: s.store, Intake: newIntake(s.store, now)})
+
+	tests := []struct {
+		name, body, want string
+	}{
+		{"a delivery that made no work item then", `{"delivery_id":"d-1"}`,
+			`{"source":"github","kind":"github.pull_request.opened","delivery_id":"d-1","thread":"github:acme/api#7","ingress_id":"in_1",
+			  "then":{"work_item":false,"agent":"","kind":"","reason":"no mention, command or rule matched","rule":"","ingress":"no_route"},
+			  "now":{"work_item":true,"agent":"triage","kind":"rule","reason":"rule \"prs\" (priority 5)","rule":"prs"},
+			  "differs":true}`},
+		{"the same delivery named with its source", `{"delivery_id":"d-1","source":"github"}`, ""},
+		{"a work item decided the same now", `{"work_item_id":"` + s.mention + `"}`,
+			`{"source":"local","kind":"local.message","thread":"local:t1","work_item_id":"` + s.mention + `",
+			  "then":{"work_item":true,"agent":"ops","kind":"mention","reason":"mention @ops","rule":""},
+			  "now":{"work_item":true,"agent":"ops","kind":"mention","reason":"mention @ops","rule":""},
+			  "differs":false}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := serve(t, h, http.MethodPost, "/api/v1/explain", tt.body)
+			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
+			if tt.want != "" {
+				require.JSONEq(t, tt.want, rec.Body.String())
+			}
+		})
+	}
+
+	for _, tt := range []struct {
+		name, body string
+		status     int
+		names      []string
+	}{
+		{"unknown delivery", `{"delivery_id":"nope"}`, http.StatusNotFound, []string{`no delivery "nope"`}},
+		{"unknown work item", `{"work_item_id":"wi_99"}`, http.StatusNotFound, []string{`"wi_99"`}},
+		{"a work item an agent made", `{"work_item_id":"` + s.child + `"}`, http.StatusBadRequest, []string{"made by an agent's run"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			requireError(t, serve(t, h, http.MethodPost, "/api/v1/explain", tt.body), tt.status, tt.names...)
+		})
+	}
+
+	// Replaying stores nothing.
+	items, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
+	require.NoError(t, err)
+	require.Len(t, items, 4)
 }

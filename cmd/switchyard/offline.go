@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,9 +15,10 @@ import (
 	"github.com/switchyard/switchyard/integrations/slack"
 )
 
-func newExplainCmd() *cobra.Command {
+func newExplainCmd(cl *clientFlags) *cobra.Command {
 	var (
 		cfgPath, source, kind, text, repo, actor, channel string
+		delivery, workItem                                string
 		labels, paths                                     []string
 		number                                            int
 		isBot, asJSON                                     bool
@@ -31,9 +33,34 @@ func newExplainCmd() *cobra.Command {
 			"What cannot be known offline, such as a GitHub permission, is named as a condition.",
 		Example: `  switchyard explain --text "@coder fix the flaky test"
   switchyard explain --text "/deploy staging"
-  switchyard explain --source github --kind github.pull_request.opened --repo acme/api --path src/db/x.sql`,
+  switchyard explain --source github --kind github.pull_request.opened --repo acme/api --path src/db/x.sql
+  switchyard explain --delivery 72d3f0e0-1c2b-11ef-8c3a-5e0d7a1b2c3d
+  switchyard explain --work-item wi_12`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if delivery != "" || workItem != "" {
+				if cmd.Flags().Changed("source") && delivery == "" {
+					return withCode(exitUsage, fmt.Errorf("--source goes with --delivery"))
+				}
+				for _, f := range []string{"kind", "text", "label", "repo", "path", "actor", "bot", "channel", "number", "config"} {
+					if cmd.Flags().Changed(f) {
+						return withCode(exitUsage, fmt.Errorf("--%s describes an event; --delivery and --work-item explain a stored one", f))
+					}
+				}
+				req := map[string]string{"work_item_id": workItem, "delivery_id": delivery}
+				if delivery != "" && cmd.Flags().Changed("source") {
+					req["source"] = source
+				}
+				var rep bot.Replay
+				if err := cl.client().do(cmd.Context(), "POST", "/api/v1/explain", req, &rep); err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), rep)
+				}
+				printReplay(cmd.OutOrStdout(), rep)
+				return nil
+			}
 			s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
@@ -76,8 +103,37 @@ func newExplainCmd() *cobra.Command {
 	f.BoolVar(&isBot, "bot", false, "the actor is a bot")
 	f.StringVar(&channel, "channel", "", "Slack channel id")
 	f.IntVar(&number, "number", 0, "issue or pull request number")
-	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs"}`)
+	f.StringVar(&delivery, "delivery", "", "explain a stored delivery again (a GitHub delivery id, a Slack event id, a console message id), asking the running daemon")
+	f.StringVar(&workItem, "work-item", "", "explain the event a work item was made from again, asking the running daemon")
+	cmd.MarkFlagsMutuallyExclusive("delivery", "work-item")
+	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs"}, or {"then","now","differs",…} for a stored event`)
 	return cmd
+}
+
+// printReplay shows what was decided for a stored event then and now.
+func printReplay(w io.Writer, r bot.Replay) {
+	what := r.Source + " " + r.Kind
+	if r.DeliveryID != "" {
+		what += " (delivery " + r.DeliveryID + ")"
+	}
+	if !r.Thread.IsZero() {
+		what += " in " + r.Thread.Key()
+	}
+	made := "no work item"
+	switch {
+	case r.WorkItemID != "":
+		made = r.WorkItemID
+	case r.IngressID != "":
+		made = r.IngressID
+	}
+	fmt.Fprintln(w, what)
+	fmt.Fprintf(w, "then: %s → %s\n", made, r.Then)
+	fmt.Fprintf(w, "now:  %s\n", r.Now)
+	if r.Differs {
+		fmt.Fprintln(w, "The config in effect now decides otherwise.")
+	} else {
+		fmt.Fprintln(w, "The config in effect now decides the same.")
+	}
 }
 
 // offlineIntake decides like the daemon's intake, with the sources' gates

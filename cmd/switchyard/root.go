@@ -39,7 +39,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newPolicyCmd(),
 		newAuditCmd(cl),
 		newApprovalsCmd(cl),
-		newExplainCmd(),
+		newExplainCmd(cl),
 		newRulesCmd(),
 		newConfigCmd(),
 		newHealthcheckCmd(cl),

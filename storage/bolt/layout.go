@@ -30,6 +30,10 @@ const (
 	bucketDedupExpiry = "dedup_expiry" // expiry (8 bytes) + DedupKey → ""
 	bucketIngress     = "ingress"      // seq → IngressRecord JSON
 	bucketIngressBy   = "ingress_by_reason"
+	// bucketDeliveries remembers what each delivery made for as long as
+	// its record lives, for explain: DedupKey → id of the work item or
+	// ingress record. The dedup index forgets keys after the dedup window.
+	bucketDeliveries = "deliveries"
 
 	// Work items: seq → record JSON; by thread key / status + 0x00 + seq → "".
 	bucketWorkItems     = "work_items"
@@ -59,7 +63,7 @@ const (
 func Buckets() [][]byte {
 	names := []string{
 		bucketMeta,
-		bucketEvents, bucketDedup, bucketDedupExpiry, bucketIngress, bucketIngressBy,
+		bucketEvents, bucketDedup, bucketDedupExpiry, bucketIngress, bucketIngressBy, bucketDeliveries,
 		bucketWorkItems, bucketItemsByThread, bucketItemsByStatus,
 		bucketDispatches, bucketPending, bucketPendingByThread, bucketJobs, bucketJobsByItem, bucketActive,
 		bucketOutbox, bucketOutboxByThread, bucketOutboxPending, bucketOutboxDead,
@@ -186,7 +190,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 // once, so everything holding a sequence is allocated afresh on each call;
 // the event value, shared between calls, is never written to.
 func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
-	records := make([]Record, 0, 9)
+	records := make([]Record, 0, 10)
 	put := func(bucket string, key, value []byte) {
 		if value == nil {
 			value = []byte{}
@@ -223,6 +227,7 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
 	}
 
 	if p.dedupKey != "" {
+		put(bucketDeliveries, []byte(p.dedupKey), []byte(id))
 		put(bucketDedup, []byte(p.dedupKey), append(append(make([]byte, 0, 8+len(id)), p.until...), id...))
 		put(bucketDedupExpiry, append(append(make([]byte, 0, 8+len(p.dedupKey)), p.until...), p.dedupKey...), nil)
 	}

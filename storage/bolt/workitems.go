@@ -199,6 +199,10 @@ func (s *Store) RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*b
 			reason += ": " + hop.Reason
 		}
 		rec.Hops = append(rec.Hops, hop)
+		if rec.FirstRoute == nil {
+			first := rec.Route
+			rec.FirstRoute = &first
+		}
 		rec.Route = bot.Route{Agent: hop.To, Kind: bot.RouteHandoff, Reason: reason}
 		rec.Status = bot.StatusQueued
 		rec.Dispatch = d.ID

@@ -30,6 +30,7 @@ func Run(t *testing.T, open Opener) {
 		{"WorkItems", testWorkItems},
 		{"Reroute", testReroute},
 		{"Ingress", testIngress},
+		{"Deliveries", testDeliveries},
 		{"Outbox", testOutbox},
 		{"Schedules", testSchedules},
 		{"Reopen", testReopen},

@@ -151,6 +151,7 @@ func testReroute(t *testing.T, open Opener) {
 		wi, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "reviewer", Reason: "needs a review", At: at(time.Second), Ceilings: ceilings})
 		require.NoError(t, err)
 		require.Equal(t, bot.Route{Agent: "reviewer", Kind: bot.RouteHandoff, Reason: "handoff from @coder: needs a review"}, wi.Route)
+		require.Equal(t, &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, wi.FirstRoute, "the route it was made with is kept")
 		require.Equal(t, bot.StatusQueued, wi.Status)
 		require.Len(t, wi.Hops, 1)
 		require.Equal(t, "reviewer", wi.Hops[0].To)
