@@ -71,6 +71,9 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 			path, caller.depth+1, t.rt.opts.MaxDepth)
 	}
 
+	// The callee works for the same requester, under every ceiling of the
+	// caller and the caller's own profile: never more than the caller.
+	passed := caller.passedOn("called by")
 	child := &run{
 		def:           callee,
 		jobID:         caller.jobID,
@@ -81,6 +84,12 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		chain:         append(slices.Clone(caller.chain), callee.Name),
 		depth:         caller.depth + 1,
 		userMessage:   caller.userMessage,
+		requester:     caller.requester,
+		ceilings:      slices.Clone(caller.ceilings),
+		inherited:     passed,
+	}
+	for _, c := range passed {
+		child.ceilings = appendCeiling(child.ceilings, c)
 	}
 	if caller.progress != nil {
 		child.progress = childProgress{parent: caller.progress, agent: callee.Name}
@@ -91,7 +100,11 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		CorrelationID:       child.correlationID,
 	}
 	log := t.rt.log
-	log.LogAttrs(ctx, slog.LevelInfo, "agent invoked as a tool", append(child.attrs(), slog.String("caller", caller.def.Name))...)
+	attrs := append(child.attrs(), slog.String("caller", caller.def.Name))
+	if t.rt.opts.Access != nil {
+		attrs = append(attrs, slog.String("rights", t.rt.opts.Access.Effective(callee.Name, callee.Profile, child.ceilings).String()))
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "agent invoked as a tool", attrs...)
 
 	started := t.rt.opts.Now()
 	out := t.rt.invoke(ctx, child, nil, invocationText(caller.def.Name, in.Task, ic), "")
@@ -193,7 +206,10 @@ func (t *handoffTool) Run(ctx context.Context, _ tools.CallContext, input json.R
 	if rn.handedOff() != nil {
 		return "", tools.Refuse("the work item was already handed off in this run")
 	}
-	hop := bot.Hop{From: rn.def.Name, To: target.Name, Reason: in.Reason, At: t.rt.opts.Now().UTC()}
+	// The next agent works under this run's rights at the most: the
+	// ceilings it inherited and its own profile go with the hop (the
+	// requester's is worked out again from the work item).
+	hop := bot.Hop{From: rn.def.Name, To: target.Name, Reason: in.Reason, At: t.rt.opts.Now().UTC(), Ceilings: rn.passedOn("handed off by")}
 	if _, err := t.rt.opts.Rerouter.RerouteWorkItem(ctx, rn.workItemID, hop); err != nil {
 		if bot.ErrorCode(err) == bot.ECONFLICT {
 			return "", tools.Refuse("handoff refused: %s (a work item may change agents at most %d times); finish it yourself", bot.ErrorMessage(err), bot.MaxHops)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,10 @@ type InvocationContext struct {
 	ConversationSummary string `json:"conversation_summary,omitempty"`
 	UserMessage         string `json:"user_message,omitempty"`
 	CorrelationID       string `json:"correlation_id,omitempty"`
+	// Requester and Ceilings are the caller's: the callee works for the
+	// same person and never gets more than the caller.
+	Requester bot.Requester `json:"requester,omitzero"`
+	Ceilings  []bot.Ceiling `json:"ceilings,omitempty"`
 }
 
 // Limits bound one invocation; zero fields take the defaults.
@@ -81,6 +86,14 @@ type RuntimeOptions struct {
 	Transcripts   TranscriptStore
 	// Rerouter enables handoff_to; nil leaves it out.
 	Rerouter Rerouter
+	// Access gives each run the ceiling of whoever asked for its work and
+	// says what rights result; nil means a run is bounded by its agent's
+	// profile and what it inherited alone (the daemon always sets it).
+	Access Access
+	// Requesters complete a requester when a run starts (a GitHub
+	// permission nobody looked up at intake, Slack user groups); nil leaves
+	// requesters as stored.
+	Requesters RequesterResolver
 	// Redactor masks secrets in tool results before the model reads them,
 	// in status messages, stored conversations, transcripts and replies;
 	// nil masks common token shapes only.
@@ -141,6 +154,20 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	return &Runtime{opts: opts, redactor: opts.Redactor, log: opts.Logger}, nil
 }
 
+// Access maps requesters to ceilings and says what an agent may do under
+// them; *policy.Engine implements it.
+type Access interface {
+	Ceiling(r bot.Requester) bot.Ceiling
+	Effective(agent, profile string, ceilings []bot.Ceiling) bot.EffectiveRights
+}
+
+// RequesterResolver completes what a requester record lacks when a run
+// starts. An error means the run's rights cannot be known: the run does
+// not start, and its job is tried again.
+type RequesterResolver interface {
+	ResolveRequester(ctx context.Context, r bot.Requester, th bot.Thread) (bot.Requester, error)
+}
+
 // run is the state of one invocation of one agent: the top-level run of a
 // job, or an agent called as a tool inside it.
 type run struct {
@@ -155,6 +182,13 @@ type run struct {
 	depth         int
 	userMessage   string // the request that started the job
 	progress      bot.Progress
+	// requester asked for the work (the lead work item's); ceilings bound
+	// every call of the run: one per requester of its work items, then
+	// inherited. inherited are those from the agents that called this one
+	// or handed it the work, which a handoff passes on.
+	requester bot.Requester
+	ceilings  []bot.Ceiling
+	inherited []bot.Ceiling
 
 	mu          sync.Mutex
 	children    int
@@ -236,6 +270,9 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 	if len(req.WorkItems) > 0 {
 		rn.workItemID = req.WorkItems[0].ID
 	}
+	if err := r.bound(ctx, rn, req.WorkItems, thread); err != nil {
+		return bot.RunResult{}, err
+	}
 	if r.opts.Workspaces.Root != "" {
 		dir, err := r.opts.Workspaces.Dir(rn.sessionKey)
 		if err != nil {
@@ -281,6 +318,9 @@ func (r *Runtime) Invoke(ctx context.Context, agent, task string, ic InvocationC
 		chain:         []string{def.Name},
 		userMessage:   ic.UserMessage,
 		progress:      progress,
+		requester:     ic.Requester,
+		ceilings:      slices.Clone(ic.Ceilings),
+		inherited:     slices.Clone(ic.Ceilings),
 	}
 	if rn.correlationID == "" {
 		rn.correlationID = "invoke-" + randomID()
@@ -293,6 +333,59 @@ func (r *Runtime) Invoke(ctx context.Context, agent, task string, ic InvocationC
 		rn.workspace = dir
 	}
 	return r.redactResponse(r.invoke(ctx, rn, nil, invocationText("", task, ic), "").resp)
+}
+
+// bound gives rn its requester and ceilings: the ceiling of the requester
+// of each of the job's work items, completed first where the source left
+// something to look up, and those the work items inherited from the run
+// that handed them off. It reports the resulting rights in the status
+// message.
+func (r *Runtime) bound(ctx context.Context, rn *run, items []bot.WorkItem, th bot.Thread) error {
+	for i, wi := range items {
+		requester := wi.Requester
+		if r.opts.Requesters != nil && !requester.IsZero() {
+			resolved, err := r.opts.Requesters.ResolveRequester(ctx, requester, th)
+			if err != nil {
+				return fmt.Errorf("the rights of %s, who asked for %s, cannot be known: %w", requester.Handle(), wi.ID, err)
+			}
+			requester = resolved
+		}
+		if i == 0 {
+			rn.requester = requester
+		}
+		if r.opts.Access != nil {
+			rn.ceilings = appendCeiling(rn.ceilings, r.opts.Access.Ceiling(requester))
+		}
+		if n := len(wi.Hops); n > 0 {
+			for _, c := range wi.Hops[n-1].Ceilings {
+				rn.inherited = appendCeiling(rn.inherited, c)
+			}
+		}
+	}
+	for _, c := range rn.inherited {
+		rn.ceilings = appendCeiling(rn.ceilings, c)
+	}
+	if r.opts.Access != nil {
+		rights := r.opts.Access.Effective(rn.def.Name, rn.def.Profile, rn.ceilings)
+		r.log.LogAttrs(ctx, slog.LevelInfo, "agent rights", append(rn.attrs(), slog.String("rights", rights.String()))...)
+		r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressRights, Text: rights.String()})
+	}
+	return nil
+}
+
+// appendCeiling adds c unless a ceiling of the same profile is there.
+func appendCeiling(cs []bot.Ceiling, c bot.Ceiling) []bot.Ceiling {
+	if slices.ContainsFunc(cs, func(x bot.Ceiling) bool { return x.Profile == c.Profile }) {
+		return cs
+	}
+	return append(cs, c)
+}
+
+// passedOn is what rn passes to an agent it calls or hands work to: what
+// it inherited, and its own profile, so the next agent never gets more.
+func (rn *run) passedOn(how string) []bot.Ceiling {
+	return appendCeiling(slices.Clone(rn.inherited),
+		bot.Ceiling{Profile: rn.def.Profile, Reason: fmt.Sprintf("%s @%s, %s", how, rn.def.Name, rn.def.Profile)})
 }
 
 func (r *Runtime) agentNames() []string {
@@ -345,7 +438,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 	req := llm.Request{System: out.system, Tools: defs, Temperature: def.Temperature, ReasoningEffort: def.ReasoningEffort}
 	cc := tools.CallContext{
 		SessionKey: rn.sessionKey, JobID: rn.jobID, WorkItemID: rn.workItemID,
-		CorrelationID: rn.correlationID, Workspace: rn.workspace,
+		CorrelationID: rn.correlationID, Workspace: rn.workspace, Requester: rn.requester,
 	}
 	var resp AgentResponse
 	var said string // the latest text the model wrote, for a run stopped early
@@ -519,6 +612,7 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 	}
 	return tools.NewToolset(r.opts.Tools, tools.Scope{
 		Agent: rn.def.Name, Tools: rn.def.Tools, Profile: rn.def.Profile, Package: rn.def.Package,
+		Ceilings: rn.ceilings,
 	}, tools.ToolsetOptions{
 		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: approver, Extra: extra,
 		Redactor: r.redactor, Logger: r.log,

@@ -464,7 +464,9 @@ func TestHandoff(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "coder", got.Route.Agent)
 	require.Len(t, got.Hops, 1)
-	require.Equal(t, bot.Hop{From: "triage", To: "coder", Reason: "this needs a code change", At: got.Hops[0].At}, got.Hops[0])
+	require.Equal(t, bot.Hop{From: "triage", To: "coder", Reason: "this needs a code change", At: got.Hops[0].At,
+		Ceilings: []bot.Ceiling{{Profile: "read-only", Reason: "handed off by @triage, read-only"}}}, got.Hops[0],
+		"the hop keeps the rights of the run that handed off")
 
 	// The core's hop limit holds: the third handoff back and forth is the
 	// last.

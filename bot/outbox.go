@@ -30,13 +30,16 @@ const (
 // StatusView is the structured state behind a status message, so a sink can
 // render it natively (Slack Block Kit) instead of parsing Text.
 type StatusView struct {
-	WorkItemID string    `json:"work_item_id"`
-	Agent      string    `json:"agent"`
-	State      string    `json:"state"`    // queued, running, done, failed
-	Activity   string    `json:"activity"` // what the agent is doing now
-	Started    time.Time `json:"started"`
-	Updated    time.Time `json:"updated"`
-	Children   []string  `json:"children,omitempty"` // one line per open child run
+	WorkItemID string `json:"work_item_id"`
+	Agent      string `json:"agent"`
+	State      string `json:"state"`    // queued, running, done, failed
+	Activity   string `json:"activity"` // what the agent is doing now
+	// Rights are the agent's effective rights and why: "read-only:
+	// requested by @stranger, read access".
+	Rights   string    `json:"rights,omitempty"`
+	Started  time.Time `json:"started"`
+	Updated  time.Time `json:"updated"`
+	Children []string  `json:"children,omitempty"` // one line per open child run
 }
 
 // ApprovalView is the structured state behind an approval request posted

@@ -117,6 +117,7 @@ type Run struct {
 
 	mu       sync.Mutex
 	activity string
+	rights   string
 	done     bool
 
 	stop    chan struct{}
@@ -195,17 +196,21 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		}
 	}
 	run.mu.Lock()
-	run.activity = text
+	if ev.Kind == ProgressRights {
+		run.rights = ev.Text
+	} else {
+		run.activity = text
+	}
 	run.mu.Unlock()
 	run.push(ctx, "running")
 }
 
 func (run *Run) push(ctx context.Context, state string) {
 	run.mu.Lock()
-	activity := run.activity
+	activity, rights := run.activity, run.rights
 	run.mu.Unlock()
 	view := &StatusView{
-		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity,
+		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights,
 		Started: run.started, Updated: run.r.opts.Now(),
 	}
 	run.r.enqueue(ctx, OutboxMessage{
@@ -233,6 +238,9 @@ func statusText(v *StatusView, others []string) string {
 		s += fmt.Sprintf(" (with 1 later message: %s)", others[0])
 	default:
 		s += fmt.Sprintf(" (with %d later messages: %s)", len(others), strings.Join(others, ", "))
+	}
+	if v.Rights != "" {
+		s += "\nrights: " + v.Rights
 	}
 	return s
 }

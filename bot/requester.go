@@ -58,3 +58,20 @@ type Ceiling struct {
 	// @stranger, read access", "called by @reviewer (read-only)".
 	Reason string `json:"reason"`
 }
+
+// EffectiveRights are what an agent may do in a run: its own profile
+// narrowed by every ceiling of the run, and why, in words. Profile names the
+// narrowest profile when one of them is; otherwise it joins them with " ∩ ".
+type EffectiveRights struct {
+	Profile string `json:"profile"`
+	Reason  string `json:"reason"`
+}
+
+// String is how people read it: "read-only: requested by @stranger, read
+// access".
+func (r EffectiveRights) String() string {
+	if r.Reason == "" {
+		return r.Profile
+	}
+	return r.Profile + ": " + r.Reason
+}

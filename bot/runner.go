@@ -54,6 +54,9 @@ const (
 	ProgressToolFinished = "tool_finished"
 	ProgressLimitReached = "limit_reached"
 	ProgressNote         = "note"
+	// ProgressRights says what the agent may do in this run and why, in
+	// Text; the status message shows it for the rest of the run.
+	ProgressRights = "rights"
 )
 
 // ProgressEvent is one step of a run, in words a person reads in the thread.

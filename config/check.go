@@ -30,18 +30,12 @@ func checkConfig(d *decoder, c *Config) {
 		d.failed[path] = true
 	}
 
-	if err := policy.ValidateProfiles(c.Profiles); err != nil {
-		list := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			list = j.Unwrap()
-		}
-		for _, e := range list {
-			var fe *bot.FieldError
-			if errors.As(e, &fe) {
-				fail(fe.Field, "%s", fe.Msg)
-			} else {
-				fail("profiles", "%v", e)
-			}
+	for _, e := range flatten(errors.Join(policy.ValidateProfiles(c.Profiles), policy.ValidateAccess(c.Access, c.Profiles))) {
+		var fe *bot.FieldError
+		if errors.As(e, &fe) {
+			fail(fe.Field, "%s", fe.Msg)
+		} else {
+			fail("profiles", "%v", e)
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
@@ -247,6 +241,22 @@ func checkPublicURL(u string) string {
 		return fmt.Sprintf("want scheme and host only, such as https://switchyard.example.com, got %q", parsed.Redacted())
 	}
 	return ""
+}
+
+// flatten lists the errors joined in err, however deeply.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }
 
 func checkList(fail func(string, string, ...any), path string, list []string) {

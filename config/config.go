@@ -45,6 +45,9 @@ type Config struct {
 	// Profiles are custom permission profiles, on top of the built-in
 	// read-only, contributor, maintainer and ops.
 	Profiles map[string]policy.ProfileConfig `yaml:"profiles,omitempty" json:"profiles,omitempty"`
+	// Access maps who asks for work to the ceiling profile that bounds
+	// every agent working for them.
+	Access policy.AccessConfig `yaml:"access" json:"access"`
 	// Sandbox says where bash and command tools may run.
 	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 	// GitHub connects a GitHub App; nil (the section absent) disables it.

@@ -70,6 +70,9 @@ type Options struct {
 	Slack  *config.Slack
 	// Agents are the agents in effect, for the API and chat commands.
 	Agents *agents.Manager
+	// SlackGroups are the Slack user groups access rules name, whose
+	// members are looked up when a run starts.
+	SlackGroups []string
 	// Sandbox configures where bash and command tools run; the zero value
 	// requires bubblewrap. The data directory is always hidden from
 	// commands, beside Sandbox.Hide.
@@ -99,6 +102,7 @@ type Daemon struct {
 	dispatcher *bot.Dispatcher
 	scheduler  *bot.Scheduler
 	sandbox    *sandbox.Sandbox
+	requesters requesters
 	slack      *slack.Adapter
 	sources    []source
 	github     http.Handler
@@ -153,7 +157,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
-		outbox: bot.RedactingOutbox(store, redactor), tokens: tokens,
+		outbox: bot.RedactingOutbox(store, redactor), tokens: tokens, requesters: requesters{},
 	}
 	d.site.Store(site)
 	if tokenFile != "" {
@@ -209,7 +213,7 @@ func (d *Daemon) build() error {
 	if opts.NewRunner != nil {
 		d.runtime, err = opts.NewRunner(RunnerDeps{
 			Store: store, Tools: platformTools, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
-			Redactor: d.redactor, Logger: d.log, Sandbox: d.sandbox,
+			Redactor: d.redactor, Logger: d.log, Sandbox: d.sandbox, Requesters: d.requesters,
 		})
 		if err != nil {
 			return fmt.Errorf("agent runtime: %w", err)
@@ -264,6 +268,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 			Client: client, AppSlug: slug, AllowBots: gc.AllowBots, MinPermission: perm, Logger: d.log,
 		})
 		gates[bot.SourceGitHub] = gate
+		d.requesters[bot.SourceGitHub] = gate
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
 			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
 			Outbox: d.outbox, Wake: d.deliverer.Wake, Approvals: githubApprovals{d},
@@ -278,13 +283,14 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
 			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames,
-			Approvals: slackApprovals{d}, Redactor: d.redactor, Logger: d.log,
+			Approvals: slackApprovals{d}, UserGroups: d.opts.SlackGroups, Redactor: d.redactor, Logger: d.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("slack: %w", err)
 		}
 		d.slack = a
 		gates[bot.SourceSlack] = a.Gate()
+		d.requesters[bot.SourceSlack] = a
 		d.sources = append(d.sources, source{name: bot.SourceSlack, health: a.Health})
 		sinks[bot.SourceSlack] = a.Sink()
 		ts = append(ts, a.Tools()...)

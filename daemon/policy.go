@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
@@ -32,6 +33,9 @@ type RunnerDeps struct {
 	// Sandbox runs bash and command tools; it refuses them while it is
 	// required and bubblewrap cannot run.
 	Sandbox *sandbox.Sandbox
+	// Requesters complete a run's requester through the integration that
+	// knows them: a GitHub permission, Slack user groups.
+	Requesters agents.RequesterResolver
 }
 
 // Runtime is what NewRunner builds: the runner, and the policy services the
@@ -186,4 +190,17 @@ func (d approvalDesk) ListApprovals(all bool) any {
 
 func (d approvalDesk) DecideApproval(ctx context.Context, id string, approve bool, by, claimed string) (any, error) {
 	return d.a.Decide(ctx, policy.ApprovalDecision{ID: id, Approve: approve, By: by, Claimed: claimed})
+}
+
+// requesters completes requesters through the integration of their source;
+// those of other sources come back as they are.
+type requesters map[string]agents.RequesterResolver
+
+var _ agents.RequesterResolver = requesters{}
+
+func (rs requesters) ResolveRequester(ctx context.Context, r bot.Requester, th bot.Thread) (bot.Requester, error) {
+	if res, ok := rs[r.Source]; ok {
+		return res.ResolveRequester(ctx, r, th)
+	}
+	return r, nil
 }

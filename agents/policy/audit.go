@@ -39,19 +39,23 @@ func auditDecisions() []string {
 // AuditRecord is one entry of the audit log. Arguments and Reason are
 // redacted before they are stored.
 type AuditRecord struct {
-	ID            string    `json:"id"`
-	Time          time.Time `json:"time"`
-	Decision      string    `json:"decision"`
-	Rule          string    `json:"rule,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	Tool          string    `json:"tool"`
-	Arguments     string    `json:"arguments,omitempty"`
-	Agent         string    `json:"agent,omitempty"`
-	Profile       string    `json:"profile,omitempty"`
-	WorkItemID    string    `json:"work_item_id,omitempty"`
-	JobID         string    `json:"job_id,omitempty"`
-	SessionKey    string    `json:"session_key,omitempty"`
-	CorrelationID string    `json:"correlation_id,omitempty"`
+	ID        string    `json:"id"`
+	Time      time.Time `json:"time"`
+	Decision  string    `json:"decision"`
+	Rule      string    `json:"rule,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Tool      string    `json:"tool"`
+	Arguments string    `json:"arguments,omitempty"`
+	Agent     string    `json:"agent,omitempty"`
+	Profile   string    `json:"profile,omitempty"`
+	// Requester is who asked for the work; Ceilings bound the agent's
+	// profile in the run (see tools.Scope), the first from the requester.
+	Requester     *bot.Requester `json:"requester,omitempty"`
+	Ceilings      []bot.Ceiling  `json:"ceilings,omitempty"`
+	WorkItemID    string         `json:"work_item_id,omitempty"`
+	JobID         string         `json:"job_id,omitempty"`
+	SessionKey    string         `json:"session_key,omitempty"`
+	CorrelationID string         `json:"correlation_id,omitempty"`
 	// ApprovalID and By name the approval and who decided it.
 	ApprovalID string `json:"approval_id,omitempty"`
 	By         string `json:"by,omitempty"`
@@ -128,11 +132,16 @@ func (a *Auditor) RecordCall(ctx context.Context, call tools.Call, d Decision) e
 	case tools.NeedsApproval:
 		decision = AuditNeedsApproval
 	}
-	return a.Record(ctx, AuditRecord{
+	rec := AuditRecord{
 		Decision: decision, Rule: d.Rule, Reason: d.Reason, Tool: call.Tool.Name, Arguments: string(call.Input),
 		Agent: call.Agent, Profile: call.Profile, WorkItemID: call.WorkItemID, JobID: call.JobID,
-		SessionKey: call.SessionKey, CorrelationID: call.CorrelationID,
-	})
+		SessionKey: call.SessionKey, CorrelationID: call.CorrelationID, Ceilings: call.Ceilings,
+	}
+	if !call.Requester.IsZero() {
+		r := call.Requester
+		rec.Requester = &r
+	}
+	return a.Record(ctx, rec)
 }
 
 // List returns the records f selects, newest first: what `switchyard

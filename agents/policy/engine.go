@@ -17,6 +17,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
 )
 
 // Skill is what a loaded skill restricts. AllowedTools nil means the skill
@@ -42,6 +43,9 @@ type Options struct {
 	Profiles map[string]ProfileConfig
 	// Skills gives each call's loaded skills; nil means none are loaded.
 	Skills SkillSource
+	// Access maps requesters to the ceilings of their runs (access: in
+	// the config); the zero value applies the documented defaults.
+	Access AccessConfig
 	// Audit records denials, approval requests and sensitive calls; nil
 	// records nothing.
 	Audit *Auditor
@@ -76,6 +80,7 @@ type Engine struct {
 	cmds     map[string]handler
 	branches []string
 	skills   SkillSource
+	access   *accessRules
 	audit    *Auditor
 	// checkers holds shell checkers between checks, each with its parser,
 	// maps and word buffer: what a check allocates is what the garbage
@@ -102,11 +107,15 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ValidateAccess(opts.Access, opts.Profiles); err != nil {
+		return nil, err
+	}
 	e := &Engine{
 		profiles: profiles,
 		cmds:     newCommandTable(),
 		branches: opts.ProtectedBranches,
 		skills:   opts.Skills,
+		access:   compileAccess(opts.Access),
 		audit:    opts.Audit,
 		roots:    map[string]*workspace{},
 		log:      opts.Logger,
@@ -256,11 +265,49 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 			return deny("skill:"+sk.Name+"/allowed_tools", fmt.Sprintf("denied by skill %q: tool %q is not in its allowed_tools", sk.Name, t.Name)), nil
 		}
 	}
-	byProfile := func(f *finding) Decision {
-		return deny("profile:"+p.Name+"/"+f.rule, fmt.Sprintf("denied by profile %q: %s", p.Name, f.reason))
+	d, err := e.under(p, nil, call)
+	if err != nil || d.Verdict == tools.Deny {
+		return d, err
+	}
+	// Every ceiling of the run must allow the call too: deny wins, an
+	// approval any of them asks for is asked. A ceiling that allows at
+	// least what the profile allows changes nothing and is not checked.
+	for i := range s.Ceilings {
+		c := &s.Ceilings[i]
+		if e.covers(c.Profile, p.Name) {
+			continue
+		}
+		cp, ok := e.profiles[c.Profile]
+		if !ok {
+			return deny("ceiling:unknown", fmt.Sprintf("denied: the ceiling %q (%s) is not a profile", c.Profile, c.Reason)), nil
+		}
+		cd, err := e.under(cp, c, call)
+		if err != nil || cd.Verdict == tools.Deny {
+			cd.Profile = p.Name
+			return cd, err
+		}
+		if cd.Verdict == tools.NeedsApproval && d.Verdict == tools.Allow {
+			d.Verdict, d.Rule, d.Reason = cd.Verdict, cd.Rule, cd.Reason
+		}
+		d.Permissions = unionPerms(d.Permissions, cd.Permissions)
+		d.Sensitive = d.Sensitive || cd.Sensitive
+	}
+	return d, nil
+}
+
+// under decides a call by one profile: the agent's own (ceiling nil) or a
+// ceiling of its run.
+func (e *Engine) under(p *Profile, ceiling *bot.Ceiling, call tools.Call) (Decision, error) {
+	t := call.Tool
+	rulePrefix, who := "profile:"+p.Name+"/", fmt.Sprintf("profile %q", p.Name)
+	if ceiling != nil {
+		rulePrefix, who = "ceiling:"+p.Name+"/", fmt.Sprintf("the ceiling %q (%s)", p.Name, ceiling.Reason)
+	}
+	deny := func(f *finding) Decision {
+		return Decision{Verdict: tools.Deny, Rule: rulePrefix + f.rule, Reason: fmt.Sprintf("denied by %s: %s", who, f.reason), Profile: p.Name}
 	}
 	if f := e.toolGate(p, t); f != nil {
-		return byProfile(f), nil
+		return deny(f), nil
 	}
 	used := e.toolNeeds(t)
 	if listed, _ := p.allowsTool(t.Name); listed {
@@ -281,7 +328,7 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 			return Decision{}, err
 		}
 		if f != nil {
-			return byProfile(f), nil
+			return deny(f), nil
 		}
 		if approval == nil {
 			approval = a
@@ -292,11 +339,22 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 	d := Decision{Verdict: tools.Allow, Rule: p.allowRule, Reason: p.allowReason, Profile: p.Name, Permissions: used.list()}
 	if approval != nil {
 		d.Verdict = tools.NeedsApproval
-		d.Rule = "profile:" + p.Name + "/" + approval.rule
-		d.Reason = fmt.Sprintf("profile %q requires approval: %s", p.Name, approval.reason)
+		d.Rule = rulePrefix + approval.rule
+		d.Reason = fmt.Sprintf("%s requires approval: %s", who, approval.reason)
 	}
 	d.Sensitive = used&sensitivePerms != 0 || outside || approval != nil
 	return d, nil
+}
+
+// unionPerms returns the permissions of a and b in canonical order.
+func unionPerms(a, b []Permission) []Permission {
+	var set perms
+	for _, p := range slices.Concat(a, b) {
+		if bit, ok := permBit(p); ok {
+			set |= bit
+		}
+	}
+	return set.list()
 }
 
 func dedupSkills(skills []Skill) []Skill {

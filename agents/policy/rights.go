@@ -7,15 +7,25 @@ import (
 var _ tools.Confiner = (*Engine)(nil)
 
 // Confine implements tools.Confiner: how the sandbox holds the commands of
-// an agent in scope s, from the same rights its calls are decided by. The
-// network only when the profile grants it; the workspace read-only unless
-// the profile may write; hooks, git config and CI configuration read-only
-// unless it has ci. An unknown profile gets the tightest confinement.
+// an agent in scope s, from the same rights its calls are decided by: its
+// profile and every ceiling of its run. The network only when all of them
+// grant it; the workspace read-only unless all may write; hooks, git config
+// and CI configuration read-only unless all have ci. An unknown profile
+// grants nothing.
 func (e *Engine) Confine(s tools.Scope, workspace string) tools.Confinement {
-	var granted perms
-	network := false
-	if p, ok := e.profiles[s.Profile]; ok {
-		granted, network = p.perms, p.Network
+	granted, network := ^perms(0), true
+	bound := func(name string) {
+		p, ok := e.profiles[name]
+		if !ok {
+			granted, network = 0, false
+			return
+		}
+		granted &= p.perms
+		network = network && p.Network
+	}
+	bound(s.Profile)
+	for _, c := range s.Ceilings {
+		bound(c.Profile)
 	}
 	c := tools.Confinement{Network: network, WorkspaceReadOnly: !granted.has(pWrite)}
 	if !granted.has(pCI) {

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // Kind says where a tool comes from; visibility rules differ by kind.
@@ -60,6 +62,11 @@ type Scope struct {
 	Profile string
 	// Package is the package that contributed the agent, "" otherwise.
 	Package string
+	// Ceilings bound the profile: a call must be allowed by the profile
+	// and by each of them. They come from who asked for the work (access:
+	// in the config) and from the agents that called this one or handed
+	// it the work, so rights never widen down a chain.
+	Ceilings []bot.Ceiling
 }
 
 // CallContext is what a tool knows about the run that calls it.
@@ -74,6 +81,8 @@ type CallContext struct {
 	Workspace string
 	// CallID is the model's id for this call.
 	CallID string
+	// Requester is who asked for the work, for the audit log.
+	Requester bot.Requester
 }
 
 // RefusedError is a call refused before anything executed.
@@ -237,6 +246,11 @@ func Visible(t Info, s Scope, p Profiles) (bool, string) {
 	}
 	if p != nil && p.Forbids(s.Profile, t) {
 		return false, fmt.Sprintf("tool %q is forbidden by profile %q of agent %q", t.Name, s.Profile, s.Agent)
+	}
+	for _, c := range s.Ceilings {
+		if p != nil && p.Forbids(c.Profile, t) {
+			return false, fmt.Sprintf("tool %q is forbidden by the ceiling %q (%s)", t.Name, c.Profile, c.Reason)
+		}
 	}
 	return true, ""
 }

@@ -30,7 +30,7 @@ func loadEngine(cfgPath string) (*policy.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	engine, err := policy.New(policy.Options{Profiles: cfg.Profiles})
+	engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Access: cfg.Access})
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}

@@ -58,7 +58,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, lo
 		if err != nil {
 			return daemon.Runtime{}, err
 		}
-		engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Audit: auditor, Logger: logger})
+		engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Access: cfg.Access, Audit: auditor, Logger: logger})
 		if err != nil {
 			return daemon.Runtime{}, withCode(exitUsage, err)
 		}
@@ -83,7 +83,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, lo
 		}
 		rt, err := agents.NewRuntime(agents.RuntimeOptions{
 			Agents: mgr, Models: ms, Tools: reg,
-			Policy: engine, Profiles: engine, Approver: approvals,
+			Policy: engine, Profiles: engine, Approver: approvals, Access: engine, Requesters: deps.Requesters,
 			Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 			Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
 			Redactor: redactor, Logger: logger,

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -55,7 +57,7 @@ func newServeCmd() *cobra.Command {
 				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,
 				DedupWindow: cfg.DedupWindow,
 				GitHub:      cfg.GitHub, Slack: cfg.Slack,
-				Agents: s.agents, Sandbox: sandboxOptions(cfg),
+				Agents: s.agents, Sandbox: sandboxOptions(cfg), SlackGroups: slices.Sorted(maps.Keys(cfg.Access.Slack.Groups)),
 				Logger: logger, Version: version,
 			})
 			if err != nil {

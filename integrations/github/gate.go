@@ -227,6 +227,22 @@ func (g *Gate) Permission(ctx context.Context, ev *bot.Event) (Permission, error
 	return p, nil
 }
 
+// ResolveRequester completes a GitHub requester whose permission was not
+// looked up at intake (work a rule started, an allowed bot's): through the
+// same cached lookup as mentions and commands, on the thread's repository.
+// Other requesters, and threads not on GitHub, come back as they are.
+func (g *Gate) ResolveRequester(ctx context.Context, r bot.Requester, th bot.Thread) (bot.Requester, error) {
+	if r.Source != bot.SourceGitHub || r.Permission != "" || r.ID == "" || th.Source != bot.SourceGitHub || g.opts.Offline {
+		return r, nil
+	}
+	perm, err := g.Permission(ctx, &bot.Event{Repo: th.Owner + "/" + th.Repo, Actor: r.ID, Thread: th})
+	if err != nil {
+		return r, err
+	}
+	r.Permission = string(perm)
+	return r, nil
+}
+
 // clientFor returns the client of ev's installation; events from a
 // repository webhook carry none, so the repository is looked up.
 func clientFor(ctx context.Context, client *Client, ev *bot.Event) (*gh.Client, error) {

@@ -636,3 +636,38 @@ func TestIntakeFailureIs500(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, code)
 	require.Equal(t, "internal error", a.Error)
 }
+
+// A rule-triggered event records its sender without a permission; the run
+// looks it up when it starts, through the same cache as mentions.
+func TestRequesterPermissionIsLookedUpWhenTheRunStarts(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "mallory", "read", "read")
+	code, a := e.post("issues", "d-rule", issuesPayload("labeled", person("mallory"), "crash", nil, "bug").bytes(t))
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "accepted", a.Status)
+	wi := e.workItems()[0]
+	require.Equal(t, bot.Requester{Source: bot.SourceGitHub, ID: "mallory"}, wi.Requester, "a rule asks nobody's permission at intake")
+
+	r, err := e.gate.ResolveRequester(ctx, wi.Requester, wi.Thread)
+	require.NoError(t, err)
+	require.Equal(t, "read", r.Permission)
+	e.gh.setPermission("octo/hello", "mallory", "admin", "admin")
+	r, err = e.gate.ResolveRequester(ctx, wi.Requester, wi.Thread)
+	require.NoError(t, err)
+	require.Equal(t, "read", r.Permission, "answered from the cache")
+
+	// Known permissions, other sources and other threads are left alone.
+	known := bot.Requester{Source: bot.SourceGitHub, ID: "alice", Permission: "write"}
+	r, err = e.gate.ResolveRequester(ctx, known, wi.Thread)
+	require.NoError(t, err)
+	require.Equal(t, known, r)
+	local := bot.Requester{Source: bot.SourceLocal, ID: "ana"}
+	r, err = e.gate.ResolveRequester(ctx, local, bot.LocalThread("x"))
+	require.NoError(t, err)
+	require.Equal(t, local, r)
+
+	// A failed lookup is an error: the run's rights cannot be known.
+	_, err = e.gate.ResolveRequester(ctx, bot.Requester{Source: bot.SourceGitHub, ID: "bob"}, bot.GitHubThread("elsewhere", "repo", 1))
+	require.Error(t, err)
+}

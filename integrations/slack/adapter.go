@@ -30,6 +30,7 @@ type Adapter struct {
 	self     atomic.Pointer[identity]
 	refusals chan refusal
 	health   *health
+	groups   groupMembers
 }
 
 // refusal is a polite "no", posted as an ephemeral message to someone

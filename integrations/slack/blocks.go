@@ -59,6 +59,9 @@ func statusBlocks(msg bot.OutboxMessage) []slack.Block {
 		blocks = append(blocks, mrkdwnSection(b.String()))
 	}
 	var ctx []string
+	if v.Rights != "" {
+		ctx = append(ctx, ":lock: "+escape(v.Rights))
+	}
 	if d, ok := elapsed(v); ok {
 		ctx = append(ctx, ":stopwatch: "+d)
 	}

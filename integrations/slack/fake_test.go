@@ -88,6 +88,8 @@ type fakeSlack struct {
 	conns  int
 
 	acks chan socketAck
+	// groups are the members of user groups, by group id.
+	groups map[string][]string
 }
 
 func newFakeSlack(t testing.TB) *fakeSlack {
@@ -283,6 +285,15 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "message_ts": ts})
 	case "reactions.add":
 		writeJSON(w, map[string]any{"ok": true})
+	case "usergroups.users.list":
+		fs.mu.Lock()
+		members, ok := fs.groups[r.PostForm.Get("usergroup")]
+		fs.mu.Unlock()
+		if !ok {
+			writeJSON(w, map[string]any{"ok": false, "error": "no_such_subteam"})
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "users": members})
 	case "apps.connections.open":
 		if r.Header.Get("Authorization") != "Bearer xapp-test" {
 			writeJSON(w, map[string]any{"ok": false, "error": "invalid_auth"})

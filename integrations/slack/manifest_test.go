@@ -43,7 +43,7 @@ func TestAppManifest(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"/deploy", "/switchyard"}, commands)
 	require.Subset(t, m.OAuth.Scopes.Bot, []string{"app_mentions:read", "chat:write", "reactions:write", "channels:history",
-		"groups:history", "im:history", "im:read", "users:read", "commands"})
+		"groups:history", "im:history", "im:read", "users:read", "commands", "usergroups:read"})
 	require.Subset(t, m.Settings.Events.BotEvents, []string{"app_mention", "message.channels", "message.groups", "message.im"})
 	require.True(t, m.Settings.Interactivity.Enabled)
 	require.True(t, m.Settings.SocketMode)

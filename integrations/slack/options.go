@@ -100,6 +100,10 @@ type Options struct {
 	Skills NameLister
 	// Approvals receives Approve / Deny clicks; nil ignores them.
 	Approvals ApprovalDecider
+	// UserGroups are the user group ids (S…) access rules name: a run
+	// started by a Slack member looks up which of them the member is in
+	// (see ResolveRequester). Empty asks Slack nothing.
+	UserGroups []string
 
 	// ChannelInterval paces messages per channel; DefaultChannelInterval
 	// when zero.
