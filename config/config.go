@@ -325,6 +325,26 @@ func (c *Config) Compile(agents []bot.AgentInfo) (*bot.Router, error) {
 	return router, nil
 }
 
+// Positioned returns the *bot.FieldError values joined in err as Errors
+// at the lines of this file, for checks made outside this package (the
+// approvals that name tools of connected platforms). Any other error comes
+// back as it is; nil stays nil.
+func (c *Config) Positioned(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errs Errors
+	for _, e := range flatten(err) {
+		var fe *bot.FieldError
+		if !errors.As(e, &fe) {
+			return err
+		}
+		errs = append(errs, &Error{File: c.Source, Line: c.Line(fe.Field), Path: fe.Field, Msg: fe.Msg})
+	}
+	errs.sort()
+	return errs
+}
+
 // BotSchedules returns the schedules in the form the scheduler takes.
 func (c *Config) BotSchedules() []bot.Schedule {
 	out := make([]bot.Schedule, len(c.Schedules))

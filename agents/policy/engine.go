@@ -77,6 +77,7 @@ type Decision struct {
 // policy applied to the call's arguments. It is safe for concurrent use.
 type Engine struct {
 	profiles map[string]*Profile
+	cfg      map[string]ProfileConfig
 	cmds     map[string]handler
 	branches []string
 	skills   SkillSource
@@ -112,6 +113,7 @@ func New(opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		profiles: profiles,
+		cfg:      opts.Profiles,
 		cmds:     newCommandTable(),
 		branches: opts.ProtectedBranches,
 		skills:   opts.Skills,
@@ -130,13 +132,18 @@ func New(opts Options) (*Engine, error) {
 		return &checker{cmds: e.cmds, branches: e.branches, parser: syntax.NewParser(syntax.Variant(syntax.LangBash)),
 			seen: map[*syntax.CallExpr]bool{}, stats: statCache{}}
 	}
+	// A profile that asks for approval of what it refuses outright would
+	// never ask anyone: that is a mistake in the config.
+	if errs := e.deadApprovals(opts.Profiles, nil); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return e, nil
 }
 
 // ValidateProfiles checks the profiles section of a config without building
 // an Engine, for `switchyard config check`.
 func ValidateProfiles(cfg map[string]ProfileConfig) error {
-	_, err := compileProfiles(cfg)
+	_, err := New(Options{Profiles: cfg})
 	return err
 }
 

@@ -26,7 +26,8 @@ func FuzzShellPolicy(f *testing.F) {
 		f.Add(s)
 	}
 	fx := newFixture(f, map[string]policy.ProfileConfig{
-		"fuzzy": {Extends: "contributor", Commands: policy.CommandRules{Allow: []string{"make"}, Deny: []string{"git push"}},
+		"fuzzy": {Extends: "contributor", Permissions: []policy.Permission{policy.PermDeploy},
+			Commands: policy.CommandRules{Allow: []string{"make"}, Deny: []string{"git push"}},
 			Approval: []string{"kubectl"}, Approvers: []string{"alice"}, Paths: policy.PathRules{Read: policy.PathRule{Deny: []string{"secrets/**"}}}},
 	})
 	profiles := append(append([]string(nil), builtinProfiles...), "fuzzy")

@@ -319,6 +319,12 @@ func TestConfigErrorsExit2NamingFileLineAndKey(t *testing.T) {
 		{"bad-regex.yaml", "routing:\n  rules:\n    - name: r\n      agent: coder\n      match:\n        text: \"(\"\n",
 			"bad-regex.yaml:6: routing.rules[0].match.text"},
 		{"wrong-type.yaml", "workers: many\n", "wrong-type.yaml:1: workers"},
+		// The README's old deployer: contributor cannot run kubectl at all,
+		// so its approval never asked anyone.
+		{"lying-approval.yaml", "profiles:\n  deployer:\n    extends: contributor\n    approval: [\"kubectl apply\"]\n    approvers: [alice]\n",
+			`lying-approval.yaml:4: profiles.deployer.approval[0]: "kubectl apply" never asks anyone: the profile refuses it outright (`},
+		{"unknown-ceiling.yaml", "access:\n  slack:\n    users:\n      U0123ABCD: admin\n",
+			`unknown-ceiling.yaml:4: access.slack.users.U0123ABCD: unknown profile "admin"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -334,7 +340,13 @@ func TestConfigErrorsExit2NamingFileLineAndKey(t *testing.T) {
 			}
 		})
 	}
-	r := run(t, dir, nil, "config", "check", "--config", "missing.yaml")
+	// Approvals of platform tools are judged by what the tools declare.
+	file := write("tool-approval.yaml", "profiles:\n  reviewer2:\n    extends: read-only\n    approval: [github_get_issue, github_merge_pull_request]\n    approvers: [alice]\n")
+	r := run(t, dir, nil, "config", "check", "--config", file)
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, `tool-approval.yaml:4: profiles.reviewer2.approval[1]: "github_merge_pull_request" never asks anyone: the profile refuses it outright (tool "github_merge_pull_request" is not allowed (needs the merge permission))`)
+	require.NotContains(t, r.stderr, "approval[0]")
+	r = run(t, dir, nil, "config", "check", "--config", "missing.yaml")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "missing.yaml")
 

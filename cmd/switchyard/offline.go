@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
@@ -236,6 +237,15 @@ func newConfigCmd() *cobra.Command {
 			s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
+			}
+			// Approvals of GitHub and Slack tools are judged by what those
+			// tools declare, as the daemon does when it starts.
+			engine, err := policy.New(policy.Options{Profiles: s.cfg.Profiles, Access: s.cfg.Access})
+			if err != nil {
+				return withCode(exitUsage, s.cfg.Positioned(err))
+			}
+			if err := engine.CheckApprovals(slices.Concat(github.ToolInfos(), slack.ToolInfos())); err != nil {
+				return withCode(exitUsage, s.cfg.Positioned(err))
 			}
 			names := make([]string, 0)
 			for _, a := range s.agents.List() {

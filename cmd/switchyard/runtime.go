@@ -69,6 +69,11 @@ func newRuntime(ctx context.Context, cfg *config.Config, mgr *agents.Manager, lo
 		if err != nil {
 			return daemon.Runtime{}, fmt.Errorf("tools: %w", err)
 		}
+		// An approval of a GitHub or Slack tool the profile refuses outright
+		// would never ask anyone: the config is wrong.
+		if err := engine.CheckApprovals(reg.List()); err != nil {
+			return daemon.Runtime{}, withCode(exitUsage, cfg.Positioned(err))
+		}
 		approvals, err := policy.NewApprovals(policy.ApprovalOptions{
 			Approvers: engine, Notifier: deps.Notifier, Audit: auditor, Redactor: redactor, Logger: logger,
 			Timeout: cfg.ApprovalTimeout,
