@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"path"
 	"slices"
 	"strings"
 )
@@ -9,125 +8,6 @@ import (
 // handler checks one command and returns the directories the script may be
 // in after it succeeded (only cd and its kin change them).
 type handler func(c *checker, inv *invocation) cwds
-
-// opt is one parsed option: "-n", "--output", with its value if it takes
-// one.
-type opt struct {
-	name string
-	val  *word
-}
-
-// optSpec says which options take a value, so their values are not taken
-// for paths or patterns.
-type optSpec struct {
-	short string   // short options taking a value: "nfo"
-	long  []string // long options taking a value when written without =
-}
-
-// parseOpts splits args into options and operands the way GNU getopt
-// does: options may follow operands, "--" ends them, "-" is an operand. A
-// word that is not literal is an operand: it cannot be read as an option.
-// Option values and operands point into args, which nothing changes.
-func parseOpts(args []word, spec optSpec) (opts []opt, pos []word) {
-	// While the operands are one run of args (no option between them, the
-	// common case), pos is that run, not a copy.
-	ps, pe, copied := 0, 0, false
-	operand := func(i int) {
-		switch {
-		case copied:
-			pos = append(pos, args[i])
-		case ps == pe:
-			ps, pe = i, i+1
-		case pe == i:
-			pe++
-		default:
-			pos = make([]word, 0, pe-ps+len(args)-i)
-			pos = append(append(pos, args[ps:pe]...), args[i])
-			copied = true
-		}
-	}
-	add := func(o opt) {
-		if opts == nil {
-			opts = make([]opt, 0, 4)
-		}
-		opts = append(opts, o)
-	}
-	for i := 0; i < len(args); i++ {
-		w := &args[i]
-		if !w.lit || w.s == "-" || !strings.HasPrefix(w.s, "-") {
-			operand(i)
-			continue
-		}
-		if w.s == "--" {
-			for j := i + 1; j < len(args); j++ {
-				operand(j)
-			}
-			break
-		}
-		if strings.HasPrefix(w.s, "--") {
-			name, val, hasVal := strings.Cut(w.s, "=")
-			o := opt{name: name}
-			switch {
-			case hasVal:
-				v := litWord(val)
-				o.val = &v
-			case slices.Contains(spec.long, name) && i+1 < len(args):
-				i++
-				o.val = &args[i]
-			}
-			add(o)
-			continue
-		}
-		for j := 1; j < len(w.s); j++ {
-			o := opt{name: shortOption(w.s, j)}
-			if strings.IndexByte(spec.short, w.s[j]) >= 0 {
-				if rest := w.s[j+1:]; rest != "" {
-					v := litWord(rest)
-					o.val = &v
-				} else if i+1 < len(args) {
-					i++
-					o.val = &args[i]
-				}
-				add(o)
-				break
-			}
-			add(o)
-		}
-	}
-	if !copied && pe > ps {
-		pos = args[ps:pe:pe]
-	}
-	return opts, pos
-}
-
-// shortOption names the short option at cluster[j] ("-l" of "-la"),
-// without allocating for letters and digits.
-func shortOption(cluster string, j int) string {
-	const names = "-0-1-2-3-4-5-6-7-8-9-A-B-C-D-E-F-G-H-I-J-K-L-M-N-O-P-Q-R-S-T-U-V-W-X-Y-Z" +
-		"-a-b-c-d-e-f-g-h-i-j-k-l-m-n-o-p-q-r-s-t-u-v-w-x-y-z"
-	switch b := cluster[j]; {
-	case j == 1 && cluster[0] == '-':
-		return cluster[:2]
-	case '0' <= b && b <= '9':
-		return names[2*(b-'0') : 2*(b-'0')+2]
-	case 'A' <= b && b <= 'Z':
-		i := 10 + int(b-'A')
-		return names[2*i : 2*i+2]
-	case 'a' <= b && b <= 'z':
-		i := 36 + int(b-'a')
-		return names[2*i : 2*i+2]
-	}
-	return "-" + cluster[j:j+1]
-}
-
-func hasOpt(opts []opt, names ...string) bool {
-	for _, o := range opts {
-		if slices.Contains(names, o.name) {
-			return true
-		}
-	}
-	return false
-}
 
 // subcommands appends to dst, an empty buffer, the words rules match after
 // the command name: the first three operands, or for git and gh their
@@ -151,12 +31,23 @@ func subcommands(dst []string, name string, args []word) []string {
 		}
 		return out
 	case "gh":
-		_, pos := parseOpts(args, optSpec{short: "R", long: []string{"--repo", "--hostname"}})
-		return literalWords(dst[:0], pos, 2)
+		dst = dst[:0]
+		for i := 0; i < len(args); i++ {
+			w := args[i]
+			switch {
+			case !w.lit || len(dst) == 2:
+				return dst
+			case w.s == "-R" || w.s == "--repo" || w.s == "--hostname":
+				i++
+			case strings.HasPrefix(w.s, "-"):
+			default:
+				dst = append(dst, w.s)
+			}
+		}
+		return dst
 	}
-	// parseOpts with no option taking a value, then literalWords, without
-	// building the operands: options are skipped, "--" makes the rest
-	// operands, and the first operand that is not literal ends the words.
+	// Options are skipped, "--" makes the rest operands, and the first
+	// operand that is not literal ends the words.
 	dst = dst[:0]
 	for i, w := range args {
 		switch {
@@ -192,13 +83,29 @@ type cmdSpec struct {
 	skip  int      // leading operands that are not paths (a mode, a pattern)
 	write []string // options whose value is a path written
 	read  []string // options whose value is a path read
-	exec  []string // options that run another program
+	// exec are options that run another program, whose value is the
+	// command; execFlags options that run programs the policy cannot see.
+	exec      []string
+	execFlags []string
+	// lists are options whose value is a file listing paths to read,
+	// which the policy cannot check.
+	lists []string
 	tree  []string // options that make every path a whole tree (-r)
-	// follow are options that read trees through their links (-L).
-	follow []string
+	// follow are options that read trees through their links (-L);
+	// alwaysTree reads every operand as a tree; followAlways reads trees
+	// through their links unless noFollow says otherwise.
+	follow       []string
+	alwaysTree   bool
+	followAlways bool
+	noFollow     []string
 	// writeIf are options that turn a reading command into a writing one
-	// (sed -i, gofmt -w).
+	// (gofmt -w).
 	writeIf []string
+	// dflt is the operand when there is none (tree and du read ".").
+	dflt string
+	// meta means the command changes only a path's metadata or removes
+	// it (chmod, touch, rm), not what a program would read from it.
+	meta bool
 }
 
 type posRole uint8
@@ -212,26 +119,43 @@ const (
 )
 
 func (s cmdSpec) handler() handler {
+	t := s.opts.compile()
 	return func(c *checker, inv *invocation) cwds {
-		opts, pos := parseOpts(inv.argv[1:], s.opts)
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
 		need := s.need
 		writing := s.pos == posWrite || s.pos == posLastWrite || s.pos == posAllWrite || hasOpt(opts, s.writeIf...)
 		if writing {
 			need |= pWrite
 		}
-		if hasOpt(opts, s.exec...) {
-			need |= pExec
+		for _, o := range opts {
+			switch {
+			case slices.Contains(s.write, o.name):
+				need |= pWrite
+			case slices.Contains(s.execFlags, o.name):
+				if !c.needBecause(inv, pExec, "option "+o.name+" runs programs the policy cannot see") {
+					return inv.cwd
+				}
+			case slices.Contains(s.lists, o.name):
+				if !c.needBecause(inv, pExec, "option "+o.name+" reads the paths to use from a file, which the policy cannot check") {
+					return inv.cwd
+				}
+			}
 		}
 		if !c.need(inv, need) {
 			return inv.cwd
 		}
-		tree := hasOpt(opts, s.tree...)
-		follow := tree && hasOpt(opts, s.follow...)
+		tree := s.alwaysTree || hasOpt(opts, s.tree...)
+		follow := tree && (hasOpt(opts, s.follow...) || s.followAlways && !hasOpt(opts, s.noFollow...))
 		for _, o := range opts {
 			if o.val == nil {
 				continue
 			}
 			switch {
+			case slices.Contains(s.exec, o.name):
+				c.optionCommand(inv, o)
 			case slices.Contains(s.write, o.name):
 				c.usePath(inv, *o.val, pathUse{acc: accWrite})
 			case slices.Contains(s.read, o.name):
@@ -239,9 +163,15 @@ func (s cmdSpec) handler() handler {
 			case o.val.lit && looksLikePath(o.val.s):
 				c.usePath(inv, *o.val, pathUse{acc: accRead})
 			}
+			if c.deny != nil {
+				return inv.cwd
+			}
 		}
 		if s.skip > 0 {
 			pos = pos[min(s.skip, len(pos)):]
+		}
+		if len(pos) == 0 && s.dflt != "" {
+			pos = []word{litWord(s.dflt)}
 		}
 		role := s.pos
 		if role == posRead && hasOpt(opts, s.writeIf...) {
@@ -253,7 +183,7 @@ func (s cmdSpec) handler() handler {
 			case role == posRead:
 				c.usePath(inv, w, pathUse{acc: accRead, tree: tree, follow: follow})
 			case role == posWrite:
-				c.usePath(inv, w, pathUse{acc: accWrite, tree: tree})
+				c.usePath(inv, w, pathUse{acc: accWrite, tree: tree, meta: s.meta})
 			case role == posLastWrite && i < len(pos)-1:
 				c.usePath(inv, w, pathUse{acc: accRead, tree: tree})
 			case role == posLastWrite:
@@ -266,8 +196,40 @@ func (s cmdSpec) handler() handler {
 	}
 }
 
-// need returns a handler for a command whose arguments are not paths and
-// that needs bits.
+// optionCommand checks the command an option runs (sort
+// --compress-program, tar --to-command, ssh -o ProxyCommand): it needs
+// exec, and is checked as the command it is.
+func (c *checker) optionCommand(inv *invocation, o opt) {
+	if !c.needBecause(inv, pExec, "option "+o.name+" runs a program") || o.val == nil {
+		return
+	}
+	c.commandValue(inv, o.name, *o.val)
+}
+
+// commandValue checks a command line a program runs, given as one word.
+func (c *checker) commandValue(inv *invocation, what string, v word) {
+	if !v.lit {
+		c.denyf("shell:dynamic-script", "%s %s runs %s, which is not a literal (it contains %s); the policy cannot see what would run", inv.name, what, v.source(), v.dyn)
+		return
+	}
+	if strings.TrimSpace(v.s) == "" {
+		return
+	}
+	c.fedText(v.s, inv.cwd, inv.name)
+}
+
+// fedText checks a command line a program runs and feeds data on its
+// standard input (a pager, a compression program, a filter): an
+// interpreter there would run that data as a program.
+func (c *checker) fedText(text string, cwd cwds, feeder string) {
+	outer := c.stdin
+	c.stdin = hidden("what " + feeder + " writes to it")
+	c.nestedText(text, cwd)
+	c.stdin = outer
+}
+
+// needOnly returns a handler for a command whose arguments are not paths
+// and that needs bits.
 func needOnly(bits perms) handler {
 	return func(c *checker, inv *invocation) cwds {
 		c.need(inv, bits)
@@ -276,12 +238,15 @@ func needOnly(bits perms) handler {
 }
 
 // runsCode returns a handler for a program that runs code the policy
-// cannot see (interpreters, build tools): it needs exec and bits, and its
-// arguments that look like paths are checked.
+// cannot see (build tools, package managers, deployment tools): it needs
+// exec and bits, its arguments that look like paths are checked, and the
+// commands the profile's rules name are looked for in them (docker run …
+// kubectl apply).
 func runsCode(bits perms) handler {
 	return func(c *checker, inv *invocation) cwds {
 		if c.need(inv, pExec|bits) {
 			c.pathLikeArgs(inv, inv.argv[1:])
+			c.ruleScanWords(inv.argv[1:])
 		}
 		return inv.cwd
 	}
@@ -294,12 +259,27 @@ func unknownCommand(c *checker, inv *invocation) cwds {
 	}
 	c.used |= pExec
 	c.pathLikeArgs(inv, inv.argv[1:])
+	c.ruleScanWords(inv.argv[1:])
 	return inv.cwd
 }
 
 func privileged(c *checker, inv *invocation) cwds {
 	c.denyf("shell:privilege", "command %q is never allowed: it runs commands as another user", inv.name)
 	return inv.cwd
+}
+
+// isBuiltin reports a shell builtin, which PATH does not change.
+func isBuiltin(name string) bool {
+	switch name {
+	case "echo", "printf", "true", "false", ":", "pwd", "test", "[", "exit", "return", "break", "continue",
+		"shift", "wait", "jobs", "type", "cd", "pushd", "popd", "dirs", "read", "mapfile", "readarray", "set",
+		"unset", "export", "declare", "typeset", "local", "readonly", "let", "eval", "source", ".", "exec",
+		"command", "builtin", "trap", "alias", "unalias", "hash", "enable", "fc", "history", "ulimit", "umask",
+		"getopts", "times", "caller", "shopt", "bind", "complete", "compgen", "compopt", "disown", "bg", "fg",
+		"kill", "help", "logout", "suspend":
+		return true
+	}
+	return false
 }
 
 // newCommandTable returns the handler of every command the policy knows.
@@ -312,158 +292,246 @@ func newCommandTable() map[string]handler {
 			t[n] = h
 		}
 	}
-	read := cmdSpec{need: pRead}
 
-	// Commands that only read their operands.
-	reg(read.handler(), "cat", "tac", "nl", "head", "tail", "od", "hexdump", "hd", "strings", "wc",
-		"md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum",
-		"base32", "base64", "basenc", "file", "stat", "du", "realpath", "readlink", "cmp", "diff3",
-		"comm", "join", "paste", "fold", "fmt", "expand", "unexpand", "column", "rev", "zcat", "bzcat",
-		"xzcat", "zstdcat", "lz4cat", "shellcheck", "hadolint", "actionlint", "yamllint",
-		"md5", "shasum", "look", "pr", "tsort", "numfmt", "cut", "lsattr")
-	reg(cmdSpec{need: pRead, tree: []string{"-R", "--recursive"}, follow: []string{"-L", "--dereference"}}.handler(), "ls", "dir", "vdir")
-	reg(cmdSpec{need: pRead, opts: optSpec{short: "LPIo", long: []string{"--filelimit", "--charset"}},
-		write: []string{"-o"}}.handler(), "tree")
-	reg(cmdSpec{need: pRead, opts: optSpec{short: "o"}, write: []string{"-o", "--log-file", "-O", "--LOG-FILE"},
-		exec: []string{"--lesskey-file", "-k"}}.handler(), "less", "more", "most")
-	reg(cmdSpec{need: pRead, opts: optSpec{short: "oTSt", long: []string{"--output", "--temporary-directory",
-		"--compress-program", "--files0-from"}}, write: []string{"-o", "--output", "-T", "--temporary-directory"},
-		read: []string{"--files0-from"}, exec: []string{"--compress-program"}}.handler(), "sort")
-	reg(cmdSpec{need: pRead, opts: optSpec{long: []string{"--to-file", "--from-file"}},
-		read: []string{"--to-file", "--from-file"}}.handler(), "diff", "sdiff")
-	reg(cmdSpec{need: pRead, opts: optSpec{short: "ft", long: []string{"--from-code", "--to-code", "--output"}},
+	// Commands that only read their operands and can neither run programs
+	// nor write: options the policy does not list are harmless.
+	reg(cmdSpec{need: pRead}.handler(), "cat", "tac", "rev", "cmp", "comm", "tsort", "md5", "look", "lsattr", "unexpand",
+		"expand", "zcat", "bzcat", "xzcat", "zstdcat", "lz4cat", "hexdump", "hd", "sum", "base32", "base64", "basenc",
+		"readlink", "realpath", "shellcheck", "hadolint", "yamllint")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "cn", digits: true, long: []string{"--bytes", "--lines"}}}.handler(), "head")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "cns", shortOpt: "f", digits: true,
+		long: []string{"--bytes", "--lines", "--max-unchanged-stats", "--pid", "--sleep-interval"}}}.handler(), "tail")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "bdfhilnsvw", long: []string{"--body-numbering", "--footer-numbering",
+		"--header-numbering", "--join-blank-lines", "--line-increment", "--number-format", "--number-separator",
+		"--number-width", "--section-delimiter", "--starting-line-number"}}}.handler(), "nl")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "ANjt", shortOpt: "Sw", long: []string{"--address-radix", "--endian",
+		"--format", "--read-bytes", "--skip-bytes"}}}.handler(), "od")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "TUadefnstw", long: []string{"--bytes", "--unicode", "--encoding",
+		"--radix", "--target", "--output-separator"}}}.handler(), "strings")
+	reg(cmdSpec{need: pRead, opts: optSpec{long: []string{"--files0-from"}}, lists: []string{"--files0-from"}}.handler(), "wc")
+	reg(cmdSpec{need: pRead, opts: optSpec{flags: "bctwz", long: []string{"--algorithm", "--length"}},
+		lists: []string{"-c", "--check"}}.handler(), "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum",
+		"sha512sum", "b2sum", "cksum", "shasum")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "Fefm", long: []string{"--exclude", "--exclude-quiet", "--files-from",
+		"--magic-file", "--separator", "--parameter"}}, read: []string{"-m", "--magic-file"},
+		lists: []string{"-f", "--files-from"}, writeIf: []string{"-C", "--compile"}}.handler(), "file")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "c", long: []string{"--format", "--printf", "--cached"}}}.handler(), "stat")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "BXdt", long: []string{"--block-size", "--exclude", "--exclude-from",
+		"--files0-from", "--max-depth", "--threshold", "--time", "--time-style"}}, read: []string{"-X", "--exclude-from"},
+		lists: []string{"--files0-from"}, alwaysTree: true, follow: []string{"-L", "--dereference"}, dflt: "."}.handler(), "du")
+	reg(cmdSpec{need: pRead, opts: optSpec{long: []string{"--output-delimiter"}}}.handler(), "comm")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "12aejotv"}}.handler(), "join")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "d", long: []string{"--delimiters"}}}.handler(), "paste")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "w", long: []string{"--width"}}}.handler(), "fold")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "gpw", long: []string{"--goal", "--prefix", "--width"}}}.handler(), "fmt")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "EHNORTWcilnoprs", long: []string{"--output-separator", "--output-width",
+		"--separator", "--table-columns", "--table-columns-limit", "--table-hide", "--table-name", "--table-noextreme",
+		"--table-order", "--table-right", "--table-truncate", "--table-wrap", "--tree", "--tree-id", "--tree-parent"}}}.handler(), "column")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "bcdf", long: []string{"--bytes", "--characters", "--delimiter",
+		"--fields", "--output-delimiter"}}}.handler(), "cut")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "DFhlowWN", long: []string{"--first-page", "--columns", "--date-format",
+		"--header", "--length", "--number-lines", "--indent", "--sep-string", "--width", "--page-width"}}}.handler(), "pr")
+	reg(cmdSpec{need: pRead, pos: posNone, opts: optSpec{long: []string{"--format", "--from", "--from-unit", "--to",
+		"--to-unit", "--padding", "--field", "--header", "--round", "--suffix", "--grouping", "--invalid"}}}.handler(), "numfmt")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "ITpw", shortOpt: "F", long: []string{"--block-size", "--format", "--hide",
+		"--ignore", "--indicator-style", "--quoting-style", "--sort", "--tabsize", "--time", "--time-style", "--width"},
+		longOpt: []string{"--classify", "--color", "--hyperlink"}},
+		tree: []string{"-R", "--recursive"}, follow: []string{"-L", "--dereference"}}.handler(), "ls", "dir", "vdir")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "DFISWXx", shortOpt: "CUcu", long: []string{"--GTYPE-group-format",
+		"--LTYPE-line-format", "--exclude", "--exclude-from", "--from-file", "--horizon-lines", "--ifdef",
+		"--ignore-matching-lines", "--label", "--line-format", "--palette", "--show-function-line", "--starting-file",
+		"--tabsize", "--to-file", "--width", "--old-line-format", "--new-line-format", "--unchanged-line-format",
+		"--old-group-format", "--new-group-format", "--changed-group-format", "--unchanged-group-format"},
+		longOpt: []string{"--color", "--context", "--unified"}},
+		read: []string{"--to-file", "--from-file", "-X", "--exclude-from"}, tree: []string{"-r", "--recursive"},
+		followAlways: true, noFollow: []string{"--no-dereference"}}.handler(), "diff")
+	reg(treeHandler(), "tree")
+	reg(lessHandler(), "less", "more", "most")
+	reg(manHandler(), "man")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "CSTckot", long: []string{"--batch-size", "--buffer-size", "--check",
+		"--compress-program", "--field-separator", "--files0-from", "--key", "--output", "--parallel",
+		"--random-source", "--sort", "--temporary-directory"},
+		flags: "MRVbdfghimnrsuz", longFlags: []string{"--debug", "--dictionary-order", "--general-numeric-sort", "--help",
+			"--human-numeric-sort", "--ignore-case", "--ignore-leading-blanks", "--ignore-nonprinting", "--merge",
+			"--month-sort", "--numeric-sort", "--random-sort", "--reverse", "--stable", "--unique", "--version",
+			"--version-sort", "--zero-terminated"}, strict: true},
+		write: []string{"-o", "--output", "-T", "--temporary-directory"}, read: []string{"--random-source"},
+		lists: []string{"--files0-from"}, exec: []string{"--compress-program"}}.handler(), "sort")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "IowW", long: []string{"--diff-program", "--ignore-matching-lines",
+		"--output", "--tabsize", "--width"}, flags: "BEHWZabdilstv", longFlags: []string{"--expand-tabs", "--help",
+		"--ignore-all-space", "--ignore-blank-lines", "--ignore-case", "--ignore-space-change", "--ignore-tab-expansion",
+		"--ignore-trailing-space", "--left-column", "--minimal", "--speed-large-files", "--strip-trailing-cr",
+		"--suppress-common-lines", "--text", "--version"}, strict: true},
+		write: []string{"-o", "--output"}, exec: []string{"--diff-program"}}.handler(), "sdiff")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "L", long: []string{"--diff-program", "--label"}, flags: "3AETXaeimvx",
+		longFlags: []string{"--easy-only", "--ed", "--help", "--initial-tab", "--merge", "--overlap-only", "--show-all",
+			"--show-overlap", "--strip-trailing-cr", "--text", "--version"}, strict: true},
+		exec: []string{"--diff-program"}}.handler(), "diff3")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "fot", long: []string{"--from-code", "--output", "--to-code"},
+		flags: "Vcls", longFlags: []string{"--list", "--silent", "--verbose", "--help", "--usage", "--version"}, strict: true},
 		write: []string{"-o", "--output"}}.handler(), "iconv")
-	reg(cmdSpec{need: pRead, opts: optSpec{short: "ngio", long: []string{"--output", "--input-range", "--head-count"}},
-		write: []string{"-o", "--output"}}.handler(), "shuf")
-	reg(cmdSpec{need: pRead, writeIf: []string{"-w", "--write"}, opts: optSpec{short: "r"}}.handler(),
-		"gofmt", "goimports")
-	reg(grepHandler(optSpec{short: "efmABCd", long: []string{"--regexp", "--file", "--max-count", "--after-context",
-		"--before-context", "--context", "--include", "--exclude", "--exclude-dir", "--label", "--binary-files",
-		"--directories", "--devices", "--exclude-from"}}, nil), "grep", "egrep", "fgrep", "zgrep")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "ino", long: []string{"--head-count", "--input-range", "--output",
+		"--random-source"}, flags: "erz", longFlags: []string{"--echo", "--repeat", "--zero-terminated", "--help", "--version"},
+		strict: true}, write: []string{"-o", "--output"}, read: []string{"--random-source"}}.handler(), "shuf")
+	reg(goFmtHandler(), "gofmt", "goimports")
+	reg(grepHandler(optSpec{short: "ABCDdefm", long: []string{"--after-context", "--before-context", "--binary-files",
+		"--context", "--devices", "--directories", "--exclude", "--exclude-dir", "--exclude-from", "--file",
+		"--group-separator", "--include", "--label", "--max-count", "--regexp"}, longOpt: []string{"--color", "--colour"},
+		digits: true}, nil), "grep", "egrep", "fgrep", "zgrep")
 	reg(grepHandler(optSpec{short: "efgtTmABCjMrEd", long: []string{"--regexp", "--file", "--glob", "--iglob",
 		"--type", "--type-not", "--max-count", "--after-context", "--before-context", "--context", "--threads",
 		"--max-columns", "--replace", "--encoding", "--max-depth", "--pre", "--pre-glob", "--type-add",
-		"--ignore-file", "--sort", "--sortr", "--max-filesize", "--colors", "--color", "--path-separator"}},
-		[]string{"--pre"}), "rg")
+		"--ignore-file", "--sort", "--sortr", "--max-filesize", "--colors", "--color", "--path-separator",
+		"--context-separator", "--field-context-separator", "--field-match-separator", "--dfa-size-limit",
+		"--regex-size-limit", "--engine", "--hostname-bin", "--hyperlink-format", "--type-clear", "--generate"}},
+		[]string{"--pre", "--hostname-bin"}), "rg")
 	reg(grepHandler(optSpec{short: "GgmABC", long: []string{"--ignore", "--file-search-regex", "--max-count",
-		"--after", "--before", "--context", "--pager"}}, []string{"--pager"}), "ag", "ack")
-	reg(jqHandler, "jq", "gojq", "jaq")
-	reg(yqHandler, "yq")
-	reg(sedHandler, "sed", "gsed")
-	reg(findHandler, "find")
-	reg(inOutHandler(optSpec{short: "fsw", long: []string{"--skip-fields", "--skip-chars", "--check-chars", "--group", "--all-repeated"}}), "uniq")
+		"--after", "--before", "--context", "--pager", "--ignore-dir", "--type-add", "--type-set", "--ackrc",
+		"--output", "--files-from", "--range-start", "--range-end"}}, []string{"--pager", "--ackrc", "--files-from"}), "ag", "ack")
+	reg(jqHandler(), "jq", "gojq", "jaq")
+	reg(yqHandler(), "yq")
+	reg(sedHandler(), "sed", "gsed")
+	reg(awkHandler(), "awk", "gawk", "mawk", "nawk")
+	reg(findHandler(), "find")
+	reg(inOutHandler(optSpec{short: "fsw", long: []string{"--skip-fields", "--skip-chars", "--check-chars"},
+		longOpt: []string{"--group", "--all-repeated"}}), "uniq")
 	reg(inOutHandler(optSpec{short: "cglnosC", long: []string{"-cols", "-len", "-seek", "-name"}}), "xxd")
-	reg(tarHandler, "tar", "bsdtar", "gtar")
-	reg(unzipHandler, "unzip")
-	reg(compressHandler, "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "lzma", "unlzma", "zstd", "unzstd",
-		"lz4", "compress", "uncompress", "pigz", "unpigz")
-	reg(cmdSpec{need: pWrite, opts: optSpec{short: "bnt", long: []string{"--suffix", "--number", "--lines",
-		"--bytes", "--line-bytes", "--additional-suffix"}}}.handler(), "split")
+	reg(tarHandler(), "tar", "bsdtar", "gtar")
+	reg(unzipHandler(), "unzip")
+	reg(zipHandler(), "zip")
+	reg(compressHandler(optSpec{short: "S", flags: "0123456789LNVcdfhklnqrtv", long: []string{"--suffix", "--synchronous"},
+		longFlags: []string{"--best", "--decompress", "--uncompress", "--fast", "--force", "--help", "--keep", "--license",
+			"--list", "--name", "--no-name", "--quiet", "--recursive", "--rsyncable", "--stdout", "--to-stdout", "--test",
+			"--verbose", "--version"}, strict: true}), "gzip", "gunzip", "pigz", "unpigz", "compress", "uncompress")
+	reg(compressHandler(optSpec{flags: "0123456789LVcdfhkqstvz", longFlags: []string{"--best", "--fast", "--compress",
+		"--decompress", "--force", "--keep", "--small", "--stdout", "--test", "--quiet", "--verbose", "--help",
+		"--version", "--license"}, strict: true}), "bzip2", "bunzip2")
+	reg(compressHandler(optSpec{short: "TFCM", flags: "0123456789HVcdefhklqtvz", long: []string{"--threads", "--format",
+		"--check", "--memlimit", "--memory", "--block-size", "--block-list", "--suffix", "--filters",
+		"--memlimit-compress", "--memlimit-decompress"}, longFlags: []string{"--compress", "--decompress",
+		"--uncompress", "--extreme", "--force", "--help", "--keep", "--list", "--long-help", "--quiet", "--stdout",
+		"--to-stdout", "--test", "--verbose", "--version", "--robot", "--no-sparse", "--single-stream", "--no-adjust",
+		"--info-memory", "--ignore-check", "--flush-timeout", "--lzma1", "--lzma2", "--x86", "--delta"},
+		longOpt: []string{"--lzma1", "--lzma2", "--delta"}, strict: true}), "xz", "unxz", "lzma", "unlzma")
+	reg(compressHandler(optSpec{short: "BDMTbeio", flags: "0123456789HSVcdfhklqrvt", long: []string{"--auto-threads",
+		"--dictID", "--filelist", "--format", "--maxdict", "--output-dir-flat", "--output-dir-mirror", "--patch-from",
+		"--priority", "--size-hint", "--stream-size", "--target-compressed-block-size", "--trace", "--memory",
+		"--threads"}, longOpt: []string{"--fast", "--long", "--train-cover", "--train-fastcover", "--train-legacy"},
+		longFlags: []string{"--adapt", "--asyncio", "--check", "--compress-literals", "--decompress", "--uncompress",
+			"--exclude-compressed", "--force", "--help", "--keep", "--no-dictID", "--pass-through", "--progress",
+			"--quiet", "--rm", "--row-match-finder", "--rsyncable", "--single-thread", "--sparse", "--stdout", "--test",
+			"--train", "--ultra", "--verbose", "--version", "--no-check", "--no-progress"}, strict: true}), "zstd", "unzstd")
+	reg(compressHandler(optSpec{flags: "0123456789BDSVcdfhklmqrtvz", longFlags: []string{"--best", "--fast",
+		"--decompress", "--uncompress", "--force", "--keep", "--rm", "--stdout", "--to-stdout", "--test", "--quiet",
+		"--verbose", "--help", "--version", "--multiple", "--sparse", "--no-sparse", "--favor-decSpeed"},
+		longOpt: []string{"--fast"}, strict: true}), "lz4", "unlz4")
+	reg(cmdSpec{need: pWrite, opts: optSpec{short: "Cablnt", long: []string{"--additional-suffix", "--bytes", "--filter",
+		"--line-bytes", "--lines", "--number", "--separator", "--suffix-length"},
+		longOpt: []string{"--hex-suffixes", "--numeric-suffixes"}, flags: "deux",
+		longFlags: []string{"--elide-empty-files", "--unbuffered", "--verbose", "--help", "--version"}, strict: true},
+		exec: []string{"--filter"}}.handler(), "split")
 	reg(cmdSpec{need: pWrite, pos: posNone, opts: optSpec{short: "fbn", long: []string{"--prefix", "--suffix-format",
-		"--digits"}}, write: []string{"-f", "--prefix"}}.handler(), "csplit")
+		"--digits"}, flags: "ksz", longFlags: []string{"--keep-files", "--suppress-matched", "--quiet", "--silent",
+		"--elide-empty-files", "--help", "--version"}, strict: true}, write: []string{"-f", "--prefix"}}.handler(), "csplit")
 	reg(ddHandler, "dd")
-	reg(dateHandler, "date")
-	reg(hostnameHandler, "hostname")
-
-	// Shell builtins that touch no file and run nothing: any profile whose
-	// tools include bash may use them.
-	reg(needOnly(0), "echo", "true", "false", ":", "pwd", "test", "[", "exit", "return", "break", "continue",
-		"shift", "wait", "jobs", "type", "which", "getopts", "times", "umask", "dirs", "caller")
+	reg(dateHandler(), "date")
+	reg(hostnameHandler(), "hostname")
+	reg(actionlintHandler, "actionlint")
 
 	// Commands whose arguments are not paths.
-	reg(needOnly(pRead), "printf", "tr", "true", "false", ":", "pwd", "sleep", "yes", "seq", "expr",
-		"basename", "dirname", "whoami", "id", "groups", "uname", "nproc", "arch", "getconf", "locale",
-		"tty", "printenv", "logname", "users", "uptime", "which", "type", "help", "jobs", "wait", "times",
-		"umask", "ulimit", "unset", "shift", "shopt", "getopts", "test", "[", "break", "continue",
-		"return", "exit", "disown", "bg", "fg", "history", "dirs", "caller",
-		"compopt", "bind", "logout", "suspend", "unalias", "ps", "pgrep", "free", "df", "lsblk",
-		"tput", "clear", "reset", "stty", "bc", "factor", "cal", "ncal", "w", "who",
-		"last", "top", "htop", "vmstat", "iostat", "lscpu", "lsb_release")
-	reg(readVarsHandler, "read", "mapfile", "readarray")
-	reg(completionHandler, "compgen", "complete")
-	reg(unsetHandler, "unset")
-	reg(printfHandler, "printf")
-	reg(setHandler, "set")
-	reg(declHandler, "declare", "typeset", "local", "export", "readonly")
+	reg(needOnly(pRead), "tr", "sleep", "yes", "seq", "expr", "basename", "dirname", "whoami", "id", "groups",
+		"uname", "nproc", "arch", "getconf", "locale", "tty", "printenv", "logname", "users", "uptime", "which",
+		"ps", "pgrep", "free", "df", "lsblk", "tput", "clear", "reset", "stty", "factor", "cal", "ncal", "w", "who",
+		"last", "top", "htop", "vmstat", "iostat", "lscpu", "lsb_release", "numfmt")
+	reg(cmdSpec{need: pRead, opts: optSpec{short: "fs", flags: "hilqvw", longFlags: []string{"--mathlib", "--quiet",
+		"--standard", "--warn", "--version", "--help", "--interactive", "--global-stacks"}, long: []string{"--expression", "--file"}},
+		read: []string{"-f", "--file"}}.handler(), "bc")
+	registerBuiltins(reg)
 
 	// Commands that write their operands.
-	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "dtr", long: []string{"--date", "--reference"}},
+	reg(cmdSpec{pos: posWrite, meta: true, opts: optSpec{short: "drt", long: []string{"--date", "--reference", "--time"}},
 		read: []string{"-r", "--reference"}}.handler(), "touch")
-	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "mZ", long: []string{"--mode", "--context"}}}.handler(), "mkdir", "rmdir")
-	reg(cmdSpec{pos: posWrite, tree: []string{"-r", "-R", "--recursive"}}.handler(), "rm", "shred", "unlink")
-	reg(cmdSpec{pos: posWrite, skip: 1, tree: []string{"-R", "--recursive"},
-		opts: optSpec{long: []string{"--reference"}}, read: []string{"--reference"}}.handler(), "chmod")
-	reg(cmdSpec{need: pAdmin, pos: posWrite, skip: 1, tree: []string{"-R", "--recursive"}}.handler(), "chown", "chgrp")
-	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "sro", long: []string{"--size", "--reference"}},
+	reg(cmdSpec{pos: posWrite, meta: true, opts: optSpec{short: "m", long: []string{"--mode"}, longOpt: []string{"--context"}}}.handler(), "mkdir")
+	reg(cmdSpec{pos: posWrite, meta: true}.handler(), "rmdir")
+	reg(cmdSpec{pos: posWrite, meta: true, opts: optSpec{longOpt: []string{"--interactive", "--preserve-root"}},
+		tree: []string{"-r", "-R", "--recursive"}}.handler(), "rm", "unlink")
+	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "ns", long: []string{"--iterations", "--size", "--random-source"}},
+		read: []string{"--random-source"}}.handler(), "shred")
+	reg(chmodHandler(), "chmod")
+	reg(cmdSpec{need: pAdmin, pos: posWrite, meta: true, skip: 1, opts: optSpec{long: []string{"--reference", "--from"}},
+		tree: []string{"-R", "--recursive"}}.handler(), "chown", "chgrp")
+	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "rs", long: []string{"--size", "--reference"}},
 		read: []string{"-r", "--reference"}}.handler(), "truncate")
-	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "a"}}.handler(), "tee")
+	reg(cmdSpec{pos: posWrite, opts: optSpec{longOpt: []string{"--output-error"}}}.handler(), "tee")
 	reg(copyHandler(false), "cp", "install")
 	reg(copyHandler(true), "mv")
-	reg(lnHandler, "ln")
-	reg(mktempHandler, "mktemp")
-	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "ioBDdpFrVYzgE", long: []string{"--input", "--output",
-		"--prefix", "--directory", "--strip", "--reject-file", "--backup-if-mismatch"}},
-		read: []string{"-i", "--input"}, write: []string{"-o", "--output", "-r", "--reject-file", "-d", "--directory"}}.handler(), "patch")
+	reg(lnHandler(), "ln")
+	reg(mktempHandler(), "mktemp")
+	reg(cmdSpec{pos: posWrite, opts: optSpec{short: "BDFVYdgioprz", long: []string{"--quoting-style", "--read-only",
+		"--reject-format", "--input", "--output", "--prefix", "--directory", "--strip", "--reject-file",
+		"--backup-if-mismatch", "--basename-prefix", "--suffix", "--ifdef", "--fuzz", "--get", "--version-control"}},
+		read: []string{"-i", "--input"}, write: []string{"-o", "--output", "-r", "--reject-file", "-d", "--directory"},
+		execFlags: []string{"-e", "--ed"}}.handler(), "patch")
 
-	// Wrappers: the command they run is checked instead.
-	reg(envHandler, "env")
-	reg(wrapper(optSpec{short: "n", long: []string{"--adjustment"}}, 0), "nice")
-	reg(wrapper(optSpec{}, 0), "nohup", "unbuffer", "chronic", "caffeinate", "builtin")
-	reg(wrapper(optSpec{short: "sk", long: []string{"--signal", "--kill-after"}}, 1), "timeout")
-	reg(wrapper(optSpec{short: "ioe", long: []string{"--input", "--output", "--error"}}, 0), "stdbuf")
-	reg(wrapper(optSpec{}, 0), "setsid")
-	reg(wrapper(optSpec{short: "cnp", long: []string{"--class", "--classdata", "--pid", "--pgid", "--uid"}}, 0), "ionice")
-	reg(timeHandler, "time")
-	reg(commandHandler, "command")
-	reg(execHandler, "exec")
-	reg(xargsHandler, "xargs")
-	reg(watchHandler, "watch")
-	reg(flockHandler, "flock")
-	reg(shellHandler, "bash", "sh", "dash", "rbash")
-	reg(runsCode(0), "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "ash", "yash", "pwsh", "nu", "elvish", "xonsh")
+	registerWrappers(reg)
+	reg(shellHandler, "bash", "sh", "dash", "rbash", "ash", "ksh", "mksh", "ksh93", "pdksh", "posh")
+	reg(otherShellHandler, "zsh", "fish", "csh", "tcsh", "yash", "pwsh", "nu", "elvish", "xonsh", "rc", "es")
 	reg(busyboxHandler, "busybox")
 	reg(evalHandler, "eval")
 	reg(sourceHandler, "source", ".")
-	reg(trapHandler, "trap")
-	reg(aliasHandler, "alias")
-	reg(hashHandler, "hash")
-	reg(enableHandler, "enable")
-	reg(fcHandler, "fc")
-	reg(cdHandler, "cd", "pushd")
-	reg(popdHandler, "popd")
+	reg(scriptHandler(), "script")
 	reg(privileged, "sudo", "su", "doas", "pkexec", "runuser", "sg", "newgrp", "run0", "sudoedit")
 
+	// Interpreters: they need exec; their programs are read for the
+	// commands they run.
+	reg(interpreter{lang: langCode, code: "c", vals: "mWXQ", valsLong: []string{"--check-hash-based-pycs"}}.handler(),
+		"python", "python2", "python3", "pypy", "pypy3")
+	reg(interpreter{lang: langCode, code: "eE", vals: "IMmxil0dDCF"}.handler(), "perl", "perl5")
+	reg(interpreter{lang: langCode, code: "e", vals: "IrCxEFK0W", valsLong: []string{"--encoding", "--enable", "--disable", "--dump"}}.handler(), "ruby", "irb", "jruby")
+	reg(interpreter{lang: langCode, code: "ep", codeLong: []string{"--eval", "--print"}, vals: "rCi",
+		valsLong: []string{"--require", "--import", "--loader", "--input-type", "--conditions", "--experimental-loader",
+			"--env-file", "--title", "--stack-size", "--max-old-space-size", "--inspect-port"}}.handler(), "node", "nodejs", "bun", "ts-node", "tsx")
+	reg(interpreter{lang: langCode, code: "rBREF", vals: "cdfzt"}.handler(), "php", "php-cli")
+	reg(interpreter{lang: langCode, code: "e", vals: "l"}.handler(), "lua", "luajit", "lua5.1", "lua5.3", "lua5.4")
+	reg(interpreter{lang: langCode, code: "e", codeLong: []string{"--eval"}}.handler(), "Rscript")
+	reg(interpreter{lang: langCode, code: "eE", codeLong: []string{"--eval", "--print"}, vals: "LJp"}.handler(), "julia")
+	reg(interpreter{lang: langCode, code: "c", vals: "fbD"}.handler(), "expect")
+	reg(interpreter{lang: langCode}.handler(), "tclsh", "wish", "tclsh8.6", "R", "guile", "racket", "sbcl", "clisp",
+		"ocaml", "ghci", "runghc", "runhaskell", "scala", "groovy", "kotlin", "jshell", "m4", "deno")
+	reg(interpreter{lang: langCode, code: "e"}.handler(), "osascript")
+	reg(interpreter{lang: langEditor, code: "ef", codeLong: []string{"--expression"}}.handler(), "dc")
+	reg(interpreter{lang: langCode, codeLong: []string{"-ex", "--eval-command", "-iex", "--init-eval-command",
+		"-o", "--one-line"}, vals: "xpcs", valsLong: []string{"-x", "--command", "-ix", "--init-command", "-p", "--pid",
+		"-s", "--symbols", "-e", "--exec", "-c", "--core", "-cd", "--directory", "-d"}}.handler(), "gdb", "lldb")
+	reg(interpreter{lang: langCode, code: "e", codeLong: []string{"--eval"}, vals: "r"}.handler(), "elixir", "iex")
+	reg(interpreter{lang: langCode, noScript: true, codeLong: []string{"-cmd"}, valsLong: []string{"-init", "-separator",
+		"-newline", "-nullvalue", "-vfs", "-mmap", "-lookaside", "-pagecache", "-maxsize"}}.handler(), "sqlite3", "sqlite")
+	reg(editorHandler([]string{"-s", "-S", "-u", "-U", "-i", "-w", "-W", "-T", "-V", "--servername", "-l", "--load",
+		"--script", "-x"}, []string{"-c", "--cmd", "--eval", "--exec", "-f", "--funcall"}),
+		"vim", "vi", "nvim", "view", "vimdiff", "gvim", "evim", "rvim", "rview", "ex", "ed", "red", "emacs",
+		"emacsclient", "nano", "pico", "micro", "joe", "mg", "kak", "helix", "hx")
+	reg(makeHandler, "make", "gmake", "bmake", "remake")
+
 	// Programs that run code the policy cannot see.
-	reg(runsCode(0), "python", "python2", "python3", "pip", "pip3", "pipx", "poetry", "pipenv", "uv", "uvx",
+	reg(runsCode(0), "pip", "pip3", "pipx", "poetry", "pipenv", "uv", "uvx",
 		"pdm", "hatch", "tox", "nox", "pytest", "mypy", "ruff", "black", "isort", "flake8", "pylint",
-		"node", "nodejs", "npm", "npx", "yarn", "pnpm", "bun", "deno", "tsc", "ts-node", "tsx", "eslint",
-		"prettier", "jest", "vitest", "mocha", "ruby", "gem", "bundle", "bundler", "rake", "rails", "rspec",
-		"irb", "perl", "cpan", "cpanm", "php", "composer", "java", "javac", "jar", "mvn", "gradle",
-		"kotlin", "kotlinc", "scala", "sbt", "cargo", "rustc", "rustup", "rustfmt", "gcc", "g++",
-		"cc", "c++", "clang", "clang++", "ld", "make", "gmake", "cmake", "ninja", "meson", "bazel", "bazelisk",
-		"buck", "dotnet", "msbuild", "swift", "swiftc", "xcodebuild", "lua", "luajit", "R", "Rscript", "julia",
-		"elixir", "mix", "iex", "erl", "erlc", "rebar3", "ghc", "ghci", "cabal", "stack", "dart", "flutter",
-		"zig", "nim", "crystal", "ocaml", "opam", "dune", "awk", "gawk", "mawk", "nawk", "dc", "m4", "expect",
-		"tclsh", "wish", "sqlite3", "vim", "vi", "nvim", "emacs", "nano", "ed", "ex", "pico", "micro",
+		"npm", "npx", "yarn", "pnpm", "tsc", "eslint",
+		"prettier", "jest", "vitest", "mocha", "gem", "bundle", "bundler", "rake", "rails", "rspec",
+		"cpan", "cpanm", "composer", "java", "javac", "jar", "mvn", "gradle",
+		"kotlinc", "sbt", "cargo", "rustc", "rustup", "rustfmt", "gcc", "g++",
+		"cc", "c++", "clang", "clang++", "ld", "cmake", "ninja", "meson", "bazel", "bazelisk",
+		"buck", "dotnet", "msbuild", "swift", "swiftc", "xcodebuild", "erl", "erlc", "rebar3", "ghc", "cabal",
+		"stack", "dart", "flutter", "zig", "nim", "crystal", "opam", "dune", "mix",
 		"protoc", "buf", "pre-commit", "hugo", "jekyll", "mkdocs", "sphinx-build", "doxygen", "pandoc",
-		"asciidoctor", "golangci-lint", "staticcheck", "govulncheck", "strace", "ltrace", "gdb", "lldb",
-		"valgrind", "perf", "script", "parallel", "entr", "openssl", "7z", "7za", "cpio", "ar", "xdg-open",
+		"asciidoctor", "golangci-lint", "staticcheck", "govulncheck", "entr", "openssl", "7z", "7za", "cpio", "ar", "xdg-open",
 		"open", "direnv", "just", "task", "mage", "earthly", "nix", "nix-shell", "asdf", "mise", "nvm",
 		"pyenv", "rbenv", "sdk", "conda", "mamba", "micromamba", "go-task", "air", "reflex", "nodemon")
 	reg(goHandler, "go")
+	registerRunners(reg)
 
-	// The network.
-	reg(curlHandler, "curl")
-	reg(wgetHandler, "wget")
-	reg(runsCode(pNetwork), "ssh", "nc", "ncat", "netcat", "socat", "telnet", "ftp", "tftp", "lftp", "sftp",
-		"psql", "mysql", "redis-cli", "mongo", "mongosh", "grpcurl", "websocat", "mosh")
-	reg(needOnly(pNetwork), "ping", "ping6", "traceroute", "tracepath", "mtr", "dig", "nslookup", "host",
-		"whois", "nmap", "http", "https", "xh", "aria2c")
-	reg(scpHandler, "scp")
-	reg(rsyncHandler, "rsync")
-	reg(gitHandler, "git")
+	registerNetwork(reg)
+	reg(gitHandler(), "git")
 	reg(ghHandler, "gh")
-	reg(zipHandler, "zip")
 
 	// Deployment and infrastructure.
 	reg(runsCode(pDeploy), "kubectl", "helm", "terraform", "tofu", "terragrunt", "pulumi", "ansible",
@@ -492,13 +560,25 @@ func newCommandTable() map[string]handler {
 // grepHandler handles grep-like commands: the first operand is the pattern
 // unless one is given by option; the rest are read, whole trees with -r.
 func grepHandler(spec optSpec, execOpts []string) handler {
+	t := spec.compile()
 	return func(c *checker, inv *invocation) cwds {
-		opts, pos := parseOpts(inv.argv[1:], spec)
-		need := pRead
-		if hasOpt(opts, execOpts...) {
-			need |= pExec
+		opts, pos := parseOpts(inv.argv[1:], t)
+		for _, o := range opts {
+			if slices.Contains(execOpts, o.name) {
+				if o.name == "--pager" || o.name == "--pre" || o.name == "--hostname-bin" {
+					c.optionCommand(inv, o)
+				} else if !c.needBecause(inv, pExec, "option "+o.name+" reads options or paths the policy cannot see") {
+					return inv.cwd
+				}
+				if c.deny != nil {
+					return inv.cwd
+				}
+			}
 		}
-		if !c.need(inv, need) {
+		if !c.need(inv, pRead) {
+			return inv.cwd
+		}
+		if inv.name == "ack" && !c.homeConfig(inv, ".ackrc") {
 			return inv.cwd
 		}
 		tree := hasOpt(opts, "-r", "-R", "--recursive", "--dereference-recursive") || inv.name == "rg" || inv.name == "ag" || inv.name == "ack"
@@ -527,88 +607,145 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 	}
 }
 
-func jqHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
-		return inv.cwd
+// homeConfig refuses, for a profile without exec, a program that would
+// read a start-up file the workspace holds: the home directory is the
+// workspace, so a checked-out .gitconfig or .lesskey is the program's
+// configuration, and can make it run programs.
+func (c *checker) homeConfig(inv *invocation, files ...string) bool {
+	if c.perms.has(pExec) || inv.allowed || c.homeSet {
+		return true
 	}
-	args := inv.argv[1:]
-	var pos []word
-	fromFile, rawArgs := false, false
-	for i := 0; i < len(args); i++ {
-		w := args[i]
-		if rawArgs || !w.lit || !strings.HasPrefix(w.s, "-") || w.s == "-" {
-			if !rawArgs {
-				pos = append(pos, w)
-			}
-			continue
-		}
-		switch w.s {
-		case "--":
-			pos = append(pos, args[i+1:]...)
-			i = len(args)
-		case "--arg", "--argjson":
-			i += 2
-		case "--slurpfile", "--rawfile":
-			if i+2 < len(args) {
-				c.usePath(inv, args[i+2], pathUse{acc: accRead})
-			}
-			i += 2
-		case "-f", "--from-file":
-			fromFile = true
-			if i+1 < len(args) {
-				i++
-				c.usePath(inv, args[i], pathUse{acc: accRead})
-			}
-		case "-L", "--indent", "--tab-width":
-			i++
-		case "--args", "--jsonargs":
-			rawArgs = true
+	for _, f := range files {
+		if _, ok := c.stats.lstat(c.ws.home + "/" + f); ok {
+			return c.needBecause(inv, pExec, "the workspace holds "+f+", which "+inv.name+" reads as its configuration and which can make it run programs")
 		}
 	}
-	if !fromFile && len(pos) > 0 {
-		pos = pos[1:]
-	}
-	for _, w := range pos {
-		c.usePath(inv, w, pathUse{acc: accRead})
-	}
-	return inv.cwd
+	return true
 }
 
-func yqHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "pIoe", long: []string{"--input-format", "--output-format",
-		"--indent", "--from-file", "--expression", "--split-exp"}})
-	inPlace := hasOpt(opts, "-i", "--inplace")
-	need := pRead
-	if inPlace {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	if len(pos) > 0 && pos[0].lit {
-		switch pos[0].s {
-		case "e", "eval", "ea", "eval-all":
+func jqHandler() handler {
+	return func(c *checker, inv *invocation) cwds {
+		if !c.need(inv, pRead) {
+			return inv.cwd
+		}
+		args := inv.argv[1:]
+		var pos []word
+		fromFile, rawArgs := false, false
+		var program string
+		for i := 0; i < len(args); i++ {
+			w := args[i]
+			if rawArgs || !w.lit || !strings.HasPrefix(w.s, "-") || w.s == "-" {
+				if !rawArgs {
+					pos = append(pos, w)
+				}
+				continue
+			}
+			switch w.s {
+			case "--":
+				pos = append(pos, args[i+1:]...)
+				i = len(args)
+			case "--arg", "--argjson":
+				i += 2
+			case "--slurpfile", "--rawfile":
+				if i+2 < len(args) {
+					c.usePath(inv, args[i+2], pathUse{acc: accRead})
+				}
+				i += 2
+			case "-f", "--from-file":
+				fromFile = true
+				if i+1 < len(args) {
+					i++
+					c.usePath(inv, args[i], pathUse{acc: accRead})
+					if p := c.fileProgram(args[i], inv.cwd); p.kind == progText {
+						program = p.text
+					}
+				}
+			case "-L", "--indent", "--tab-width":
+				if w.s == "-L" && i+1 < len(args) {
+					c.usePath(inv, args[i+1], pathUse{acc: accRead, tree: true})
+				}
+				i++
+			case "--args", "--jsonargs":
+				rawArgs = true
+			}
+		}
+		if !fromFile && len(pos) > 0 {
+			if pos[0].lit {
+				program = pos[0].s
+			}
 			pos = pos[1:]
 		}
+		if strings.Contains(program, "import") || strings.Contains(program, "include") {
+			// Modules are read from search paths the program names.
+			if !c.needBecause(inv, pExec, "its program loads modules") {
+				return inv.cwd
+			}
+		}
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: accRead})
+		}
+		return inv.cwd
 	}
-	if !hasOpt(opts, "--from-file", "--expression", "-e") && len(pos) > 0 {
-		pos = pos[1:]
+}
+
+func yqHandler() handler {
+	t := optSpec{short: "pIoeds", long: []string{"--input-format", "--output-format", "--indent", "--from-file",
+		"--expression", "--split-exp", "--front-matter", "--xml-attribute-prefix", "--xml-content-name",
+		"--lua-prefix", "--lua-suffix", "--properties-separator", "--csv-separator"}}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		inPlace := hasOpt(opts, "-i", "--inplace")
+		need := pRead
+		if inPlace {
+			need |= pWrite
+		}
+		if hasOpt(opts, "-s", "--split-exp") && !c.needBecause(inv, pExec, "-s writes files named by its expression") {
+			return inv.cwd
+		}
+		if !c.need(inv, need) {
+			return inv.cwd
+		}
+		if len(pos) > 0 && pos[0].lit {
+			switch pos[0].s {
+			case "e", "eval", "ea", "eval-all":
+				pos = pos[1:]
+			}
+		}
+		expr := ""
+		if v, ok := optVal(opts, "--expression", "-e"); ok && v.lit {
+			expr = v.s
+		}
+		if v, ok := optVal(opts, "--from-file"); ok {
+			c.usePath(inv, v, pathUse{acc: accRead})
+			if p := c.fileProgram(v, inv.cwd); p.kind == progText {
+				expr = p.text
+			}
+		} else if !hasOpt(opts, "--expression", "-e") && len(pos) > 0 {
+			if pos[0].lit {
+				expr = pos[0].s
+			}
+			pos = pos[1:]
+		}
+		if strings.Contains(expr, "load") && !c.needBecause(inv, pExec, "its expression loads files") {
+			return inv.cwd
+		}
+		acc := accRead
+		if inPlace {
+			acc = accWrite
+		}
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: acc})
+		}
+		return inv.cwd
 	}
-	acc := accRead
-	if inPlace {
-		acc = accWrite
-	}
-	for _, w := range pos {
-		c.usePath(inv, w, pathUse{acc: acc})
-	}
-	return inv.cwd
 }
 
 // inOutHandler checks a filter that reads its first operand and, when
 // given a second, writes its output there (uniq IN OUT, xxd IN OUT).
 func inOutHandler(spec optSpec) handler {
+	t := spec.compile()
 	return func(c *checker, inv *invocation) cwds {
-		_, pos := parseOpts(inv.argv[1:], spec)
+		_, pos := parseOpts(inv.argv[1:], t)
 		need := pRead
 		if len(pos) > 1 {
 			need |= pWrite
@@ -655,174 +792,394 @@ func ddHandler(c *checker, inv *invocation) cwds {
 	return inv.cwd
 }
 
-func dateHandler(c *checker, inv *invocation) cwds {
-	opts, _ := parseOpts(inv.argv[1:], optSpec{short: "dfrsI", long: []string{"--date", "--file", "--reference", "--set"}})
-	need := pRead
-	if hasOpt(opts, "-s", "--set") {
-		need |= pAdmin
-	}
-	if c.need(inv, need) {
-		for _, o := range opts {
-			if o.val != nil && (o.name == "-f" || o.name == "--file" || o.name == "-r" || o.name == "--reference") {
-				c.usePath(inv, *o.val, pathUse{acc: accRead})
+func dateHandler() handler {
+	t := optSpec{short: "dfrs", shortOpt: "I", long: []string{"--date", "--file", "--reference", "--rfc-3339", "--set",
+		"--resolution"}, longOpt: []string{"--iso-8601"}}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, _ := parseOpts(inv.argv[1:], t)
+		need := pRead
+		if hasOpt(opts, "-s", "--set") {
+			need |= pAdmin
+		}
+		if c.need(inv, need) {
+			for _, o := range opts {
+				if o.val != nil && (o.name == "-f" || o.name == "--file" || o.name == "-r" || o.name == "--reference") {
+					c.usePath(inv, *o.val, pathUse{acc: accRead})
+				}
 			}
 		}
-	}
-	return inv.cwd
-}
-
-func hostnameHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "F", long: []string{"--file"}})
-	need := pRead
-	if len(pos) > 0 || hasOpt(opts, "-F", "--file", "-b", "--boot") {
-		need |= pAdmin
-	}
-	c.need(inv, need)
-	return inv.cwd
-}
-
-func readVarsHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "adinNptuCcsO", long: nil})
-	need := pRead
-	if inv.name != "read" && hasOpt(opts, "-C") {
-		// mapfile -C runs its callback as shell code.
-		need |= pExec
-	}
-	if !c.need(inv, need) {
 		return inv.cwd
 	}
-	for _, o := range opts {
-		if o.name == "-a" && o.val != nil && o.val.lit {
-			c.setClean(o.val.s, false)
-		}
-	}
-	for _, w := range pos {
-		if w.lit {
-			c.setClean(w.s, false)
-		}
-	}
-	return inv.cwd
 }
 
-// completionHandler: compgen and complete run a command with -C.
-func completionHandler(c *checker, inv *invocation) cwds {
-	opts, _ := parseOpts(inv.argv[1:], optSpec{short: "oAGWFCXPS"})
-	need := pRead
-	if hasOpt(opts, "-C") {
-		need |= pExec
-	}
-	c.need(inv, need)
-	return inv.cwd
-}
-
-// unsetHandler: unset can remove a function, after which its name runs a
-// program again.
-func unsetHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
+func hostnameHandler() handler {
+	t := optSpec{short: "F", long: []string{"--file"}}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		need := pRead
+		if len(pos) > 0 || hasOpt(opts, "-F", "--file", "-b", "--boot") {
+			need |= pAdmin
+		}
+		c.need(inv, need)
 		return inv.cwd
 	}
+}
+
+// actionlintHandler: actionlint reads workflows; -shellcheck= and
+// -pyflakes= name programs it runs.
+func actionlintHandler(c *checker, inv *invocation) cwds {
 	for _, w := range inv.argv[1:] {
 		if !w.lit {
-			for _, f := range c.funcs {
-				f.sure = false
-			}
-			return inv.cwd
-		}
-		if f, ok := c.funcs[w.s]; ok {
-			f.sure = false
-		}
-	}
-	return inv.cwd
-}
-
-func printfHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
-		return inv.cwd
-	}
-	args := inv.argv[1:]
-	if len(args) >= 2 && args[0].lit && args[0].s == "-v" {
-		if !args[1].lit {
-			c.denyf("shell:environment", "printf -v with a variable name that is not a literal is not allowed")
-			return inv.cwd
-		}
-		name, _, _ := strings.Cut(args[1].s, "[")
-		if shellSensitive(name) && !c.perms.has(pExec) {
-			c.denyf("shell:environment", "setting %s is not allowed: it changes what the shell runs (needs the exec permission)", name)
-			return inv.cwd
-		}
-		c.setClean(name, false)
-	}
-	return inv.cwd
-}
-
-func setHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
-		return inv.cwd
-	}
-	args := inv.argv[1:]
-	for i, w := range args {
-		if !w.lit {
-			if !c.perms.has(pExec) {
-				c.denyf("shell:environment", "set with an argument that is not a literal is not allowed")
-			}
-			return inv.cwd
-		}
-		if w.s == "--" || w.s == "-" {
-			break
-		}
-		if (w.s == "-o" || w.s == "+o") && i+1 < len(args) {
-			switch args[i+1].s {
-			case "allexport", "keyword":
-				c.need(inv, pExec)
-			}
 			continue
 		}
-		if strings.HasPrefix(w.s, "-") && strings.ContainsAny(w.s[1:], "ak") {
-			c.need(inv, pExec)
+		name, val, _ := strings.Cut(strings.TrimLeft(w.s, "-"), "=")
+		switch name {
+		case "shellcheck", "pyflakes":
+			if val != "" {
+				c.optionCommand(inv, opt{name: "-" + name, val: &word{s: val, lit: true, src: val}})
+				if c.deny != nil {
+					return inv.cwd
+				}
+			}
+		case "config-file":
+			c.usePath(inv, litWord(val), pathUse{acc: accRead})
+		}
+	}
+	if c.need(inv, pRead) {
+		for _, w := range inv.argv[1:] {
+			if w.lit && !strings.HasPrefix(w.s, "-") {
+				c.usePath(inv, w, pathUse{acc: accRead})
+			}
 		}
 	}
 	return inv.cwd
 }
 
-// declHandler handles declare and its kin reached as ordinary commands
-// (builtin export …), where the parser does not see assignments.
-func declHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pRead) {
-		return inv.cwd
-	}
-	exported := inv.name == "export"
-	for _, w := range inv.argv[1:] {
-		if !w.lit {
-			if !c.perms.has(pExec) {
-				c.denyf("shell:environment", "%s with an argument that is not a literal (%s) is not allowed: it could assign any variable", inv.name, w.source())
+// goFmtHandler checks gofmt and goimports, whose options are Go flags: -w
+// rewrites files, -cpuprofile writes one.
+func goFmtHandler() handler {
+	return func(c *checker, inv *invocation) cwds {
+		args := inv.argv[1:]
+		write := false
+		var pos []word
+		for i := 0; i < len(args); i++ {
+			w := args[i]
+			if !w.lit || !strings.HasPrefix(w.s, "-") || w.s == "-" {
+				pos = append(pos, args[i:]...)
+				break
 			}
+			name, val, hasVal := strings.Cut(strings.TrimLeft(w.s, "-"), "=")
+			switch name {
+			case "l", "d", "s", "e", "v", "format-only", "all":
+			case "w":
+				write = !hasVal || val == "true"
+			case "r", "local", "srcdir":
+				if !hasVal {
+					i++
+				}
+			case "cpuprofile", "memprofile", "trace":
+				if !hasVal && i+1 < len(args) {
+					i++
+					val = args[i].s
+				}
+				if !c.needBecause(inv, pWrite, "-"+name+" writes a file") {
+					return inv.cwd
+				}
+				c.usePath(inv, litWord(val), pathUse{acc: accWrite})
+			default:
+				if !c.needBecause(inv, pExec, "option "+w.s+" is not one the policy knows for "+inv.name) {
+					return inv.cwd
+				}
+			}
+		}
+		need := pRead
+		if write {
+			need |= pWrite
+		}
+		if !c.need(inv, need) {
 			return inv.cwd
 		}
-		if strings.HasPrefix(w.s, "-") {
-			exported = exported || strings.Contains(w.s, "x")
-			if strings.ContainsAny(w.s, "ni") && !c.perms.has(pExec) {
-				c.denyf("shell:environment", "%s %s is not allowed here (needs the exec permission)", inv.name, w.s)
+		acc := accRead
+		if write {
+			acc = accWrite
+		}
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: acc, tree: true})
+		}
+		return inv.cwd
+	}
+}
+
+// chmodHandler checks chmod: the mode (which may look like an option: -x,
+// -w) is not a path; the files are written.
+func chmodHandler() handler {
+	t := optSpec{long: []string{"--reference"}, flags: "Rcfv", longFlags: []string{"--changes", "--silent", "--quiet",
+		"--verbose", "--no-preserve-root", "--preserve-root", "--recursive", "--help", "--version"}}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		args := inv.argv[1:]
+		var rest []word
+		modeSeen := false
+		for _, w := range args {
+			if !modeSeen && w.lit && isMode(w.s) {
+				modeSeen = true
+				continue
+			}
+			rest = append(rest, w)
+		}
+		opts, pos := parseOpts(rest, t)
+		if !modeSeen && !hasOpt(opts, "--reference") && len(pos) > 0 {
+			pos = pos[1:]
+		}
+		if !c.need(inv, pWrite) {
+			return inv.cwd
+		}
+		if v, ok := optVal(opts, "--reference"); ok {
+			c.usePath(inv, v, pathUse{acc: accRead})
+		}
+		tree := hasOpt(opts, "-R", "--recursive")
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: accWrite, tree: tree, meta: true})
+		}
+		return inv.cwd
+	}
+}
+
+// isMode reports a chmod mode: octal, or [ugoa]*[-+=][rwxXst…]… .
+func isMode(s string) bool {
+	if s == "" {
+		return false
+	}
+	if isDigits(s) {
+		return true
+	}
+	for _, clause := range strings.Split(s, ",") {
+		i := 0
+		for i < len(clause) && strings.IndexByte("ugoa", clause[i]) >= 0 {
+			i++
+		}
+		if i >= len(clause) || strings.IndexByte("-+=", clause[i]) < 0 {
+			return false
+		}
+		for ; i < len(clause); i++ {
+			if strings.IndexByte("-+=rwxXstugo01234567", clause[i]) < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// treeHandler checks tree: it lists its directories (default ".") as
+// trees, through their links with -l; -o writes its output, -R writes a
+// listing into every directory; --fromfile reads listings.
+func treeHandler() handler {
+	t := optSpec{short: "LPIoHTX", long: []string{"--filelimit", "--charset", "--timefmt", "--sort", "--gitfile",
+		"--infofile", "--hintro", "--houtro", "--scheme", "--authority", "--du"}, flags: "adlfxiqNQpugshDFvtcUrnCAScJRX",
+		longFlags: []string{"--noreport", "--inodes", "--device", "--dirsfirst", "--filesfirst", "--prune", "--matchdirs",
+			"--ignore-case", "--nolinks", "--si", "--help", "--version", "--fromfile", "--fromtabfile", "--gitignore",
+			"--info", "--metafirst", "--hyperlink", "--condense", "--opt-toggle", "--fflinks"},
+		strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		if hasOpt(opts, "-R") && !c.needBecause(inv, pWrite, "-R writes a listing into every directory") {
+			return inv.cwd
+		}
+		if hasOpt(opts, "--fromfile", "--fromtabfile") && !c.needBecause(inv, pExec, "--fromfile reads paths from files, which the policy cannot check") {
+			return inv.cwd
+		}
+		if v, ok := optVal(opts, "-o"); ok {
+			if !c.needBecause(inv, pWrite, "-o writes its output to a file") {
 				return inv.cwd
 			}
-			continue
+			c.usePath(inv, v, pathUse{acc: accWrite})
 		}
-		name, _, _ := strings.Cut(w.s, "=")
-		name, _, _ = strings.Cut(name, "[")
-		if !c.perms.has(pExec) && (exported || shellSensitive(name)) && !envSafe(name) {
-			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
+		if !c.need(inv, pRead) {
 			return inv.cwd
 		}
-		c.setClean(name, false)
+		for _, name := range []string{"--gitfile", "--infofile"} {
+			if v, ok := optVal(opts, name); ok {
+				c.usePath(inv, v, pathUse{acc: accRead})
+			}
+		}
+		follow := hasOpt(opts, "-l")
+		if len(pos) == 0 {
+			pos = []word{litWord(".")}
+		}
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
+		}
+		if hasOpt(opts, "-R") {
+			for _, w := range pos {
+				c.usePath(inv, w, pathUse{acc: accWrite, tree: true})
+			}
+		}
+		return inv.cwd
 	}
-	return inv.cwd
+}
+
+// lessHandler checks less and more: they read their files; -o and -O
+// write a log; a lesskey file and the LESSOPEN it may set run programs; an
+// initial command (+cmd) may run a shell command (!), pipe to one (|) or
+// write (s).
+func lessHandler() handler {
+	t := optSpec{short: "bhjkoOpPtTxyzD#", flags: "aABcCdeEfFgGiIJKLmMnNqQrRsSuUVwWX~",
+		long: []string{"--lesskey-file", "--lesskey-src", "--lesskey-content", "--log-file", "--LOG-FILE",
+			"--pattern", "--prompt", "--tag", "--tag-file", "--tabs", "--window", "--max-back-scroll",
+			"--max-forw-scroll", "--buffers", "--jump-target", "--shift", "--line-num-width", "--status-col-width",
+			"--color", "--rscroll", "--header", "--intr", "--wheel-lines", "--mouse", "--exit-follow-on-close",
+			"--use-color", "--status-line", "--incsearch", "--file-size", "--follow-name", "--redraw-on-quit",
+			"--search-options", "--tilde", "--proc-backspace", "--proc-return", "--proc-tab", "--autosave",
+			"--match-shift", "--show-preproc-errors", "--form-feed", "--no-vbell", "--no-number-headers",
+			"--quotes", "--cmd"},
+		longFlags: []string{"--quit-at-eof", "--QUIT-AT-EOF", "--quit-if-one-screen", "--RAW-CONTROL-CHARS",
+			"--raw-control-chars", "--chop-long-lines", "--ignore-case", "--IGNORE-CASE", "--LINE-NUMBERS",
+			"--line-numbers", "--long-prompt", "--no-init", "--squeeze-blank-lines", "--silent", "--quiet",
+			"--SILENT", "--status-column", "--version", "--help", "--follow-name", "--no-keypad", "--no-histdups",
+			"--save-marks", "--clear-screen", "--dumb", "--hilite-search", "--HILITE-SEARCH", "--hilite-unread",
+			"--HILITE-UNREAD", "--search-skip-screen", "--underline-special", "--UNDERLINE-SPECIAL",
+			"--auto-buffers", "--force", "--no-lessopen", "--LINE-NUMBERS", "--ignore-case"},
+		strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		var plus []word
+		var args []word
+		for _, w := range inv.argv[1:] {
+			if w.lit && strings.HasPrefix(w.s, "+") {
+				plus = append(plus, w)
+				continue
+			}
+			args = append(args, w)
+		}
+		opts, pos := parseOpts(args, t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		for _, o := range opts {
+			switch o.name {
+			case "-k", "--lesskey-file", "--lesskey-src", "--lesskey-content":
+				if !c.needBecause(inv, pExec, "a lesskey file can make it run programs") {
+					return inv.cwd
+				}
+			case "-o", "-O", "--log-file", "--LOG-FILE":
+				if !c.needBecause(inv, pWrite, "option "+o.name+" writes a log file") {
+					return inv.cwd
+				}
+				if o.val != nil {
+					c.usePath(inv, *o.val, pathUse{acc: accWrite})
+				}
+			case "--cmd":
+				if o.val != nil {
+					plus = append(plus, *o.val)
+				}
+			}
+		}
+		for _, p := range plus {
+			cmd := strings.TrimPrefix(p.s, "+")
+			if lessCommandSafe(cmd) {
+				continue
+			}
+			if !c.needBecause(inv, pExec, "its initial command "+p.s+" may run or write") {
+				return inv.cwd
+			}
+			c.scanCode(cmd, langEditor, inv.cwd)
+		}
+		if !c.need(inv, pRead) || !c.homeConfig(inv, ".lesskey", ".less", ".config/lesskey", ".config/less") {
+			return inv.cwd
+		}
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: accRead})
+		}
+		return inv.cwd
+	}
+}
+
+// lessCommandSafe reports an initial less command that only moves or
+// searches: +G, +123, +/pattern, +F.
+func lessCommandSafe(cmd string) bool {
+	if cmd == "" {
+		return true
+	}
+	switch cmd[0] {
+	case '/', '?':
+		return !strings.ContainsAny(cmd, "!|")
+	}
+	for i := 0; i < len(cmd); i++ {
+		if strings.IndexByte("0123456789GgFjkqQ%pP", cmd[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// manHandler checks man: it reads manual pages; -P and -H run a pager or a
+// browser; -l reads a local file; -C a configuration file.
+func manHandler() handler {
+	t := optSpec{short: "CELMPRSemprsX", shortOpt: "HT", flags: "7DIKVWZacdfikltuwhQ",
+		long: []string{"--config-file", "--encoding", "--extension", "--locale", "--manpath", "--nh", "--no-hyphenation",
+			"--pager", "--preprocessor", "--prompt", "--recode", "--sections", "--systems"},
+		longOpt: []string{"--gxditview", "--html", "--troff-device", "--warnings"},
+		longFlags: []string{"--all", "--apropos", "--ascii", "--catman", "--debug", "--default", "--ditroff",
+			"--global-apropos", "--help", "--ignore-case", "--local-file", "--location", "--location-cat", "--match-case",
+			"--names-only", "--no-justification", "--no-subpages", "--path", "--regex", "--troff", "--update", "--usage",
+			"--version", "--whatis", "--where", "--where-cat", "--wildcard"}, strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		for _, o := range opts {
+			switch o.name {
+			case "-P", "--pager", "-H", "--html", "-X", "--gxditview", "-p", "--preprocessor":
+				if o.val != nil && (o.name == "-P" || o.name == "--pager") && noopCommand(o.val.s) {
+					continue
+				}
+				if o.val == nil && (o.name == "-H" || o.name == "--html") {
+					if !c.needBecause(inv, pExec, "option "+o.name+" runs a browser") {
+						return inv.cwd
+					}
+					continue
+				}
+				c.optionCommand(inv, o)
+			case "-C", "--config-file", "-M", "--manpath":
+				if o.val != nil {
+					c.usePath(inv, *o.val, pathUse{acc: accRead})
+				}
+			}
+			if c.deny != nil {
+				return inv.cwd
+			}
+		}
+		if !c.need(inv, pRead) || !c.homeConfig(inv, ".lesskey", ".less", ".config/lesskey", ".config/less", ".manpath") {
+			return inv.cwd
+		}
+		if hasOpt(opts, "-l", "--local-file") {
+			for _, w := range pos {
+				c.usePath(inv, w, pathUse{acc: accRead})
+			}
+		}
+		return inv.cwd
+	}
 }
 
 // copyHandler handles cp, install and mv: sources are read (mv: removed,
-// so written), the destination written; -t names the destination.
+// so written), the destination written; -t names the destination. Copies
+// of links (cp -s, cp -l, cp -P, mv of a link) are modelled as links.
 func copyHandler(move bool) handler {
+	t := optSpec{short: "tSgmo", long: []string{"--target-directory", "--suffix", "--group", "--mode", "--owner",
+		"--sparse", "--no-preserve", "--strip-program"},
+		longOpt: []string{"--backup", "--context", "--preserve", "--reflink"}}.compile()
 	return func(c *checker, inv *invocation) cwds {
-		opts, pos := parseOpts(inv.argv[1:], optSpec{short: "tSgmo", long: []string{"--target-directory", "--suffix",
-			"--backup", "--group", "--mode", "--owner", "--reflink", "--sparse", "--preserve", "--no-preserve"}})
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if inv.name == "install" && hasOpt(opts, "--strip-program") {
+			if v, ok := optVal(opts, "--strip-program"); ok {
+				c.optionCommand(inv, opt{name: "--strip-program", val: &v})
+				if c.deny != nil {
+					return inv.cwd
+				}
+			}
+		}
 		if !c.need(inv, pRead|pWrite) {
 			return inv.cwd
 		}
@@ -836,7 +1193,7 @@ func copyHandler(move bool) handler {
 		}
 		if inv.name == "install" && hasOpt(opts, "-d", "--directory") {
 			for _, w := range pos {
-				c.usePath(inv, w, pathUse{acc: accWrite})
+				c.usePath(inv, w, pathUse{acc: accWrite, meta: true})
 			}
 			return inv.cwd
 		}
@@ -851,1227 +1208,521 @@ func copyHandler(move bool) handler {
 		for _, w := range pos {
 			c.usePath(inv, w, pathUse{acc: srcAcc, tree: tree, follow: follow})
 		}
-		if dest != nil {
-			c.usePath(inv, *dest, pathUse{acc: accWrite, tree: tree})
+		if dest == nil || c.deny != nil {
+			return inv.cwd
 		}
+		c.usePath(inv, *dest, pathUse{acc: accWrite, tree: tree})
+		if c.deny != nil {
+			return inv.cwd
+		}
+		kind := linkNone
+		switch {
+		case move:
+			kind = linkMove
+		case hasOpt(opts, "-s", "--symbolic-link"):
+			kind = linkSymbolic
+		case hasOpt(opts, "-l", "--link"):
+			kind = linkHard
+		case hasOpt(opts, "-P", "-d", "-a", "--no-dereference", "--archive") || tree && !follow:
+			kind = linkCopy
+		}
+		c.copyLinks(inv, pos, *dest, kind, tree && !follow)
 		return inv.cwd
 	}
-}
-
-// lnHandler: the link is written; its target is read, relative to the
-// link's directory for a symbolic link, so a link out of the workspace is
-// refused when it is made.
-func lnHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "tS", long: []string{"--target-directory", "--suffix", "--backup"}})
-	if !c.need(inv, pRead|pWrite) {
-		return inv.cwd
-	}
-	symbolic := hasOpt(opts, "-s", "--symbolic")
-	var dir *word
-	for _, o := range opts {
-		if (o.name == "-t" || o.name == "--target-directory") && o.val != nil {
-			dir = o.val
-		}
-	}
-	targets := pos
-	var link word
-	switch {
-	case dir != nil:
-		c.usePath(inv, *dir, pathUse{acc: accWrite})
-		link = *dir
-	case len(pos) >= 2:
-		link, targets = pos[len(pos)-1], pos[:len(pos)-1]
-		c.usePath(inv, link, pathUse{acc: accWrite})
-	case len(pos) == 1:
-		link = litWord(".")
-	}
-	for _, t := range targets {
-		if !symbolic || !t.lit || !link.lit || path.IsAbs(t.s) {
-			c.usePath(inv, t, pathUse{acc: accRead})
-			continue
-		}
-		// A relative symbolic link resolves from where the link is.
-		base := link.s
-		if len(targets) == 1 && dir == nil && !strings.HasSuffix(link.s, "/") {
-			base = path.Dir(link.s)
-		}
-		c.usePath(inv, litWord(path.Join(base, t.s)), pathUse{acc: accRead})
-	}
-	return inv.cwd
 }
 
 // mktempHandler: without a directory the file lands in the system's
 // temporary directory, outside the workspace.
-func mktempHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "p", long: []string{"--tmpdir", "--suffix"}})
-	if !c.need(inv, pWrite) {
-		return inv.cwd
-	}
-	for _, o := range opts {
-		if (o.name == "-p" || o.name == "--tmpdir") && o.val != nil {
-			c.usePath(inv, *o.val, pathUse{acc: accWrite})
+func mktempHandler() handler {
+	t := optSpec{shortOpt: "p", long: []string{"--suffix"}, longOpt: []string{"--tmpdir"}}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.need(inv, pWrite) {
 			return inv.cwd
 		}
-	}
-	if len(pos) > 0 && !hasOpt(opts, "-t") {
-		c.usePath(inv, pos[0], pathUse{acc: accWrite})
-		return inv.cwd
-	}
-	c.usePath(inv, litWord("/tmp/mktemp"), pathUse{acc: accWrite})
-	return inv.cwd
-}
-
-func tarHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	// Old style: "tar czf file …" with the letters in the first word.
-	if len(args) > 0 && args[0].lit && !strings.HasPrefix(args[0].s, "-") && args[0].s != "" {
-		first := litWord("-" + args[0].s)
-		args = append([]word{first}, args[1:]...)
-	}
-	opts, pos := parseOpts(args, optSpec{short: "fCIFTXbgKLNV", long: []string{"--file", "--directory",
-		"--use-compress-program", "--to-command", "--checkpoint-action", "--info-script", "--new-volume-script",
-		"--rsh-command", "--rmt-command", "--exclude", "--files-from", "--exclude-from", "--transform", "--xform"}})
-	creating, extracting := false, false
-	for _, o := range opts {
-		switch o.name {
-		case "-c", "--create", "-r", "--append", "-u", "--update", "-A", "--catenate", "--concatenate", "--delete":
-			creating = true
-		case "-x", "--extract", "--get":
-			extracting = true
-		}
-	}
-	need := pRead
-	if creating || extracting {
-		need |= pWrite
-	}
-	if hasOpt(opts, "-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script",
-		"-F", "--new-volume-script", "--rsh-command", "--rmt-command") {
-		need |= pExec
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	dest := litWord(".")
-	for _, o := range opts {
-		if o.val == nil {
-			continue
-		}
-		switch o.name {
-		case "-f", "--file":
-			acc := accRead
-			if creating {
-				acc = accWrite
+		for _, o := range opts {
+			if (o.name == "-p" || o.name == "--tmpdir") && o.val != nil {
+				c.usePath(inv, *o.val, pathUse{acc: accWrite, meta: true})
+				return inv.cwd
 			}
-			c.usePath(inv, *o.val, pathUse{acc: acc})
-		case "-C", "--directory":
-			dest = *o.val
-			c.usePath(inv, *o.val, pathUse{acc: accRead})
-		case "-T", "--files-from", "-X", "--exclude-from":
-			c.usePath(inv, *o.val, pathUse{acc: accRead})
 		}
-	}
-	switch {
-	case extracting:
-		c.usePath(inv, dest, pathUse{acc: accWrite, tree: true})
-	case creating:
-		follow := hasOpt(opts, "-h", "--dereference")
-		for _, w := range pos {
-			c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
+		if len(pos) > 0 && !hasOpt(opts, "-t") {
+			c.usePath(inv, pos[0], pathUse{acc: accWrite, meta: true})
+			return inv.cwd
 		}
-	}
-	return inv.cwd
-}
-
-func unzipHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "dxP"})
-	listing := hasOpt(opts, "-l", "-t", "-v", "-Z", "-p", "-c", "-z")
-	need := pRead
-	if !listing {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
+		c.usePath(inv, litWord("/tmp/mktemp"), pathUse{acc: accWrite, meta: true})
 		return inv.cwd
 	}
-	if len(pos) > 0 {
-		c.usePath(inv, pos[0], pathUse{acc: accRead})
-	}
-	if listing {
-		return inv.cwd
-	}
-	dest := litWord(".")
-	for _, o := range opts {
-		if o.name == "-d" && o.val != nil {
-			dest = *o.val
-		}
-	}
-	c.usePath(inv, dest, pathUse{acc: accWrite, tree: true})
-	return inv.cwd
 }
 
-func zipHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "bnPtxiO", long: []string{"--unzip-command", "--temp-path",
-		"--password", "--exclude", "--include", "--output-file"}})
-	need := pRead | pWrite
-	if hasOpt(opts, "-TT", "--unzip-command") || hasOpt(opts, "-T") && slices.ContainsFunc(inv.argv, func(w word) bool { return w.s == "-TT" }) {
-		need |= pExec
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	tree := hasOpt(opts, "-r", "--recurse-paths")
-	// zip stores what links point to unless told to store the links.
-	follow := !hasOpt(opts, "-y", "--symlinks")
-	for i, w := range pos {
-		if i == 0 {
-			c.usePath(inv, w, pathUse{acc: accWrite})
-			continue
+func tarHandler() handler {
+	t := optSpec{short: "CFHIKLNTVXbfg", flags: "ABGJMOPRSUWZacdhijklmnoprstuvwxz",
+		long: []string{"--add-file", "--after-date", "--blocking-factor", "--checkpoint-action", "--directory",
+			"--exclude", "--exclude-caches-under", "--exclude-from", "--exclude-ignore", "--exclude-ignore-recursive",
+			"--exclude-tag", "--exclude-tag-all", "--exclude-tag-under", "--file", "--files-from", "--format", "--group",
+			"--group-map", "--hole-detection", "--ignore-command-error", "--index-file", "--info-script", "--label",
+			"--level", "--listed-incremental", "--mode", "--mtime", "--new-volume-script", "--newer", "--newer-mtime",
+			"--no-quote-chars", "--owner", "--owner-map", "--pax-option", "--quote-chars", "--quoting-style",
+			"--record-size", "--rmt-command", "--rsh-command", "--sort", "--sparse-version", "--starting-file",
+			"--strip-components", "--suffix", "--tape-length", "--to-command", "--transform", "--use-compress-program",
+			"--volno-file", "--warning", "--xattrs-exclude", "--xattrs-include", "--xform"},
+		longOpt: []string{"--atime-preserve", "--backup", "--checkpoint", "--occurrence", "--one-top-level", "--totals"},
+		longFlags: []string{"--absolute-names", "--acls", "--anchored", "--append", "--auto-compress", "--block-number",
+			"--bzip2", "--catenate", "--check-device", "--check-links", "--clamp-mtime", "--compare", "--compress",
+			"--concatenate", "--confirmation", "--create", "--delay-directory-restore", "--delete", "--dereference",
+			"--diff", "--exclude-backups", "--exclude-caches", "--exclude-caches-all", "--exclude-vcs",
+			"--exclude-vcs-ignores", "--extract", "--force-local", "--full-time", "--get", "--gunzip", "--gzip",
+			"--hard-dereference", "--help", "--ignore-case", "--ignore-failed-read", "--ignore-zeros", "--incremental",
+			"--interactive", "--keep-directory-symlink", "--keep-newer-files", "--keep-old-files", "--list", "--lzip",
+			"--lzma", "--lzop", "--multi-volume", "--no-acls", "--no-anchored", "--no-auto-compress",
+			"--no-check-device", "--no-delay-directory-restore", "--no-ignore-case", "--no-ignore-command-error",
+			"--no-null", "--no-overwrite-dir", "--no-recursion", "--no-same-owner", "--no-same-permissions",
+			"--no-seek", "--no-selinux", "--no-unquote", "--no-verbatim-files-from", "--no-wildcards",
+			"--no-wildcards-match-slash", "--no-xattrs", "--null", "--numeric-owner", "--old-archive",
+			"--one-file-system", "--overwrite", "--overwrite-dir", "--portability", "--posix", "--preserve-order",
+			"--preserve-permissions", "--read-full-records", "--recursion", "--recursive-unlink", "--remove-files",
+			"--restrict", "--same-order", "--same-owner", "--same-permissions", "--seek", "--selinux",
+			"--show-defaults", "--show-omitted-dirs", "--show-snapshot-field-ranges", "--show-stored-names",
+			"--show-transformed-names", "--skip-old-files", "--sparse", "--test-label", "--to-stdout", "--touch",
+			"--uncompress", "--ungzip", "--unlink-first", "--unquote", "--update", "--usage", "--utc",
+			"--verbatim-files-from", "--verbose", "--verify", "--version", "--wildcards", "--wildcards-match-slash",
+			"--xattrs", "--xz", "--zstd"},
+		strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		args := inv.argv[1:]
+		// Old style: "tar czf file …" with the letters in the first word.
+		if len(args) > 0 && args[0].lit && !strings.HasPrefix(args[0].s, "-") && args[0].s != "" {
+			first := litWord("-" + args[0].s)
+			args = append([]word{first}, args[1:]...)
 		}
-		c.usePath(inv, w, pathUse{acc: accRead, tree: tree, follow: follow && tree})
-	}
-	for _, o := range opts {
-		if (o.name == "-O" || o.name == "--output-file") && o.val != nil {
-			c.usePath(inv, *o.val, pathUse{acc: accWrite})
+		opts, pos := parseOpts(args, t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
 		}
-	}
-	return inv.cwd
-}
-
-func compressHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "SbTLp", long: []string{"--suffix", "--threads"}})
-	toStdout := hasOpt(opts, "-c", "--stdout", "--to-stdout", "-l", "--list", "-t", "--test")
-	need := pRead
-	if !toStdout && len(pos) > 0 {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	acc := accRead
-	if need.has(pWrite) {
-		acc = accWrite
-	}
-	tree := hasOpt(opts, "-r", "--recursive")
-	for _, w := range pos {
-		c.usePath(inv, w, pathUse{acc: acc, tree: tree})
-	}
-	return inv.cwd
-}
-
-// sedHandler: sed reads its files and writes them with -i; its script may
-// also write (w), read (r) or run commands (e).
-func sedHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "efl", long: []string{"--expression", "--file", "--line-length"}})
-	inPlace := hasOpt(opts, "-i", "--in-place")
-	for _, w := range inv.argv[1:] {
-		if w.lit && strings.HasPrefix(w.s, "-") && !strings.HasPrefix(w.s, "--") && strings.ContainsRune(strings.SplitN(w.s, "e", 2)[0], 'i') {
-			inPlace = true
-		}
-	}
-	sandboxed := hasOpt(opts, "--sandbox")
-	var scripts []word
-	fromOpts := false
-	for _, o := range opts {
-		switch o.name {
-		case "-e", "--expression":
-			fromOpts = true
-			if o.val != nil {
-				scripts = append(scripts, *o.val)
+		creating, extracting := false, false
+		for _, o := range opts {
+			switch o.name {
+			case "-c", "--create", "-r", "--append", "-u", "--update", "-A", "--catenate", "--concatenate", "--delete":
+				creating = true
+			case "-x", "--extract", "--get":
+				extracting = true
 			}
-		case "-f", "--file":
-			fromOpts = true
-			if o.val != nil {
+		}
+		need := pRead
+		archive, toStdout := optVal(opts, "-f", "--file")
+		toStdout = !toStdout || archive.lit && archive.s == "-"
+		if creating && !toStdout || extracting || hasOpt(opts, "-g", "--listed-incremental", "--volno-file", "--index-file") {
+			need |= pWrite
+		}
+		for _, o := range opts {
+			switch o.name {
+			case "-I", "--use-compress-program", "--to-command", "--info-script", "-F", "--new-volume-script",
+				"--rsh-command", "--rmt-command":
+				c.optionCommand(inv, o)
+			case "--checkpoint-action":
+				if o.val == nil {
+					break
+				}
+				if !o.val.lit {
+					c.optionCommand(inv, o)
+					break
+				}
+				switch act, cmd, _ := strings.Cut(o.val.s, "="); act {
+				case "exec":
+					c.optionCommand(inv, opt{name: o.name, val: &word{s: cmd, lit: true, src: cmd}})
+				case "bell", "dot", ".", "echo", "ttyout", "totals", "wait", "sleep":
+				default:
+					c.needBecause(inv, pExec, "--checkpoint-action="+act+" is not one the policy knows")
+				}
+			case "-T", "--files-from":
+				c.needBecause(inv, pExec, "option "+o.name+" reads the paths to archive from a file, which the policy cannot check")
+			}
+			if c.deny != nil {
+				return inv.cwd
+			}
+		}
+		if !c.need(inv, need) {
+			return inv.cwd
+		}
+		dest := litWord(".")
+		for _, o := range opts {
+			if o.val == nil {
+				continue
+			}
+			switch o.name {
+			case "-f", "--file":
+				acc := accRead
+				if creating {
+					acc = accWrite
+				}
+				if o.val.lit && o.val.s == "-" {
+					continue
+				}
+				if !(o.val.lit && remote(*o.val)) {
+					c.usePath(inv, *o.val, pathUse{acc: acc})
+				} else if !c.need(inv, pNetwork) {
+					return inv.cwd
+				}
+			case "-C", "--directory":
+				dest = *o.val
 				c.usePath(inv, *o.val, pathUse{acc: accRead})
-				if !sandboxed && !c.perms.has(pExec) && !inv.allowed {
-					c.denyf("permission:exec", "sed -f is not allowed: the policy cannot see what the script file does (needs the exec permission)")
+			case "-X", "--exclude-from", "--add-file":
+				c.usePath(inv, *o.val, pathUse{acc: accRead})
+			case "-g", "--listed-incremental", "--volno-file", "--index-file":
+				c.usePath(inv, *o.val, pathUse{acc: accWrite})
+			}
+		}
+		switch {
+		case extracting:
+			if hasOpt(opts, "-O", "--to-stdout", "--to-command") {
+				break
+			}
+			c.usePath(inv, dest, pathUse{acc: accWrite, tree: true})
+			// The archive may hold links, which later paths could pass
+			// through.
+			c.murkyTree(inv, dest)
+		case creating:
+			follow := hasOpt(opts, "-h", "--dereference")
+			for _, w := range pos {
+				c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
+			}
+		}
+		return inv.cwd
+	}
+}
+
+func unzipHandler() handler {
+	t := optSpec{short: "dxPIO", flags: "ZlptvzfunoqajCLVXKMUWBDTcsh", strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		listing := hasOpt(opts, "-l", "-t", "-v", "-Z", "-p", "-c", "-z")
+		need := pRead
+		if !listing {
+			need |= pWrite
+		}
+		if hasOpt(opts, "-M") && !c.needBecause(inv, pExec, "-M runs a pager") {
+			return inv.cwd
+		}
+		if !c.need(inv, need) {
+			return inv.cwd
+		}
+		if len(pos) > 0 {
+			c.usePath(inv, pos[0], pathUse{acc: accRead})
+		}
+		if listing {
+			return inv.cwd
+		}
+		dest := litWord(".")
+		for _, o := range opts {
+			if o.name == "-d" && o.val != nil {
+				dest = *o.val
+			}
+		}
+		c.usePath(inv, dest, pathUse{acc: accWrite, tree: true})
+		c.murkyTree(inv, dest)
+		return inv.cwd
+	}
+}
+
+func zipHandler() handler {
+	t := optSpec{short: "bnPtxiOsL", flags: "0123456789ADFJTXcdefgjklmoqruvyz@$!", long: []string{"--unzip-command",
+		"--temp-path", "--password", "--exclude", "--include", "--output-file", "--suffixes", "--split-size",
+		"--compression-method", "--logfile-path", "--from-date", "--before-date", "--archive-clear"},
+		longFlags: []string{"--recurse-paths", "--symlinks", "--test", "--quiet", "--verbose", "--move", "--delete",
+			"--freshen", "--update", "--junk-paths", "--encrypt", "--help", "--version", "--fix", "--fixfix",
+			"--names-stdin", "--latest-time", "--no-dir-entries", "--no-extra", "--adjust-sfx", "--junk-sfx",
+			"--copy-entries", "--display-bytes", "--display-counts", "--display-dots", "--display-globaldots",
+			"--display-usize", "--display-volume", "--grow", "--show-files", "--sf", "--sf-", "--su", "--sU",
+			"--dot-version", "--dif", "--filesync", "--license", "--log-append", "--log-info", "--no-wild",
+			"--wild-stop-dirs", "--recurse-patterns"},
+		strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		var args []word
+		for _, w := range inv.argv[1:] {
+			// Two-letter options of zip: -TT is --unzip-command, -la -lf -li
+			// are logging.
+			if w.lit && len(w.s) == 3 && w.s[0] == '-' && w.s[1] != '-' {
+				switch w.s {
+				case "-TT":
+					args = append(args, litWord("--unzip-command"))
+					continue
+				case "-lf":
+					args = append(args, litWord("--logfile-path"))
+					continue
+				case "-la", "-li", "-ll", "-sf", "-sp", "-sv", "-sb", "-sc", "-so", "-su", "-sU", "-FF", "-FS", "-AC", "-AS", "-dc", "-dd", "-dg", "-ds", "-du", "-dv", "-MM", "-nw", "-ws", "-tt", "-UN", "-ic":
+					if w.s == "-tt" {
+						args = append(args, litWord("--before-date"))
+						continue
+					}
+					continue
+				}
+			}
+			args = append(args, w)
+		}
+		opts, pos := parseOpts(args, t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		for _, o := range opts {
+			if o.name == "--unzip-command" {
+				c.optionCommand(inv, o)
+				if c.deny != nil {
+					return inv.cwd
+				}
+			}
+			if o.name == "-@" || o.name == "--names-stdin" {
+				if !c.needBecause(inv, pExec, "-@ reads the paths to archive from standard input, which the policy cannot check") {
 					return inv.cwd
 				}
 			}
 		}
-	}
-	if !fromOpts && len(pos) > 0 {
-		scripts, pos = append(scripts, pos[0]), pos[1:]
-	}
-	need := pRead
-	if inPlace {
-		need |= pWrite
-	}
-	var writes, reads []string
-	for _, s := range scripts {
-		if !s.lit {
-			need |= pExec
-			continue
+		if !c.need(inv, pRead|pWrite) {
+			return inv.cwd
 		}
-		eff := sedScript(s.s)
-		if eff.exec {
-			need |= pExec
+		tree := hasOpt(opts, "-r", "--recurse-paths", "-R", "--recurse-patterns")
+		// zip stores what links point to unless told to store the links.
+		follow := !hasOpt(opts, "-y", "--symlinks")
+		move := hasOpt(opts, "-m", "--move")
+		for i, w := range pos {
+			if i == 0 {
+				c.usePath(inv, w, pathUse{acc: accWrite})
+				continue
+			}
+			acc := accRead
+			if move {
+				acc = accWrite
+			}
+			c.usePath(inv, w, pathUse{acc: acc, tree: tree, follow: follow && tree})
 		}
-		if len(eff.writes) > 0 {
-			need |= pWrite
+		for _, o := range opts {
+			if o.val == nil {
+				continue
+			}
+			switch o.name {
+			case "-O", "--output-file", "--logfile-path":
+				c.usePath(inv, *o.val, pathUse{acc: accWrite})
+			case "-b", "--temp-path":
+				c.usePath(inv, *o.val, pathUse{acc: accWrite})
+			}
 		}
-		writes = append(writes, eff.writes...)
-		reads = append(reads, eff.reads...)
-	}
-	if !c.need(inv, need) {
 		return inv.cwd
 	}
-	for _, w := range writes {
-		c.usePath(inv, litWord(w), pathUse{acc: accWrite})
-	}
-	for _, r := range reads {
-		c.usePath(inv, litWord(r), pathUse{acc: accRead})
-	}
-	acc := accRead
-	if inPlace {
-		acc = accWrite
-	}
-	for _, w := range pos {
-		c.usePath(inv, w, pathUse{acc: acc})
-	}
-	return inv.cwd
 }
 
-// sedEffects are what a sed script does beyond printing.
-type sedEffects struct {
-	writes, reads []string
-	exec          bool
+// compressHandler checks gzip and its kin: without -c they replace their
+// files; -o and --output-dir-* write elsewhere; --filelist reads paths.
+func compressHandler(spec optSpec) handler {
+	t := spec.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		toStdout := hasOpt(opts, "-c", "--stdout", "--to-stdout", "-l", "--list", "-t", "--test")
+		need := pRead
+		if !toStdout && len(pos) > 0 || hasOpt(opts, "-o", "--output-dir-flat", "--output-dir-mirror", "--trace") {
+			need |= pWrite
+		}
+		if hasOpt(opts, "--filelist") && !c.needBecause(inv, pExec, "--filelist reads the paths from a file, which the policy cannot check") {
+			return inv.cwd
+		}
+		if !c.need(inv, need) {
+			return inv.cwd
+		}
+		acc := accRead
+		if need.has(pWrite) && !hasOpt(opts, "-o", "--output-dir-flat", "--output-dir-mirror") {
+			acc = accWrite
+		}
+		for _, o := range opts {
+			if o.val == nil {
+				continue
+			}
+			switch o.name {
+			case "-o", "--output-dir-flat", "--output-dir-mirror", "--trace":
+				c.usePath(inv, *o.val, pathUse{acc: accWrite})
+			case "-D", "--patch-from":
+				c.usePath(inv, *o.val, pathUse{acc: accRead})
+			}
+		}
+		tree := hasOpt(opts, "-r", "--recursive")
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: acc, tree: tree})
+		}
+		return inv.cwd
+	}
 }
 
-// sedScript reads a sed script far enough to find the commands that write
-// files (w, W, s///w), read files (r, R) or run commands (e, s///e). A
-// command it does not know counts as running commands.
-func sedScript(s string) sedEffects {
-	var eff sedEffects
-	i := 0
-	toEOL := func() string {
-		j := strings.IndexByte(s[i:], '\n')
-		if j < 0 {
-			j = len(s) - i
-		}
-		v := strings.TrimSpace(s[i : i+j])
-		i += j
-		return v
-	}
-	skipDelimited := func(d byte) bool {
-		for i < len(s) {
-			switch s[i] {
-			case '\\':
-				i += 2
-				continue
-			case d:
-				i++
-				return true
-			}
-			i++
-		}
-		return false
-	}
-	address := func() {
-		for i < len(s) {
-			switch ch := s[i]; {
-			case ch >= '0' && ch <= '9' || ch == '$' || ch == ',' || ch == '~' || ch == '+' || ch == '!' || ch == ' ' || ch == '\t':
-				i++
-			case ch == '/':
-				i++
-				skipDelimited('/')
-			case ch == '\\' && i+1 < len(s):
-				d := s[i+1]
-				i += 2
-				skipDelimited(d)
-			case ch == 'I' || ch == 'M':
-				// Address flags after a regex.
-				if i > 0 && s[i-1] == '/' {
-					i++
-					continue
-				}
-				return
-			default:
-				return
-			}
-		}
-	}
-	for i < len(s) {
-		switch s[i] {
-		case ' ', '\t', '\n', ';', '{', '}':
-			i++
-			continue
-		case '#':
-			toEOL()
-			continue
-		}
-		address()
-		if i >= len(s) {
-			break
-		}
-		cmd := s[i]
-		i++
-		switch cmd {
-		case '{', '}', ';', '\n':
-		case 'p', 'P', 'd', 'D', 'n', 'N', 'g', 'G', 'h', 'H', 'x', '=', 'z', 'F', 'l', 'q', 'Q', 'L':
-			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-				i++
-			}
-		case ':', 'b', 't', 'T', 'v':
-			for i < len(s) && s[i] != ';' && s[i] != '\n' {
-				i++
-			}
-		case 'a', 'i', 'c':
-			for {
-				line := toEOL()
-				if !strings.HasSuffix(line, `\`) || i >= len(s) {
-					break
-				}
-				i++
-			}
-		case 'w', 'W':
-			eff.writes = append(eff.writes, toEOL())
-		case 'r', 'R':
-			eff.reads = append(eff.reads, toEOL())
-		case 'e':
-			eff.exec = true
-			toEOL()
-		case 's', 'y':
-			if i >= len(s) {
-				eff.exec = true
-				return eff
-			}
-			d := s[i]
-			i++
-			if !skipDelimited(d) || !skipDelimited(d) {
-				eff.exec = true
-				return eff
-			}
-			if cmd == 'y' {
-				continue
-			}
-		flags:
-			for i < len(s) {
-				switch f := s[i]; {
-				case f == 'g' || f == 'p' || f == 'i' || f == 'I' || f == 'm' || f == 'M' || f >= '0' && f <= '9':
-					i++
-				case f == 'e':
-					eff.exec = true
-					i++
-				case f == 'w':
-					i++
-					eff.writes = append(eff.writes, toEOL())
-					break flags
-				default:
-					break flags
-				}
-			}
-		default:
-			eff.exec = true
-			return eff
-		}
-	}
-	return eff
+// findExpr are find's tests and actions with the number of arguments they
+// take.
+var findExpr = map[string]int{
+	"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1, "-regex": 1, "-iregex": 1,
+	"-type": 1, "-xtype": 1, "-size": 1, "-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1, "-ctime": 1, "-cmin": 1,
+	"-newer": 1, "-anewer": 1, "-cnewer": 1, "-empty": 0, "-executable": 0, "-readable": 0, "-writable": 0,
+	"-perm": 1, "-user": 1, "-group": 1, "-uid": 1, "-gid": 1, "-nouser": 0, "-nogroup": 0, "-links": 1,
+	"-inum": 1, "-samefile": 1, "-lname": 1, "-ilname": 1, "-maxdepth": 1, "-mindepth": 1, "-depth": 0, "-d": 0,
+	"-mount": 0, "-xdev": 0, "-noleaf": 0, "-ignore_readdir_race": 0, "-noignore_readdir_race": 0,
+	"-daystart": 0, "-follow": 0, "-regextype": 1, "-warn": 0, "-nowarn": 0, "-print": 0, "-print0": 0,
+	"-printf": 1, "-ls": 0, "-fls": 1, "-fprint": 1, "-fprint0": 1, "-fprintf": 2, "-prune": 0, "-quit": 0,
+	"-delete": 0, "-true": 0, "-false": 0, "-not": 0, "-a": 0, "-and": 0, "-o": 0, "-or": 0, "-fstype": 1,
+	"-used": 1, "-context": 1, "-files0-from": 1, "-help": 0, "--help": 0, "-version": 0, "--version": 0,
 }
 
 // findHandler: find reads its starting points as trees; -delete writes
 // them; -exec and its kin run a command checked like any other, with {}
-// standing for every path under the starting points.
-func findHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	i := 0
-	follow := false
-	for ; i < len(args); i++ {
-		w := args[i]
-		if !w.lit {
-			break
-		}
-		switch {
-		case w.s == "-H" || w.s == "-P":
-		case w.s == "-L":
-			follow = true
-		case w.s == "-D" || w.s == "-O" || strings.HasPrefix(w.s, "-O"):
-			if w.s == "-D" {
-				i++
-			}
-		default:
-			goto starts
-		}
-	}
-starts:
-	var startPoints []word
-	for ; i < len(args); i++ {
-		w := args[i]
-		if w.lit && (strings.HasPrefix(w.s, "-") || w.s == "(" || w.s == "!" || w.s == ")") {
-			break
-		}
-		startPoints = append(startPoints, w)
-	}
-	if len(startPoints) == 0 {
-		startPoints = []word{litWord(".")}
-	}
-	expr := args[i:]
-	need := pRead
-	writes, execdir := false, false
-	var execs [][]word
-	for j := 0; j < len(expr); j++ {
-		w := expr[j]
-		if !w.lit {
-			continue
-		}
-		switch w.s {
-		case "-L", "-follow":
-			follow = true
-		case "-delete":
-			writes = true
-		case "-execdir", "-okdir":
-			execdir = true
-			fallthrough
-		case "-exec", "-ok":
-			k := j + 1
-			for k < len(expr) && !(expr[k].lit && (expr[k].s == ";" || expr[k].s == "+")) {
-				k++
-			}
-			execs = append(execs, expr[j+1:k])
-			j = k
-		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			writes = true
-			if j+1 < len(expr) {
-				c.usePath(inv, expr[j+1], pathUse{acc: accWrite})
-			}
-			j++
-		case "-newer", "-anewer", "-cnewer", "-samefile", "-files0-from":
-			if j+1 < len(expr) {
-				c.usePath(inv, expr[j+1], pathUse{acc: accRead})
-			}
-			j++
-		}
-	}
-	if execdir {
-		// -execdir runs in every directory it finds, where relative paths
-		// and links mean something else than from here.
-		need |= pExec
-	}
-	if writes {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	for _, s := range startPoints {
-		acc := accRead
-		if writes {
-			acc = accWrite
-		}
-		c.usePath(inv, s, pathUse{acc: acc, tree: true, follow: follow})
-	}
-	for _, argv := range execs {
-		for _, s := range startPoints {
-			inner := make([]word, len(argv))
-			for k, w := range argv {
-				switch {
-				case w.lit && w.s == "{}":
-					inner[k] = s
-					inner[k].tree = true
-				case w.lit && strings.Contains(w.s, "{}"):
-					inner[k] = dynWord("a path find fills in", w.source())
-				default:
-					inner[k] = w
-				}
-			}
-			if len(inner) == 0 {
-				c.denyf("shell:parse", "find -exec names no command")
-				return inv.cwd
-			}
-			c.run(inner, inv.cwd)
-		}
-	}
-	return inv.cwd
-}
-
-// xargsHandler checks the command xargs runs, with its arguments from
-// standard input standing in as words the policy cannot see.
-func xargsHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	replace := ""
-	i := 0
-	valueShort := "aEdILlnPs"
-	for ; i < len(args); i++ {
-		w := args[i]
-		if !w.lit || !strings.HasPrefix(w.s, "-") || w.s == "-" {
-			break
-		}
-		if w.s == "--" {
-			i++
-			break
-		}
-		if strings.HasPrefix(w.s, "--") {
-			name, val, hasVal := strings.Cut(w.s, "=")
-			switch name {
-			case "--replace":
-				replace = "{}"
-				if hasVal {
-					replace = val
-				}
-			case "--arg-file", "--delimiter", "--eof", "--max-lines", "--max-args", "--max-procs", "--max-chars",
-				"--process-slot-var":
-				if !hasVal && i+1 < len(args) {
-					i++
-					val = args[i].s
-					if name == "--arg-file" {
-						c.usePath(inv, args[i], pathUse{acc: accRead})
-					}
-				} else if name == "--arg-file" {
-					c.usePath(inv, litWord(val), pathUse{acc: accRead})
-				}
-			}
-			continue
-		}
-		letter := w.s[1]
-		rest := w.s[2:]
-		switch letter {
-		case 'i':
-			replace = "{}"
-			if rest != "" {
-				replace = rest
-			}
-			continue
-		case 'e', 'l':
-			continue
-		}
-		if strings.IndexByte(valueShort, letter) >= 0 {
-			val := rest
-			if val == "" && i+1 < len(args) {
-				i++
-				val = args[i].s
-				if letter == 'a' {
-					c.usePath(inv, args[i], pathUse{acc: accRead})
-				}
-			} else if letter == 'a' {
-				c.usePath(inv, litWord(val), pathUse{acc: accRead})
-			}
-			if letter == 'I' {
-				replace = val
-			}
-		}
-	}
-	inner := slices.Clone(args[i:])
-	if len(inner) == 0 {
-		inner = []word{litWord("echo")}
-	}
-	stdin := dynWord("arguments xargs reads from standard input", "(standard input)")
-	if replace != "" {
-		for k, w := range inner {
-			if k > 0 && w.lit && strings.Contains(w.s, replace) {
-				inner[k] = stdin
-			}
-		}
-	} else {
-		inner = append(inner, stdin)
-	}
-	return c.run(inner, inv.cwd)
-}
-
-// wrapper returns a handler for a command that runs another: options
-// (with values per spec), skip more operands (timeout's duration), then
-// the command.
-func wrapper(spec optSpec, skip int) handler {
+// standing for every entry under the starting points.
+func findHandler() handler {
 	return func(c *checker, inv *invocation) cwds {
 		args := inv.argv[1:]
 		i := 0
+		follow := false
 		for ; i < len(args); i++ {
 			w := args[i]
-			if !w.lit || !strings.HasPrefix(w.s, "-") || w.s == "-" {
+			if !w.lit {
 				break
 			}
-			if w.s == "--" {
+			switch {
+			case w.s == "-H" || w.s == "-P":
+			case w.s == "-L":
+				follow = true
+			case w.s == "-D":
 				i++
+			case strings.HasPrefix(w.s, "-O"):
+			default:
+				goto starts
+			}
+		}
+	starts:
+		var startPoints []word
+		for ; i < len(args); i++ {
+			w := args[i]
+			if w.lit && (strings.HasPrefix(w.s, "-") || w.s == "(" || w.s == "!" || w.s == ")" || w.s == ",") {
 				break
 			}
-			if strings.HasPrefix(w.s, "--") {
-				if name, _, hasVal := strings.Cut(w.s, "="); !hasVal && slices.Contains(spec.long, name) {
-					i++
+			startPoints = append(startPoints, w)
+		}
+		if len(startPoints) == 0 {
+			startPoints = []word{litWord(".")}
+		}
+		expr := args[i:]
+		need := pRead
+		writes, execdir := false, false
+		var execs [][]word
+		noLinks, simple := false, true
+		var names []string
+		for j := 0; j < len(expr); j++ {
+			w := expr[j]
+			if !w.lit {
+				continue
+			}
+			switch w.s {
+			case "(", ")", "!", ",", "-not", "-o", "-or":
+				simple = false
+				continue
+			case "-L", "-follow":
+				follow = true
+				continue
+			case "-delete":
+				writes = true
+				continue
+			case "-execdir", "-okdir":
+				execdir = true
+				fallthrough
+			case "-exec", "-ok":
+				k := j + 1
+				for k < len(expr) && !(expr[k].lit && (expr[k].s == ";" || expr[k].s == "+")) {
+					k++
+				}
+				execs = append(execs, expr[j+1:k])
+				j = k
+				continue
+			case "-fprint", "-fprint0", "-fprintf", "-fls":
+				writes = true
+				if j+1 < len(expr) {
+					c.usePath(inv, expr[j+1], pathUse{acc: accWrite})
+				}
+				j += findExpr[w.s]
+				continue
+			case "-newer", "-anewer", "-cnewer", "-samefile":
+				if j+1 < len(expr) {
+					c.usePath(inv, expr[j+1], pathUse{acc: accRead})
+				}
+			case "-files0-from":
+				if !c.needBecause(inv, pExec, "-files0-from reads the starting points from a file, which the policy cannot check") {
+					return inv.cwd
+				}
+			case "-type":
+				if j+1 < len(expr) && expr[j+1].lit && !strings.Contains(expr[j+1].s, "l") {
+					noLinks = true
+				}
+			case "-name":
+				if j+1 < len(expr) && expr[j+1].lit {
+					names = append(names, expr[j+1].s)
+				}
+			}
+			n, known := findExpr[w.s]
+			if !known && strings.HasPrefix(w.s, "-newer") && len(w.s) == 8 {
+				n, known = 1, true
+			}
+			if !known {
+				if !c.needBecause(inv, pExec, "expression "+w.s+" is not one the policy knows for find") {
+					return inv.cwd
 				}
 				continue
 			}
-			if len(w.s) == 2 && strings.IndexByte(spec.short, w.s[1]) >= 0 {
-				i++
-			}
+			j += n
 		}
-		i += skip
-		if i >= len(args) {
-			c.need(inv, pRead)
-			return inv.cwd
+		if execdir {
+			// -execdir runs in every directory it finds, where relative paths
+			// and links mean something else than from here.
+			need |= pExec
 		}
-		return c.run(args[i:], inv.cwd)
-	}
-}
-
-func envHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	cwd := inv.cwd
-	i := 0
-	for ; i < len(args); i++ {
-		w := args[i]
-		if !w.lit {
-			break
-		}
-		switch {
-		case w.s == "-S" || strings.HasPrefix(w.s, "--split-string") || strings.HasPrefix(w.s, "-S"):
-			c.denyf("shell:wrapper", "env -S is not allowed: it splits a string into a command the policy cannot see; write the command out")
-			return cwd
-		case w.s == "-u" || w.s == "--unset":
-			i++
-		case w.s == "-C" || w.s == "--chdir":
-			if i+1 < len(args) {
-				i++
-				cwd = c.chdir(inv, args[i], cwd)
-			}
-		case strings.HasPrefix(w.s, "--chdir="):
-			cwd = c.chdir(inv, litWord(strings.TrimPrefix(w.s, "--chdir=")), cwd)
-		case w.s == "--":
-			i++
-			goto assigns
-		case strings.HasPrefix(w.s, "-") && w.s != "-":
-		default:
-			goto assigns
-		}
-		if c.deny != nil {
-			return inv.cwd
-		}
-	}
-assigns:
-	for ; i < len(args); i++ {
-		w := args[i]
-		name, _, ok := strings.Cut(w.s, "=")
-		if !w.lit || !ok || !validName(name) {
-			break
-		}
-		if !c.perms.has(pExec) && !envSafe(name) && !inv.allowed {
-			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
-			return inv.cwd
-		}
-	}
-	if i >= len(args) {
-		c.need(inv, pRead)
-		return inv.cwd
-	}
-	c.run(args[i:], cwd)
-	return inv.cwd
-}
-
-// chdir resolves a directory a wrapper changes into (env -C, git -C) and
-// returns the new directories.
-func (c *checker) chdir(inv *invocation, w word, cwd cwds) cwds {
-	inv2 := c.invocation(invocation{name: inv.name, cwd: cwd, allowed: inv.allowed})
-	c.usePath(inv2, w, pathUse{acc: accRead})
-	if c.deny != nil || !w.lit {
-		return cwd
-	}
-	var out cwds
-	for _, d := range cwd {
-		if r := c.resolve(d, w.s); r.in {
-			out = union(out, cwds{r.abs})
-		}
-	}
-	if len(out) == 0 {
-		return cwd
-	}
-	return out
-}
-
-func timeHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	i := 0
-	for ; i < len(args); i++ {
-		w := args[i]
-		if !w.lit || !strings.HasPrefix(w.s, "-") {
-			break
-		}
-		switch {
-		case w.s == "-o" || w.s == "--output":
-			if i+1 < len(args) {
-				i++
-				c.need(inv, pWrite)
-				c.usePath(inv, args[i], pathUse{acc: accWrite})
-			}
-		case strings.HasPrefix(w.s, "--output="):
-			c.need(inv, pWrite)
-			c.usePath(inv, litWord(strings.TrimPrefix(w.s, "--output=")), pathUse{acc: accWrite})
-		case w.s == "-f" || w.s == "--format":
-			i++
-		}
-	}
-	if i >= len(args) || c.deny != nil {
-		return inv.cwd
-	}
-	return c.run(args[i:], inv.cwd)
-}
-
-func commandHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	i := 0
-	for ; i < len(args) && args[i].lit && strings.HasPrefix(args[i].s, "-"); i++ {
-		if strings.ContainsAny(args[i].s, "vV") {
-			c.need(inv, pRead)
-			return inv.cwd
-		}
-	}
-	if i >= len(args) {
-		return inv.cwd
-	}
-	return c.run(args[i:], inv.cwd)
-}
-
-func execHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	i := 0
-	for ; i < len(args) && args[i].lit && strings.HasPrefix(args[i].s, "-"); i++ {
-		if args[i].s == "-a" {
-			i++
-		}
-	}
-	if i >= len(args) {
-		return inv.cwd
-	}
-	return c.run(args[i:], inv.cwd)
-}
-
-// watchHandler: watch runs its arguments through sh -c unless -x.
-func watchHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	direct := false
-	i := 0
-	for ; i < len(args) && args[i].lit && strings.HasPrefix(args[i].s, "-"); i++ {
-		switch s := args[i].s; {
-		case s == "-x" || s == "--exec":
-			direct = true
-		case s == "-n" || s == "--interval" || s == "-q" || s == "--equexit":
-			i++
-		}
-	}
-	if i >= len(args) {
-		return inv.cwd
-	}
-	if direct {
-		return c.run(args[i:], inv.cwd)
-	}
-	return c.joinedScript(inv, args[i:])
-}
-
-// joinedScript checks words a command joins with spaces and hands to a
-// shell (watch, eval).
-func (c *checker) joinedScript(inv *invocation, args []word) cwds {
-	parts := make([]string, 0, len(args))
-	for _, w := range args {
-		if !w.lit {
-			c.denyf("shell:dynamic-script", "%s runs %s as shell code, and it is not a literal (it contains %s); the policy cannot see what would run", inv.name, w.source(), w.dyn)
-			return inv.cwd
-		}
-		parts = append(parts, w.s)
-	}
-	return c.script(strings.Join(parts, " "), inv.cwd)
-}
-
-func flockHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	i := 0
-	for ; i < len(args) && args[i].lit && strings.HasPrefix(args[i].s, "-"); i++ {
-		switch s := args[i].s; s {
-		case "-c", "--command":
-			if i+2 < len(args) || i+1 < len(args) {
-				// flock -c CMD FILE or FILE -c CMD: the script is the word
-				// after -c.
-				if i+1 < len(args) {
-					return c.shellString(inv, args[i+1])
-				}
-			}
-		case "-w", "--timeout", "-E", "--conflict-exit-code":
-			i++
-		}
-	}
-	if i >= len(args) {
-		return inv.cwd
-	}
-	lock := args[i]
-	if !(lock.lit && isDigits(lock.s)) {
-		c.need(inv, pWrite)
-		c.usePath(inv, lock, pathUse{acc: accWrite})
-	}
-	rest := args[i+1:]
-	if len(rest) >= 2 && rest[0].lit && (rest[0].s == "-c" || rest[0].s == "--command") {
-		return c.shellString(inv, rest[1])
-	}
-	if len(rest) == 0 {
-		return inv.cwd
-	}
-	return c.run(rest, inv.cwd)
-}
-
-// shellString checks a word a command runs as a shell script.
-func (c *checker) shellString(inv *invocation, w word) cwds {
-	if !w.lit {
-		c.denyf("shell:dynamic-script", "%s runs %s as shell code, and it is not a literal (it contains %s); the policy cannot see what would run", inv.name, w.source(), w.dyn)
-		return inv.cwd
-	}
-	return c.script(w.s, inv.cwd)
-}
-
-// shellHandler: bash -c SCRIPT is unwrapped and SCRIPT checked; a script
-// file, standard input or an option that reads start-up files runs code
-// the policy cannot see.
-func shellHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	command := false
-	hidden := ""
-	i := 0
-	for ; i < len(args); i++ {
-		w := args[i]
-		if !w.lit || (!strings.HasPrefix(w.s, "-") && !strings.HasPrefix(w.s, "+")) || w.s == "-" {
-			break
-		}
-		switch {
-		case w.s == "--":
-			i++
-			goto operands
-		case w.s == "-o" || w.s == "+o" || w.s == "-O" || w.s == "+O":
-			i++
-		case w.s == "--rcfile" || w.s == "--init-file":
-			hidden = w.s
-			i++
-		case w.s == "--login" || w.s == "-l" || w.s == "-i" || w.s == "-s" || w.s == "--debugger":
-			hidden = w.s
-		case strings.HasPrefix(w.s, "--"):
-		default:
-			flags := w.s[1:]
-			if strings.Contains(flags, "c") {
-				command = true
-			}
-			if strings.ContainsAny(flags, "ils") {
-				hidden = w.s
-			}
-		}
-	}
-operands:
-	rest := args[min(i, len(args)):]
-	if hidden != "" {
-		if c.need(inv, pExec) {
-			c.pathLikeArgs(inv, rest)
-		}
-		return inv.cwd
-	}
-	if command {
-		if len(rest) == 0 {
-			c.denyf("shell:parse", "%s -c names no command", inv.name)
-			return inv.cwd
-		}
-		return c.shellString(inv, rest[0])
-	}
-	// A script file or standard input.
-	if c.need(inv, pExec) && len(rest) > 0 {
-		c.usePath(inv, rest[0], pathUse{acc: accRead})
-		c.pathLikeArgs(inv, rest[1:])
-	}
-	return inv.cwd
-}
-
-func busyboxHandler(c *checker, inv *invocation) cwds {
-	if len(inv.argv) < 2 {
-		c.need(inv, pRead)
-		return inv.cwd
-	}
-	return c.run(inv.argv[1:], inv.cwd)
-}
-
-func evalHandler(c *checker, inv *invocation) cwds {
-	return c.joinedScript(inv, inv.argv[1:])
-}
-
-// sourceHandler: source runs a file's contents in the current shell, which
-// the policy does not read; it needs exec.
-func sourceHandler(c *checker, inv *invocation) cwds {
-	if !c.need(inv, pExec) {
-		return inv.cwd
-	}
-	if len(inv.argv) > 1 {
-		c.usePath(inv, inv.argv[1], pathUse{acc: accRead})
-	}
-	return inv.cwd
-}
-
-func trapHandler(c *checker, inv *invocation) cwds {
-	args := inv.argv[1:]
-	if len(args) > 0 && args[0].lit && args[0].s == "--" {
-		args = args[1:]
-	}
-	if len(args) < 2 || args[0].lit && (args[0].s == "-" || args[0].s == "" || strings.HasPrefix(args[0].s, "-")) {
-		c.need(inv, pRead)
-		return inv.cwd
-	}
-	return c.shellString(inv, args[0])
-}
-
-func aliasHandler(c *checker, inv *invocation) cwds {
-	for _, w := range inv.argv[1:] {
-		if !w.lit || strings.Contains(w.s, "=") {
-			c.denyf("shell:alias", "alias is not allowed: an alias hides what a command name runs; write the command out")
-			return inv.cwd
-		}
-	}
-	c.need(inv, pRead)
-	return inv.cwd
-}
-
-func hashHandler(c *checker, inv *invocation) cwds {
-	for _, w := range inv.argv[1:] {
-		if !w.lit || strings.HasPrefix(w.s, "-") && strings.Contains(w.s, "p") {
-			c.denyf("shell:alias", "hash -p is not allowed: it makes a command name run another program")
-			return inv.cwd
-		}
-	}
-	c.need(inv, pRead)
-	return inv.cwd
-}
-
-func enableHandler(c *checker, inv *invocation) cwds {
-	for _, w := range inv.argv[1:] {
-		if !w.lit || strings.HasPrefix(w.s, "-") && strings.Contains(w.s, "f") {
-			c.need(inv, pExec|pAdmin)
-			return inv.cwd
-		}
-	}
-	c.need(inv, pRead)
-	return inv.cwd
-}
-
-// fcHandler: fc re-runs history through an editor, or with -s runs a
-// history entry; neither is visible.
-func fcHandler(c *checker, inv *invocation) cwds {
-	for _, w := range inv.argv[1:] {
-		if w.lit && w.s == "-l" {
-			c.need(inv, pRead)
-			return inv.cwd
-		}
-	}
-	c.need(inv, pExec)
-	return inv.cwd
-}
-
-// cdHandler changes the directories the script may be in. A directory
-// outside the workspace is refused; cd with no operand goes home, which
-// the bash tool sets to the workspace; cd - goes back to any directory the
-// script has been in.
-func cdHandler(c *checker, inv *invocation) cwds {
-	// Changing directory reads nothing; the commands that follow are
-	// checked from where it leads.
-	inv = c.invocation(invocation{name: inv.name, argv: inv.argv, cwd: inv.cwd, sub: inv.sub, allowed: true})
-	_, pos := parseOpts(inv.argv[1:], optSpec{})
-	if len(pos) == 0 {
-		return cwds{c.ws.home}
-	}
-	w := pos[0]
-	if w.lit && w.s == "-" || inv.name == "pushd" && w.lit && (strings.HasPrefix(w.s, "+") || strings.HasPrefix(w.s, "-")) {
-		return union(inv.cwd, c.dirs)
-	}
-	if !w.lit {
-		c.denyf("shell:dynamic-path", "%s %s is not allowed: the directory is not a literal (it contains %s), so the policy cannot follow it", inv.name, w.source(), w.dyn)
-		return inv.cwd
-	}
-	var out cwds
-	for _, d := range inv.cwd {
-		r := c.resolve(d, w.s)
-		if !r.in {
-			c.denyf("path:outside-workspace", "%s %q is not allowed: it is outside the workspace", inv.name, w.s)
-			return inv.cwd
-		}
-		c.useResolved(inv, r, pathUse{acc: accRead})
-		out = union(out, cwds{r.abs})
-	}
-	if len(out) > maxCwds {
-		c.denyf("shell:too-complex", "the command changes directory too often to follow")
-		return inv.cwd
-	}
-	c.dirs = union(c.dirs, out)
-	return out
-}
-
-func popdHandler(c *checker, inv *invocation) cwds {
-	return union(inv.cwd, c.dirs)
-}
-
-func goHandler(c *checker, inv *invocation) cwds {
-	sub := ""
-	if len(inv.argv) > 1 && inv.argv[1].lit {
-		sub = inv.argv[1].s
-	}
-	switch sub {
-	case "version", "doc", "list", "help":
-		if c.need(inv, pRead) {
-			c.pathLikeArgs(inv, inv.argv[2:])
-		}
-		return inv.cwd
-	case "env":
-		for _, w := range inv.argv[2:] {
-			if w.lit && (w.s == "-w" || w.s == "-u") {
-				return runsCode(0)(c, inv)
-			}
-		}
-		c.need(inv, pRead)
-		return inv.cwd
-	}
-	return runsCode(0)(c, inv)
-}
-
-func curlHandler(c *checker, inv *invocation) cwds {
-	opts, _ := parseOpts(inv.argv[1:], optSpec{short: "oDcTdFKbeEHuUXAxrwmYyzCQtPE", long: []string{
-		"--output", "--output-dir", "--dump-header", "--cookie-jar", "--trace", "--trace-ascii", "--stderr",
-		"--upload-file", "--data", "--data-binary", "--data-urlencode", "--data-raw", "--form", "--config",
-		"--netrc-file", "--cookie", "--key", "--cert", "--cacert", "--header", "--user", "--request",
-		"--url", "--proxy", "--referer", "--user-agent", "--connect-timeout", "--max-time", "--retry",
-		"--write-out", "--json"}})
-	need := pNetwork
-	for _, o := range opts {
-		switch o.name {
-		case "-o", "--output", "--output-dir", "-D", "--dump-header", "-c", "--cookie-jar", "--trace",
-			"--trace-ascii", "--stderr", "-O", "--remote-name", "--remote-name-all", "-J":
+		if writes {
 			need |= pWrite
 		}
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	for _, o := range opts {
-		switch o.name {
-		case "-O", "--remote-name", "--remote-name-all":
-			c.usePath(inv, litWord("."), pathUse{acc: accWrite})
+		if !c.need(inv, need) {
+			return inv.cwd
 		}
-		if o.val == nil {
-			continue
+		for _, s := range startPoints {
+			acc := accRead
+			if writes {
+				acc = accWrite
+			}
+			c.usePath(inv, s, pathUse{acc: acc, tree: true, follow: follow})
 		}
-		v := *o.val
-		switch o.name {
-		case "-o", "--output", "--output-dir", "-D", "--dump-header", "-c", "--cookie-jar", "--trace",
-			"--trace-ascii", "--stderr":
-			c.usePath(inv, v, pathUse{acc: accWrite})
-		case "-T", "--upload-file", "-K", "--config", "--netrc-file", "--key", "--cert", "--cacert", "-E":
-			c.usePath(inv, v, pathUse{acc: accRead})
-		case "-d", "--data", "--data-binary", "--data-urlencode", "--json":
-			if v.lit {
-				if _, f, ok := strings.Cut(v.s, "@"); ok && (strings.HasPrefix(v.s, "@") || o.name == "--data-urlencode") {
-					c.usePath(inv, litWord(f), pathUse{acc: accRead})
+		if !simple || follow {
+			noLinks, names = false, nil
+		}
+		for _, argv := range execs {
+			for _, s := range startPoints {
+				inner := make([]word, len(argv))
+				for k, w := range argv {
+					switch {
+					case w.lit && w.s == "{}":
+						inner[k] = entriesWord(s, noLinks && !follow, names)
+					case w.lit && strings.Contains(w.s, "{}"):
+						inner[k] = dynWord("a path find fills in", w.source())
+					default:
+						inner[k] = w
+					}
 				}
-			}
-		case "-F", "--form":
-			if v.lit {
-				if _, f, ok := strings.Cut(v.s, "=@"); ok {
-					f, _, _ = strings.Cut(f, ";")
-					c.usePath(inv, litWord(f), pathUse{acc: accRead})
-				} else if _, f, ok := strings.Cut(v.s, "=<"); ok {
-					c.usePath(inv, litWord(f), pathUse{acc: accRead})
+				if len(inner) == 0 {
+					c.denyf("shell:parse", "find -exec names no command")
+					return inv.cwd
 				}
-			}
-		case "-b", "--cookie":
-			if v.lit && !strings.Contains(v.s, "=") {
-				c.usePath(inv, v, pathUse{acc: accRead})
+				c.run(inner, inv.cwd)
 			}
 		}
-	}
-	return inv.cwd
-}
-
-func wgetHandler(c *checker, inv *invocation) cwds {
-	opts, _ := parseOpts(inv.argv[1:], optSpec{short: "OoaPieUTtwQ", long: []string{"--output-document", "--output-file",
-		"--append-output", "--directory-prefix", "--input-file", "--execute", "--post-file", "--load-cookies",
-		"--save-cookies", "--user-agent", "--header", "--timeout", "--tries", "--wait", "--quota", "--body-file"}})
-	need := pNetwork | pWrite
-	if hasOpt(opts, "-e", "--execute") {
-		need |= pExec
-	}
-	if !c.need(inv, need) {
 		return inv.cwd
 	}
-	dest := litWord(".")
-	for _, o := range opts {
-		if o.val == nil {
-			continue
-		}
-		switch o.name {
-		case "-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "--save-cookies":
-			c.usePath(inv, *o.val, pathUse{acc: accWrite})
-			if o.name == "-O" || o.name == "--output-document" {
-				dest = word{}
-			}
-		case "-P", "--directory-prefix":
-			dest = *o.val
-		case "-i", "--input-file", "--post-file", "--load-cookies", "--body-file":
-			c.usePath(inv, *o.val, pathUse{acc: accRead})
-		}
-	}
-	if dest.lit {
-		c.usePath(inv, dest, pathUse{acc: accWrite})
-	}
-	return inv.cwd
 }
 
-// remote reports an scp or rsync operand naming another host.
-func remote(w word) bool {
-	if !w.lit {
-		return false
-	}
-	if strings.HasPrefix(w.s, "rsync://") {
-		return true
-	}
-	colon := strings.IndexByte(w.s, ':')
-	slash := strings.IndexByte(w.s, '/')
-	return colon > 0 && (slash < 0 || colon < slash)
-}
-
-func scpHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "cFiJlopPSoD", long: nil})
-	need := pNetwork
-	if hasOpt(opts, "-S") {
-		need |= pExec
-	}
-	if len(pos) > 0 && !remote(pos[len(pos)-1]) {
-		need |= pWrite
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	for _, o := range opts {
-		if (o.name == "-F" || o.name == "-i") && o.val != nil {
-			c.usePath(inv, *o.val, pathUse{acc: accRead})
-		}
-	}
-	c.copyOperands(inv, pos, hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links"))
-	return inv.cwd
-}
-
-// copyOperands checks the local operands of a remote copy (scp, rsync):
-// every source is a tree read, the last operand a tree written; remote ones
-// (host:path) are the network permission's business.
-func (c *checker) copyOperands(inv *invocation, pos []word, follow bool) {
-	for i, w := range pos {
-		if remote(w) {
-			continue
-		}
-		if i == len(pos)-1 {
-			c.usePath(inv, w, pathUse{acc: accWrite, tree: true})
-			continue
-		}
-		c.usePath(inv, w, pathUse{acc: accRead, tree: true, follow: follow})
-	}
-}
-
-func rsyncHandler(c *checker, inv *invocation) cwds {
-	opts, pos := parseOpts(inv.argv[1:], optSpec{short: "eTBf", long: []string{"--rsh", "--rsync-path", "--temp-dir",
-		"--exclude", "--include", "--exclude-from", "--include-from", "--files-from", "--filter", "--log-file",
-		"--password-file", "--backup-dir", "--compare-dest", "--copy-dest", "--link-dest", "--partial-dir"}})
-	need := pRead | pWrite
-	for _, w := range pos {
-		if remote(w) {
-			need |= pNetwork
-		}
-	}
-	if hasOpt(opts, "-e", "--rsh", "--rsync-path") {
-		need |= pExec
-	}
-	if !c.need(inv, need) {
-		return inv.cwd
-	}
-	c.copyOperands(inv, pos, hasOpt(opts, "-L", "--copy-links", "-k", "--copy-dirlinks", "--copy-unsafe-links"))
-	return inv.cwd
+// entriesWord is a stand-in for every entry under the tree s names: what
+// find's {} and a listing's lines are.
+func entriesWord(s word, noLinks bool, names []string) word {
+	w := s
+	w.tree, w.entries, w.noLinks, w.names = true, true, noLinks, names
+	return w
 }

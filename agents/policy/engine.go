@@ -555,34 +555,10 @@ func (e *Engine) newChecker(p *Profile, ws *workspace) *checker {
 	return c
 }
 
-// maxPooledWords and maxPooledEntries bound the word buffer and the maps a
-// pooled checker keeps, so one huge script does not pin its memory or make
-// clearing the maps cost every later check.
-const (
-	maxPooledWords   = 1024
-	maxPooledEntries = 256
-)
-
 // releaseChecker clears what the check left in c, so no syntax tree or
 // finding outlives it, and returns c to the pool.
 func (e *Engine) releaseChecker(c *checker) {
-	if len(c.seen) > maxPooledEntries || len(c.stats) > maxPooledEntries {
-		c.seen, c.stats = map[*syntax.CallExpr]bool{}, statCache{}
-	}
-	clear(c.seen)
-	clear(c.stats)
-	c.active, c.clean, c.funcs = nil, nil, nil
-	clear(c.words)
-	c.words = c.words[:0]
-	if cap(c.words) > maxPooledWords {
-		c.words = nil
-	}
-	clear(c.invs)
-	c.invs = c.invs[:0]
-	c.reader.Reset("")
-	c.p, c.ws, c.src, c.dirs, c.root = nil, nil, "", nil, [1]string{}
-	c.depth, c.steps, c.cond = 0, 0, 0
-	c.deny, c.approval, c.used, c.outside = nil, nil, 0, false
+	c.reset()
 	e.checkers.Put(c)
 }
 

@@ -84,10 +84,11 @@ func (s statCache) lstat(p string) (fs.FileMode, bool) {
 // through it creates its target), and treating ".." after a link as the
 // parent of where the link leads. Components that do not exist are taken
 // as written.
-func (w *workspace) resolve(cwd, p string) resolved { return w.resolveWith(nil, cwd, p) }
+func (w *workspace) resolve(cwd, p string) resolved { return w.resolveWith(nil, nil, cwd, p) }
 
-// resolveWith is resolve asking stats about each component.
-func (w *workspace) resolveWith(stats statCache, cwd, p string) resolved {
+// resolveWith is resolve asking stats about each component, with links
+// the links a script made (absolute path → target), which come first.
+func (w *workspace) resolveWith(stats statCache, links map[string]string, cwd, p string) resolved {
 	r := resolved{raw: p}
 	if !filepath.IsAbs(p) {
 		p = cwd + "/" + p
@@ -115,7 +116,7 @@ func (w *workspace) resolveWith(stats statCache, cwd, p string) resolved {
 			break
 		}
 	}
-	links := 0
+	hops := 0
 	missing := false
 	for rest != "" {
 		var comp string
@@ -128,23 +129,29 @@ func (w *workspace) resolveWith(stats statCache, cwd, p string) resolved {
 			continue
 		}
 		next := join(cur, comp)
-		if missing {
+		target, modelled := links[next]
+		if missing && !modelled {
 			cur = next
 			continue
 		}
-		typ, ok := stats.lstat(next)
-		if !ok {
-			missing = true
-			cur = next
-			continue
+		if !modelled {
+			typ, ok := stats.lstat(next)
+			if !ok {
+				missing = true
+				cur = next
+				continue
+			}
+			if typ&fs.ModeSymlink == 0 {
+				cur = next
+				continue
+			}
 		}
-		if typ&fs.ModeSymlink == 0 {
-			cur = next
-			continue
+		hops++
+		var err error
+		if !modelled {
+			target, err = os.Readlink(next)
 		}
-		links++
-		target, err := os.Readlink(next)
-		if err != nil || links > maxLinks {
+		if err != nil || hops > maxLinks {
 			// Unreadable or looping: say it leads nowhere we know, which
 			// is outside.
 			r.abs, r.escaped = next, lexIn
@@ -235,6 +242,18 @@ type pathUse struct {
 	// follow means a tree is read through the symbolic links in it (grep
 	// -R, cp -rL), which may lead out of the workspace.
 	follow bool
+	// entries means the path stands for every entry of the tree (find's
+	// {}, a line of git ls-files), each of which the command opens,
+	// following it if it is a link; recursive says the command also reads
+	// into an entry that is a directory. noLinks and names narrow the
+	// entries: none is a link (find -type f), or their names match every
+	// one of names (find -name).
+	entries, recursive, noLinks bool
+	names                       []string
+	// meta means the command changes only the path's metadata or removes
+	// it (chmod, touch, rm, mkdir): what a program would read there stays
+	// what it was.
+	meta bool
 }
 
 // protected reports whether a path inside the workspace (slash-separated,
@@ -550,9 +569,16 @@ func (e *Engine) protectedPaths(workspace string) []string {
 const maxLinkWalk = 20_000
 
 // linkOut looks through the tree at abs (a real directory, or a file) for a
-// symbolic link that leads out of the workspace. tooBig reports a tree
-// larger than the walk looks at.
-func (w *workspace) linkOut(abs string) (link string, tooBig bool) {
+// symbolic link that leads out of the workspace: any, for a command that
+// reads through links (u.follow) or writes entries; for a command that
+// opens each entry (u.entries), one to a file outside, or to a directory
+// when it reads into directories. tooBig reports a tree larger than the
+// walk looks at.
+func (w *workspace) linkOut(abs string, u pathUse) (link string, tooBig bool) {
+	if u.entries && u.noLinks && !u.follow {
+		return "", false
+	}
+	anyLink := u.follow || u.acc == accWrite || u.recursive
 	n := 0
 	dirs := []string{abs}
 	for len(dirs) > 0 {
@@ -570,13 +596,37 @@ func (w *workspace) linkOut(abs string) (link string, tooBig bool) {
 			}
 			switch t := e.Type(); {
 			case t&fs.ModeSymlink != 0:
-				if r := w.resolve(dir, e.Name()); !r.in && !r.special {
-					return dir + "/" + e.Name(), false
+				if !u.follow && !namesMatch(u.names, e.Name()) {
+					continue
 				}
+				r := w.resolve(dir, e.Name())
+				if r.in || r.special {
+					continue
+				}
+				if !anyLink {
+					// Opened as a file: a directory or nothing there reads
+					// nothing.
+					fi, err := os.Stat(r.abs)
+					if err != nil || fi.IsDir() {
+						continue
+					}
+				}
+				return dir + "/" + e.Name(), false
 			case t.IsDir():
 				dirs = append(dirs, dir+"/"+e.Name())
 			}
 		}
 	}
 	return "", false
+}
+
+// namesMatch reports whether name matches every pattern of names (find's
+// -name tests, which all must hold).
+func namesMatch(names []string, name string) bool {
+	for _, p := range names {
+		if ok, _ := filepath.Match(p, name); !ok {
+			return false
+		}
+	}
+	return true
 }

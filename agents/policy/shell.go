@@ -18,6 +18,7 @@ const (
 	maxSteps       = 20_000
 	maxCwds        = 16 // directories a script may be in at one point
 	maxGlobMatches = 256
+	maxLoopValues  = 16 // values a for loop's body is checked with, one by one
 )
 
 // finding is why a call is refused or needs approval: the rule that
@@ -29,8 +30,10 @@ type finding struct {
 
 // checker walks one bash command's syntax tree and checks every command in
 // it against a profile. It tracks the directories the script may be in at
-// each point (cd), so relative paths are resolved against every one of
-// them.
+// each point (cd), the values of its variables, the links and files it
+// makes and what each command reads on standard input, so that paths are
+// resolved where they really lead and programs fed to interpreters are
+// checked as what they run.
 type checker struct {
 	p        *Profile
 	perms    perms
@@ -42,9 +45,8 @@ type checker struct {
 
 	funcs  map[string]*funcDef
 	active map[string]bool
-	clean  map[string]bool
 	seen   map[*syntax.CallExpr]bool
-	dirs   cwds      // every directory the script has been in, for cd - and popd
+	dirs   cwds      // every directory the script has been in, for popd
 	root   [1]string // backs dirs and the first cwds: the workspace
 	// words holds the words of this check (argv, expansions), handed out
 	// as slices capped at their length, so none is overwritten or grown
@@ -58,13 +60,82 @@ type checker struct {
 	steps  int
 	// cond counts the constructs around the current point that may not
 	// run, or run in a subshell: a function defined inside one may not
-	// exist where it is called.
+	// exist where it is called, and a variable assigned inside one may
+	// keep its old value.
 	cond int
+
+	// stdin is what the command being checked reads on standard input; nil
+	// is the tool's, which is empty.
+	stdin *source
+	// curDirs are the directories the statement being checked may run in,
+	// for $PWD.
+	curDirs cwds
+	// posArgs are the positional parameters of the function being
+	// checked, when posKnown: a call's arguments.
+	posArgs  []word
+	posKnown bool
+	// vals are what the script's variables hold as far as the policy
+	// knows; valGen counts their changes, so loops are checked until they
+	// settle.
+	vals   map[string]varVal
+	valGen int
+	// links are the links the script makes, by where they are (absolute):
+	// a symbolic link's target as written, a hard link's absolute target.
+	links map[string]string
+	// written are the files the script writes, by absolute path, with what
+	// it writes when the policy can tell.
+	written map[string]source
+	// murky are trees a command may have filled with links the policy
+	// cannot see (an archive extracted, a tree with links copied): paths
+	// under them are refused for the rest of the script.
+	murky []string
+	// homeSet, pathSet and ifsSet say the script assigned HOME (so ~ is
+	// no longer known), PATH (so command names may run other programs) or
+	// IFS (so an expansion splits where the policy does not know).
+	homeSet, pathSet, ifsSet bool
+	// lenient counts the checks of code the policy reads only
+	// approximately (a script file run by a profile with exec, command
+	// lines found in another language's strings): there only the
+	// profile's command rules and the permissions of commands are
+	// enforced.
+	lenient int
 
 	deny     *finding
 	approval *finding
 	used     perms
 	outside  bool
+}
+
+// maxPooledWords and maxPooledEntries bound the word buffer and the maps a
+// pooled checker keeps, so one huge script does not pin its memory or make
+// clearing the maps cost every later check.
+const (
+	maxPooledWords   = 1024
+	maxPooledEntries = 256
+)
+
+// reset clears what a check left in c, so no syntax tree or finding
+// outlives it, before c goes back to its pool.
+func (c *checker) reset() {
+	if len(c.seen) > maxPooledEntries || len(c.stats) > maxPooledEntries {
+		c.seen, c.stats = map[*syntax.CallExpr]bool{}, statCache{}
+	}
+	clear(c.seen)
+	clear(c.stats)
+	c.active, c.funcs, c.vals, c.links, c.written, c.murky = nil, nil, nil, nil, nil, nil
+	clear(c.words)
+	c.words = c.words[:0]
+	if cap(c.words) > maxPooledWords {
+		c.words = nil
+	}
+	clear(c.invs)
+	c.invs = c.invs[:0]
+	c.reader.Reset("")
+	c.p, c.ws, c.src, c.dirs, c.root, c.curDirs = nil, nil, "", nil, [1]string{}, nil
+	c.depth, c.steps, c.cond, c.lenient, c.valGen = 0, 0, 0, 0, 0
+	c.stdin, c.homeSet, c.pathSet, c.ifsSet = nil, false, false, false
+	c.posArgs, c.posKnown = nil, false
+	c.deny, c.approval, c.used, c.outside = nil, nil, 0, false
 }
 
 // funcDef is a function the script defines. sure means it is defined
@@ -74,6 +145,10 @@ type funcDef struct {
 	body  *syntax.Stmt
 	sure  bool
 	depth int
+	// called says a call checked the body; one never called is checked at
+	// the end of its script, with its arguments unknown.
+	called bool
+	cwd    cwds
 }
 
 // cwds is the set of directories (real, absolute, inside the workspace)
@@ -99,8 +174,24 @@ func union(a, b cwds) cwds {
 	return out
 }
 
+// lenientIgnores reports the rules a lenient check does not enforce: those
+// about what the policy cannot read exactly, and about places outside the
+// workspace, which the sandbox keeps read-only.
+func lenientIgnores(rule string) bool {
+	switch rule {
+	case "shell:privilege", "shell:hidden-program":
+		return false
+	case "path:outside-workspace", "path:symlink-escape", "path:glob-parent", "path:murky":
+		return true
+	}
+	return strings.HasPrefix(rule, "shell:")
+}
+
 func (c *checker) denyf(rule, format string, args ...any) {
 	if c.deny == nil {
+		if c.lenient > 0 && lenientIgnores(rule) {
+			return
+		}
 		c.deny = &finding{rule: rule, reason: fmt.Sprintf(format, args...)}
 	}
 }
@@ -120,7 +211,7 @@ func (c *checker) stop() bool {
 	c.steps++
 	if c.steps > maxSteps {
 		c.denyf("shell:too-complex", "the command is too complex to check; split it into smaller commands")
-		return true
+		return c.deny != nil
 	}
 	return false
 }
@@ -147,9 +238,10 @@ func (c *checker) script(src string, cwd cwds) cwds {
 	c.src = src
 	c.depth++
 	out := c.stmts(f.Stmts, cwd)
+	c.checkUncalled(c.depth)
 	c.depth--
 	c.src = outer
-	if c.deny == nil {
+	if c.deny == nil && c.lenient == 0 {
 		// Every simple command of the tree must have been checked; one the
 		// walk above missed would be a construct it does not know.
 		syntax.Walk(f, func(n syntax.Node) bool {
@@ -186,14 +278,25 @@ func (c *checker) stmt(s *syntax.Stmt, cwd cwds) (succ, all cwds) {
 	if c.stop() {
 		return cwd, cwd
 	}
+	c.curDirs = cwd
+	outer := c.stdin
 	for _, r := range s.Redirs {
 		c.redirect(r, cwd)
+		if in := c.redirectedStdin(r, cwd); in != nil {
+			c.stdin = in
+		}
+	}
+	if len(s.Redirs) > 0 && c.deny == nil {
+		c.recordOutput(s, cwd)
 	}
 	if s.Background || s.Coprocess || s.Disown {
 		c.cond++
 		defer func() { c.cond-- }()
 	}
 	succ, all = c.command(s.Cmd, cwd)
+	if c.stdin != outer && !permanentRedirect(s) {
+		c.stdin = outer
+	}
 	switch {
 	case s.Background || s.Coprocess || s.Disown:
 		return cwd, cwd
@@ -201,6 +304,13 @@ func (c *checker) stmt(s *syntax.Stmt, cwd cwds) (succ, all cwds) {
 		return all, all
 	}
 	return succ, all
+}
+
+// permanentRedirect reports exec with redirections and no command, which
+// changes the shell's own descriptors for the rest of the script.
+func permanentRedirect(s *syntax.Stmt) bool {
+	ce, ok := s.Cmd.(*syntax.CallExpr)
+	return ok && len(ce.Args) == 1 && ce.Args[0].Lit() == "exec"
 }
 
 func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
@@ -223,9 +333,16 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 			u := union(a1, a2)
 			return u, u
 		default:
-			// Every element of a pipeline runs in a subshell.
+			// Every element of a pipeline runs in a subshell; the right
+			// one reads what the left one writes.
 			c.stmt(x.X, cwd)
+			if c.deny != nil {
+				return cwd, cwd
+			}
+			outer := c.stdin
+			c.stdin = c.produce(x.X, cwd, outer)
 			c.stmt(x.Y, cwd)
+			c.stdin = outer
 			return cwd, cwd
 		}
 	case *syntax.Subshell:
@@ -250,29 +367,7 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		})
 		return a, a
 	case *syntax.ForClause:
-		c.cond++
-		defer func() { c.cond-- }()
-		switch l := x.Loop.(type) {
-		case *syntax.WordIter:
-			clean := l.InPos.IsValid()
-			for _, w := range l.Items {
-				c.subst(w, cwd)
-				for _, ew := range c.expand(w) {
-					if !ew.lit || ew.glob || !cleanValue(ew.s) {
-						clean = false
-					}
-				}
-			}
-			c.setClean(l.Name.Value, clean)
-		case *syntax.CStyleLoop:
-			for _, e := range []syntax.ArithmExpr{l.Init, l.Cond, l.Post} {
-				if e != nil {
-					c.arith(e, cwd)
-				}
-			}
-		}
-		a := c.loop(cwd, func(cur cwds) cwds { return c.stmts(x.Do, cur) })
-		return a, a
+		return c.forClause(x, cwd)
 	case *syntax.CaseClause:
 		c.cond++
 		defer func() { c.cond-- }()
@@ -293,10 +388,12 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		if c.funcs == nil {
 			c.funcs = map[string]*funcDef{}
 		}
-		c.funcs[x.Name.Value] = &funcDef{body: x.Body, sure: c.cond == 0 && c.depth == 1, depth: c.depth}
-		// Check the body where it is defined, so a function never called
-		// is checked too; calls check it again from where they are.
-		c.callFunc(x.Name.Value, cwd)
+		f := &funcDef{body: x.Body, sure: c.cond == 0 && c.depth == 1 && c.lenient == 0, depth: c.depth, cwd: cwd}
+		c.funcs[x.Name.Value] = f
+		if x.Name.Value == "command_not_found_handle" {
+			// Bash calls it by itself, with arguments no one sees.
+			c.callFunc(x.Name.Value, nil, cwd)
+		}
 		return cwd, cwd
 	case *syntax.ArithmCmd:
 		c.arith(x.X, cwd)
@@ -322,6 +419,7 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		defer func() { c.cond-- }()
 		if x.Name != nil {
 			c.subst(x.Name, cwd)
+			c.nameWord(c.expandOne(x.Name), "coproc", cwd)
 		}
 		c.stmt(x.Stmt, cwd)
 		return cwd, cwd
@@ -339,14 +437,76 @@ func (c *checker) ifClause(x *syntax.IfClause, cwd cwds) cwds {
 	return union(t, a)
 }
 
-// loop runs body until the directories it may leave the script in stop
-// growing, so a cd late in a loop body is seen by the commands before it
-// on the next iteration.
+// forClause checks a for loop. A loop over literal words checks its body
+// once per word with the variable holding it; over a glob, with the
+// variable standing for every match; over a listing (git ls-files,
+// find), for every entry of the tree listed.
+func (c *checker) forClause(x *syntax.ForClause, cwd cwds) (succ, all cwds) {
+	c.cond++
+	defer func() { c.cond-- }()
+	body := func(cur cwds) cwds { return c.stmts(x.Do, cur) }
+	switch l := x.Loop.(type) {
+	case *syntax.WordIter:
+		name := l.Name.Value
+		c.nameArg(name, "for", cwd)
+		if c.sensitiveAssign(name, false) {
+			return cwd, cwd
+		}
+		var values []varVal
+		known := l.InPos.IsValid()
+		for _, w := range l.Items {
+			c.subst(w, cwd)
+			if c.deny != nil {
+				return cwd, cwd
+			}
+			for _, ew := range c.expand(w) {
+				values = append(values, valueOf(ew))
+			}
+		}
+		if !known || len(values) > maxLoopValues {
+			values = []varVal{c.loopSummary(values)}
+		}
+		out := cwd
+		for _, v := range values {
+			c.bindLoop(name, v)
+			out = union(out, c.loop(cwd, body))
+			if c.deny != nil {
+				break
+			}
+		}
+		c.setVal(name, varVal{unset: true})
+		return out, out
+	case *syntax.CStyleLoop:
+		for _, e := range []syntax.ArithmExpr{l.Init, l.Cond, l.Post} {
+			if e != nil {
+				c.arith(e, cwd)
+			}
+		}
+	}
+	a := c.loop(cwd, body)
+	return a, a
+}
+
+// loopSummary is what a loop variable stands for when its values are too
+// many to check one by one: a number when they all are, else unknown.
+func (c *checker) loopSummary(values []varVal) varVal {
+	for _, v := range values {
+		if v.kind != valNumber && (v.kind != valText || !cleanValue(v.text)) {
+			return varVal{}
+		}
+	}
+	return varVal{kind: valNumber}
+}
+
+// loop runs body until the directories it may leave the script in and the
+// values of the variables stop changing, so a cd or an assignment late in
+// a loop body is seen by the commands before it on the next iteration.
 func (c *checker) loop(cwd cwds, body func(cwds) cwds) cwds {
 	cur := cwd
 	for range 4 {
+		gen := c.valGen
 		next := union(cur, body(cur))
-		if len(next) == len(cur) || c.deny != nil {
+		if len(next) == len(cur) && gen == c.valGen || c.deny != nil {
 			return next
 		}
 		cur = next
@@ -354,7 +514,9 @@ func (c *checker) loop(cwd cwds, body func(cwds) cwds) cwds {
 	return cur
 }
 
-func (c *checker) callFunc(name string, cwd cwds) cwds {
+// callFunc checks a call of a function with args (nil: arguments the
+// policy cannot see), which are its positional parameters.
+func (c *checker) callFunc(name string, args []word, cwd cwds) cwds {
 	f := c.funcs[name]
 	if f == nil || c.active[name] {
 		return cwd
@@ -362,12 +524,27 @@ func (c *checker) callFunc(name string, cwd cwds) cwds {
 	if c.active == nil {
 		c.active = map[string]bool{}
 	}
+	f.called = true
 	c.active[name] = true
+	outerArgs, outerKnown := c.posArgs, c.posKnown
+	c.posArgs, c.posKnown = args, args != nil
 	c.cond++
 	_, all := c.stmt(f.body, cwd)
 	c.cond--
+	c.posArgs, c.posKnown = outerArgs, outerKnown
 	delete(c.active, name)
 	return all
+}
+
+// checkUncalled checks the functions a script defined and never called,
+// as bash might run them anyway (a trap, an exported function) with
+// arguments the policy cannot see.
+func (c *checker) checkUncalled(depth int) {
+	for name, f := range c.funcs {
+		if f.depth == depth && !f.called && c.deny == nil {
+			c.callFunc(name, nil, f.cwd)
+		}
+	}
 }
 
 // redirect checks a redirection: an output is a write, an input a read.
@@ -398,6 +575,10 @@ func (c *checker) redirect(r *syntax.Redirect, cwd cwds) {
 		// Here-documents and here-strings read no file.
 		return
 	}
+	if r.N != nil && !isDigits(r.N.Value) {
+		// {fd}>file assigns a descriptor number to a variable.
+		c.nameArg(r.N.Value, "redirection", cwd)
+	}
 	inv := c.invocation(invocation{name: "redirection", cwd: cwd})
 	ws := c.expand(r.Word)
 	if len(ws) > 1 {
@@ -419,9 +600,9 @@ func isDigits(s string) bool {
 	return true
 }
 
-// resolve resolves p in the workspace from dir, remembering what it finds
-// for the rest of the check.
-func (c *checker) resolve(dir, p string) resolved { return c.ws.resolveWith(c.stats, dir, p) }
+// resolve resolves p in the workspace from dir, through the links the
+// script made, remembering what it finds for the rest of the check.
+func (c *checker) resolve(dir, p string) resolved { return c.ws.resolveWith(c.stats, c.links, dir, p) }
 
 // expand evaluates a word of the current script.
 func (c *checker) expand(w *syntax.Word) []word {
@@ -430,11 +611,21 @@ func (c *checker) expand(w *syntax.Word) []word {
 	return c.words[n:len(c.words):len(c.words)]
 }
 
+// expandOne evaluates a word that is not split: an assignment's value, a
+// case subject.
+func (c *checker) expandOne(w *syntax.Word) word {
+	ws := c.expand(w)
+	if len(ws) != 1 {
+		return word{dyn: "a brace expansion", node: w}
+	}
+	return ws[0]
+}
+
 // appendWords evaluates a word of the current script, appending to dst,
 // and keeps the word as written for messages.
 func (c *checker) appendWords(dst []word, w *syntax.Word) []word {
 	n := len(dst)
-	dst = appendWords(dst, w, c.ws.home)
+	dst = c.evalWords(dst, w)
 	start, end := w.Pos().Offset(), w.End().Offset()
 	if start < end && int(end) <= len(c.src) {
 		for i := n; i < len(dst); i++ {
@@ -468,25 +659,81 @@ func (c *checker) subst(n syntax.Node, cwd cwds) {
 			c.cond--
 			return false
 		case *syntax.ArithmExp:
-			c.arithVars(x.X)
+			c.arithVars(x.X, cwd)
 		case *syntax.ParamExp:
-			if x.Index != nil {
-				c.arithVars(x.Index)
-			}
-			if x.Slice != nil {
-				if x.Slice.Offset != nil {
-					c.arithVars(x.Slice.Offset)
-				}
-				if x.Slice.Length != nil {
-					c.arithVars(x.Slice.Length)
-				}
-			}
-			if x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && x.Exp.Word != nil && strings.Contains(x.Exp.Word.Lit(), "P") {
-				c.denyf("shell:prompt-expansion", "${…@P} is not allowed: prompt expansion runs commands hidden in a variable's value")
-			}
+			c.paramExp(x, cwd)
 		}
 		return true
 	})
+}
+
+// paramExp checks what a parameter expansion evaluates beyond reading a
+// variable: subscripts and offsets are arithmetic, ${!x} names another
+// variable by x's value, ${x@P} expands a prompt.
+func (c *checker) paramExp(x *syntax.ParamExp, cwd cwds) {
+	if x.Index != nil && !c.assoc(x) {
+		c.arithVars(x.Index, cwd)
+	}
+	if x.Slice != nil {
+		if x.Slice.Offset != nil {
+			c.arithVars(x.Slice.Offset, cwd)
+		}
+		if x.Slice.Length != nil {
+			c.arithVars(x.Slice.Length, cwd)
+		}
+	}
+	if x.Excl && x.Param != nil && x.Names == 0 && !(x.Index != nil && isAllIndex(x.Index)) {
+		// ${!x}: the value of x is a name, and a subscript in it is
+		// evaluated.
+		v, ok := c.vals[x.Param.Value]
+		switch {
+		case ok && v.kind == valText:
+			c.nameArg(v.text, "${!"+x.Param.Value+"}", cwd)
+		case ok && v.kind == valNumber:
+		default:
+			c.denyf("shell:code", "${!%s} is not allowed: it uses the value of %s as a variable name, which the policy cannot see, and a subscript in a name is evaluated as code", x.Param.Value, x.Param.Value)
+		}
+	}
+	if x.Exp != nil && x.Param != nil && (x.Exp.Op == syntax.AssignUnset || x.Exp.Op == syntax.AssignUnsetOrNull) {
+		// ${x:=value} assigns x.
+		v := varVal{}
+		if x.Exp.Word != nil {
+			v = valueOf(c.expandOne(x.Exp.Word))
+		}
+		if c.envAssign(x.Param.Value, dynWord("a default value", x.Param.Value), true, false) {
+			v.unset = false
+			c.setVal(x.Param.Value, v)
+		}
+	}
+	if x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && x.Exp.Word != nil && strings.Contains(x.Exp.Word.Lit(), "P") {
+		c.denyf("shell:prompt-expansion", "${…@P} is not allowed: prompt expansion runs commands hidden in a variable's value")
+	}
+	if x.Param != nil && x.Exp == nil && x.Repl == nil && !x.Excl && x.Index == nil {
+		// A nameref's target is read through it.
+		if v, ok := c.vals[x.Param.Value]; ok && v.nameref {
+			c.nameArg(v.text, x.Param.Value, cwd)
+		}
+	}
+}
+
+// isAllIndex reports [@] or [*]: every element or key, no arithmetic.
+func isAllIndex(e syntax.ArithmExpr) bool {
+	w, ok := e.(*syntax.Word)
+	if !ok {
+		return false
+	}
+	l := w.Lit()
+	return l == "@" || l == "*"
+}
+
+// assoc reports an expansion of an associative array, whose subscripts
+// are strings rather than arithmetic.
+func (c *checker) assoc(x *syntax.ParamExp) bool {
+	if x.Param == nil {
+		return false
+	}
+	v, ok := c.vals[x.Param.Value]
+	return ok && v.assoc || isAllIndex(x.Index)
 }
 
 // plainWord reports whether w is only literal text, quoted or not, so it
@@ -508,133 +755,22 @@ func plainWord(w *syntax.Word) bool {
 	return true
 }
 
-// arith checks an arithmetic expression that is evaluated: its
-// substitutions and the variables it reads.
-func (c *checker) arith(x syntax.ArithmExpr, cwd cwds) {
-	c.subst(x, cwd)
-	c.arithVars(x)
-}
-
-// arithVars refuses, for profiles that may not run code, arithmetic on
-// variables whose values are not known: bash evaluates such a value as an
-// expression, and a value like a[$(rm -rf /)] runs the command.
-func (c *checker) arithVars(x syntax.ArithmExpr) {
-	if c.perms.has(pExec) {
-		return
-	}
-	syntax.Walk(x, func(n syntax.Node) bool {
-		if c.deny != nil {
-			return false
-		}
-		switch y := n.(type) {
-		case *syntax.CmdSubst, *syntax.ProcSubst:
-			return false
-		case *syntax.BinaryArithm:
-			if y.Op == syntax.Assgn {
-				if w, ok := y.X.(*syntax.Word); ok && len(w.Parts) == 1 {
-					if l, ok := w.Parts[0].(*syntax.Lit); ok {
-						c.arithVars(y.Y)
-						c.setClean(l.Value, true)
-						return false
-					}
-				}
-			}
-		case *syntax.Word:
-			if len(y.Parts) == 1 {
-				if l, ok := y.Parts[0].(*syntax.Lit); ok {
-					c.readVar(l.Value, false)
-				}
-			}
-		case *syntax.ParamExp:
-			if y.Param != nil {
-				c.readVar(y.Param.Value, true)
-			}
-		}
-		return true
-	})
-}
-
-// readVar refuses arithmetic on a variable whose value is not known to be
-// a number. param is true for $name, where digits are positional
-// parameters rather than numbers.
-func (c *checker) readVar(name string, param bool) {
-	switch name {
-	case "#", "?", "$", "!", "RANDOM", "SECONDS", "LINENO", "BASHPID", "PPID", "UID", "EUID", "EPOCHSECONDS":
-		return
-	}
-	if !param && cleanValue(name) || !param && !validName(name) || c.clean[name] {
-		return
-	}
-	c.denyf("shell:arithmetic", "arithmetic on $%s is not allowed: its value is not known, and bash evaluates it as an expression that can run commands", name)
-}
-
-// setClean records whether a variable's value is known to be a number.
-func (c *checker) setClean(name string, clean bool) {
-	if c.clean == nil {
-		c.clean = map[string]bool{}
-	}
-	c.clean[name] = clean
-}
-
-// cleanValue reports whether s, evaluated as arithmetic, is a number: it
-// starts with a digit (after a sign), so bash never reads it as a name.
-func cleanValue(s string) bool {
-	s = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(s), "+-"))
-	if s == "" {
-		return true
-	}
-	if s[0] < '0' || s[0] > '9' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '#' || c == '_' || c == '@') {
-			return false
-		}
-	}
-	return true
-}
-
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// test checks [[ … ]]: its substitutions, and the operands of its
-// arithmetic comparisons.
-func (c *checker) test(x syntax.TestExpr, cwd cwds) {
-	c.subst(x, cwd)
-	syntax.Walk(x, func(n syntax.Node) bool {
-		if b, ok := n.(*syntax.BinaryTest); ok {
-			switch b.Op {
-			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
-				for _, op := range []syntax.TestExpr{b.X, b.Y} {
-					if w, ok := op.(*syntax.Word); ok {
-						c.arithVars(w)
-					}
-				}
-			}
-		}
-		return c.deny == nil
-	})
-}
-
 // call checks a simple command: its assignments, its words and the command
 // itself.
 func (c *checker) call(ce *syntax.CallExpr, cwd cwds) (succ, all cwds) {
 	c.seen[ce] = true
+	c.curDirs = cwd
 	for _, a := range ce.Assigns {
+		if a.Name != nil && a.Name.Value == "IFS" && len(ce.Args) > 0 && readsLines(ce.Args[0].Lit()) {
+			// IFS= read: only how read splits its input.
+			if a.Value != nil {
+				c.subst(a.Value, cwd)
+			}
+			continue
+		}
 		c.assign(a, cwd, len(ce.Args) > 0, false)
 	}
-	if len(ce.Args) == 0 {
+	if len(ce.Args) == 0 || c.deny != nil {
 		return cwd, cwd
 	}
 	// Substitutions first: they check commands of their own, which take
@@ -654,106 +790,9 @@ func (c *checker) call(ce *syntax.CallExpr, cwd cwds) (succ, all cwds) {
 	return succ, union(cwd, succ)
 }
 
-// envSafe are environment variables any profile may set for a command:
-// they change formatting, never what runs or where it reads.
-func envSafe(name string) bool {
-	switch name {
-	case "LANG", "LANGUAGE", "TZ", "NO_COLOR", "TERM", "COLUMNS", "LINES", "CLICOLOR", "CLICOLOR_FORCE",
-		"FORCE_COLOR", "GREP_COLOR", "GREP_COLORS", "POSIXLY_CORRECT":
-		return true
-	}
-	return strings.HasPrefix(name, "LC_")
-}
-
-// shellSensitive are variables that change what the shell itself runs or
-// where it goes, whether exported or not.
-func shellSensitive(name string) bool {
-	switch name {
-	case "PATH", "CDPATH", "HOME", "BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND",
-		"BASH_XTRACEFD", "BASH_LOADABLES_PATH", "EXECIGNORE", "SHELLOPTS", "BASHOPTS", "INPUTRC",
-		"GLOBIGNORE", "BASH_COMPAT", "IFS", "OLDPWD", "PWD":
-		return true
-	}
-	return strings.HasPrefix(name, "BASH_FUNC_")
-}
-
-// assign checks an assignment. exported means the variable reaches
-// programs' environments: a prefix assignment, export, declare -x.
-func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
-	if a.Value != nil {
-		c.subst(a.Value, cwd)
-	}
-	if a.Array != nil {
-		c.subst(a.Array, cwd)
-	}
-	if a.Index != nil {
-		c.arith(a.Index, cwd)
-	}
-	if a.Name == nil {
-		return
-	}
-	name := a.Name.Value
-	if !c.perms.has(pExec) {
-		if (exported || shellSensitive(name)) && !envSafe(name) {
-			c.denyf("shell:environment", "setting %s is not allowed: environment variables change what programs run and read (needs the exec permission)", name)
-			return
-		}
-	}
-	clean := false
-	if a.Value != nil && a.Array == nil && !a.Append {
-		ws := c.expand(a.Value)
-		clean = len(ws) == 1 && ws[0].lit && cleanValue(ws[0].s)
-	}
-	if a.Naked && a.Value == nil && a.Array == nil {
-		// declare NAME: keeps the value it had.
-		return
-	}
-	if integer && !clean && !c.perms.has(pExec) {
-		if a.Value != nil {
-			c.arithVars(a.Value)
-		}
-		clean = c.deny == nil
-	}
-	c.setClean(name, clean)
-}
-
-// decl checks declare, local, export, readonly, typeset and nameref.
-func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
-	variant := d.Variant.Value
-	exported := variant == "export"
-	integer, nameref := false, variant == "nameref"
-	for _, a := range d.Args {
-		if a.Naked && a.Name == nil && a.Value != nil {
-			ws := c.expand(a.Value)
-			for _, w := range ws {
-				if !w.lit {
-					if !c.perms.has(pExec) {
-						c.denyf("shell:environment", "%s with an argument that is not a literal (%s) is not allowed: it could assign any variable", variant, w.source())
-						return
-					}
-					continue
-				}
-				if flags, ok := strings.CutPrefix(w.s, "-"); ok {
-					exported = exported || strings.Contains(flags, "x")
-					integer = integer || strings.Contains(flags, "i")
-					nameref = nameref || strings.Contains(flags, "n")
-				}
-			}
-		}
-	}
-	if nameref && !c.perms.has(pExec) {
-		c.denyf("shell:environment", "%s -n is not allowed: a name reference can assign any variable", variant)
-		return
-	}
-	for _, a := range d.Args {
-		if a.Naked && a.Name == nil {
-			if a.Value != nil {
-				c.subst(a.Value, cwd)
-			}
-			continue
-		}
-		c.assign(a, cwd, exported, integer)
-	}
+// readsLines reports the builtins IFS only tells how to split input.
+func readsLines(name string) bool {
+	return name == "read" || name == "mapfile" || name == "readarray"
 }
 
 // invocation is one command about to be checked.
@@ -819,7 +858,11 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 	}
 	name := w.s
 	if f, ok := c.funcs[name]; ok {
-		cwd = union(cwd, c.callFunc(name, cwd))
+		args := slices.Clone(argv[1:])
+		if args == nil {
+			args = []word{}
+		}
+		cwd = union(cwd, c.callFunc(name, args, cwd))
 		if f.sure && f.depth == c.depth {
 			// The function runs, not a program of its name.
 			return cwd
@@ -838,6 +881,9 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 	if c.deny != nil {
 		return cwd
 	}
+	if c.pathSet && !isBuiltin(name) && !inv.allowed && !c.need(inv, pExec) {
+		return cwd
+	}
 	h := c.cmds[name]
 	if h == nil {
 		return unknownCommand(c, inv)
@@ -846,8 +892,18 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 }
 
 // program checks a command named by a path: a script or binary in the
-// workspace, or a program elsewhere.
+// workspace, or a program elsewhere. A link to a system program (made
+// before or by the script) is that program.
 func (c *checker) program(argv []word, cwd cwds) cwds {
+	if len(cwd) == 1 && argv[0].lit {
+		if r := c.resolve(cwd[0], argv[0].s); !r.in && !r.special && !r.network {
+			if dir, base := path.Split(r.abs); systemBinDir(dir) && base != "" && base != path.Base(argv[0].s) {
+				renamed := slices.Clone(argv)
+				renamed[0] = litWord(r.abs)
+				return c.run(renamed, cwd)
+			}
+		}
+	}
 	base := path.Base(argv[0].s)
 	inv := c.invocation(invocation{name: base, argv: argv, cwd: cwd})
 	c.rules(inv)
@@ -855,20 +911,43 @@ func (c *checker) program(argv []word, cwd cwds) cwds {
 		return cwd
 	}
 	c.usePath(inv, argv[0], pathUse{acc: accRead})
-	if !inv.allowed && !c.perms.has(pExec) {
-		c.denyf("permission:exec", "running %q is not allowed (needs the exec permission)", argv[0].s)
+	if c.deny != nil {
 		return cwd
 	}
-	c.used |= pExec
-	c.pathLikeArgs(inv, argv[1:])
-	return cwd
+	return c.runFile(inv, argv[0], argv[1:], langUnknown)
 }
 
 // rules applies the profile's commands.deny, commands.allow and approval
 // lists to inv.
 func (c *checker) rules(inv *invocation) {
+	// git's and gh's subcommand words are known exactly, so a rule for
+	// "git push" does not catch git stash push.
+	exact := inv.name == "git" || inv.name == "gh"
+	matches := func(pt cmdPattern) bool {
+		if exact {
+			return pt.match(inv.name, inv.sub)
+		}
+		return pt.matchAny(inv.name, inv.sub)
+	}
+	// A rule's subcommand may hide in an argument the policy cannot see
+	// (kubectl $(…), npm "$@"): such a call is taken to match.
+	dynamic := false
+	if !exact {
+		for _, w := range inv.argv[1:] {
+			if !w.lit {
+				dynamic = true
+				break
+			}
+		}
+	}
+	matches = func(pt cmdPattern) bool {
+		if exact {
+			return pt.match(inv.name, inv.sub)
+		}
+		return pt.matchAny(inv.name, inv.sub) || dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name)
+	}
 	for _, pt := range c.p.denyCmds {
-		if pt.matchAny(inv.name, inv.sub) {
+		if matches(pt) {
 			c.denyf("commands.deny:"+pt.text, "command %q is denied by commands.deny %q", inv.display(), pt.text)
 			return
 		}
@@ -880,7 +959,7 @@ func (c *checker) rules(inv *invocation) {
 		}
 	}
 	for _, pt := range c.p.approvalCmds {
-		if pt.matchAny(inv.name, inv.sub) {
+		if matches(pt) {
 			c.approve("approval:"+pt.text, "command %q needs approval (profile %q lists %q)", inv.display(), c.p.Name, pt.text)
 		}
 	}
@@ -924,7 +1003,7 @@ func (c *checker) needBecause(inv *invocation, bits perms, why string) bool {
 			reason += ": " + why
 		}
 		c.denyf("permission:"+missingName(missing), "%s", reason)
-		return false
+		return c.deny == nil
 	}
 	c.used |= bits
 	return true
@@ -942,6 +1021,9 @@ func (c *checker) usePath(inv *invocation, w word, u pathUse) {
 	}
 	if w.tree {
 		u.tree = true
+	}
+	if w.entries {
+		u.entries, u.noLinks, u.names = true, w.noLinks, w.names
 	}
 	switch {
 	case w.proc:
@@ -965,6 +1047,15 @@ func (c *checker) usePath(inv *invocation, w word, u pathUse) {
 }
 
 func (c *checker) useResolved(inv *invocation, r resolved, u pathUse) {
+	if len(c.murky) > 0 && !r.special {
+		for _, t := range c.murky {
+			if r.abs == t || under(r.abs, t) {
+				c.denyf("path:murky", "%s %q is not allowed in the same command: an earlier command (%s) may have made links under %s that the policy cannot see; run it in a command of its own first",
+					u.acc.verb(), r.raw, "an extraction or a copy of links", c.display(t))
+				return
+			}
+		}
+	}
 	var grant perms
 	if inv.allowed {
 		grant = pRead | pWrite
@@ -974,8 +1065,8 @@ func (c *checker) useResolved(inv *invocation, r resolved, u pathUse) {
 		c.denyf(d.rule, "%s", d.reason)
 		return
 	}
-	if u.follow && r.in {
-		switch link, tooBig := c.ws.linkOut(r.abs); {
+	if r.in && (u.follow || u.entries) {
+		switch link, tooBig := c.ws.linkOut(r.abs, u); {
 		case link != "":
 			rel, _ := c.ws.relative(link)
 			c.denyf("path:symlink-escape", "%s %q through its links is not allowed: %s leads outside the workspace", u.acc.verb(), r.raw, rel)
@@ -985,9 +1076,21 @@ func (c *checker) useResolved(inv *invocation, r resolved, u pathUse) {
 			return
 		}
 	}
+	if u.acc == accWrite && !u.meta {
+		c.markWritten(r.abs)
+	}
 	if outside {
 		c.outside = true
 	}
+}
+
+// display names an absolute path for a message: relative to the
+// workspace when inside it.
+func (c *checker) display(abs string) string {
+	if rel, ok := c.ws.relative(abs); ok {
+		return rel
+	}
+	return abs
 }
 
 // useGlob checks a glob the way bash expands it: every match, and where
@@ -1013,7 +1116,7 @@ func (c *checker) useGlob(inv *invocation, w word, dir string, u pathUse) {
 	}
 	for _, m := range matches {
 		var r resolved
-		if rel, ok := c.ws.relative(m.path); ok && m.real {
+		if rel, ok := c.ws.relative(m.path); ok && m.real && len(c.links) == 0 {
 			// Every component came from a directory listing or a check
 			// that it is no link: it is where it says.
 			r = resolved{abs: m.path, rel: rel, in: true}

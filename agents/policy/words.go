@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,8 +21,15 @@ type word struct {
 	pat  string // s with quoted glob characters escaped, for filepath.Glob
 	dyn  string // what makes it not literal: "a parameter expansion" …
 	proc bool   // a process substitution on its own: a /dev/fd path
-	// tree marks a stand-in for every path under s (find's {}).
-	tree bool
+	// tree marks a stand-in for every path under s (find's {}); entries
+	// that it stands for each entry, which a command opens (see pathUse).
+	tree, entries, noLinks bool
+	names                  []string
+	// tilde marks a word that began with ~, which is $HOME.
+	tilde bool
+	// number marks a word that is not literal but is a number:
+	// $((…)), $(wc -l < f).
+	number bool
 	// src is the word as written, for messages; node gives it when src is
 	// empty.
 	src  string
@@ -49,14 +57,9 @@ func dynWord(why, src string) word { return word{dyn: why, src: src} }
 // treated as not literal.
 const maxBraceWords = 64
 
-// expandWord evaluates w into the words bash would pass: one, or several
-// for a brace expansion. home is what ~ stands for.
-func expandWord(w *syntax.Word, home string) []word {
-	return appendWords(nil, w, home)
-}
-
-// appendWords is expandWord appending to dst.
-func appendWords(dst []word, w *syntax.Word, home string) []word {
+// evalWords evaluates w into the words bash would pass: one, or several
+// for a brace expansion, appending to dst.
+func (c *checker) evalWords(dst []word, w *syntax.Word) []word {
 	if len(w.Parts) == 1 {
 		// The common case, a plain word or one in single quotes, needs no
 		// builder.
@@ -71,26 +74,37 @@ func appendWords(dst []word, w *syntax.Word, home string) []word {
 			}
 		}
 	}
-	if !hasBrace(w) {
-		return append(dst, evalWord(w, home, w))
+	if pw, ok := c.wholeParam(w); ok {
+		return append(dst, pw)
 	}
-	return appendBraces(dst, w, home)
+	if c.posKnown && allArgs(w) {
+		// "$@": the function's arguments, each a word.
+		for _, a := range c.posArgs {
+			a.node, a.src = w, ""
+			dst = append(dst, a)
+		}
+		return dst
+	}
+	if !hasBrace(w) {
+		return append(dst, c.evalWord(w, w))
+	}
+	return c.appendBraces(dst, w)
 }
 
-// appendBraces is appendWords for a word with a brace: its own function,
+// appendBraces is evalWords for a word with a brace: its own function,
 // because the loop over the expansion moves the variables it uses to the
 // heap.
-func appendBraces(dst []word, w *syntax.Word, home string) []word {
+func (c *checker) appendBraces(dst []word, w *syntax.Word) []word {
 	cp := &syntax.Word{Parts: slices.Clone(w.Parts)}
 	if !syntax.SplitBraces(cp) {
-		return append(dst, evalWord(w, home, w))
+		return append(dst, c.evalWord(w, w))
 	}
 	n := len(dst)
 	for ew, err := range expand.BracesSeq(nil, cp) {
 		if err != nil || len(dst)-n == maxBraceWords {
 			return append(dst[:n], word{dyn: "a brace expansion of too many words", node: w})
 		}
-		dst = append(dst, evalWord(ew, home, w))
+		dst = append(dst, c.evalWord(ew, w))
 	}
 	return dst
 }
@@ -104,9 +118,167 @@ func hasBrace(w *syntax.Word) bool {
 	return false
 }
 
-// evalWord performs quote removal and tilde expansion on a word without
-// brace expansions.
-func evalWord(w *syntax.Word, home string, orig *syntax.Word) word {
+// wholeParam is the word a word stands for when it is one variable,
+// quoted or not, bound to a path word (a loop over a glob, a listing), or
+// one command substitution of a listing or a number.
+func (c *checker) wholeParam(w *syntax.Word) (word, bool) {
+	part := w.Parts[0]
+	quoted := false
+	if len(w.Parts) != 1 {
+		return word{}, false
+	}
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part, quoted = dq.Parts[0], true
+	}
+	switch p := part.(type) {
+	case *syntax.ParamExp:
+		if p.Param == nil || !simpleParam(p) {
+			return word{}, false
+		}
+		if n := p.Param.Value; c.posKnown && len(n) == 1 && n[0] >= '1' && n[0] <= '9' {
+			i := int(n[0] - '1')
+			if i >= len(c.posArgs) {
+				return word{s: "", lit: true, node: w}, true
+			}
+			a := c.posArgs[i]
+			if !quoted && a.lit && !a.entries && strings.ContainsAny(a.s, " \t\n*?[") {
+				return word{dyn: "a parameter that splits into words", node: w}, true
+			}
+			a.node, a.src = w, ""
+			return a, true
+		}
+		v, ok := c.vals[p.Param.Value]
+		if !ok || v.kind != valWord || v.unset && !quoted {
+			return word{}, false
+		}
+		out := v.w
+		out.node, out.src = w, ""
+		return out, true
+	case *syntax.CmdSubst:
+		if numericSubst(p) {
+			return word{dyn: "a command substitution", number: true, node: w}, true
+		}
+		if quoted || len(p.Stmts) != 1 || len(c.curDirs) != 1 {
+			return word{}, false
+		}
+		out := c.produce(p.Stmts[0], c.curDirs, nil)
+		if out.listing.s == "" {
+			return word{}, false
+		}
+		l := out.listing
+		l.node, l.src = w, ""
+		return l, true
+	case *syntax.ArithmExp:
+		return word{dyn: "an arithmetic expansion", number: true, node: w}, true
+	}
+	return word{}, false
+}
+
+// allArgs reports "$@": every positional parameter, each a word.
+func allArgs(w *syntax.Word) bool {
+	if len(w.Parts) != 1 {
+		return false
+	}
+	dq, ok := w.Parts[0].(*syntax.DblQuoted)
+	if !ok || len(dq.Parts) != 1 {
+		return false
+	}
+	p, ok := dq.Parts[0].(*syntax.ParamExp)
+	return ok && p.Param != nil && p.Param.Value == "@" && simpleParam(p)
+}
+
+// substText is the output of a command substitution the policy can
+// compute: $(pwd), $(dirname LIT), $(basename LIT), $(git rev-parse
+// --show-toplevel) inside the workspace. Its command is checked where it
+// stands, like any other.
+func (c *checker) substText(cs *syntax.CmdSubst) (string, bool) {
+	if len(cs.Stmts) != 1 || len(c.curDirs) != 1 || len(cs.Stmts[0].Redirs) > 0 {
+		return "", false
+	}
+	ce, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(ce.Assigns) > 0 {
+		return "", false
+	}
+	args := make([]string, 0, len(ce.Args))
+	for _, w := range ce.Args {
+		l, ok := literalText(w)
+		if !ok {
+			return "", false
+		}
+		args = append(args, l)
+	}
+	cwd := c.curDirs[0]
+	switch {
+	case args[0] == "echo" || args[0] == "printf":
+		out := c.produce(cs.Stmts[0], c.curDirs, nil)
+		if out.kind == srcText {
+			return strings.TrimRight(out.text, "\n"), true
+		}
+		return "", false
+	case len(args) == 1 && args[0] == "pwd":
+		return cwd, true
+	case len(args) == 2 && args[0] == "dirname" && !strings.HasPrefix(args[1], "-"):
+		return path.Dir(args[1]), true
+	case len(args) == 2 && args[0] == "basename" && !strings.HasPrefix(args[1], "-"):
+		return path.Base(args[1]), true
+	case len(args) == 3 && args[0] == "git" && args[1] == "rev-parse" && args[2] == "--show-toplevel":
+		for dir := cwd; ; dir = path.Dir(dir) {
+			if _, in := c.ws.relative(dir); !in {
+				return "", false
+			}
+			if _, ok := c.stats.lstat(dir + "/.git"); ok {
+				return dir, true
+			}
+		}
+	}
+	return "", false
+}
+
+// simpleParam reports $x or ${x}: no operator, index or length.
+func simpleParam(p *syntax.ParamExp) bool {
+	return !p.Excl && !p.Length && !p.Width && p.Index == nil && p.Slice == nil && p.Repl == nil && p.Exp == nil &&
+		p.Names == 0 && len(p.Modifiers) == 0 && p.NestedParam == nil && p.Flags == nil
+}
+
+// paramText is the value of a simple expansion when the policy knows it:
+// a variable the script set to literal text, $PWD when the script is in
+// one directory, $HOME while the script has not changed it.
+func (c *checker) paramText(p *syntax.ParamExp) (string, bool) {
+	if p.Param == nil || !simpleParam(p) {
+		return "", false
+	}
+	name := p.Param.Value
+	if c.posKnown && len(name) == 1 && name[0] >= '1' && name[0] <= '9' {
+		if i := int(name[0] - '1'); i < len(c.posArgs) {
+			if a := c.posArgs[i]; a.lit && !a.glob && !a.entries {
+				return a.s, true
+			}
+			return "", false
+		}
+		return "", true
+	}
+	if v, ok := c.vals[name]; ok {
+		if v.kind == valText && !v.unset && !v.nameref {
+			return v.text, true
+		}
+		return "", false
+	}
+	switch name {
+	case "HOME":
+		if !c.homeSet {
+			return c.ws.home, true
+		}
+	case "PWD":
+		if len(c.curDirs) == 1 {
+			return c.curDirs[0], true
+		}
+	}
+	return "", false
+}
+
+// evalWord performs quote removal, tilde expansion and the expansion of
+// variables the policy knows on a word without brace expansions.
+func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 	var s, pat strings.Builder
 	out := word{lit: true, node: orig}
 	notLit := func(why string) {
@@ -123,8 +295,13 @@ func evalWord(w *syntax.Word, home string, orig *syntax.Word) word {
 					notLit("a tilde expansion of another user's home or of a directory stack entry")
 					continue
 				}
-				s.WriteString(home)
-				pat.WriteString(escapeGlob(home))
+				if c.homeSet {
+					notLit("a tilde expansion of a $HOME the script changed")
+					continue
+				}
+				out.tilde = true
+				s.WriteString(c.ws.home)
+				pat.WriteString(escapeGlob(c.ws.home))
 				v = v[1:]
 			}
 			unquoted(v, &s, &pat, &out)
@@ -141,15 +318,54 @@ func evalWord(w *syntax.Word, home string, orig *syntax.Word) word {
 			pat.WriteString(escapeGlob(v))
 		case *syntax.DblQuoted:
 			for _, q := range p.Parts {
-				l, ok := q.(*syntax.Lit)
-				if !ok {
+				switch l := q.(type) {
+				case *syntax.Lit:
+					v := unescapeDouble(l.Value)
+					s.WriteString(v)
+					pat.WriteString(escapeGlob(v))
+				case *syntax.ParamExp:
+					v, ok := c.paramText(l)
+					if !ok {
+						notLit(describePart(q))
+						continue
+					}
+					if l.Param.Value == "HOME" {
+						out.tilde = true
+					}
+					s.WriteString(v)
+					pat.WriteString(escapeGlob(v))
+				case *syntax.CmdSubst:
+					v, ok := c.substText(l)
+					if !ok {
+						notLit(describePart(q))
+						continue
+					}
+					s.WriteString(v)
+					pat.WriteString(escapeGlob(v))
+				default:
 					notLit(describePart(q))
-					continue
 				}
-				v := unescapeDouble(l.Value)
-				s.WriteString(v)
-				pat.WriteString(escapeGlob(v))
 			}
+		case *syntax.ParamExp:
+			v, ok := c.paramText(p)
+			if !ok || c.ifsSet || strings.ContainsAny(v, " \t\n*?[") || v == "" {
+				// Unquoted, a value is split into words and globbed.
+				notLit(describePart(part))
+				continue
+			}
+			if p.Param.Value == "HOME" {
+				out.tilde = true
+			}
+			s.WriteString(v)
+			pat.WriteString(escapeGlob(v))
+		case *syntax.CmdSubst:
+			v, ok := c.substText(p)
+			if !ok || c.ifsSet || strings.ContainsAny(v, " \t\n*?[") || v == "" {
+				notLit(describePart(part))
+				continue
+			}
+			s.WriteString(v)
+			pat.WriteString(escapeGlob(v))
 		case *syntax.ProcSubst:
 			if len(w.Parts) == 1 {
 				return word{s: "/dev/fd/63", lit: true, proc: true, pat: "/dev/fd/63", node: orig}

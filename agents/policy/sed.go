@@ -1,0 +1,254 @@
+package policy
+
+import (
+	"strings"
+)
+
+// sedHandler checks sed: its script (given, or read with -f) as sedProgram
+// says, its files as reads, or writes with -i.
+func sedHandler() handler {
+	t := optSpec{short: "efl", shortOpt: "i", flags: "nrEszubc",
+		long:    []string{"--expression", "--file", "--line-length"},
+		longOpt: []string{"--in-place"},
+		longFlags: []string{"--quiet", "--silent", "--debug", "--follow-symlinks", "--posix", "--regexp-extended",
+			"--separate", "--sandbox", "--unbuffered", "--null-data", "--zero-terminated", "--help", "--version",
+			"--binary"},
+		strict: true}.compile()
+	return func(c *checker, inv *invocation) cwds {
+		opts, pos := parseOpts(inv.argv[1:], t)
+		if !c.strictOpts(inv, t, opts) {
+			return inv.cwd
+		}
+		inPlace := hasOpt(opts, "-i", "--in-place")
+		var progs []program
+		fromOpts := false
+		for _, o := range opts {
+			switch o.name {
+			case "-e", "--expression":
+				fromOpts = true
+				if o.val != nil {
+					progs = append(progs, c.inlineProgram(*o.val))
+				}
+			case "-f", "--file":
+				fromOpts = true
+				if o.val != nil {
+					progs = append(progs, c.fileProgram(*o.val, inv.cwd))
+				}
+			}
+		}
+		if !fromOpts {
+			if len(pos) == 0 {
+				c.denyf("shell:parse", "%s names no script", inv.name)
+				return inv.cwd
+			}
+			progs, pos = append(progs, c.inlineProgram(pos[0])), pos[1:]
+		}
+		if c.deny != nil {
+			return inv.cwd
+		}
+		if inPlace && !c.needBecause(inv, pWrite, "-i rewrites its files") {
+			return inv.cwd
+		}
+		c.used |= pRead
+		for _, p := range progs {
+			c.runProgram(inv, p, langSed, inv.cwd, false)
+			if c.deny != nil {
+				return inv.cwd
+			}
+		}
+		acc := accRead
+		if inPlace {
+			acc = accWrite
+		}
+		for _, w := range pos {
+			c.usePath(inv, w, pathUse{acc: acc})
+		}
+		return inv.cwd
+	}
+}
+
+// inlineProgram is a program written in the command (awk's, sed's).
+func (c *checker) inlineProgram(w word) program {
+	if !w.lit {
+		return program{kind: progDynamic, where: w.source(), text: w.dyn}
+	}
+	return program{kind: progText, text: w.s, literal: true}
+}
+
+// sedProgram checks a sed script: e COMMAND is checked as the command; e
+// and s///e run the pattern space, which the policy cannot see; w and r
+// write and read files.
+func (c *checker) sedProgram(inv *invocation, src string, cwd cwds) {
+	eff := sedScript(src)
+	switch {
+	case eff.dynamic:
+		c.denyf("shell:dynamic-script", "%s script runs its input as a command (e, s///e); the policy cannot see what would run", inv.name)
+		return
+	case eff.unknown:
+		if !c.needBecause(inv, pExec, "its script uses a command the policy does not know") {
+			return
+		}
+	}
+	if len(eff.writes) > 0 && !c.needBecause(inv, pWrite, "its script writes files") {
+		return
+	}
+	for _, w := range eff.writes {
+		if w == "/dev/stdout" || w == "/dev/stderr" {
+			continue
+		}
+		c.usePath(inv, litWord(w), pathUse{acc: accWrite})
+	}
+	for _, r := range eff.reads {
+		c.usePath(inv, litWord(r), pathUse{acc: accRead})
+	}
+	for _, cmd := range eff.commands {
+		if c.deny != nil {
+			return
+		}
+		c.nestedText(cmd, cwd)
+	}
+}
+
+// sedEffects are what a sed script does beyond printing.
+type sedEffects struct {
+	writes, reads []string
+	// commands are the literal commands of e COMMAND; dynamic is a
+	// construct that runs the pattern space (e, s///e); unknown a command
+	// the policy does not know.
+	commands []string
+	dynamic  bool
+	unknown  bool
+}
+
+// sedScript reads a sed script far enough to find the commands that write
+// files (w, W, s///w), read files (r, R) or run commands (e, s///e).
+func sedScript(s string) sedEffects {
+	var eff sedEffects
+	i := 0
+	toEOL := func() string {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			j = len(s) - i
+		}
+		v := strings.TrimSpace(s[i : i+j])
+		i += j
+		return v
+	}
+	skipDelimited := func(d byte) bool {
+		for i < len(s) {
+			switch s[i] {
+			case '\\':
+				i += 2
+				continue
+			case d:
+				i++
+				return true
+			}
+			i++
+		}
+		return false
+	}
+	address := func() {
+		for i < len(s) {
+			switch ch := s[i]; {
+			case ch >= '0' && ch <= '9' || ch == '$' || ch == ',' || ch == '~' || ch == '+' || ch == '!' || ch == ' ' || ch == '\t':
+				i++
+			case ch == '/':
+				i++
+				skipDelimited('/')
+			case ch == '\\' && i+1 < len(s):
+				d := s[i+1]
+				i += 2
+				skipDelimited(d)
+			case ch == 'I' || ch == 'M':
+				// Address flags after a regex.
+				if i > 0 && s[i-1] == '/' {
+					i++
+					continue
+				}
+				return
+			default:
+				return
+			}
+		}
+	}
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\n', ';', '{', '}':
+			i++
+			continue
+		case '#':
+			toEOL()
+			continue
+		}
+		address()
+		if i >= len(s) {
+			break
+		}
+		cmd := s[i]
+		i++
+		switch cmd {
+		case '{', '}', ';', '\n':
+		case 'p', 'P', 'd', 'D', 'n', 'N', 'g', 'G', 'h', 'H', 'x', '=', 'z', 'F', 'l', 'q', 'Q', 'L':
+			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+				i++
+			}
+		case ':', 'b', 't', 'T', 'v':
+			for i < len(s) && s[i] != ';' && s[i] != '\n' {
+				i++
+			}
+		case 'a', 'i', 'c':
+			for {
+				line := toEOL()
+				if !strings.HasSuffix(line, `\`) || i >= len(s) {
+					break
+				}
+				i++
+			}
+		case 'w', 'W':
+			eff.writes = append(eff.writes, toEOL())
+		case 'r', 'R':
+			eff.reads = append(eff.reads, toEOL())
+		case 'e':
+			if cmd := toEOL(); cmd != "" {
+				eff.commands = append(eff.commands, cmd)
+			} else {
+				eff.dynamic = true
+			}
+		case 's', 'y':
+			if i >= len(s) {
+				eff.unknown = true
+				return eff
+			}
+			d := s[i]
+			i++
+			if !skipDelimited(d) || !skipDelimited(d) {
+				eff.unknown = true
+				return eff
+			}
+			if cmd == 'y' {
+				continue
+			}
+		flags:
+			for i < len(s) {
+				switch f := s[i]; {
+				case f == 'g' || f == 'p' || f == 'i' || f == 'I' || f == 'm' || f == 'M' || f >= '0' && f <= '9':
+					i++
+				case f == 'e':
+					eff.dynamic = true
+					i++
+				case f == 'w':
+					i++
+					eff.writes = append(eff.writes, toEOL())
+					break flags
+				default:
+					break flags
+				}
+			}
+		default:
+			eff.unknown = true
+			return eff
+		}
+	}
+	return eff
+}
