@@ -34,7 +34,7 @@ func withEngine(t *testing.T, into **policy.Auditor) func(*agents.RuntimeOptions
 // deniedCalls returns the audit log's denials.
 func deniedCalls(t *testing.T, a *policy.Auditor) []policy.AuditRecord {
 	t.Helper()
-	recs, err := a.List(context.Background(), policy.AuditFilter{Decision: policy.AuditDeny})
+	recs, _, err := a.List(context.Background(), policy.AuditFilter{Decision: policy.AuditDeny})
 	require.NoError(t, err)
 	return recs
 }

@@ -449,7 +449,7 @@ func TestSchedulerNeitherSkipsNorDoubles(t *testing.T) {
 		return s
 	}
 	count := func() int {
-		items, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:reports"})
+		items, _, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:reports"})
 		require.NoError(t, err)
 		for _, wi := range items {
 			require.Equal(t, "ops", wi.Route.Agent)
@@ -567,7 +567,7 @@ func TestThreadsKeepTheirAgent(t *testing.T) {
 	// Finished a little while ago: a reply still goes to the last agent.
 	finishAll()
 	now = now.Add(50 * time.Minute)
-	items, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:t", Limit: 1})
+	items, _, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:t", Limit: 1})
 	require.NoError(t, err)
 	last := send("t", "one more thing")
 	require.Equal(t, bot.Route{Agent: "ops", Kind: bot.RouteThread, Reason: "thread: @ops answered here (" + items[0].ID + ")"}, last.Route,

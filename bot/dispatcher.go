@@ -276,7 +276,7 @@ func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 func (d *Dispatcher) continuation(ctx context.Context, job *Job, log *slog.Logger) Continuation {
 	c := Continuation{SessionKey: job.Thread.Key(), Agent: job.Agent}
 	if d.opts.Items != nil {
-		items, err := d.opts.Items.ListWorkItems(ctx, WorkItemFilter{Thread: c.SessionKey, Limit: 20})
+		items, _, err := d.opts.Items.ListWorkItems(ctx, WorkItemFilter{Thread: c.SessionKey, Limit: 20})
 		if err != nil {
 			log.Warn("continuation: list work items", slog.String("error", err.Error()))
 		}

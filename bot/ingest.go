@@ -49,7 +49,7 @@ type IntakeOptions struct {
 
 // WorkItemLister lists a thread's work items; bot.WorkItemStore has it.
 type WorkItemLister interface {
-	ListWorkItems(ctx context.Context, f WorkItemFilter) ([]WorkItem, error)
+	ListWorkItems(ctx context.Context, f WorkItemFilter) ([]WorkItem, string, error)
 }
 
 // Intake turns events into persisted work items or ingress records. Sources
@@ -122,7 +122,7 @@ func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, 
 	if !ev.Conversation.IsZero() {
 		f = WorkItemFilter{Conversation: ev.Conversation.Key(), Limit: 10}
 	}
-	items, err := in.opts.Threads.ListWorkItems(ctx, f)
+	items, _, err := in.opts.Threads.ListWorkItems(ctx, f)
 	if err != nil {
 		in.opts.Logger.Warn("look up the agent of a thread", slog.String("thread", ev.Thread.Key()), slog.String("error", err.Error()))
 		return Route{}, false

@@ -79,8 +79,11 @@ type QueueStore interface {
 // WorkItemStore reads work items and records re-routing.
 type WorkItemStore interface {
 	GetWorkItem(ctx context.Context, id string) (*WorkItem, error)
-	// ListWorkItems returns matching work items, newest first.
-	ListWorkItems(ctx context.Context, f WorkItemFilter) ([]WorkItem, error)
+	// ListWorkItems returns a page of matching work items, newest first,
+	// and the cursor of the next page: "" only when there is none, so a
+	// limit never cuts a listing silently. Work items added while someone
+	// pages never make a page skip or repeat one.
+	ListWorkItems(ctx context.Context, f WorkItemFilter) (items []WorkItem, next string, err error)
 	// ListJobs returns the jobs that ran a work item, oldest first.
 	ListJobs(ctx context.Context, workItemID string) ([]Job, error)
 	// RerouteWorkItem records a hop to another agent and queues a new
@@ -103,7 +106,9 @@ type DeliveryStore interface {
 
 // IngressStore lists ignored events.
 type IngressStore interface {
-	ListIngress(ctx context.Context, f IngressFilter) ([]IngressRecord, error)
+	// ListIngress pages ingress records, newest first, as ListWorkItems
+	// pages work items.
+	ListIngress(ctx context.Context, f IngressFilter) (recs []IngressRecord, next string, err error)
 }
 
 // OutboxStore persists egress messages.

@@ -129,6 +129,9 @@ type WorkItemFilter struct {
 	Conversation string
 	Status       WorkStatus // one status
 	Limit        int        // newest first; 0 means the store's default (100)
+	// Cursor continues a listing after the page that returned it; "" is
+	// the first page.
+	Cursor string
 }
 
 // IngressReason codes say why an event made no work item.
@@ -160,5 +163,6 @@ type IngressRecord struct {
 // IngressFilter selects ingress records, newest first.
 type IngressFilter struct {
 	Reason string
-	Limit  int // 0 means the store's default (100)
+	Limit  int    // 0 means the store's default (100)
+	Cursor string // continues a listing after the page that returned it
 }

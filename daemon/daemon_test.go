@@ -135,10 +135,10 @@ func TestSendRoutesPersistsAndReportsInTheThread(t *testing.T) {
 
 	code, body = r.do(t, "GET", "/api/v1/workitems?thread=t1&status=failed&limit=5", "")
 	require.Equal(t, 200, code, string(body))
-	var list []map[string]any
+	var list struct{ Items []map[string]any }
 	require.NoError(t, json.Unmarshal(body, &list))
-	require.Len(t, list, 1)
-	require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keys(list[0]))
+	require.Len(t, list.Items, 1)
+	require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keys(list.Items[0]))
 }
 
 func keys(m map[string]any) []string {
@@ -172,9 +172,9 @@ func TestSameClientIDConcurrentlyMakesOneWorkItem(t *testing.T) {
 	require.Equal(t, 1, first, "exactly one answer is the original")
 	code, body := r.do(t, "GET", "/api/v1/workitems?thread=t", "")
 	require.Equal(t, 200, code)
-	var list []any
+	var list struct{ Items []any }
 	require.NoError(t, json.Unmarshal(body, &list))
-	require.Len(t, list, 1)
+	require.Len(t, list.Items, 1)
 }
 
 func TestAPIEdgeCases(t *testing.T) {
@@ -416,10 +416,10 @@ func TestAPIRefusesCrossSiteAndOddRequests(t *testing.T) {
 	}
 	code, body := r.do(t, "GET", "/api/v1/workitems", "")
 	require.Equal(t, 200, code)
-	require.JSONEq(t, `[]`, string(body), "no refused request stored anything")
+	require.JSONEq(t, `{"items":[]}`, string(body), "no refused request stored anything")
 	code, body = r.do(t, "GET", "/api/v1/ingress", "")
 	require.Equal(t, 200, code)
-	require.JSONEq(t, `[]`, string(body))
+	require.JSONEq(t, `{"items":[]}`, string(body))
 
 	// What is the daemon's own passes: its origin, the public URL's host,
 	// a named token.

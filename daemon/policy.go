@@ -169,12 +169,12 @@ func (g githubApprovals) DecideApproval(ctx context.Context, c github.ApprovalCo
 // auditLog shows the audit log to the admin API.
 type auditLog struct{ a *policy.Auditor }
 
-func (l auditLog) ListAudit(ctx context.Context, since time.Time, decision string, limit int) (any, error) {
-	recs, err := l.a.List(ctx, policy.AuditFilter{Since: since, Decision: decision, Limit: limit})
+func (l auditLog) ListAudit(ctx context.Context, since time.Time, decision string, limit int, cursor string) (any, string, error) {
+	recs, next, err := l.a.List(ctx, policy.AuditFilter{Since: since, Decision: decision, Limit: limit, Cursor: cursor})
 	if recs == nil {
 		recs = []policy.AuditRecord{}
 	}
-	return recs, err
+	return recs, next, err
 }
 
 // approvalDesk shows pending approvals to the admin API.

@@ -195,7 +195,7 @@ func TestRefusalsByACeilingAreAuditedWithTheRequester(t *testing.T) {
 	call.Ceilings = []bot.Ceiling{e.Ceiling(requester)}
 	require.Equal(t, tools.Deny, e.Check(ctx, call).Verdict)
 
-	recs, err := auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditDeny})
+	recs, _, err := auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditDeny})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, &requester, recs[0].Requester)

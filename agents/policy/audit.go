@@ -67,16 +67,18 @@ type AuditFilter struct {
 	Since    time.Time
 	Decision string
 	Limit    int
+	Cursor   string // continues a listing after the page that returned it
 }
 
 // AuditStore keeps the audit log as opaque documents with the time and
 // decision it is filtered by. storage/bolt implements it.
 type AuditStore interface {
 	AppendAudit(ctx context.Context, at time.Time, decision string, doc []byte) error
-	// ListAudit returns documents at or after since (zero: all), of the
-	// decision ("" : any), newest first, at most limit (0: the store's
-	// default).
-	ListAudit(ctx context.Context, since time.Time, decision string, limit int) ([][]byte, error)
+	// ListAudit returns a page of documents at or after since (zero: all),
+	// of the decision ("" : any), newest first, at most limit (0: the
+	// store's default), after the page cursor ended ("" : from the
+	// newest), and the cursor of the next page, "" after the last.
+	ListAudit(ctx context.Context, since time.Time, decision string, limit int, cursor string) (docs [][]byte, next string, err error)
 }
 
 // maxAuditArgs bounds the arguments kept per record.
@@ -144,25 +146,25 @@ func (a *Auditor) RecordCall(ctx context.Context, call tools.Call, d Decision) e
 	return a.Record(ctx, rec)
 }
 
-// List returns the records f selects, newest first: what `switchyard
-// audit` and /api/v1/audit show.
-func (a *Auditor) List(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+// List returns a page of the records f selects, newest first, and the
+// cursor of the next page: what `switchyard audit` and /api/v1/audit show.
+func (a *Auditor) List(ctx context.Context, f AuditFilter) ([]AuditRecord, string, error) {
 	if f.Decision != "" && !slices.Contains(auditDecisions(), f.Decision) {
-		return nil, bot.Errorf(bot.EINVALID, "decision %q: want one of %s", f.Decision, strings.Join(auditDecisions(), ", "))
+		return nil, "", bot.Errorf(bot.EINVALID, "decision %q: want one of %s", f.Decision, strings.Join(auditDecisions(), ", "))
 	}
-	docs, err := a.store.ListAudit(ctx, f.Since, f.Decision, f.Limit)
+	docs, next, err := a.store.ListAudit(ctx, f.Since, f.Decision, f.Limit, f.Cursor)
 	if err != nil {
-		return nil, fmt.Errorf("list audit records: %w", err)
+		return nil, "", fmt.Errorf("list audit records: %w", err)
 	}
 	out := make([]AuditRecord, 0, len(docs))
 	for _, doc := range docs {
 		var rec AuditRecord
 		if err := json.Unmarshal(doc, &rec); err != nil {
-			return nil, fmt.Errorf("decode audit record: %w", err)
+			return nil, "", fmt.Errorf("decode audit record: %w", err)
 		}
 		out = append(out, rec)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 func capText(s string, max int) string {

@@ -66,10 +66,10 @@ func TestEveryDenialIsAuditedWithoutSecrets(t *testing.T) {
 	require.Greater(t, denials, 400)
 	require.Greater(t, sensitive, 20, "ops' network and deployment commands are recorded")
 
-	recs, err := auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditDeny, Limit: 10_000})
+	recs, _, err := auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditDeny, Limit: 10_000})
 	require.NoError(t, err)
 	require.Len(t, recs, denials)
-	all, err := auditor.List(ctx, policy.AuditFilter{Limit: 10_000})
+	all, _, err := auditor.List(ctx, policy.AuditFilter{Limit: 10_000})
 	require.NoError(t, err)
 	require.Len(t, all, denials+sensitive)
 
@@ -96,7 +96,7 @@ func TestEveryDenialIsAuditedWithoutSecrets(t *testing.T) {
 
 	// Newest first, filtered by time.
 	require.False(t, recs[0].Time.Before(recs[len(recs)-1].Time))
-	later, err := auditor.List(ctx, policy.AuditFilter{Since: time.Now().Add(time.Hour)})
+	later, _, err := auditor.List(ctx, policy.AuditFilter{Since: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	require.Empty(t, later)
 }
@@ -108,8 +108,8 @@ func (failingStore) AppendAudit(context.Context, time.Time, string, []byte) erro
 	return context.DeadlineExceeded
 }
 
-func (failingStore) ListAudit(context.Context, time.Time, string, int) ([][]byte, error) {
-	return nil, context.DeadlineExceeded
+func (failingStore) ListAudit(context.Context, time.Time, string, int, string) ([][]byte, string, error) {
+	return nil, "", context.DeadlineExceeded
 }
 
 func TestSensitiveCallsAreRefusedWhenTheAuditLogFails(t *testing.T) {
@@ -144,13 +144,13 @@ func TestAuditFiltersByEveryDecisionAndRefusesOthers(t *testing.T) {
 		require.NoError(t, auditor.Record(ctx, policy.AuditRecord{Decision: d, Tool: "bash"}))
 	}
 	for _, d := range decisions {
-		recs, err := auditor.List(ctx, policy.AuditFilter{Decision: d})
+		recs, _, err := auditor.List(ctx, policy.AuditFilter{Decision: d})
 		require.NoError(t, err, d)
 		require.Len(t, recs, 1, d)
 		require.Equal(t, d, recs[0].Decision)
 	}
 	for _, bad := range []string{"denied", "DENY", "maybe"} {
-		_, err := auditor.List(ctx, policy.AuditFilter{Decision: bad})
+		_, _, err := auditor.List(ctx, policy.AuditFilter{Decision: bad})
 		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), bad)
 		require.ErrorContains(t, err, `decision "`+bad+`": want one of allow, deny, needs_approval`)
 	}

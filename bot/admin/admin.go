@@ -16,9 +16,9 @@ import (
 // Store is what the admin API reads.
 type Store interface {
 	GetWorkItem(ctx context.Context, id string) (*bot.WorkItem, error)
-	ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error)
+	ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, string, error)
 	ListJobs(ctx context.Context, workItemID string) ([]bot.Job, error)
-	ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, error)
+	ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, string, error)
 	FindDelivery(ctx context.Context, source, deliveryID string) (bot.IngestResult, error)
 	GetEvent(ctx context.Context, ref string) (*bot.Event, error)
 }
@@ -37,7 +37,18 @@ type ThreadResetter interface {
 
 // AuditLog lists audit records, newest first; values render as JSON.
 type AuditLog interface {
-	ListAudit(ctx context.Context, since time.Time, decision string, limit int) (any, error)
+	// ListAudit returns a page of records and the cursor of the next page,
+	// "" after the last.
+	ListAudit(ctx context.Context, since time.Time, decision string, limit int, cursor string) (any, string, error)
+}
+
+// Page is one page of a listing, newest first: GET /api/v1/workitems,
+// ingress and audit answer with it. Next is the cursor of the page after
+// it, for ?cursor=; it is left out after the last page, and only then, so
+// a limit never cuts a listing without saying so.
+type Page struct {
+	Items any    `json:"items"`
+	Next  string `json:"next,omitempty"`
 }
 
 // Approvals lists tool calls waiting for a person and records decisions.
@@ -117,12 +128,12 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	recs, err := a.opts.Audit.ListAudit(r.Context(), since, decision, limit)
+	recs, next, err := a.opts.Audit.ListAudit(r.Context(), since, decision, limit, q.Get("cursor"))
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	httpapi.JSON(w, http.StatusOK, recs)
+	httpapi.JSON(w, http.StatusOK, Page{Items: recs, Next: next})
 }
 
 // parseSince reads a time as RFC 3339 or as a duration back from now ("1h").
@@ -279,8 +290,8 @@ func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	f.Limit = limit
-	items, err := a.opts.Store.ListWorkItems(r.Context(), f)
+	f.Limit, f.Cursor = limit, q.Get("cursor")
+	items, next, err := a.opts.Store.ListWorkItems(r.Context(), f)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
@@ -289,7 +300,7 @@ func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
 	for _, wi := range items {
 		out = append(out, Summarize(wi))
 	}
-	httpapi.JSON(w, http.StatusOK, out)
+	httpapi.JSON(w, http.StatusOK, Page{Items: out, Next: next})
 }
 
 // WorkItemDetail is a work item with its jobs.
@@ -425,7 +436,8 @@ func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	recs, err := a.opts.Store.ListIngress(r.Context(), bot.IngressFilter{Reason: r.URL.Query().Get("reason"), Limit: limit})
+	q := r.URL.Query()
+	recs, next, err := a.opts.Store.ListIngress(r.Context(), bot.IngressFilter{Reason: q.Get("reason"), Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
@@ -433,5 +445,5 @@ func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
 	if recs == nil {
 		recs = []bot.IngressRecord{}
 	}
-	httpapi.JSON(w, http.StatusOK, recs)
+	httpapi.JSON(w, http.StatusOK, Page{Items: recs, Next: next})
 }

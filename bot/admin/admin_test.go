@@ -145,6 +145,21 @@ func serve(t *testing.T, h http.Handler, method, target, body string) *httptest.
 	return rec
 }
 
+// page decodes a page of a listing: its items and the next page's cursor.
+func page[T any](t *testing.T, rec *httptest.ResponseRecorder) ([]T, string) {
+	t.Helper()
+	p := decode[struct {
+		Items []T     `json:"items"`
+		Next  *string `json:"next"`
+	}](t, rec)
+	require.NotNil(t, p.Items, "items are a list, never null: %s", rec.Body)
+	if p.Next == nil {
+		return p.Items, ""
+	}
+	require.NotEmpty(t, *p.Next, "next is left out after the last page, never empty")
+	return p.Items, *p.Next
+}
+
 func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
 	t.Helper()
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
@@ -180,23 +195,28 @@ func TestListWorkItems(t *testing.T) {
 	tests := []struct {
 		query string
 		want  []string
+		more  bool
 	}{
-		{"", []string{s.child, s.deploy, s.mention, s.done}},
-		{"?thread=t1", []string{s.mention, s.done}},
-		{"?thread=local:t1", []string{s.mention, s.done}},
-		{"?thread=local:nobody", []string{}},
-		{"?status=done", []string{s.done}},
-		{"?status=queued", []string{s.child, s.deploy, s.mention}},
-		{"?status=failed", []string{}},
-		{"?thread=t1&status=queued", []string{s.mention}},
-		{"?limit=2", []string{s.child, s.deploy}},
-		{"?limit=1000", []string{s.child, s.deploy, s.mention, s.done}},
+		{"", []string{s.child, s.deploy, s.mention, s.done}, false},
+		{"?thread=t1", []string{s.mention, s.done}, false},
+		{"?thread=local:t1", []string{s.mention, s.done}, false},
+		{"?thread=local:nobody", []string{}, false},
+		{"?status=done", []string{s.done}, false},
+		{"?status=queued", []string{s.child, s.deploy, s.mention}, false},
+		{"?status=failed", []string{}, false},
+		{"?thread=t1&status=queued", []string{s.mention}, false},
+		{"?limit=2", []string{s.child, s.deploy}, true},
+		{"?limit=4", []string{s.child, s.deploy, s.mention, s.done}, false},
+		{"?limit=1000", []string{s.child, s.deploy, s.mention, s.done}, false},
+		{"?status=queued&limit=2", []string{s.child, s.deploy}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			rec := serve(t, h, http.MethodGet, "/api/v1/workitems"+tt.query, "")
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
-			require.Equal(t, tt.want, ids(decode[[]admin.WorkItemSummary](t, rec)))
+			items, next := page[admin.WorkItemSummary](t, rec)
+			require.Equal(t, tt.want, ids(items))
+			require.Equal(t, tt.more, next != "", "next %q", next)
 		})
 	}
 }
@@ -207,7 +227,7 @@ func TestListWorkItemsShape(t *testing.T) {
 
 	rec := serve(t, h, http.MethodGet, "/api/v1/workitems?thread=t2", "")
 	require.Equal(t, http.StatusOK, rec.Code)
-	rows := decode[[]map[string]any](t, rec)
+	rows, _ := page[map[string]any](t, rec)
 	require.Len(t, rows, 2)
 	for _, row := range rows {
 		require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keys(row))
@@ -332,10 +352,10 @@ func TestExplain(t *testing.T) {
 	}
 
 	// Explaining is a dry run: nothing is stored.
-	items, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
+	items, _, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
 	require.NoError(t, err)
 	require.Len(t, items, 4)
-	in, err := s.store.ListIngress(t.Context(), bot.IngressFilter{})
+	in, _, err := s.store.ListIngress(t.Context(), bot.IngressFilter{})
 	require.NoError(t, err)
 	require.Len(t, in, 2)
 }
@@ -383,7 +403,7 @@ func TestListIngress(t *testing.T) {
 		t.Run(tt.query, func(t *testing.T) {
 			rec := serve(t, h, http.MethodGet, "/api/v1/ingress"+tt.query, "")
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
-			recs := decode[[]bot.IngressRecord](t, rec)
+			recs, _ := page[bot.IngressRecord](t, rec)
 			reasons := []string{}
 			for _, r := range recs {
 				reasons = append(reasons, r.Reason)
@@ -394,7 +414,7 @@ func TestListIngress(t *testing.T) {
 
 	t.Run("shape", func(t *testing.T) {
 		rec := serve(t, h, http.MethodGet, "/api/v1/ingress?reason=no_route", "")
-		rows := decode[[]map[string]any](t, rec)
+		rows, _ := page[map[string]any](t, rec)
 		require.Len(t, rows, 1)
 		row := rows[0]
 		require.Equal(t, "github", row["source"])
@@ -412,7 +432,7 @@ func TestListIngress(t *testing.T) {
 		h := handler(admin.Options{Store: openStore(t), Intake: s.intake})
 		rec := serve(t, h, http.MethodGet, "/api/v1/ingress", "")
 		require.Equal(t, http.StatusOK, rec.Code)
-		require.JSONEq(t, `[]`, rec.Body.String())
+		require.JSONEq(t, `{"items":[]}`, rec.Body.String())
 	})
 	for _, q := range []string{"abc", "0", "1001", "5x"} {
 		t.Run("limit="+q, func(t *testing.T) {
@@ -515,15 +535,20 @@ type auditLog struct {
 	since    time.Time
 	decision string
 	limit    int
+	cursor   string
 	err      error
 }
 
-func (a *auditLog) ListAudit(_ context.Context, since time.Time, decision string, limit int) (any, error) {
-	a.since, a.decision, a.limit = since, decision, limit
+func (a *auditLog) ListAudit(_ context.Context, since time.Time, decision string, limit int, cursor string) (any, string, error) {
+	a.since, a.decision, a.limit, a.cursor = since, decision, limit, cursor
 	if a.err != nil {
-		return nil, a.err
+		return nil, "", a.err
 	}
-	return []map[string]string{{"decision": "deny", "tool": "bash"}}, nil
+	next := ""
+	if cursor == "" {
+		next = "page-2"
+	}
+	return []map[string]string{{"decision": "deny", "tool": "bash"}}, next, nil
 }
 
 func TestListAudit(t *testing.T) {
@@ -534,6 +559,7 @@ func TestListAudit(t *testing.T) {
 		back     time.Duration
 		decision string
 		limit    int
+		cursor   string
 	}{
 		{query: ""},
 		{query: "?since=2025-03-01T10:00:00Z", since: at},
@@ -544,6 +570,7 @@ func TestListAudit(t *testing.T) {
 		{query: "?decision=deny", decision: "deny"},
 		{query: "?decision=approved", decision: "approved"},
 		{query: "?decision=rejected&limit=5", decision: "rejected", limit: 5},
+		{query: "?decision=rejected&limit=5&cursor=page-2", decision: "rejected", limit: 5, cursor: "page-2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -554,7 +581,12 @@ func TestListAudit(t *testing.T) {
 			after := time.Now()
 
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
-			require.JSONEq(t, `[{"decision":"deny","tool":"bash"}]`, rec.Body.String())
+			want := `{"items":[{"decision":"deny","tool":"bash"}],"next":"page-2"}`
+			if tt.cursor != "" {
+				want = `{"items":[{"decision":"deny","tool":"bash"}]}`
+			}
+			require.JSONEq(t, want, rec.Body.String())
+			require.Equal(t, tt.cursor, audit.cursor)
 			require.Equal(t, tt.decision, audit.decision)
 			require.Equal(t, tt.limit, audit.limit)
 			switch {
@@ -800,7 +832,7 @@ func TestExplainReplaysStoredEvents(t *testing.T) {
 	}
 
 	// Replaying stores nothing.
-	items, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
+	items, _, err := s.store.ListWorkItems(t.Context(), bot.WorkItemFilter{})
 	require.NoError(t, err)
 	require.Len(t, items, 4)
 }

@@ -173,8 +173,11 @@ func TestDeniedToolCallIsAuditedWithoutSecrets(t *testing.T) {
 
 	r = run(t, dir, p.env(), "audit", "--decision", "deny", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var recs []struct{ Decision, Tool, Agent, Profile, Rule, Arguments string }
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &recs))
+	var page struct {
+		Items []struct{ Decision, Tool, Agent, Profile, Rule, Arguments string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	recs := page.Items
 	require.NotEmpty(t, recs)
 	require.Equal(t, "deny", recs[0].Decision)
 	require.Equal(t, "write_file", recs[0].Tool)
@@ -271,8 +274,8 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		r := run(t, dir, p.env(), "workitems", "list", "--thread", "ap", "--json")
-		var items []struct{ Status string }
-		return json.Unmarshal([]byte(r.stdout), &items) == nil && len(items) == 1 && items[0].Status == "done"
+		var list struct{ Items []struct{ Status string } }
+		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Items) == 1 && list.Items[0].Status == "done"
 	}, 15*time.Second, 100*time.Millisecond)
 	matches, err := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
 	require.NoError(t, err)
@@ -280,8 +283,11 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 
 	r = run(t, dir, p.env(), "audit", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var recs []struct{ Decision, By string }
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &recs))
+	var page struct {
+		Items []struct{ Decision, By string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	recs := page.Items
 	var got []string
 	for _, rec := range recs {
 		if rec.By != "" {

@@ -43,10 +43,13 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				if cmd.Flags().Changed("source") && delivery == "" {
 					return withCode(exitUsage, fmt.Errorf("--source goes with --delivery"))
 				}
-				for _, f := range []string{"kind", "text", "label", "repo", "path", "actor", "bot", "channel", "number", "config"} {
+				for _, f := range []string{"kind", "text", "label", "repo", "path", "actor", "bot", "channel", "number"} {
 					if cmd.Flags().Changed(f) {
 						return withCode(exitUsage, fmt.Errorf("--%s describes an event; --delivery and --work-item explain a stored one", f))
 					}
+				}
+				if cfgPath != "" {
+					cl.config = cfgPath // the daemon's, for its API token
 				}
 				req := map[string]string{"work_item_id": workItem, "delivery_id": delivery}
 				if delivery != "" && cmd.Flags().Changed("source") {

@@ -145,13 +145,13 @@ func newPolicyCmd() *cobra.Command {
 
 func newAuditCmd(cl *clientFlags) *cobra.Command {
 	var (
-		since, decision string
-		limit           int
-		asJSON          bool
+		since, decision, cursor string
+		limit                   int
+		asJSON                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Show the audit log: denials, approvals and sensitive tool calls, newest first",
+		Short: "Show the audit log: denials, approvals and sensitive tool calls, newest first, a page at a time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
@@ -161,31 +161,33 @@ func newAuditCmd(cl *clientFlags) *cobra.Command {
 			if decision != "" {
 				q.Set("decision", decision)
 			}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			var recs []policy.AuditRecord
-			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/audit?"+q.Encode(), nil, &recs); err != nil {
+			pagingQuery(q, limit, cursor)
+			var p page[policy.AuditRecord]
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/audit?"+q.Encode(), nil, &p); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(out, recs)
+				return printJSON(out, p)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tDECISION\tAGENT\tPROFILE\tTOOL\tRULE\tREASON")
-			for _, r := range recs {
+			for _, r := range p.Items {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Local().Format("2006-01-02 15:04:05"),
 					r.Decision, r.Agent, r.Profile, r.Tool, r.Rule, firstLine(r.Reason))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			printNext(cmd.ErrOrStderr(), cmd, p.Next)
+			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "", "only records since then: a duration back (1h) or an RFC 3339 time")
 	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, rejected, expired, cancelled, not_approver, wrong_identity, from_run")
-	f.IntVar(&limit, "limit", 0, "at most this many")
-	f.BoolVar(&asJSON, "json", false, "print JSON")
+	addPagingFlags(cmd, &limit, &cursor, 10000)
+	f.BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
 	return cmd
 }
 

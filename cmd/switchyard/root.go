@@ -35,6 +35,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSendCmd(cl),
 		newThreadCmd(cl),
 		newWorkItemsCmd(cl),
+		newIngressCmd(cl),
 		newAgentsCmd(cl),
 		newPolicyCmd(),
 		newAuditCmd(cl),

@@ -258,12 +258,15 @@ func TestApprovalInSlack(t *testing.T) {
 
 	r = run(t, dir, p.env(), "audit", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var recs []struct {
-		Decision   string `json:"decision"`
-		By         string `json:"by"`
-		ApprovalID string `json:"approval_id"`
+	var page struct {
+		Items []struct {
+			Decision   string `json:"decision"`
+			By         string `json:"by"`
+			ApprovalID string `json:"approval_id"`
+		} `json:"items"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &recs))
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
+	recs := page.Items
 	seen := map[string]string{}
 	for _, rec := range recs {
 		if rec.ApprovalID != "" && rec.Decision != "needs_approval" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 )
 
@@ -17,13 +18,13 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 		Short:   "List and show work items",
 	}
 	var (
-		thread, status string
-		limit          int
-		asJSON         bool
+		thread, status, cursor string
+		limit                  int
+		asJSON                 bool
 	)
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List work items, newest first",
+		Short: "List work items, newest first, a page at a time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
@@ -33,30 +34,32 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 			if status != "" {
 				q.Set("status", status)
 			}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			var items []admin.WorkItemSummary
-			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/workitems?"+q.Encode(), nil, &items); err != nil {
+			pagingQuery(q, limit, cursor)
+			var p page[admin.WorkItemSummary]
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/workitems?"+q.Encode(), nil, &p); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(out, items)
+				return printJSON(out, p)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTHREAD\tSTATUS\tAGENT\tREASON\tCREATED")
-			for _, wi := range items {
+			for _, wi := range p.Items {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", wi.ID, wi.Thread, wi.Status, wi.Route.Agent,
 					wi.Route.Reason, wi.Created.Local().Format("2006-01-02 15:04:05"))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			printNext(cmd.ErrOrStderr(), cmd, p.Next)
+			return nil
 		},
 	}
 	list.Flags().StringVar(&thread, "thread", "", "only this thread (session key or local name)")
 	list.Flags().StringVar(&status, "status", "", "only this status: queued, running, done, failed, cancelled")
-	list.Flags().IntVar(&limit, "limit", 0, "at most this many (default 100)")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addPagingFlags(list, &limit, &cursor, 1000)
+	list.Flags().BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
 
 	var showJSON bool
 	show := &cobra.Command{
@@ -103,5 +106,51 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 	}
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
 	cmd.AddCommand(list, show)
+	return cmd
+}
+
+func newIngressCmd(cl *clientFlags) *cobra.Command {
+	var (
+		reason, cursor string
+		limit          int
+		asJSON         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ingress",
+		Short: "List events that made no work item, with the reason, newest first, a page at a time",
+		Long: "List the events the daemon received and made no work item of (a GitHub event nobody asked\n" +
+			"for, a bot, an edit, someone outside the allow lists …), with the reason code and why.\n" +
+			"`switchyard explain --delivery ID` decides one of them again against the config in effect now.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if reason != "" {
+				q.Set("reason", reason)
+			}
+			pagingQuery(q, limit, cursor)
+			var p page[bot.IngressRecord]
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/ingress?"+q.Encode(), nil, &p); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, p)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTIME\tKIND\tDELIVERY\tACTOR\tREASON\tDETAIL")
+			for _, r := range p.Items {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.CreatedAt.Local().Format("2006-01-02 15:04:05"),
+					r.Kind, r.DeliveryID, r.Actor, r.Reason, firstLine(r.Detail))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			printNext(cmd.ErrOrStderr(), cmd, p.Next)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "only this reason: no_route, bot_actor, unauthorized, not_allowed, unsupported, edited, deleted")
+	addPagingFlags(cmd, &limit, &cursor, 1000)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
 	return cmd
 }

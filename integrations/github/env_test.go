@@ -131,14 +131,14 @@ func (e *env) serve(req *http.Request) (int, answer) {
 
 func (e *env) workItems() []bot.WorkItem {
 	e.t.Helper()
-	items, err := e.store.ListWorkItems(context.Background(), bot.WorkItemFilter{})
+	items, _, err := e.store.ListWorkItems(context.Background(), bot.WorkItemFilter{})
 	require.NoError(e.t, err)
 	return items
 }
 
 func (e *env) ingress() []bot.IngressRecord {
 	e.t.Helper()
-	recs, err := e.store.ListIngress(context.Background(), bot.IngressFilter{})
+	recs, _, err := e.store.ListIngress(context.Background(), bot.IngressFilter{})
 	require.NoError(e.t, err)
 	return recs
 }

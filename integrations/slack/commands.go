@@ -266,7 +266,7 @@ func (a *Adapter) statusCommand(ctx context.Context) commandResponse {
 	}
 	var open []bot.WorkItem
 	for _, st := range []bot.WorkStatus{bot.StatusRunning, bot.StatusQueued} {
-		items, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Status: st, Limit: maxListed})
+		items, _, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Status: st, Limit: maxListed})
 		if err != nil {
 			return ephemeral("Could not read the work items: %s", escape(bot.ErrorMessage(err)))
 		}
@@ -282,7 +282,7 @@ func (a *Adapter) runsCommand(ctx context.Context) commandResponse {
 	if a.opts.WorkItems == nil {
 		return ephemeral("This Switchyard does not show its work items in Slack yet.")
 	}
-	items, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Limit: maxListed / 2})
+	items, _, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Limit: maxListed / 2})
 	if err != nil {
 		return ephemeral("Could not read the work items: %s", escape(bot.ErrorMessage(err)))
 	}

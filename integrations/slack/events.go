@@ -221,7 +221,7 @@ func (a *Adapter) inBotThread(ctx context.Context, th bot.Thread) (bool, error) 
 	if a.opts.WorkItems == nil {
 		return false, nil
 	}
-	items, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Thread: th.Key(), Limit: 1})
+	items, _, err := a.opts.WorkItems.ListWorkItems(ctx, bot.WorkItemFilter{Thread: th.Key(), Limit: 1})
 	if err != nil {
 		return false, fmt.Errorf("look up work items of %s: %w", th.Key(), err)
 	}

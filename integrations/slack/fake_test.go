@@ -446,11 +446,11 @@ func (s *testStore) Ingest(ctx context.Context, req bot.IngestRequest) (bot.Inge
 // the events newly stored and the duplicates seen.
 func (s *testStore) snapshot() (items []bot.WorkItem, ingress []bot.IngressRecord, events []bot.Event, dups int) {
 	ctx := context.Background()
-	items, err := s.ListWorkItems(ctx, bot.WorkItemFilter{Limit: 1000})
+	items, _, err := s.ListWorkItems(ctx, bot.WorkItemFilter{Limit: 1000})
 	if err != nil {
 		panic(err)
 	}
-	ingress, err = s.ListIngress(ctx, bot.IngressFilter{Limit: 1000})
+	ingress, _, err = s.ListIngress(ctx, bot.IngressFilter{Limit: 1000})
 	if err != nil {
 		panic(err)
 	}

@@ -34,7 +34,7 @@ type Intake interface {
 // and the answers of /switchyard status and runs. bot.WorkItemStore
 // implements it.
 type WorkItemLister interface {
-	ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error)
+	ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, string, error)
 }
 
 // Canceller cancels a work item for /switchyard cancel; by is the Slack user

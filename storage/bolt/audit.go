@@ -94,16 +94,17 @@ func (s *Store) AppendAudit(ctx context.Context, at time.Time, decision string, 
 	})
 }
 
-// ListAudit returns the documents recorded at or after since (zero: all),
-// of the decision ("": any), newest first, at most limit (0: 100; at most
-// 10000).
-func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string, limit int) ([][]byte, error) {
+// ListAudit returns a page of the documents recorded at or after since
+// (zero: all), of the decision ("": any), newest first, at most limit (0:
+// 100; at most 10000), after the page cursor ended ("": from the newest),
+// and the cursor of the next page, "" after the last.
+func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string, limit int, cursor string) ([][]byte, string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if decision != "" {
 		if err := validAuditDecision(decision); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	switch {
@@ -112,12 +113,17 @@ func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string,
 	case limit > maxAuditLimit:
 		limit = maxAuditLimit
 	}
+	before, err := decodeCursor(cursorAudit, cursor, auditKeyLen)
+	if err != nil {
+		return nil, "", err
+	}
 	var floor []byte
 	if !since.IsZero() {
 		floor = timeKey(since)
 	}
+	p := &pager{limit: limit}
 	var out [][]byte
-	err := s.view("list audit records", func(t txn) error {
+	err = s.view("list audit records", func(t txn) error {
 		records, byDecision, err := auditBuckets(t.tx)
 		if err != nil || records == nil {
 			return err
@@ -126,25 +132,24 @@ func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string,
 			if floor != nil && bytes.Compare(key[:8], floor) < 0 {
 				return false
 			}
-			if v := records.Get(key); v != nil {
-				out = append(out, bytes.Clone(v))
-			}
-			return len(out) < limit
-		}
-		if decision == "" {
-			return scanAll(records, true, func(k, _ []byte) (bool, error) {
-				if len(k) != auditKeyLen {
-					return true, nil
+			ok, goOn := p.take(key)
+			if ok {
+				if v := records.Get(key); v != nil {
+					out = append(out, bytes.Clone(v))
 				}
-				return take(k), nil
-			})
+			}
+			return goOn
 		}
-		prefix := append([]byte(decision), 0)
-		return scanPrefix(byDecision, prefix, auditKeyLen, true, func(k, _ []byte) (bool, error) {
+		var prefix []byte
+		idx := records
+		if decision != "" {
+			prefix, idx = indexPrefix(decision), byDecision
+		}
+		return scanBefore(idx, prefix, auditKeyLen, before, func(k, _ []byte) (bool, error) {
 			return take(k[len(prefix):]), nil
 		})
 	})
-	return out, err
+	return out, p.next(cursorAudit), err
 }
 
 // PruneAudit removes the records made before cutoff and returns how many it

@@ -48,7 +48,7 @@ func TestWorkItemsWithoutKindReadWithTheirKind(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, kind, wi.Route.Kind, wi.Route.Reason)
 	}
-	items, err := s.ListWorkItems(t.Context(), bot.WorkItemFilter{})
+	items, _, err := s.ListWorkItems(t.Context(), bot.WorkItemFilter{})
 	require.NoError(t, err)
 	require.Len(t, items, len(reasons))
 	for _, wi := range items {

@@ -310,7 +310,7 @@ func TestInvalidRequests(t *testing.T) {
 		_, err := s.ClaimNext(ctx, req)
 		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), name)
 	}
-	_, err := s.ListWorkItems(ctx, bot.WorkItemFilter{Status: "sleeping"})
+	_, _, err := s.ListWorkItems(ctx, bot.WorkItemFilter{Status: "sleeping"})
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
 	_, err = s.Ingest(ctx, bot.IngestRequest{Event: bot.Event{Source: "local"}, Route: &bot.Route{}})
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))

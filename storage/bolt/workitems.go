@@ -45,51 +45,70 @@ func (s *Store) GetWorkItem(ctx context.Context, id string) (*bot.WorkItem, erro
 	return wi, err
 }
 
-// ListWorkItems returns work items newest first. A thread or status filter
-// walks that index only; with both, the thread index is walked and the
-// status index consulted per key.
-func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, error) {
+// ListWorkItems returns a page of work items, newest first, and the cursor
+// of the next page ("" after the last). A thread or status filter walks
+// that index only; with both, the thread index is walked and the status
+// index consulted per key. A conversation's work items come in one page.
+func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.WorkItem, string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if f.Status != "" && !f.Status.Valid() {
-		return nil, bot.Errorf(bot.EINVALID, "unknown work item status %q", f.Status)
+		return nil, "", bot.Errorf(bot.EINVALID, "unknown work item status %q", f.Status)
 	}
-	limit := listLimit(f.Limit)
+	if f.Conversation != "" && f.Cursor != "" {
+		return nil, "", bot.Errorf(bot.EINVALID, "a conversation's work items come in one page: no cursor")
+	}
+	before, err := decodeCursor(cursorWorkItems, f.Cursor, 8)
+	if err != nil {
+		return nil, "", err
+	}
+	p := &pager{limit: listLimit(f.Limit)}
 	out := []bot.WorkItem{}
-	err := s.view("list work items", func(t txn) error {
+	err = s.view("list work items", func(t txn) error {
 		add := func(seq uint64) (bool, error) {
+			key := seqKey(seq)
+			ok, goOn := p.take(key)
+			if !ok {
+				return goOn, nil
+			}
 			var rec workItemRecord
-			if _, err := t.get(bucketWorkItems, seqKey(seq), &rec); err != nil {
+			if _, err := t.get(bucketWorkItems, key, &rec); err != nil {
 				return false, err
 			}
 			out = append(out, rec.WorkItem)
-			return len(out) < limit, nil
+			return true, nil
+		}
+		index := func(bucket, value string, fn func(seq uint64) (bool, error)) error {
+			prefix := indexPrefix(value)
+			return scanBefore(t.bucket(bucket), prefix, 8, before, func(k, _ []byte) (bool, error) {
+				return fn(seqOf(k[len(prefix):]))
+			})
 		}
 		switch {
 		case f.Conversation != "":
-			return scanConversation(t.bucket(bucketItemsByThread), f.Conversation, limit, add)
+			return scanConversation(t.bucket(bucketItemsByThread), f.Conversation, p.limit, add)
 		case f.Thread != "" && f.Status != "":
 			byStatus := t.bucket(bucketItemsByStatus)
-			return scanIndex(t.bucket(bucketItemsByThread), f.Thread, true, func(seq uint64) (bool, error) {
+			return index(bucketItemsByThread, f.Thread, func(seq uint64) (bool, error) {
 				if byStatus.Get(indexKey(string(f.Status), seq)) == nil {
 					return true, nil
 				}
 				return add(seq)
 			})
 		case f.Thread != "":
-			return scanIndex(t.bucket(bucketItemsByThread), f.Thread, true, add)
+			return index(bucketItemsByThread, f.Thread, add)
 		case f.Status != "":
-			return scanIndex(t.bucket(bucketItemsByStatus), string(f.Status), true, add)
+			return index(bucketItemsByStatus, string(f.Status), add)
 		}
-		return scanAll(t.bucket(bucketWorkItems), true, func(k, _ []byte) (bool, error) {
+		return scanBefore(t.bucket(bucketWorkItems), nil, 8, before, func(k, _ []byte) (bool, error) {
 			return add(seqOf(k))
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return out, nil
+	return out, p.next(cursorWorkItems), nil
 }
 
 // scanConversation calls add with the work items of every thread of a
@@ -236,31 +255,43 @@ func (t txn) supersede(dispatchID string, hop bot.Hop) error {
 	return t.putDispatch(seq, d)
 }
 
-// ListIngress returns ingress records newest first.
-func (s *Store) ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, error) {
+// ListIngress returns a page of ingress records, newest first, and the
+// cursor of the next page ("" after the last).
+func (s *Store) ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.IngressRecord, string, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	limit := listLimit(f.Limit)
+	before, err := decodeCursor(cursorIngress, f.Cursor, 8)
+	if err != nil {
+		return nil, "", err
+	}
+	p := &pager{limit: listLimit(f.Limit)}
 	out := []bot.IngressRecord{}
-	err := s.view("list ingress", func(t txn) error {
-		add := func(seq uint64) (bool, error) {
+	err = s.view("list ingress", func(t txn) error {
+		add := func(key []byte) (bool, error) {
+			ok, goOn := p.take(key)
+			if !ok {
+				return goOn, nil
+			}
 			var in bot.IngressRecord
-			if _, err := t.get(bucketIngress, seqKey(seq), &in); err != nil {
+			if _, err := t.get(bucketIngress, key, &in); err != nil {
 				return false, err
 			}
 			out = append(out, in)
-			return len(out) < limit, nil
+			return true, nil
 		}
 		if f.Reason != "" {
-			return scanIndex(t.bucket(bucketIngressBy), f.Reason, true, add)
+			prefix := indexPrefix(f.Reason)
+			return scanBefore(t.bucket(bucketIngressBy), prefix, 8, before, func(k, _ []byte) (bool, error) {
+				return add(k[len(prefix):])
+			})
 		}
-		return scanAll(t.bucket(bucketIngress), true, func(k, _ []byte) (bool, error) {
-			return add(seqOf(k))
+		return scanBefore(t.bucket(bucketIngress), nil, 8, before, func(k, _ []byte) (bool, error) {
+			return add(k)
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return out, nil
+	return out, p.next(cursorIngress), nil
 }

@@ -198,7 +198,7 @@ func testDedup(t *testing.T, open Opener) {
 			require.Nil(t, res.WorkItem)
 			require.Equal(t, first.Ingress, res.Ingress)
 		}
-		in, err := h.s.ListIngress(h.ctx, bot.IngressFilter{})
+		in, _, err := h.s.ListIngress(h.ctx, bot.IngressFilter{})
 		require.NoError(t, err)
 		require.Len(t, in, 1)
 		require.Empty(t, h.list(bot.WorkItemFilter{}))

@@ -67,7 +67,7 @@ func testReopen(t *testing.T, open Opener) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, last.Equal(at(time.Hour)))
-	in, err := h.s.ListIngress(h.ctx, bot.IngressFilter{})
+	in, _, err := h.s.ListIngress(h.ctx, bot.IngressFilter{})
 	require.NoError(t, err)
 	require.Equal(t, []bot.IngressRecord{*ign}, in)
 

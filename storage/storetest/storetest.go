@@ -31,6 +31,7 @@ func Run(t *testing.T, open Opener) {
 		{"Reroute", testReroute},
 		{"Ingress", testIngress},
 		{"Deliveries", testDeliveries},
+		{"Paging", testPaging},
 		{"Outbox", testOutbox},
 		{"Schedules", testSchedules},
 		{"Reopen", testReopen},
@@ -163,7 +164,7 @@ func (h *harness) depth() int {
 
 func (h *harness) list(f bot.WorkItemFilter) []bot.WorkItem {
 	h.t.Helper()
-	items, err := h.s.ListWorkItems(h.ctx, f)
+	items, _, err := h.s.ListWorkItems(h.ctx, f)
 	require.NoError(h.t, err)
 	return items
 }

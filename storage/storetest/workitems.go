@@ -259,7 +259,7 @@ func testIngress(t *testing.T, open Opener) {
 
 	list := func(f bot.IngressFilter) []string {
 		t.Helper()
-		recs, err := h.s.ListIngress(h.ctx, f)
+		recs, _, err := h.s.ListIngress(h.ctx, f)
 		require.NoError(t, err)
 		out := make([]string, len(recs))
 		for i, r := range recs {

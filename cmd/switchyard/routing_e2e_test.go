@@ -10,9 +10,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -76,6 +78,11 @@ func TestExplainAnswersWhyAGitHubEventDidNotRun(t *testing.T) {
 	r = run(t, dir, nil, "workitems", "list", server)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NotContains(t, r.stdout, "Codertocat", "no work item was made")
+	r = run(t, dir, nil, "ingress", server, "--reason", "no_route")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "in_1")
+	require.Contains(t, r.stdout, "e2e-delivery-1")
+	require.Contains(t, r.stdout, "no mention, command or rule matched")
 
 	r = run(t, dir, nil, "explain", server, "--delivery", "e2e-delivery-1")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -122,4 +129,63 @@ func TestExplainAnswersWhyAGitHubEventDidNotRun(t *testing.T) {
 	r = run(t, dir, nil, "explain", server, "--delivery", "x", "--text", "hi")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "--text describes an event")
+}
+
+// Lists come a page at a time, say how to get the next, and never stop
+// without saying so.
+func TestListsPageWithACursor(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	for i := range 5 {
+		r := run(t, dir, p.env(), "send", "--thread", "pages", fmt.Sprintf("message %d", i))
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+
+	var seen []string
+	args := []string{"workitems", "list", "--thread", "pages", "--limit", "2"}
+	for page := 0; ; page++ {
+		require.Less(t, page, 5)
+		r := run(t, dir, p.env(), args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] // past the header
+		for _, l := range lines {
+			seen = append(seen, strings.Fields(l)[0])
+		}
+		if r.stderr == "" {
+			require.Len(t, lines, 1, "the last page holds the rest")
+			break
+		}
+		require.Len(t, lines, 2)
+		more, ok := strings.CutPrefix(strings.TrimSpace(r.stderr), "More: ")
+		require.True(t, ok, r.stderr)
+		next := strings.Fields(more)
+		require.Equal(t, "switchyard", next[0])
+		require.Contains(t, more, "--limit 2 --thread pages --cursor ")
+		args = next[1:]
+	}
+	require.Equal(t, []string{"wi_5", "wi_4", "wi_3", "wi_2", "wi_1"}, seen)
+
+	r := run(t, dir, p.env(), "workitems", "list", "--limit", "3", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var first struct {
+		Items []struct{ ID string }
+		Next  string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &first))
+	require.Len(t, first.Items, 3)
+	require.NotEmpty(t, first.Next)
+	r = run(t, dir, p.env(), "workitems", "list", "--limit", "3", "--json", "--cursor", first.Next)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"wi_2"`)
+	require.NotContains(t, r.stdout, `"next"`, "the last page has no cursor")
+
+	r = run(t, dir, p.env(), "workitems", "list", "--cursor", "garbage")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, `cursor "garbage" is not one this listing gave out`)
+
+	r = run(t, dir, p.env(), "ingress")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "ID  TIME  KIND  DELIVERY  ACTOR  REASON  DETAIL\n", r.stdout, "console messages always make work items")
+	r = run(t, dir, p.env(), "audit", "--limit", "1")
+	require.Equal(t, 0, r.code, r.stderr)
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// page is one page of a listing as the API answers it.
+type page[T any] struct {
+	Items []T    `json:"items"`
+	Next  string `json:"next,omitempty"`
+}
+
+// addPagingFlags adds --limit and --cursor to a listing command.
+func addPagingFlags(cmd *cobra.Command, limit *int, cursor *string, max int) {
+	cmd.Flags().IntVar(limit, "limit", 0, fmt.Sprintf("at most this many a page, 1 to %d (default 100)", max))
+	cmd.Flags().StringVar(cursor, "cursor", "", "the page after the one that printed this cursor")
+}
+
+// pagingQuery adds limit and cursor to q.
+func pagingQuery(q url.Values, limit int, cursor string) {
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+}
+
+// printNext tells how to get the next page, when there is one: the same
+// command with the same flags and the cursor.
+func printNext(w io.Writer, cmd *cobra.Command, next string) {
+	if next == "" {
+		return
+	}
+	args := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name == "cursor" {
+			return
+		}
+		if f.Value.Type() == "bool" {
+			args = append(args, "--"+f.Name)
+			return
+		}
+		args = append(args, "--"+f.Name, shellWord(f.Value.String()))
+	})
+	args = append(args, "--cursor", next)
+	fmt.Fprintf(w, "More: %s\n", strings.Join(args, " "))
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
