@@ -70,10 +70,17 @@ type apiError struct {
 	Status  int
 	Message string
 	Code    string
+	// Hint says what the CLI can tell about the failure, such as where it
+	// looked for a token.
+	Hint string
 }
 
 func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	msg := fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
 }
 
 // do sends a request and decodes a JSON answer into out (when not nil).
@@ -113,10 +120,11 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
+		ae := &apiError{Status: resp.StatusCode, Message: e.Error, Code: e.Code}
 		if resp.StatusCode == http.StatusUnauthorized && c.tokenErr != nil {
-			e.Error += "; " + c.tokenErr.Error()
+			ae.Hint = c.tokenErr.Error()
 		}
-		return &apiError{Status: resp.StatusCode, Message: e.Error, Code: e.Code}
+		return ae
 	}
 	if out == nil {
 		return nil

@@ -218,7 +218,7 @@ func TestTourFromAFreshDirectory(t *testing.T) {
 	// and says where to look.
 	r = run(t, t.TempDir(), p.env(), "workitems", "list")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "missing or wrong bearer token; no API token: the daemon makes data/api-token at its first start")
+	require.Contains(t, r.stderr, "missing or wrong bearer token (HTTP 401); no API token: the daemon makes data/api-token at its first start")
 	r = run(t, t.TempDir(), append(p.env(), "SWITCHYARD_API_TOKEN="+p.token(t)), "workitems", "list")
 	require.Equal(t, 0, r.code, r.stderr)
 	cfg := filepath.Join(t.TempDir(), "elsewhere.yaml")

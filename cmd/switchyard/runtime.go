@@ -35,7 +35,7 @@ func models(ctx context.Context, cfg *config.Config, logger *slog.Logger) (llm.M
 			cfgs["default"] = c
 			logger.Info("model detected: " + desc)
 		} else {
-			logger.Warn("no model configured: " + desc)
+			logger.Warn(desc)
 		}
 	}
 	ms, err := llm.Open(cfgs, nil)
