@@ -392,7 +392,9 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpapi.JSON(w, http.StatusOK, map[string]string{"status": "ok", "version": d.opts.Version})
 	})
-	mux.HandleFunc("GET /readyz", d.ready)
+	// Open to anyone: a down source's reason is an error's text, masked
+	// like every answer. Metrics carry only names, codes and numbers.
+	mux.Handle("GET /readyz", httpapi.Redact(d.redactor, http.HandlerFunc(d.ready)))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
 	return mux
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -44,6 +45,10 @@ func newServeCmd() *cobra.Command {
 			if !token.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
 			}
+			// The daemon masks secrets in what it logs; what is logged here
+			// before it starts (a detected model's address) is masked too.
+			base := logger
+			logger = slog.New(bot.NewRedactor(append(secrets(cfg), token)...).Handler(base.Handler()))
 			newRunner, err := newRuntime(cmd.Context(), cfg, s.agents, logger)
 			if err != nil {
 				return err
@@ -58,7 +63,7 @@ func newServeCmd() *cobra.Command {
 				DedupWindow: cfg.DedupWindow,
 				GitHub:      cfg.GitHub, Slack: cfg.Slack,
 				Agents: s.agents, Sandbox: sandboxOptions(cfg), SlackGroups: slices.Sorted(maps.Keys(cfg.Access.Slack.Groups)),
-				Logger: logger, Version: version,
+				Logger: base, Version: version,
 			})
 			if err != nil {
 				if bot.ErrorCode(err) == bot.EINVALID {
