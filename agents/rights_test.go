@@ -58,7 +58,7 @@ func TestACalleeNeverGetsMoreThanItsCaller(t *testing.T) {
 	progress := &recorder{}
 	res, err := f.rt.Run(context.Background(), req, progress)
 	require.NoError(t, err)
-	require.Contains(t, progress.lines(), "rights read-only: reviewer's own profile; requested by @ana on the local console allows that much")
+	require.Contains(t, progress.lines(), "rights read-only: reviewer's own profile, within ops (requested by @ana on the local console)")
 
 	// The owner of the machine asked, but the read-only reviewer called
 	// coder: coder writes nothing.
@@ -181,4 +181,26 @@ func TestEveryRequesterOfAJobBoundsIt(t *testing.T) {
 		require.NoFileExists(t, filepath.Join(f.spaces.Root, e.Name(), "fix.go"))
 	}
 	require.False(t, strings.Contains(res.Reply, "wrote"), res.Reply)
+}
+
+func TestRightsAreToldBeforeARun(t *testing.T) {
+	var auditor *policy.Auditor
+	f := newFixture(t, nil, nil, withEngine(t, &auditor), func(o *agents.RuntimeOptions) {
+		o.Requesters = permissions{"stranger": "read"}
+	})
+	ctx := context.Background()
+	gh := bot.GitHubThread("acme", "app", 7)
+	got, err := f.rt.Rights(ctx, "coder", bot.Requester{Source: bot.SourceGitHub, ID: "stranger"}, gh)
+	require.NoError(t, err)
+	require.Equal(t, "read-only: requested by @stranger, read access", got.String())
+
+	// When the permission cannot be looked up, explain still answers and
+	// says so; a run would wait.
+	got, err = f.rt.Rights(ctx, "coder", bot.Requester{Source: bot.SourceGitHub, ID: "someone"}, gh)
+	require.NoError(t, err)
+	require.Equal(t, "read-only: requested by @someone, whose access to the repository is unknown "+
+		"(looking it up failed: GitHub did not answer; a run waits until it can be known)", got.String())
+
+	_, err = f.rt.Rights(ctx, "ghost", bot.Requester{}, gh)
+	require.Equal(t, bot.ENOTFOUND, bot.ErrorCode(err))
 }

@@ -373,6 +373,33 @@ func (r *Runtime) bound(ctx context.Context, rn *run, items []bot.WorkItem, th b
 	return nil
 }
 
+// Rights says what agent may do when req asks in th, and why: the rights a
+// run of it for req starts with, before anything a handoff adds. explain
+// shows them.
+func (r *Runtime) Rights(ctx context.Context, agent string, req bot.Requester, th bot.Thread) (bot.EffectiveRights, error) {
+	def, ok := r.opts.Agents.Get(agent)
+	if !ok {
+		return bot.EffectiveRights{}, bot.Errorf(bot.ENOTFOUND, "agent %q is not defined", agent)
+	}
+	if r.opts.Access == nil {
+		return bot.EffectiveRights{Profile: def.Profile, Reason: def.Name + "'s own profile"}, nil
+	}
+	var lookup error
+	if r.opts.Requesters != nil && !req.IsZero() {
+		resolved, err := r.opts.Requesters.ResolveRequester(ctx, req, th)
+		if err == nil {
+			req = resolved
+		}
+		lookup = err
+	}
+	rights := r.opts.Access.Effective(def.Name, def.Profile, []bot.Ceiling{r.opts.Access.Ceiling(req)})
+	if lookup != nil {
+		// explain still answers; a run would wait until it can be known.
+		rights.Reason += fmt.Sprintf(" (looking it up failed: %v; a run waits until it can be known)", lookup)
+	}
+	return rights, nil
+}
+
 // appendCeiling adds c unless a ceiling of the same profile is there.
 func appendCeiling(cs []bot.Ceiling, c bot.Ceiling) []bot.Ceiling {
 	if slices.ContainsFunc(cs, func(x bot.Ceiling) bool { return x.Profile == c.Profile }) {

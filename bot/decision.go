@@ -53,6 +53,9 @@ type Explanation struct {
 	Rule     string    `json:"rule"`
 	Ingress  string    `json:"ingress,omitempty"`
 	Needs    string    `json:"needs,omitempty"`
+	// Rights are what the agent may do for the event's requester, and
+	// why, when a work item is made and they can be told.
+	Rights *EffectiveRights `json:"rights,omitempty"`
 }
 
 // Explain returns the explanation of d.
@@ -75,6 +78,9 @@ func (e Explanation) String() string {
 	}
 	if e.Needs != "" {
 		s += ", if " + e.Needs
+	}
+	if e.Rights != nil {
+		s += "; rights " + e.Rights.String()
 	}
 	return s
 }

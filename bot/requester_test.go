@@ -23,3 +23,11 @@ func TestRequesterHandle(t *testing.T) {
 		require.Equal(t, tc.want, tc.r.Handle())
 	}
 }
+
+func TestRightsReadWell(t *testing.T) {
+	r := bot.EffectiveRights{Profile: "read-only", Reason: "requested by @stranger, read access"}
+	require.Equal(t, "read-only: requested by @stranger, read access", r.String())
+	require.Equal(t, "ops", bot.EffectiveRights{Profile: "ops"}.String())
+	e := bot.Explanation{WorkItem: true, Agent: "coder", Reason: `rule "bugs" (priority 100)`, Rights: &r}
+	require.Equal(t, `coder (rule "bugs" (priority 100)); rights read-only: requested by @stranger, read access`, e.String())
+}

@@ -362,6 +362,9 @@ func (d *Daemon) routes() http.Handler {
 		local.New(d.intake, d.store, d.log).Mount(api)
 	}
 	ao := admin.Options{Store: d.store, Intake: d.intake, Logger: d.log}
+	if rr, ok := d.runner.(admin.Rights); ok {
+		ao.Rights = rr
+	}
 	if d.opts.Agents != nil {
 		ao.Agents = agentCatalog{d.opts.Agents}
 	}

@@ -272,7 +272,7 @@ func (e *Engine) Effective(agent, profile string, ceilings []bot.Ceiling) bot.Ef
 		}
 	}
 	if len(names) == 1 && names[0] == profile && len(ceilings) > 0 {
-		return bot.EffectiveRights{Profile: profile, Reason: fmt.Sprintf("%s's own profile; %s allows that much", agent, ceilings[0].Reason)}
+		return bot.EffectiveRights{Profile: profile, Reason: fmt.Sprintf("%s's own profile, within %s (%s)", agent, ceilings[0].Profile, ceilings[0].Reason)}
 	}
 	return bot.EffectiveRights{Profile: strings.Join(names, " ∩ "), Reason: strings.Join(reasons, "; ")}
 }

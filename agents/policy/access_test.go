@@ -102,7 +102,7 @@ func TestEffectiveRightsSayWhy(t *testing.T) {
 		want     string
 	}{
 		{"contributor", []bot.Ceiling{stranger}, "read-only: requested by @stranger, read access"},
-		{"contributor", []bot.Ceiling{local}, "contributor: coder's own profile; requested by @ana on the local console allows that much"},
+		{"contributor", []bot.Ceiling{local}, "contributor: coder's own profile, within ops (requested by @ana on the local console)"},
 		{"contributor", nil, "contributor: coder's own profile"},
 		{"ops", []bot.Ceiling{local, {Profile: "read-only", Reason: "handed off by @triage, read-only"}}, "read-only: handed off by @triage, read-only"},
 		{"deployer", []bot.Ceiling{{Profile: "maintainer", Reason: "requested by @mia, maintain access"}},

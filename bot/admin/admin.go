@@ -75,7 +75,17 @@ type Options struct {
 	Threads   ThreadResetter // nil: reset answers 503
 	Audit     AuditLog       // nil: the audit endpoint answers 503
 	Approvals Approvals      // nil: the approvals endpoints answer 503
-	Logger    *slog.Logger
+	// Rights say what an explained event's agent may do and why; nil
+	// explains without them.
+	Rights Rights
+	Logger *slog.Logger
+}
+
+// Rights says what an agent may do when a requester asks in a thread, and
+// why: the rights its run would start with. The agent runtime implements
+// it.
+type Rights interface {
+	Rights(ctx context.Context, agent string, r bot.Requester, th bot.Thread) (bot.EffectiveRights, error)
 }
 
 // API serves the admin endpoints.
@@ -387,7 +397,25 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, explainError(err))
 		return
 	}
-	httpapi.JSON(w, http.StatusOK, d.Explain())
+	e := d.Explain()
+	if err := a.rights(r.Context(), &e, &ev); err != nil {
+		httpapi.Error(w, r, a.logger, explainError(err))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, e)
+}
+
+// rights adds to e what its agent may do for ev's requester.
+func (a *API) rights(ctx context.Context, e *bot.Explanation, ev *bot.Event) error {
+	if a.opts.Rights == nil || !e.WorkItem {
+		return nil
+	}
+	rights, err := a.opts.Rights.Rights(ctx, e.Agent, ev.Requester, ev.Thread)
+	if err != nil {
+		return err
+	}
+	e.Rights = &rights
+	return nil
 }
 
 // replay decides a stored event again: what was decided then, what is
@@ -417,7 +445,11 @@ func (a *API) replay(ctx context.Context, req *ExplainRequest) (bot.Replay, erro
 	if err != nil {
 		return bot.Replay{}, err
 	}
-	return a.opts.Intake.Replay(ctx, then, ev)
+	rep, err := a.opts.Intake.Replay(ctx, then, ev)
+	if err != nil {
+		return bot.Replay{}, err
+	}
+	return rep, a.rights(ctx, &rep.Now, ev)
 }
 
 // explainError keeps a domain error as it is; anything else is a platform

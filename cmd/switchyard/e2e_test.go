@@ -355,6 +355,11 @@ func TestConfigErrorsExit2NamingFileLineAndKey(t *testing.T) {
 	require.Contains(t, r.stdout, "<defaults>: ok")
 }
 
+// consoleRights are the rights a console user's request gives an agent of profile.
+func consoleRights(profile, agent string) string {
+	return fmt.Sprintf(`"rights":{"profile":%q,"reason":"%s's own profile, within ops (requested by @local on the local console)"}`, profile, agent)
+}
+
 func TestExplainOffline(t *testing.T) {
 	dir := t.TempDir()
 	cfg := `routing:
@@ -378,16 +383,23 @@ func TestExplainOffline(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--text", "@coder fix it"}, `{"work_item":true,"agent":"coder","kind":"mention","reason":"mention @coder","rule":""}`},
-		{[]string{"--text", "/deploy staging"}, `{"work_item":true,"agent":"ops","kind":"command","reason":"command /deploy","rule":""}`},
-		{[]string{"--text", "/ship it"}, `{"work_item":true,"agent":"ops","kind":"command","reason":"command /ship","rule":""}`},
-		{[]string{"--text", "/unknown x"}, `{"work_item":true,"agent":"triage","kind":"default","reason":"default","rule":""}`},
-		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"work_item":true,"agent":"coder","kind":"rule","reason":"rule \"bugs\" (priority 100)","rule":"bugs"}`},
-		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"work_item":true,"agent":"reviewer","kind":"rule","reason":"rule \"migrations\" (priority 50)","rule":"migrations"}`},
+		{[]string{"--text", "@coder fix it"}, `{"work_item":true,"agent":"coder","kind":"mention","reason":"mention @coder","rule":"",` + consoleRights("contributor", "coder") + `}`},
+		{[]string{"--text", "/deploy staging"}, `{"work_item":true,"agent":"ops","kind":"command","reason":"command /deploy","rule":"",` + consoleRights("ops", "ops") + `}`},
+		{[]string{"--text", "/ship it"}, `{"work_item":true,"agent":"ops","kind":"command","reason":"command /ship","rule":"",` + consoleRights("ops", "ops") + `}`},
+		{[]string{"--text", "/unknown x"}, `{"work_item":true,"agent":"triage","kind":"default","reason":"default","rule":"",` + consoleRights("read-only", "triage") + `}`},
+		{[]string{"--source", "github", "--kind", "github.issues.labeled", "--label", "bug"}, `{"work_item":true,"agent":"coder","kind":"rule","reason":"rule \"bugs\" (priority 100)","rule":"bugs",
+			"rights":{"profile":"read-only","reason":"requested by an unnamed github user, whose access to the repository is unknown"}}`},
+		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "db/m/001.sql"}, `{"work_item":true,"agent":"reviewer","kind":"rule","reason":"rule \"migrations\" (priority 50)","rule":"migrations",
+			"rights":{"profile":"read-only","reason":"reviewer's own profile, within read-only (requested by an unnamed github user, whose access to the repository is unknown)"}}`},
 		// The intake makes no work item of a GitHub event nothing asked for
 		// explicitly, so neither does explain.
 		{[]string{"--source", "github", "--kind", "github.pull_request.opened", "--path", "src/x.go"}, `{"work_item":false,"agent":"","kind":"","reason":"no mention, command or rule matched","rule":"","ingress":"no_route"}`},
-		{[]string{"--source", "github", "--actor", "octocat", "--repo", "acme/api", "--text", "@coder fix it"}, `{"work_item":true,"agent":"coder","kind":"mention","reason":"mention @coder","rule":"","needs":"@octocat has write permission on acme/api (github.min_permission; not checked offline)"}`},
+		{[]string{"--source", "github", "--actor", "octocat", "--repo", "acme/api", "--text", "@coder fix it"}, `{"work_item":true,"agent":"coder","kind":"mention","reason":"mention @coder","rule":"","needs":"@octocat has write permission on acme/api (github.min_permission; not checked offline)",
+			"rights":{"profile":"contributor","reason":"coder's own profile, within contributor (requested by @octocat, write access)"}}`},
+		// What a reader may have agents do, whatever the agent.
+		{[]string{"--source", "github", "--actor", "stranger", "--permission", "read", "--repo", "acme/api", "--kind", "github.issues.labeled", "--label", "bug"},
+			`{"work_item":true,"agent":"coder","kind":"rule","reason":"rule \"bugs\" (priority 100)","rule":"bugs",
+			"rights":{"profile":"read-only","reason":"requested by @stranger, read access"}}`},
 		{[]string{"--source", "github", "--actor", "dependabot[bot]", "--bot", "--text", "@coder fix it"}, `{"work_item":false,"agent":"","kind":"","reason":"sent by bot dependabot[bot], not in github.allow_bots","rule":"","ingress":"bot_actor"}`},
 	}
 	for _, tt := range tests {
@@ -396,12 +408,15 @@ func TestExplainOffline(t *testing.T) {
 		require.JSONEq(t, tt.want, r.stdout, tt.args)
 	}
 	r := run(t, dir, nil, "explain", "--text", "@coder hi")
-	require.Equal(t, "coder (mention @coder)\n", r.stdout)
+	require.Equal(t, "coder (mention @coder); rights contributor: coder's own profile, within ops (requested by @local on the local console)\n", r.stdout)
 	r = run(t, dir, nil, "explain", "--source", "github", "--kind", "github.pull_request.opened")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "no work item (no_route): no mention, command or rule matched\n", r.stdout)
 	r = run(t, dir, nil, "explain", "--source", "github", "--actor", "octocat", "--repo", "acme/api", "--text", "/deploy now")
-	require.Equal(t, "ops (command /deploy), if @octocat has write permission on acme/api (github.min_permission; not checked offline)\n", r.stdout)
+	require.Equal(t, "ops (command /deploy), if @octocat has write permission on acme/api (github.min_permission; not checked offline); "+
+		"rights contributor: requested by @octocat, write access\n", r.stdout)
+	r = run(t, dir, nil, "explain", "--source", "github", "--actor", "stranger", "--permission", "read", "--kind", "github.issues.labeled", "--label", "bug")
+	require.Equal(t, "coder (rule \"bugs\" (priority 100)); rights read-only: requested by @stranger, read access\n", r.stdout)
 
 	r = run(t, dir, nil, "rules", "list")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -19,7 +19,7 @@ import (
 func newExplainCmd(cl *clientFlags) *cobra.Command {
 	var (
 		cfgPath, source, kind, text, repo, actor, channel string
-		delivery, workItem                                string
+		delivery, workItem, permission                    string
 		labels, paths                                     []string
 		number                                            int
 		isBot, asJSON                                     bool
@@ -43,7 +43,7 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				if cmd.Flags().Changed("source") && delivery == "" {
 					return withCode(exitUsage, fmt.Errorf("--source goes with --delivery"))
 				}
-				for _, f := range []string{"kind", "text", "label", "repo", "path", "actor", "bot", "channel", "number"} {
+				for _, f := range []string{"kind", "text", "label", "repo", "path", "actor", "permission", "bot", "channel", "number"} {
 					if cmd.Flags().Changed(f) {
 						return withCode(exitUsage, fmt.Errorf("--%s describes an event; --delivery and --work-item explain a stored one", f))
 					}
@@ -76,6 +76,10 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				Source: source, Kind: kind, Text: text, Labels: labels, Repo: repo, Paths: paths,
 				Actor: actor, ActorIsBot: isBot, Channel: channel, Number: number,
 				Addressed: source == bot.SourceLocal || kind == bot.KindSlackMention,
+				Requester: bot.Requester{Source: source, ID: actor, Permission: permission},
+			}
+			if source == bot.SourceLocal && actor == "" {
+				ev.Requester.ID = "local" // what the console records for a message without a user
 			}
 			if owner, name, ok := strings.Cut(repo, "/"); ok {
 				ev.Org = owner
@@ -88,6 +92,9 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				return err
 			}
 			e := d.Explain()
+			if err := offlineRights(s, &e, ev.Requester); err != nil {
+				return err
+			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), e)
 			}
@@ -103,14 +110,15 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 	f.StringArrayVar(&labels, "label", nil, "a label (repeatable)")
 	f.StringVar(&repo, "repo", "", "repository owner/name")
 	f.StringArrayVar(&paths, "path", nil, "a changed file of a pull request (repeatable)")
-	f.StringVar(&actor, "actor", "", "who sent it: a GitHub login, a Slack member id")
+	f.StringVar(&actor, "actor", "", "who sent it: a GitHub login, a Slack member id, a console user, a schedule's name")
+	f.StringVar(&permission, "permission", "", "the actor's permission on the GitHub repository (read, triage, write, maintain, admin), for the rights; default: what github.min_permission asks of a mention or command")
 	f.BoolVar(&isBot, "bot", false, "the actor is a bot")
 	f.StringVar(&channel, "channel", "", "Slack channel id")
 	f.IntVar(&number, "number", 0, "issue or pull request number")
 	f.StringVar(&delivery, "delivery", "", "explain a stored delivery again (a GitHub delivery id, a Slack event id, a console message id), asking the running daemon")
 	f.StringVar(&workItem, "work-item", "", "explain the event a work item was made from again, asking the running daemon")
 	cmd.MarkFlagsMutuallyExclusive("delivery", "work-item")
-	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs"}, or {"then","now","differs",…} for a stored event`)
+	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs","rights"}, or {"then","now","differs",…} for a stored event`)
 	return cmd
 }
 
@@ -138,6 +146,33 @@ func printReplay(w io.Writer, r bot.Replay) {
 	} else {
 		fmt.Fprintln(w, "The config in effect now decides the same.")
 	}
+}
+
+// offlineRights adds to e what its agent may do for requester, from the
+// config alone. A GitHub requester's permission, unknown offline, is taken
+// to be what the decision is conditional on (github.min_permission for a
+// mention or a command) unless --permission says.
+func offlineRights(s *setup, e *bot.Explanation, requester bot.Requester) error {
+	if !e.WorkItem {
+		return nil
+	}
+	def, ok := s.agents.Get(e.Agent)
+	if !ok {
+		return nil
+	}
+	engine, err := policy.New(policy.Options{Profiles: s.cfg.Profiles, Access: s.cfg.Access})
+	if err != nil {
+		return withCode(exitUsage, s.cfg.Positioned(err))
+	}
+	if requester.Source == bot.SourceGitHub && requester.Permission == "" && e.Needs != "" {
+		requester.Permission = string(github.DefaultMinPermission)
+		if s.cfg.GitHub != nil {
+			requester.Permission = s.cfg.GitHub.MinPermission
+		}
+	}
+	rights := engine.Effective(def.Name, def.Profile, []bot.Ceiling{engine.Ceiling(requester)})
+	e.Rights = &rights
+	return nil
 }
 
 // offlineIntake decides like the daemon's intake, with the sources' gates

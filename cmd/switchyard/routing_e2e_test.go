@@ -111,17 +111,25 @@ func TestExplainAnswersWhyAGitHubEventDidNotRun(t *testing.T) {
 	require.Equal(t, true, rep["differs"])
 	require.Equal(t, map[string]any{"work_item": false, "agent": "", "kind": "", "reason": "no mention, command or rule matched",
 		"rule": "", "ingress": "no_route"}, rep["then"])
+	now := rep["now"].(map[string]any)
+	rights := now["rights"].(map[string]any)
+	delete(now, "rights")
 	require.Equal(t, map[string]any{"work_item": true, "agent": "reviewer", "kind": "rule", "reason": `rule "review-prs" (priority 10)`,
-		"rule": "review-prs"}, rep["now"])
+		"rule": "review-prs"}, now)
+	// GitHub cannot be asked here: the rights say what they are without
+	// the sender's permission, and that it could not be looked up.
+	require.Equal(t, "read-only", rights["profile"])
+	require.Contains(t, rights["reason"], "requested by @Codertocat, whose access to the repository is unknown) (looking it up failed: ")
 	r = run(t, dir, nil, "explain", server, "--delivery", "e2e-delivery-1")
-	require.Contains(t, r.stdout, "now:  reviewer (rule \"review-prs\" (priority 10))\nThe config in effect now decides otherwise.\n")
+	require.Contains(t, r.stdout, "now:  reviewer (rule \"review-prs\" (priority 10)); rights read-only: ")
+	require.Contains(t, r.stdout, "\nThe config in effect now decides otherwise.\n")
 
 	// A work item is explained again from its id.
 	r = run(t, dir, nil, "send", server, "--thread", "t1", "@coder hello")
 	require.Equal(t, 0, r.code, r.stderr)
 	r = run(t, dir, nil, "explain", server, "--work-item", "wi_1")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "then: wi_1 → coder (mention @coder)\nnow:  coder (mention @coder)\n")
+	require.Contains(t, r.stdout, "then: wi_1 → coder (mention @coder)\nnow:  coder (mention @coder); rights contributor: coder's own profile, within ops (requested by @local on the local console)\n")
 
 	r = run(t, dir, nil, "explain", server, "--delivery", "no-such-delivery")
 	require.NotEqual(t, 0, r.code)
