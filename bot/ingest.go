@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 )
 
@@ -118,11 +117,7 @@ const DefaultThreadWindow = 24 * time.Hour
 // unfinished work item; else the agent of the newest work item, if it
 // finished within ThreadWindow.
 func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, bool) {
-	f := WorkItemFilter{Thread: ev.Thread.Key(), Limit: 10}
-	if !ev.Conversation.IsZero() {
-		f = WorkItemFilter{Conversation: ev.Conversation.Key(), Limit: 10}
-	}
-	items, _, err := in.opts.Threads.ListWorkItems(ctx, f)
+	items, err := in.threadWork(ctx, ev, asOf)
 	if err != nil {
 		in.opts.Logger.Warn("look up the agent of a thread", slog.String("thread", ev.Thread.Key()), slog.String("error", err.Error()))
 		return Route{}, false
@@ -130,10 +125,9 @@ func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, 
 	now := in.opts.Now()
 	unfinished := func(wi *WorkItem) bool { return !wi.Status.Finished() }
 	if !asOf.IsZero() {
-		// The thread as it was: later work is left out, and work that
-		// finished since was unfinished then.
+		// The thread as it was: work that finished since was unfinished
+		// then.
 		now = asOf
-		items = slices.DeleteFunc(items, func(wi WorkItem) bool { return !wi.CreatedAt.Before(asOf) })
 		unfinished = func(wi *WorkItem) bool {
 			return !wi.Status.Finished() || wi.FinishedAt != nil && wi.FinishedAt.After(asOf)
 		}
@@ -164,6 +158,42 @@ func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, 
 		did = "answered"
 	}
 	return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s %s here (%s)", wi.Route.Agent, did, wi.ID)}, true
+}
+
+// threadRecent is how many of a thread's newest work items tell who has
+// work in it.
+const threadRecent = 10
+
+// threadWork returns the newest work items of ev's thread (or
+// conversation); with asOf set, the newest made before it, paging back as
+// far as it takes.
+func (in *Intake) threadWork(ctx context.Context, ev *Event, asOf time.Time) ([]WorkItem, error) {
+	f := WorkItemFilter{Thread: ev.Thread.Key(), Limit: threadRecent}
+	if !ev.Conversation.IsZero() {
+		f = WorkItemFilter{Conversation: ev.Conversation.Key(), Limit: threadRecent}
+	}
+	if asOf.IsZero() {
+		items, _, err := in.opts.Threads.ListWorkItems(ctx, f)
+		return items, err
+	}
+	f.Limit = 10 * threadRecent // a conversation's work comes in one page
+	var out []WorkItem
+	for len(out) < threadRecent {
+		items, next, err := in.opts.Threads.ListWorkItems(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, wi := range items {
+			if wi.CreatedAt.Before(asOf) && len(out) < threadRecent {
+				out = append(out, wi)
+			}
+		}
+		if next == "" {
+			break
+		}
+		f.Cursor = next
+	}
+	return out, nil
 }
 
 func (in *Intake) request(ev *Event) IngestRequest {
