@@ -457,6 +457,12 @@ func (d *Daemon) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
 		d.store.Close()
+		// net's error repeats the operation and the address ("listen tcp
+		// 127.0.0.1:8080: bind: …"): say them once.
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err
+		}
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
 	return d.Serve(ctx, ln)

@@ -444,3 +444,19 @@ func TestAPIRefusesCrossSiteAndOddRequests(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
 }
+
+func TestListenErrorSaysTheAddressOnce(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	router, err := config.Default().Compile(agentsForTest)
+	require.NoError(t, err)
+	addr := taken.Addr().String()
+	d, err := daemon.New(daemon.Options{Listen: addr, DataDir: t.TempDir(), Router: router})
+	require.NoError(t, err)
+	err = d.ListenAndServe(context.Background())
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "listen on "+addr+": "), err.Error())
+	require.Equal(t, 1, strings.Count(err.Error(), addr), err.Error())
+	require.NotContains(t, err.Error(), "listen tcp")
+}

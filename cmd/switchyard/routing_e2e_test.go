@@ -95,6 +95,7 @@ func TestExplainAnswersWhyAGitHubEventDidNotRun(t *testing.T) {
 	// stored delivery is decided otherwise now.
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, p.wait())
+	require.Equal(t, 1, strings.Count(p.log.String(), "no model configured"), "said once: %s", p.log)
 	githubConfig(t, dir, `  default_agent: triage
   rules:
     - name: review-prs

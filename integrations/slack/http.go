@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/slack-go/slack"
 )
@@ -46,9 +48,16 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return nil, false
 	}
-	// NewSecretsVerifier refuses timestamps more than five minutes off, so
-	// a captured request cannot be replayed later; within the window the
-	// intake's dedup on event_id / trigger_id makes a replay change nothing.
+	// Timestamps more than five minutes off are refused, so a captured
+	// request cannot be replayed later; within the window the intake's
+	// dedup on event_id / trigger_id makes a replay change nothing.
+	// NewSecretsVerifier checks the window too, but calls a timestamp from
+	// the future "too old": this says which.
+	if why := timestampProblem(r.Header.Get("X-Slack-Request-Timestamp"), a.opts.Now()); why != "" {
+		a.opts.Logger.Warn("slack request refused", slog.String("path", r.URL.Path), slog.String("reason", why))
+		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return nil, false
+	}
 	sv, err := slack.NewSecretsVerifier(r.Header, a.opts.SigningSecret.Reveal())
 	if err == nil {
 		_, _ = sv.Write(body)
@@ -133,4 +142,27 @@ func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// maxClockSkew is how far a request's timestamp may be from now.
+const maxClockSkew = 5 * time.Minute
+
+// timestampProblem says what is wrong with a request's
+// X-Slack-Request-Timestamp at now, or "".
+func timestampProblem(header string, now time.Time) string {
+	if header == "" {
+		return "no X-Slack-Request-Timestamp"
+	}
+	sec, err := strconv.ParseInt(header, 10, 64)
+	if err != nil {
+		return fmt.Sprintf("X-Slack-Request-Timestamp %q is not a Unix time", header)
+	}
+	off := time.Unix(sec, 0).Sub(now)
+	switch {
+	case off > maxClockSkew:
+		return fmt.Sprintf("the timestamp is %s in the future (more than %s off: check this machine's clock)", off.Round(time.Second), maxClockSkew)
+	case -off > maxClockSkew:
+		return fmt.Sprintf("the timestamp is too old (%s ago; at most %s)", (-off).Round(time.Second), maxClockSkew)
+	}
+	return ""
 }
