@@ -22,6 +22,9 @@ const Redacted = "[REDACTED]"
 // ordinary words everywhere.
 const minSecretLen = 8
 
+// minMatch is the shortest text that can hold a secret: "token=x".
+const minMatch = 7
+
 // minKeyLine is the shortest body line of a configured PEM key that is
 // masked on its own: the last line of a key may be short, and a short line
 // is no secret.
@@ -100,32 +103,31 @@ func secretForms(value string) []string {
 
 // Redact returns s with every secret masked.
 func (r *Redactor) Redact(s string) string {
-	if s == "" {
+	if len(s) < minMatch {
 		return s
 	}
+	in := s
 	s = r.replaceValues(s)
-	var lower string // s lower-cased, computed when a shape needs it
+	var lower string // s with ASCII lower-cased, computed when a shape needs it
 	for i := range shapes {
 		sh := &shapes[i]
-		if len(sh.hints) > 0 {
-			text := s
-			if sh.fold {
-				if lower == "" {
-					lower = strings.ToLower(s)
-				}
-				text = lower
+		text := s
+		if sh.fold {
+			if lower == "" {
+				lower = asciiLower(s)
 			}
-			if !slices.ContainsFunc(sh.hints, func(h string) bool { return strings.Contains(text, h) }) {
-				continue
-			}
+			text = lower
 		}
-		if out := sh.apply(s); out != s {
+		if out := sh.apply(s, sh.windows(text)); out != s {
 			s, lower = out, ""
 		}
 	}
-	// Masking shapes can only join text around a placeholder; should that
-	// spell a configured value, mask it again, and give up on the text if
-	// it keeps doing so.
+	if s == in {
+		return s // nothing masked, so nothing joined
+	}
+	// Masking can join text around a placeholder; should that spell a
+	// configured value, mask it again, and give up on the text if it keeps
+	// doing so.
 	for range 4 {
 		out := r.replaceValues(s)
 		if out == s {
@@ -258,10 +260,17 @@ func (r *Redactor) attr(a slog.Attr) slog.Attr {
 // shape is one kind of credential recognised by its form.
 type shape struct {
 	re *regexp.Regexp
-	// hints are substrings one of which the text must contain for re to be
-	// worth running; fold compares them with the text lower-cased.
-	hints []string
-	fold  bool
+	// hints are substrings one of which every match contains; fold
+	// compares them with the text's ASCII lower-cased. re runs only on the
+	// lines that hold a hint, or, for a shape of several lines, on the
+	// whole text when it holds one.
+	hints     []string
+	fold      bool
+	multiline bool
+	// key marks a key=value shape: re is anchored (^) and runs from the
+	// start of the name that holds each hint, which is cheaper than
+	// searching the line.
+	key bool
 	// keep is the submatch kept in front of the placeholder (a scheme
 	// word, a key name); 0 masks the whole match.
 	keep int
@@ -273,32 +282,102 @@ type shape struct {
 	valid func(kept, m string) bool
 }
 
-func (sh *shape) apply(s string) string {
-	locs := sh.re.FindAllStringSubmatchIndex(s, -1)
-	if locs == nil {
-		return s
+// window is a span of the text, [start, end).
+type window struct{ start, end int }
+
+// windows returns the spans of text re must search: the lines that hold a
+// hint, in order, or the whole text for a shape of several lines; none when
+// no hint occurs. text has the offsets of the text masked.
+func (sh *shape) windows(text string) []window {
+	var out []window
+	for _, h := range sh.hints {
+		for from := 0; from < len(text); {
+			i := strings.Index(text[from:], h)
+			if i < 0 {
+				break
+			}
+			if sh.multiline {
+				return []window{{0, len(text)}}
+			}
+			at := from + i
+			start := strings.LastIndexByte(text[:at], '\n') + 1
+			end := len(text)
+			if j := strings.IndexByte(text[at:], '\n'); j >= 0 {
+				end = at + j
+			}
+			from = end
+			if sh.key {
+				// The name holding the hint, to the end of its line; the
+				// line may hold more names.
+				start = at
+				for start > 0 && isNameByte(text[start-1]) {
+					start--
+				}
+				from = at + len(h)
+			}
+			out = append(out, window{start, end})
+		}
 	}
+	if len(out) < 2 {
+		return out
+	}
+	// Several hints may find one line: each line is searched once.
+	slices.SortFunc(out, func(a, b window) int { return a.start - b.start })
+	return slices.Compact(out)
+}
+
+// apply masks the matches of re within the windows of s.
+func (sh *shape) apply(s string, windows []window) string {
 	var b strings.Builder
 	last := 0
-	for _, loc := range locs {
-		start, end := loc[0], loc[1]
-		keepEnd := start
-		if sh.keep > 0 && loc[2*sh.keep] >= 0 {
-			keepEnd = loc[2*sh.keep+1]
+	for _, w := range windows {
+		if w.start < last {
+			continue // inside what was masked already
 		}
-		if sh.valid != nil && !sh.valid(s[start:keepEnd], s[keepEnd:end]) {
-			continue
+		var locs [][]int
+		if sh.key {
+			if loc := sh.re.FindStringSubmatchIndex(s[w.start:w.end]); loc != nil {
+				locs = [][]int{loc}
+			}
+		} else {
+			locs = sh.re.FindAllStringSubmatchIndex(s[w.start:w.end], -1)
 		}
-		b.WriteString(s[last:keepEnd])
-		b.WriteString(Redacted)
-		b.WriteString(sh.after)
-		last = end
+		for _, loc := range locs {
+			start, end := w.start+loc[0], w.start+loc[1]
+			keepEnd := start
+			if sh.keep > 0 && loc[2*sh.keep] >= 0 {
+				keepEnd = w.start + loc[2*sh.keep+1]
+			}
+			if sh.valid != nil && !sh.valid(s[start:keepEnd], s[keepEnd:end]) {
+				continue
+			}
+			b.WriteString(s[last:keepEnd])
+			b.WriteString(Redacted)
+			b.WriteString(sh.after)
+			last = end
+		}
 	}
 	if last == 0 {
 		return s
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// asciiLower lower-cases the ASCII letters of s and nothing else, so every
+// byte keeps its offset.
+func asciiLower(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+	if i < 0 {
+		return s
+	}
+	b := []byte(s)
+	for j := i; j < len(b); j++ {
+		if c := b[j]; c >= 'A' && c <= 'Z' {
+			b[j] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // secretKeys are the key names whose values are secrets in key=value,
@@ -324,12 +403,14 @@ func pairValue(kept, v string) bool {
 // "private_key: -----BEGIN" line is masked whole.
 var shapes = []shape{
 	{ // a PEM private key block, also inside JSON strings (\n escapes)
-		re:    regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s:,.\\-]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
-		hints: []string{"PRIVATE KEY"},
+		re:        regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[A-Za-z0-9+/=\s:,.\\-]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`),
+		hints:     []string{"PRIVATE KEY"},
+		multiline: true,
 	},
 	{ // the start of a PEM private key whose end was cut off
-		re:    regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z-]+: [^\r\n\\]*|[A-Za-z0-9+/=]{16,}))+`),
-		hints: []string{"PRIVATE KEY"},
+		re:        regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\r?\\n)(?:[A-Za-z-]+: [^\r\n\\]*|[A-Za-z0-9+/=]{16,}))+`),
+		hints:     []string{"PRIVATE KEY"},
+		multiline: true,
 	},
 	{ // JSON Web Tokens: a header and a payload, both JSON objects
 		re:    regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*`),
@@ -386,25 +467,28 @@ var shapes = []shape{
 		keep:  1,
 	},
 	{ // quoted values, in any case: "password": "…", api_key = '…', TOKEN="…", also JSON-escaped
-		re:    regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*(?:` + secretKeys + `)\\?["']?\s*[:=]\s*\\?["'])(?:[^"'\\\r\n]|\\[^"'\\])+`),
+		re:    regexp.MustCompile(`(?i)^([A-Za-z0-9_.-]*(?:` + secretKeys + `)\\?["']?\s*[:=]\s*\\?["'])(?:[^"'\\\r\n]|\\[^"'\\])+`),
 		hints: []string{"pass", "secret", "token", "key"},
 		fold:  true,
+		key:   true,
 		keep:  1,
 		valid: pairValue,
 	},
 	{ // key=value without spaces, in any case: env files, query strings, flags
-		re:    regexp.MustCompile(`(?i)\b([A-Za-z0-9_.-]*(?:` + secretKeys + `)=)[^\s"'&;,<>=()\\][^\s"'&;,<>()\\]*`),
+		re:    regexp.MustCompile(`(?i)^([A-Za-z0-9_.-]*(?:` + secretKeys + `)=)[^\s"'&;,<>=()\\][^\s"'&;,<>()\\]*`),
 		hints: []string{"pass", "secret", "token", "key"},
 		fold:  true,
+		key:   true,
 		keep:  1,
 		valid: pairValue,
 	},
 	{ // key: value as YAML and HTTP headers write it; lower or upper case
 		// only, so a Go field (Password: cfg.Password) is left alone
-		re: regexp.MustCompile(`\b((?:[a-z0-9_.-]*(?:` + secretKeys + `)|[A-Z0-9_.-]*(?:` + strings.ToUpper(secretKeys) +
+		re: regexp.MustCompile(`^((?:[a-z0-9_.-]*(?:` + secretKeys + `)|[A-Z0-9_.-]*(?:` + strings.ToUpper(secretKeys) +
 			`)|(?i:x-api-key|x-auth-token|private-token|x-gitlab-token|x-vault-token)):[ \t]+)[^\s"'#,][^\s"',]*`),
 		hints: []string{"pass", "secret", "token", "key"},
 		fold:  true,
+		key:   true,
 		keep:  1,
 		valid: pairValue,
 	},

@@ -84,6 +84,8 @@ func TestRedactShapes(t *testing.T) {
 		{"password=", "connect password=hunter2 user=ana", "connect password=[REDACTED] user=ana"},
 		{"env", "export DB_PASSWORD=s3cr3t\nGITHUB_TOKEN=abc123def", "export DB_PASSWORD=[REDACTED]\nGITHUB_TOKEN=[REDACTED]"},
 		{"query", "https://h/x?access_token=abc123&page=2", "https://h/x?access_token=[REDACTED]&page=2"},
+		{"two pairs on a line", "a_token=x1 b_password=y2 c=3", "a_token=[REDACTED] b_password=[REDACTED] c=3"},
+		{"two hints in one name", "secret_token=abc123 api_key_secret: zz", "secret_token=[REDACTED] api_key_secret: [REDACTED]"},
 		{"flag", "--api-key=k-123456 --verbose", "--api-key=[REDACTED] --verbose"},
 		{"yaml", "db:\n  password: hunter2\n  user: ana", "db:\n  password: [REDACTED]\n  user: ana"},
 		{"yaml upper", "API_KEY: 0123abcd", "API_KEY: [REDACTED]"},
