@@ -161,7 +161,7 @@ func checkConfig(d *decoder, c *Config) {
 		switch s.Mode {
 		case SlackSocket:
 			if !s.AppToken.IsSet() {
-				fail("slack.app_token", "required in socket mode: the app-level token (xapp-...)")
+				fail("slack.app_token", "required in socket mode: the app-level token (xapp-...)%s", unsetNote(d, "slack.app_token"))
 			}
 		case SlackHTTP:
 			if !s.SigningSecret.IsSet() {
@@ -173,8 +173,9 @@ func checkConfig(d *decoder, c *Config) {
 			fail("slack.mode", "unknown mode %q (want socket or http)", s.Mode)
 		}
 		if !s.BotToken.IsSet() {
-			fail("slack.bot_token", "required when the slack section is present: the bot token (xoxb-...)")
+			fail("slack.bot_token", "required when the slack section is present: the bot token (xoxb-...)%s", unsetNote(d, "slack.bot_token"))
 		}
+		checkSlackTokens(fail, s)
 		s.APIURL = defaultURL(s.APIURL, DefaultSlackAPIURL)
 		if why := checkURL(s.APIURL); why != "" {
 			fail("slack.api_url", "%s", why)
@@ -257,6 +258,57 @@ func flatten(err error) []error {
 		out = append(out, flatten(e)...)
 	}
 	return out
+}
+
+// unsetNote says which variable left path empty, when one did.
+func unsetNote(d *decoder, path string) string {
+	if raw, ok := d.unset[path]; ok {
+		return fmt.Sprintf("; %s is unset or empty", raw)
+	}
+	return ""
+}
+
+// Slack token kinds, by the prefix Slack gives each.
+var slackTokenKinds = []struct{ prefix, kind string }{
+	{"xapp-", "an app-level token (xapp-...)"},
+	{"xoxb-", "a bot token (xoxb-...)"},
+	{"xoxp-", "a user token (xoxp-...)"},
+	{"xoxe", "a refresh or configuration token (xoxe...)"},
+	{"xoxa-", "a workspace app token (xoxa-...)"},
+}
+
+// slackTokenKind names the kind of token s looks like, or "".
+func slackTokenKind(s string) string {
+	for _, k := range slackTokenKinds {
+		if strings.HasPrefix(s, k.prefix) {
+			return k.kind
+		}
+	}
+	return ""
+}
+
+// checkSlackTokens recognises tokens of the wrong kind by their prefixes:
+// app_token must be an app-level token (xapp-), bot_token a bot token
+// (xoxb-). Swapped tokens are one error naming both keys. Messages name the
+// kind a value looks like, never the value.
+func checkSlackTokens(fail func(string, string, ...any), s *Slack) {
+	app, bot := s.AppToken.Reveal(), s.BotToken.Reveal()
+	if strings.HasPrefix(app, "xoxb-") && strings.HasPrefix(bot, "xapp-") {
+		fail("slack.app_token", "holds a bot token (xoxb-...) and slack.bot_token an app-level token (xapp-...): the two are swapped")
+		return
+	}
+	check := func(path, value, prefix, want string) {
+		if value == "" || strings.HasPrefix(value, prefix) {
+			return
+		}
+		if kind := slackTokenKind(value); kind != "" {
+			fail(path, "want %s, got %s", want, kind)
+			return
+		}
+		fail(path, "want %s; the value does not start with %s", want, prefix)
+	}
+	check("slack.app_token", app, "xapp-", "an app-level token (xapp-...)")
+	check("slack.bot_token", bot, "xoxb-", "a bot token (xoxb-...)")
 }
 
 func checkList(fail func(string, string, ...any), path string, list []string) {

@@ -233,7 +233,7 @@ func TestParseErrors(t *testing.T) {
 			"c.yaml:1: slack.signing_secret: required in http mode"},
 		{"slack mode", "slack:\n  mode: websocket\n  bot_token: xoxb-1\n",
 			`c.yaml:2: slack.mode: unknown mode "websocket" (want socket or http)`},
-		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: b\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
+		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: xoxb-1\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
 			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, slack, workers`},
@@ -378,7 +378,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	secrets := map[string]string{
 		"SY_API_TOKEN": "sentinel-api-token", "SY_MODEL_KEY": "sentinel-model-key",
 		"SY_GH_KEY": "sentinel-gh-key", "SY_GH_HOOK": "sentinel-gh-hook",
-		"SY_SLACK_APP": "sentinel-slack-app", "SY_SLACK_BOT": "sentinel-slack-bot",
+		"SY_SLACK_APP": "xapp-sentinel-slack-app", "SY_SLACK_BOT": "xoxb-sentinel-slack-bot",
 		"SY_SLACK_SIGN": "sentinel-slack-sign", "SY_ANA": "sentinel-ana-token",
 	}
 	for k, v := range secrets {
@@ -427,6 +427,48 @@ slack:
 	y, err := yaml.Marshal(c)
 	require.NoError(t, err)
 	require.Contains(t, string(y), "webhook_secret: '[REDACTED]'")
+}
+
+// TestSlackTokensOfTheWrongKind: config check knows Slack's tokens by their
+// prefixes, names both keys when they are swapped, says when a variable is
+// unset rather than that a token is wrong, and never quotes a token.
+func TestSlackTokensOfTheWrongKind(t *testing.T) {
+	t.Setenv("SY_APP", "xapp-1-sentinel")
+	t.Setenv("SY_BOT", "xoxb-sentinel")
+	t.Setenv("SY_EMPTY", "")
+	tests := []struct {
+		name, app, bot string
+		want           string // "" when valid
+	}{
+		{"right kinds", "xapp-1-A1-x", "xoxb-1-x", ""},
+		{"right kinds from the environment", "${SY_APP}", "${SY_BOT}", ""},
+		{"swapped", "xoxb-1-sentinel", "xapp-1-sentinel",
+			"c.yaml:3: slack.app_token: holds a bot token (xoxb-...) and slack.bot_token an app-level token (xapp-...): the two are swapped"},
+		{"swapped from the environment", "${SY_BOT}", "${SY_APP}",
+			"c.yaml:3: slack.app_token: holds a bot token (xoxb-...) and slack.bot_token an app-level token (xapp-...): the two are swapped"},
+		{"user token as bot token", "xapp-1-x", "xoxp-sentinel",
+			"c.yaml:4: slack.bot_token: want a bot token (xoxb-...), got a user token (xoxp-...)"},
+		{"bot token as app token", "xoxb-sentinel", "xoxb-1",
+			"c.yaml:3: slack.app_token: want an app-level token (xapp-...), got a bot token (xoxb-...)"},
+		{"not a token", "xapp-1", "sentinel",
+			"c.yaml:4: slack.bot_token: want a bot token (xoxb-...); the value does not start with xoxb-"},
+		{"unset variable", "${SY_UNSET_APP}", "xoxb-1",
+			"c.yaml:3: slack.app_token: required in socket mode: the app-level token (xapp-...); ${SY_UNSET_APP} is unset or empty"},
+		{"empty variable", "xapp-1", "${SY_EMPTY}",
+			"c.yaml:4: slack.bot_token: required when the slack section is present: the bot token (xoxb-...); ${SY_EMPTY} is unset or empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := fmt.Sprintf("slack:\n  mode: socket\n  app_token: %q\n  bot_token: %q\n", tc.app, tc.bot)
+			_, err := config.Parse("c.yaml", []byte(doc))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tc.want)
+			require.NotContains(t, err.Error(), "sentinel")
+		})
+	}
 }
 
 func TestSecretsNeverInErrors(t *testing.T) {
@@ -513,7 +555,7 @@ github:
   api_url: https://github.example.com/api/v3
 slack:
   mode: http
-  bot_token: b
+  bot_token: xoxb-1
   signing_secret: s
 schedules:
   - name: nightly

@@ -29,11 +29,15 @@ import (
 const maxNodes = 100_000
 
 type decoder struct {
-	file    string
-	lookup  func(string) (string, bool)
-	lines   map[string]int
-	errs    Errors
-	failed  map[string]bool // paths with a decoding error; checks skip them
+	file   string
+	lookup func(string) (string, bool)
+	lines  map[string]int
+	errs   Errors
+	failed map[string]bool // paths with a decoding error; checks skip them
+	// unset maps paths whose value was only variables that expanded to
+	// nothing to the text as written ("${SLACK_APP_TOKEN}"), so a check
+	// can say a variable is unset rather than that a value is missing.
+	unset   map[string]string
 	visited int
 	scalars map[*yaml.Node]scalar
 }
@@ -54,6 +58,7 @@ func newDecoder(file string, lookup func(string) (string, bool)) *decoder {
 		lookup:  lookup,
 		lines:   map[string]int{},
 		failed:  map[string]bool{},
+		unset:   map[string]string{},
 		scalars: map[*yaml.Node]scalar{},
 	}
 }
@@ -126,7 +131,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		// A value that expands to nothing counts as not set, so
 		// "listen: ${LISTEN}" keeps the default when LISTEN is unset.
-		if s, ok := d.scalar(n, path, ""); !ok || s.expanded && s.value == "" {
+		s, ok := d.scalar(n, path, "")
+		if ok && s.expanded && s.value == "" {
+			d.unset[path] = n.Value
+		}
+		if !ok || s.expanded && s.value == "" {
 			return
 		}
 	}

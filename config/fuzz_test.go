@@ -19,7 +19,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("workers: ${W:-3}\nserver: {listen: \"${L}\", console: false}\n"))
 	f.Add([]byte("models:\n  a: &a {provider: openai, model: m}\n  b: {<<: *a, timeout: 1m}\n"))
 	f.Add([]byte("github:\n  app_id: 1\n  private_key: k\n  webhook_secret: s\n"))
-	f.Add([]byte("slack: {mode: http, bot_token: b, signing_secret: s, allowed_users: [U1]}\n"))
+	f.Add([]byte("slack: {mode: http, bot_token: xoxb-1, signing_secret: s, allowed_users: [U1]}\n"))
 	f.Add([]byte("schedules:\n  - {name: a, cron: '@every 1h', agent: triage, text: t, thread: 'github:a/b#1'}\n"))
 	f.Add([]byte("routing:\n  rules:\n    - name: x\n      agent: coder\n      match: {text: '(', kinds: ['[']}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
