@@ -485,6 +485,62 @@ func TestSchedulerNeitherSkipsNorDoubles(t *testing.T) {
 	require.Equal(t, 4, count())
 }
 
+// TestEverySchedulesKeepTheirTimesAcrossRestarts: an "@every" schedule
+// counts from its last firing, so a restart between two firings does not
+// push the next one back.
+func TestEverySchedulesKeepTheirTimesAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	now := time.Date(2026, 11, 23, 10, 0, 30, 0, time.UTC)
+	newScheduler := func() *bot.Scheduler {
+		intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: toAgent("unused"), Now: func() time.Time { return now }})
+		s, err := bot.NewScheduler(bot.SchedulerOptions{
+			Schedules: []bot.Schedule{{Name: "sweep", Spec: "@every 1h", Agent: "ops", Thread: bot.LocalThread("sweeps"), Text: "sweep"}},
+			Store:     store, Intake: intake, Now: func() time.Time { return now },
+		})
+		require.NoError(t, err)
+		return s
+	}
+	firings := func() []string {
+		items, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:sweeps"})
+		require.NoError(t, err)
+		var out []string
+		for _, wi := range slices.Backward(items) {
+			out = append(out, wi.DeliveryID)
+		}
+		return out
+	}
+	at := func(h, m, s int) time.Time { return time.Date(2026, 11, 23, h, m, s, 0, time.UTC) }
+
+	next, err := newScheduler().Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, at(11, 0, 30), next)
+	now = next
+	next, err = newScheduler().Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, at(12, 0, 30), next)
+
+	// A restart half-way: the next firing is still an hour after the last.
+	now = at(11, 30, 0)
+	next, err = newScheduler().Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, at(12, 0, 30), next, "not an hour after the restart")
+	now = next
+	next, err = newScheduler().Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, at(13, 0, 30), next)
+
+	// Down for two firings: both are made up, and the rhythm stays.
+	now = at(15, 10, 0)
+	next, err = newScheduler().Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, at(16, 0, 30), next)
+	require.Equal(t, []string{
+		"sweep@2026-11-23T11:00:30Z", "sweep@2026-11-23T12:00:30Z", "sweep@2026-11-23T13:00:30Z",
+		"sweep@2026-11-23T14:00:30Z", "sweep@2026-11-23T15:00:30Z",
+	}, firings())
+}
+
 func TestBadCronNamesTheSchedule(t *testing.T) {
 	_, err := bot.NewScheduler(bot.SchedulerOptions{Schedules: []bot.Schedule{{Name: "nightly", Spec: "61 * * * *"}}})
 	require.ErrorContains(t, err, `schedule "nightly": cron "61 * * * *"`)

@@ -40,7 +40,8 @@ type SchedulerOptions struct {
 // Scheduler fires schedules. The last firing of each is persisted, and each
 // firing is an event whose delivery id is the schedule name and the firing
 // time, so a restart neither skips a firing (missed ones are made up) nor
-// doubles one (the intake deduplicates).
+// doubles one (the intake deduplicates), and "@every" intervals count from
+// the last firing, so a restart does not move them.
 type Scheduler struct {
 	opts   SchedulerOptions
 	parsed []cron.Schedule
@@ -138,8 +139,12 @@ func (s *Scheduler) fireDue(ctx context.Context, sc Schedule, p cron.Schedule, n
 		if err := s.opts.Store.SetLastFired(ctx, sc.Name, at); err != nil {
 			return now, fmt.Errorf("schedule %q: %w", sc.Name, err)
 		}
+		last = at
 	}
-	return p.Next(now), nil
+	// The next firing follows the last one, not now: "@every 1h" after a
+	// restart at 10:30 fires at 11:00 if it last fired at 10:00. For a cron
+	// spec the two are the same time.
+	return p.Next(last), nil
 }
 
 func (s *Scheduler) fire(ctx context.Context, sc Schedule, at time.Time) error {
