@@ -128,7 +128,7 @@ func (d *Deliverer) Flush(ctx context.Context) error {
 			// moment, unless the caller's deadline says otherwise.
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("flush outbox: %d message(s) still pending: %w", pending, ctx.Err())
+				return fmt.Errorf("flush outbox: %s still pending: %w", Count(pending, "message", "messages"), ctx.Err())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

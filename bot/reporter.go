@@ -232,12 +232,8 @@ func statusText(v *StatusView, others []string) string {
 	default:
 		s = fmt.Sprintf("⏳ %s is working on %s (%s): %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	}
-	switch len(others) {
-	case 0:
-	case 1:
-		s += fmt.Sprintf(" (with 1 later message: %s)", others[0])
-	default:
-		s += fmt.Sprintf(" (with %d later messages: %s)", len(others), strings.Join(others, ", "))
+	if len(others) > 0 {
+		s += fmt.Sprintf(" (with %s: %s)", Count(len(others), "later message", "later messages"), strings.Join(others, ", "))
 	}
 	if v.Rights != "" {
 		s += "\nrights: " + v.Rights

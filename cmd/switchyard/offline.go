@@ -289,8 +289,9 @@ func newConfigCmd() *cobra.Command {
 			for _, a := range s.agents.List() {
 				names = append(names, a.Name)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d rules, %d schedules; agents: %s)\n",
-				s.cfg.Source, len(s.router.Rules()), len(s.cfg.Schedules), strings.Join(names, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s, %s; agents: %s)\n", s.cfg.Source,
+				bot.Count(len(s.router.Rules()), "rule", "rules"), bot.Count(len(s.cfg.Schedules), "schedule", "schedules"),
+				strings.Join(names, ", "))
 			return nil
 		},
 	}
