@@ -113,10 +113,13 @@ func serveEnv(t *testing.T, dir, addr string, env []string, args ...string) *dae
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
+		// Ready, with every source up: "degraded" while Slack connects.
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {
+			var body struct{ Status string }
+			err = json.NewDecoder(resp.Body).Decode(&body)
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if err == nil && resp.StatusCode == 200 && body.Status == "ready" {
 				return p
 			}
 		}

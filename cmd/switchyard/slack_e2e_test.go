@@ -22,11 +22,36 @@ import (
 )
 
 // slackWeb is a fake of the Slack Web API methods the daemon calls, spoken
-// at the wire: form-encoded requests, {"ok":true,…} answers.
+// at the wire: form-encoded requests, {"ok":true,…} answers. It keeps the
+// messages it shows, with their metadata, edits and deletions, and reads
+// them back through conversations.replies and .history as Slack does.
 type slackWeb struct {
-	mu    sync.Mutex
-	calls []slackCall
-	ts    int
+	mu       sync.Mutex
+	calls    []slackCall
+	ts       int
+	messages []*slackMessage
+	reacted  map[string]bool // channel/ts/name
+	// postDelay makes chat.postMessage slow: the message is shown as soon
+	// as the request arrives and answered after the delay, so a client
+	// that dies meanwhile has posted without learning the message's ts.
+	postDelay time.Duration
+	// posted, when set, is told (without blocking) of each post's arrival.
+	posted chan struct{}
+}
+
+// slackMessage is a message the fake shows.
+type slackMessage struct {
+	Channel, TS, ThreadTS string
+	Text, Blocks          string
+	Metadata              map[string]any
+	Deleted               bool
+}
+
+// key is the outbox key in the message's metadata.
+func (m *slackMessage) key() string {
+	payload, _ := m.Metadata["event_payload"].(map[string]any)
+	key, _ := payload["key"].(string)
+	return key
 }
 
 type slackCall struct {
@@ -41,27 +66,99 @@ func (s *slackWeb) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	form := r.PostForm
 	s.mu.Lock()
 	s.ts++
 	ts := fmt.Sprintf("1800000000.%06d", s.ts)
-	s.calls = append(s.calls, slackCall{Method: method, Form: r.PostForm, TS: ts})
-	s.mu.Unlock()
+	s.calls = append(s.calls, slackCall{Method: method, Form: form, TS: ts})
 	out := map[string]any{"ok": true}
+	var delay time.Duration
 	switch method {
 	case "auth.test":
 		out = map[string]any{"ok": true, "team_id": "T1", "user_id": "UBOT", "bot_id": "BBOT", "user": "switchyard"}
 	case "chat.postMessage":
-		out = map[string]any{"ok": true, "channel": r.PostForm.Get("channel"), "ts": ts}
-	case "chat.update":
-		out = map[string]any{"ok": true, "channel": r.PostForm.Get("channel"), "ts": r.PostForm.Get("ts")}
+		m := &slackMessage{Channel: form.Get("channel"), TS: ts, ThreadTS: form.Get("thread_ts"), Text: form.Get("text"), Blocks: form.Get("blocks")}
+		if meta := form.Get("metadata"); meta != "" && json.Unmarshal([]byte(meta), &m.Metadata) != nil {
+			out = map[string]any{"ok": false, "error": "invalid_metadata_format"}
+			break
+		}
+		s.messages = append(s.messages, m)
+		out = map[string]any{"ok": true, "channel": m.Channel, "ts": ts}
+		delay = s.postDelay
+		if s.posted != nil {
+			select {
+			case s.posted <- struct{}{}:
+			default:
+			}
+		}
+	case "chat.update", "chat.delete":
+		out = map[string]any{"ok": false, "error": "message_not_found"}
+		for _, m := range s.messages {
+			if m.Channel == form.Get("channel") && m.TS == form.Get("ts") && !m.Deleted {
+				m.Text, m.Blocks, m.Deleted = form.Get("text"), form.Get("blocks"), method == "chat.delete"
+				out = map[string]any{"ok": true, "channel": m.Channel, "ts": m.TS}
+			}
+		}
 	case "chat.postEphemeral":
 		out = map[string]any{"ok": true, "message_ts": ts}
 	case "reactions.add":
+		if s.reacted == nil {
+			s.reacted = map[string]bool{}
+		}
+		k := form.Get("channel") + "/" + form.Get("timestamp") + "/" + form.Get("name")
+		if s.reacted[k] {
+			out = map[string]any{"ok": false, "error": "already_reacted"}
+		}
+		s.reacted[k] = true
+	case "conversations.replies", "conversations.history":
+		out = map[string]any{"ok": true, "has_more": false, "messages": s.list(method, form)}
 	default:
 		out = map[string]any{"ok": false, "error": "unknown_method"}
 	}
+	s.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// list answers conversations.replies (a thread's root and replies) and
+// .history (top-level messages), oldest first, with metadata only when
+// include_all_metadata asks for it, as Slack does. Called with s.mu held.
+func (s *slackWeb) list(method string, form url.Values) []map[string]any {
+	out := []map[string]any{}
+	for _, m := range s.messages {
+		if m.Deleted || m.Channel != form.Get("channel") || m.TS < form.Get("oldest") {
+			continue
+		}
+		inThread := m.TS == form.Get("ts") || m.ThreadTS == form.Get("ts")
+		if method == "conversations.replies" && !inThread || method == "conversations.history" && m.ThreadTS != "" {
+			continue
+		}
+		msg := map[string]any{"type": "message", "ts": m.TS, "text": m.Text, "bot_id": "BBOT"}
+		if m.ThreadTS != "" {
+			msg["thread_ts"] = m.ThreadTS
+		}
+		if form.Get("include_all_metadata") == "1" && m.Metadata != nil {
+			msg["metadata"] = m.Metadata
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// shown returns copies of the messages the fake shows.
+func (s *slackWeb) shown() []slackMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []slackMessage
+	for _, m := range s.messages {
+		if !m.Deleted {
+			out = append(out, *m)
+		}
+	}
+	return out
 }
 
 // String lists the calls, for failure messages.
