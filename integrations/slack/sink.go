@@ -124,9 +124,10 @@ func (s *Sink) deliverReply(ctx context.Context, msg bot.OutboxMessage) (string,
 	}
 	parts := splitMessage(msg.Text, maxReplyRunes)
 	have := strings.Fields(msg.RemoteID)
-	if len(have) > 0 && len(have) < len(parts) {
+	if len(have) > 0 && len(have) < len(parts) && !msg.Attempted {
 		// An edit that needs more parts: an earlier try of this edit may
-		// have posted some of them.
+		// have posted some of them. (After an interrupted first post the
+		// deliverer has just looked: msg.Attempted.)
 		found, ok, err := s.Find(ctx, msg)
 		if err != nil {
 			return "", err

@@ -236,6 +236,32 @@ func TestSinkResumesSplitReplyAfterFailure(t *testing.T) {
 	require.Equal(t, posts[0].TS, strings.Fields(m.RemoteID)[0])
 }
 
+// TestSinkEditThatGrowsAReplyResumes: a delivered one-part reply is edited
+// into a long one; the third part fails, and the retry finds the part the
+// failed try added instead of posting it again.
+func TestSinkEditThatGrowsAReplyResumes(t *testing.T) {
+	fs := newFakeSlack(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fs.apiURL()))
+	s := NewSink(api, SinkOptions{ChannelInterval: time.Millisecond, BotID: func() string { return testBotID }})
+	ctx := context.Background()
+	msg := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, Kind: bot.OutboxReply, Text: "short", Version: 1, CreatedAt: time.Now()}
+	id, err := s.Deliver(ctx, msg)
+	require.NoError(t, err)
+
+	msg.Text, msg.Version, msg.RemoteID = longReply(), 2, id
+	parts := len(splitMessage(msg.Text, maxReplyRunes))
+	require.Greater(t, parts, 2)
+	fs.fail("chat.postMessage", fakeFailure{pass: true})
+	fs.fail("chat.postMessage", fakeFailure{code: "internal_error"})
+	_, err = s.Deliver(ctx, msg)
+	require.Error(t, err)
+	got, err := s.Deliver(ctx, msg)
+	require.NoError(t, err)
+	require.Len(t, strings.Fields(got), parts)
+	require.Equal(t, id, strings.Fields(got)[0])
+	require.Len(t, fs.shown("wi_7/reply"), parts, "every part shown once")
+}
+
 // TestSinkFindsWhatItPosted: Find reads the thread with its metadata and
 // returns what this bot posted for the key, parts in order, and nothing for
 // reactions, other keys or other bots.
