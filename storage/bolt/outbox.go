@@ -65,8 +65,16 @@ func (s *Store) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxM
 }
 
 // EnqueueNew creates the message of msg.Key unless the key exists, in which
-// case it changes nothing and returns the stored message.
+// case it changes nothing and returns the stored message. A key that exists
+// is found in a read transaction: an empty write transaction still fsyncs.
 func (s *Store) EnqueueNew(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, bool, error) {
+	if msg.Key != "" {
+		if m, err := s.GetOutbox(ctx, msg.Key); err == nil {
+			return *m, false, nil
+		} else if bot.ErrorCode(err) != bot.ENOTFOUND {
+			return bot.OutboxMessage{}, false, err
+		}
+	}
 	return s.enqueue(ctx, msg, false)
 }
 
