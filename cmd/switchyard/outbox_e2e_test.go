@@ -163,10 +163,11 @@ slack:
 	settled := func() bool {
 		r := run(t, dir, p.env(), "workitems", "list", "--json")
 		last = r
-		items = nil
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &items) != nil || len(items) != rounds {
+		var page struct{ Items []item }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &page) != nil || len(page.Items) != rounds {
 			return false
 		}
+		items = page.Items
 		for _, wi := range items {
 			if wi.Status != "done" && wi.Status != "failed" {
 				return false
