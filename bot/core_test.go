@@ -502,7 +502,7 @@ func TestEverySchedulesKeepTheirTimesAcrossRestarts(t *testing.T) {
 		return s
 	}
 	firings := func() []string {
-		items, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:sweeps"})
+		items, _, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:sweeps"})
 		require.NoError(t, err)
 		var out []string
 		for _, wi := range slices.Backward(items) {
