@@ -301,7 +301,7 @@ func (a *Adapter) workItemLines(items []bot.WorkItem) string {
 			break
 		}
 		fmt.Fprintf(&b, "• `%s` %s *%s* %s, %s ago: %s\n", w.ID, stateEmoji(string(w.Status)), escape(w.Agent()), w.Status,
-			now.Sub(w.CreatedAt).Round(time.Second), escape(oneLine(w.Text, 80)))
+			now.Sub(w.CreatedAt).Round(time.Second), escape(oneLine(a.opts.Redactor.Redact(w.Text), 80)))
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -119,8 +119,9 @@ type Options struct {
 	// PingInterval is how long Socket Mode waits for Slack's websocket ping
 	// before it reconnects; slack-go's default (30 s) when zero.
 	PingInterval time.Duration
-	// Redactor masks secrets in what the agent tools post and return; the
-	// adapter's own tokens are masked in any case.
+	// Redactor masks secrets in what the agent tools post and return and in
+	// the work items /switchyard lists; the tools mask the adapter's own
+	// tokens in any case.
 	Redactor *bot.Redactor
 	Logger   *slog.Logger
 	// Now defaults to time.Now.
