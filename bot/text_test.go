@@ -1,6 +1,10 @@
 package bot_test
 
 import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,10 +95,70 @@ func TestFillFromTextReadsTheSourcesMarkup(t *testing.T) {
 	require.Equal(t, []string{"reviewer"}, ev.Mentions)
 }
 
+// fixtureTexts returns the message texts and bodies of the GitHub and Slack
+// payloads in testdata, with the markup their source writes.
+func fixtureTexts(t testing.TB) map[string]bot.Markup {
+	t.Helper()
+	out := map[string]bot.Markup{}
+	for dir, m := range map[string]bot.Markup{"github": bot.Markdown, "slack": bot.Mrkdwn} {
+		root := filepath.Join("..", "testdata", dir)
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".json") {
+				return err
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			var v any
+			if json.Unmarshal(raw, &v) != nil {
+				return nil // not every file is one JSON document
+			}
+			collectTexts(v, func(s string) { out[s] = m })
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+func collectTexts(v any, add func(string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && (k == "body" || k == "text") && s != "" {
+				add(s)
+			}
+			collectTexts(x, add)
+		}
+	case []any:
+		for _, x := range v {
+			collectTexts(x, add)
+		}
+	}
+}
+
+// Every text of the real payloads in testdata reads without surprise: what
+// the author says keeps its positions and lines, and the mentions found are
+// ones a plain scan finds too.
+func TestFixtureTextsParse(t *testing.T) {
+	for text, m := range fixtureTexts(t) {
+		spoken := m.Spoken(text)
+		require.Len(t, spoken, len(text))
+		require.Equal(t, strings.Count(text, "\n"), strings.Count(spoken, "\n"))
+		requireSubsequence(t, m.Mentions(text), bot.ParseMentions(text), text)
+		m.Command(text)
+	}
+}
+
 // The parser never panics, keeps every byte's position and every line
 // break, finds only mentions a plain scan would find too, and never one
-// inside a fenced block.
+// inside a fenced block. The payloads in testdata seed it.
 func FuzzMarkup(f *testing.F) {
+	for text, m := range fixtureTexts(f) {
+		f.Add(text, "", "", m == bot.Mrkdwn)
+	}
 	for _, s := range []string{
 		"@coder hi", "`@x`", "```\n@x\n```", "> @x", "On a wrote:\n> @x", "<!-- @x", "a ```b``` @c",
 		"<@U1|@x>", ">>> @x", "~~~~\n@x\n~~~", "\\`@x`", "`` ` ``@y", "@a\n\n`b\n\n`@c",
