@@ -109,12 +109,13 @@ slack:
   api_url: %s/api/
 `, model.URL, e2eSigningSecret, slackSrv.URL)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
-	addr := freeAddr(t)
 
 	var mentions, triggers []string
 	start := time.Now()
 	for i := range rounds {
-		p := serve(t, dir, addr)
+		// A fresh port each time: another test may take the last one
+		// between a kill and the next start.
+		p := serve(t, dir, freeAddr(t))
 		select {
 		case <-web.posted: // a post of the previous process, answered or not
 		default:
@@ -149,7 +150,7 @@ slack:
 	t.Logf("%s: %d rounds in %s", sig, rounds, crashed.Sub(start).Round(time.Millisecond))
 
 	// The last start delivers whatever is left.
-	p := serve(t, dir, addr)
+	p := serve(t, dir, freeAddr(t))
 	type item struct {
 		ID     string `json:"id"`
 		Thread string `json:"thread"`
