@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,13 @@ type fakeOpenAI struct {
 	// steps, when set, are the tool calls of the first turns, one a turn,
 	// instead of call; the answer then quotes every tool result.
 	steps []toolStep
+	// byAgent, when set, are the steps of each agent, told apart by the
+	// system prompt, instead of steps.
+	byAgent map[string][]toolStep
 }
+
+// agentOfPrompt finds the agent a system prompt is for.
+var agentOfPrompt = regexp.MustCompile(`You are the "([^"]+)" agent`)
 
 // toolStep is one tool call the fake model makes.
 type toolStep struct{ name, args string }
@@ -59,15 +66,21 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			results = append(results, fmt.Sprint(m.Content))
 		}
 	}
+	steps := f.steps
+	if f.byAgent != nil && len(req.Messages) > 0 {
+		if m := agentOfPrompt.FindStringSubmatch(fmt.Sprint(req.Messages[0].Content)); m != nil {
+			steps = f.byAgent[m[1]]
+		}
+	}
 	last := req.Messages[len(req.Messages)-1]
 	w.Header().Set("Content-Type", "application/json")
-	if last.Role != "tool" || len(results) < len(f.steps) {
+	if last.Role != "tool" || len(results) < len(steps) {
 		name, args := f.call, f.args
 		if name == "" {
 			name, args = "list_directory", `{"path":"."}`
 		}
-		if len(results) < len(f.steps) {
-			name, args = f.steps[len(results)].name, f.steps[len(results)].args
+		if len(results) < len(steps) {
+			name, args = steps[len(results)].name, steps[len(results)].args
 		}
 		quoted, _ := json.Marshal(args)
 		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake",
@@ -77,7 +90,7 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	text := "The workspace holds: " + fmt.Sprint(last.Content)
-	if len(f.steps) > 0 {
+	if len(steps) > 0 {
 		text = "Tool results:\n" + strings.Join(results, "\n")
 	}
 	answer, _ := json.Marshal(text)
