@@ -106,15 +106,6 @@ func (n outboxNotifier) post(ctx context.Context, th bot.Thread, a policy.Approv
 	return nil
 }
 
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // slackApprovals decides approvals from Approve / Deny clicks in Slack. The
 // Slack adapter is built before the agent runtime, so the approvals are
 // looked up when a click comes, not when it is made.

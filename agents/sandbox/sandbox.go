@@ -65,10 +65,10 @@ type Options struct {
 
 // DefaultHidden are places where a host or an orchestrator keeps
 // credentials of the process, hidden from every command: container
-// secrets, Kubernetes service account tokens, per-user runtime
-// directories (keyrings, agent sockets).
+// secrets, Kubernetes service account tokens, systemd credentials,
+// per-user runtime directories (keyrings, agent sockets).
 func DefaultHidden() []string {
-	return []string{"/run/secrets", "/var/run/secrets", "/run/user"}
+	return []string{"/run/secrets", "/var/run/secrets", "/run/credentials", "/run/user"}
 }
 
 // Spec is one command to run: a script for the shell, or a program with

@@ -351,14 +351,14 @@ func TestSandboxKeepsTheDaemonOutOfSight(t *testing.T) {
 }
 
 func TestSandboxHidesWhereCredentialsLive(t *testing.T) {
-	require.Equal(t, []string{"/run/secrets", "/var/run/secrets", "/run/user"}, sandbox.DefaultHidden())
+	require.Equal(t, []string{"/run/secrets", "/var/run/secrets", "/run/credentials", "/run/user"}, sandbox.DefaultHidden())
 	s := requireBwrap(t)
 	ws := t.TempDir()
 	dir := fmt.Sprintf("/run/user/%d", os.Getuid())
 	if _, err := os.Stat(dir); err != nil {
 		t.Logf("%s does not exist here; only its absence is checked", dir)
 	}
-	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: "ls -A /run/user /run/secrets /var/run/secrets 2>/dev/null | grep -v ':$' | grep -c . || true"})
+	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: "ls -A /run/user /run/secrets /var/run/secrets /run/credentials 2>/dev/null | grep -v ':$' | grep -c . || true"})
 	require.NoError(t, err, out)
 	require.Equal(t, "0\n", out, "nothing of the host's runtime directories or secrets is visible")
 }
