@@ -74,31 +74,23 @@ func checkConfig(d *decoder, c *Config) {
 
 	for name, m := range c.Models {
 		p := joinPath("models", name)
-		switch m.Provider {
-		case ProviderOpenAI, ProviderAnthropic:
-		case "":
-			fail(p+".provider", "required: openai or anthropic")
-		default:
-			fail(p+".provider", "unknown provider %q (want openai or anthropic)", m.Provider)
-		}
-		if strings.TrimSpace(m.Model) == "" {
-			fail(p+".model", "required: the provider's model name")
-		}
-		if m.BaseURL != "" {
-			if why := checkURL(m.BaseURL); why != "" {
-				fail(p+".base_url", "%s", why)
-			}
-		}
-		if m.MaxTokens < 0 {
-			fail(p+".max_tokens", "must not be negative, got %d", m.MaxTokens)
-		}
-		switch {
-		case m.Timeout < 0:
-			fail(p+".timeout", "must not be negative, got %s", m.Timeout)
-		case m.Timeout == 0:
+		if m.Timeout == 0 {
 			m.Timeout = DefaultModelTimeout
+			c.Models[name] = m
 		}
-		c.Models[name] = m
+		// One check of a model entry, the model client's own.
+		for _, e := range flatten(m.LLM().Validate()) {
+			var fe *bot.FieldError
+			if !errors.As(e, &fe) {
+				fail(p, "%v", e)
+				continue
+			}
+			msg := fe.Msg
+			if fe.Field == "api_key" {
+				msg += apiKeyHint(d, p+".api_key")
+			}
+			fail(p+"."+fe.Field, "%s", msg)
+		}
 	}
 
 	names := map[string]int{}
@@ -242,6 +234,14 @@ func checkPublicURL(u string) string {
 		return fmt.Sprintf("want scheme and host only, such as https://switchyard.example.com, got %q", parsed.Redacted())
 	}
 	return ""
+}
+
+// apiKeyHint says how to give a model the key it lacks.
+func apiKeyHint(d *decoder, path string) string {
+	if note := unsetNote(d, path); note != "" {
+		return note + ": set it in the daemon's environment, or remove the model"
+	}
+	return ": set api_key, or base_url for a server that needs no key"
 }
 
 // flatten lists the errors joined in err, however deeply.

@@ -9,6 +9,7 @@ import (
 
 	_ "embed"
 
+	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
@@ -140,6 +141,14 @@ type Model struct {
 	MaxTokens int `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
 	// Timeout bounds one request; default 2m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+}
+
+// LLM is the model client's form of m.
+func (m Model) LLM() llm.Config {
+	return llm.Config{
+		Provider: m.Provider, BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Model,
+		MaxTokens: m.MaxTokens, Timeout: m.Timeout,
+	}
 }
 
 // Schedule starts an agent at every firing of a cron spec.

@@ -120,8 +120,8 @@ func TestParseErrors(t *testing.T) {
 			`c.yaml:2: server.token: unknown key; want one of api_token, api_tokens, console, listen, public_url`},
 		{"duplicate key", "workers: 2\ndata_dir: x\nworkers: 3\n",
 			"c.yaml:3: workers: duplicate key (first on line 1)"},
-		{"duplicate nested key", "models:\n  a:\n    provider: openai\n    model: x\n    model: y\n",
-			`c.yaml:5: models.a.model: duplicate key (first on line 4)`},
+		{"duplicate nested key", "models:\n  a:\n    provider: openai\n    api_key: k\n    model: x\n    model: y\n",
+			`c.yaml:6: models.a.model: duplicate key (first on line 5)`},
 		{"api token without a name", "server:\n  api_tokens:\n    - token: abcdefghijklmnop0\n",
 			"c.yaml:3: server.api_tokens[0].name: required: who the token speaks for"},
 		{"api token name with a space", "server:\n  api_tokens:\n    - name: ana b\n      token: abcdefghijklmnop0\n",
@@ -164,8 +164,8 @@ func TestParseErrors(t *testing.T) {
 			"c.yaml:1: server: want a mapping, got a list"},
 		{"mapping where a string is wanted", "data_dir: {a: b}\n",
 			"c.yaml:1: data_dir: want a string, got a mapping"},
-		{"bad duration", "models:\n  default:\n    provider: openai\n    model: m\n    timeout: 5 minutes\n",
-			`c.yaml:5: models.default.timeout: bad duration "5 minutes": want a number and a unit, such as 30s, 5m or 168h`},
+		{"bad duration", "models:\n  default:\n    provider: openai\n    base_url: http://127.0.0.1:11434/v1\n    model: m\n    timeout: 5 minutes\n",
+			`c.yaml:6: models.default.timeout: bad duration "5 minutes": want a number and a unit, such as 30s, 5m or 168h`},
 		{"duration without unit", "dedup_window: 30\n",
 			`c.yaml:1: dedup_window: bad duration "30": want a number and a unit, such as 30s, 5m or 168h`},
 		{"bad variable reference", "data_dir: ${1DIR}\n",
@@ -198,6 +198,10 @@ func TestParseErrors(t *testing.T) {
 			`c.yaml:2: sandbox.mod: unknown key; did you mean "mode"?`},
 		{"unknown provider", "models:\n  default:\n    provider: opnai\n    model: gpt-4.1\n",
 			`c.yaml:3: models.default.provider: unknown provider "opnai" (want openai or anthropic)`},
+		{"model without a key", "models:\n  default:\n    provider: anthropic\n    model: claude-sonnet-4-5\n",
+			"c.yaml:2: models.default.api_key: required for anthropic without a base_url: set api_key, or base_url for a server that needs no key"},
+		{"model whose key is an unset variable", "models:\n  default:\n    provider: anthropic\n    model: claude-sonnet-4-5\n    api_key: ${SY_UNSET_KEY}\n",
+			"c.yaml:5: models.default.api_key: required for anthropic without a base_url; ${SY_UNSET_KEY} is unset or empty: set it in the daemon's environment, or remove the model"},
 		{"model without provider and model, key quoted in the path", "models:\n  gpt-4.1:\n    timeout: 1m\n",
 			"c.yaml:2: models[\"gpt-4.1\"].model: required: the provider's model name\n" +
 				"c.yaml:2: models[\"gpt-4.1\"].provider: required: openai or anthropic"},
@@ -499,6 +503,7 @@ func TestAliasesAndMergeKeys(t *testing.T) {
 models:
   default: &base
     provider: openai
+    base_url: http://127.0.0.1:8000/v1
     model: gpt-4.1
     timeout: 1m
   long:
@@ -521,9 +526,10 @@ routing:
         labels: *labels
 `))
 	require.NoError(t, err)
-	require.Equal(t, config.Model{Provider: "openai", Model: "gpt-4.1", Timeout: time.Minute}, c.Models["default"])
-	require.Equal(t, config.Model{Provider: "openai", Model: "gpt-4.1", Timeout: 10 * time.Minute}, c.Models["long"])
-	require.Equal(t, config.Model{Provider: "openai", Model: "gpt-4.1", MaxTokens: 5, Timeout: time.Minute}, c.Models["mixed"],
+	local := "http://127.0.0.1:8000/v1"
+	require.Equal(t, config.Model{Provider: "openai", BaseURL: local, Model: "gpt-4.1", Timeout: time.Minute}, c.Models["default"])
+	require.Equal(t, config.Model{Provider: "openai", BaseURL: local, Model: "gpt-4.1", Timeout: 10 * time.Minute}, c.Models["long"])
+	require.Equal(t, config.Model{Provider: "openai", BaseURL: local, Model: "gpt-4.1", MaxTokens: 5, Timeout: time.Minute}, c.Models["mixed"],
 		"the first merged mapping wins")
 	for _, r := range c.Routing.Rules {
 		require.Equal(t, []string{"bug"}, r.Match.Labels)
@@ -547,6 +553,7 @@ func TestDefaultsFilledIn(t *testing.T) {
 models:
   m:
     provider: anthropic
+    api_key: sk-ant-k
     model: claude
 github:
   app_id: 42
@@ -606,7 +613,16 @@ func exampleEnv(t *testing.T, set bool) {
 
 func TestExampleConfig(t *testing.T) {
 	t.Run("as shipped, with no environment", func(t *testing.T) {
+		// Its default model is Anthropic's, which needs a key: serve and
+		// config check both refuse it, saying how to fix it.
 		exampleEnv(t, false)
+		_, err := config.Load("../config.example.yaml")
+		require.EqualError(t, err, "../config.example.yaml:85: models.default.api_key: required for anthropic without a base_url; "+
+			"${ANTHROPIC_API_KEY} is unset or empty: set it in the daemon's environment, or remove the model")
+	})
+	t.Run("as shipped, with only a model key", func(t *testing.T) {
+		exampleEnv(t, false)
+		t.Setenv("ANTHROPIC_API_KEY", "sk-ant-k")
 		c, err := config.Load("../config.example.yaml")
 		require.NoError(t, err)
 		require.Nil(t, c.GitHub)

@@ -3,10 +3,12 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/bot"
@@ -126,36 +128,43 @@ type Config struct {
 	MaxRetries int `yaml:"max_retries" json:"max_retries,omitempty"`
 }
 
-// Validate reports the first problem with c as a *bot.FieldError whose
-// Field is relative to the entry ("provider", "model"); the config loader
-// prefixes "models.<name>.".
+// Validate reports every problem with c, each a *bot.FieldError whose Field
+// is relative to the entry ("provider", "model"), joined with errors.Join;
+// the config loader prefixes "models.<name>.". A password in base_url is
+// not repeated.
 func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &bot.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
 	switch c.Provider {
 	case ProviderOpenAI, ProviderAnthropic:
 	case "":
-		return &bot.FieldError{Field: "provider", Msg: "required: openai or anthropic"}
+		bad("provider", "required: openai or anthropic")
 	default:
-		return &bot.FieldError{Field: "provider", Msg: fmt.Sprintf("unknown provider %q (want openai or anthropic)", c.Provider)}
+		bad("provider", "unknown provider %q (want openai or anthropic)", c.Provider)
 	}
-	if c.Model == "" {
-		return &bot.FieldError{Field: "model", Msg: "required"}
+	if strings.TrimSpace(c.Model) == "" {
+		bad("model", "required: the provider's model name")
 	}
 	if c.BaseURL != "" {
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &bot.FieldError{Field: "base_url", Msg: fmt.Sprintf("%q is not an http(s) URL", c.BaseURL)}
+		switch u, err := url.Parse(c.BaseURL); {
+		case err != nil:
+			bad("base_url", "want an http or https URL, got something unparsable")
+		case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+			bad("base_url", "want an http or https URL, got %q", u.Redacted())
 		}
 	}
-	if !c.APIKey.IsSet() && c.BaseURL == "" {
-		return &bot.FieldError{Field: "api_key", Msg: fmt.Sprintf("required for %s without a base_url", c.Provider)}
+	if !c.APIKey.IsSet() && c.BaseURL == "" && (c.Provider == ProviderOpenAI || c.Provider == ProviderAnthropic) {
+		bad("api_key", "required for %s without a base_url", c.Provider)
 	}
 	if c.MaxTokens < 0 {
-		return &bot.FieldError{Field: "max_tokens", Msg: "must not be negative"}
+		bad("max_tokens", "must not be negative, got %d", c.MaxTokens)
 	}
 	if c.Timeout < 0 {
-		return &bot.FieldError{Field: "timeout", Msg: "must not be negative"}
+		bad("timeout", "must not be negative, got %s", c.Timeout)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Describe says which model this is, for logs: never the key.
