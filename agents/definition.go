@@ -72,6 +72,10 @@ type Definition struct {
 	File string
 	// Overrides are the sources of same-named definitions this one replaced.
 	Overrides []string
+
+	// lines are the frontmatter's fields by the line they are on, so that
+	// Validate can say where a name it does not know is written.
+	lines map[string]int
 }
 
 // ModelName is the model the agent runs on.
@@ -236,6 +240,7 @@ func Parse(file string, data []byte) (Definition, error) {
 			}
 		}
 	}
+	d.lines = seen
 	if d.Name == "" {
 		return d, errf(closing, "name", "required")
 	}
@@ -465,12 +470,12 @@ type Known struct {
 	Skills []string
 }
 
-// Validate checks the names d refers to against k, reporting every problem:
-// `agents/coder.md: tools: unknown tool "rm_rf"`.
+// Validate checks the names d refers to against k, reporting every problem
+// at the line of its field: `agents/coder.md:5: tools: unknown tool "rm_rf"`.
 func (d Definition) Validate(k Known) error {
-	var errs []error
+	var errs []*DefinitionError
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &DefinitionError{File: d.File, Field: field, Msg: fmt.Sprintf(format, args...)})
+		errs = append(errs, &DefinitionError{File: d.File, Line: d.lines[field], Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
 	if k.Models != nil && d.Model != "" && !slices.Contains(k.Models, d.Model) {
 		bad("model", "unknown model %q (configured: %s)", d.Model, listOrNone(k.Models))
@@ -492,7 +497,13 @@ func (d Definition) Validate(k Known) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	// In the order of the file.
+	slices.SortStableFunc(errs, func(a, b *DefinitionError) int { return a.Line - b.Line })
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
 }
 
 func listOrNone(s []string) string {

@@ -119,10 +119,10 @@ func TestValidate(t *testing.T) {
 		Skills:   []string{},
 	})
 	require.Error(t, err)
-	require.Equal(t, `agents/coder.md: model: unknown model "fast" (configured: default)
-agents/coder.md: tools: unknown tool "rm_rf"
-agents/coder.md: profile: unknown profile "wizard" (want read-only, contributor)
-agents/coder.md: skills: unknown skill "go"`, err.Error())
+	require.Equal(t, `agents/coder.md:4: model: unknown model "fast" (configured: default)
+agents/coder.md:5: profile: unknown profile "wizard" (want read-only, contributor)
+agents/coder.md:6: tools: unknown tool "rm_rf"
+agents/coder.md:7: skills: unknown skill "go"`, err.Error())
 
 	require.NoError(t, d.Validate(agents.Known{}), "nil lists skip their checks")
 }

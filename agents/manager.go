@@ -177,7 +177,7 @@ func loadDir(dir string) ([]Definition, error) {
 		file := filepath.Join(dir, e.Name())
 		data, err := os.ReadFile(file)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", file, err))
+			errs = append(errs, err) // it names the file
 			continue
 		}
 		d, err := Parse(file, data)
@@ -186,7 +186,7 @@ func loadDir(dir string) ([]Definition, error) {
 			continue
 		}
 		if first, dup := files[d.Name]; dup {
-			errs = append(errs, &DefinitionError{File: file, Field: "name", Msg: fmt.Sprintf("agent %q is already defined in %s", d.Name, first)})
+			errs = append(errs, &DefinitionError{File: file, Line: d.lines["name"], Field: "name", Msg: fmt.Sprintf("agent %q is already defined in %s", d.Name, first)})
 			continue
 		}
 		files[d.Name] = file

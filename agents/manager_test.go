@@ -132,7 +132,7 @@ func TestPriorityUserOverPackageOverBuiltin(t *testing.T) {
 
 	// The user's coder names a model that is not configured.
 	err = m.Validate(agents.Known{Models: []string{"default"}, Tools: tools.CoreNames()})
-	require.EqualError(t, err, filepath.Join(dir, "coder.md")+`: model: unknown model "fast" (configured: default)`)
+	require.EqualError(t, err, filepath.Join(dir, "coder.md")+`:4: model: unknown model "fast" (configured: default)`)
 }
 
 func TestUserDirErrors(t *testing.T) {
@@ -142,7 +142,7 @@ func TestUserDirErrors(t *testing.T) {
 	writeAgent(t, dir, "c.md", "---\ndescription: no name\n---\n")
 	_, err := agents.NewManager(context.Background(), agents.ManagerOptions{Dir: dir})
 	require.Error(t, err)
-	require.Equal(t, filepath.Join(dir, "b.md")+`: name: agent "helper" is already defined in `+filepath.Join(dir, "a.md")+"\n"+
+	require.Equal(t, filepath.Join(dir, "b.md")+`:2: name: agent "helper" is already defined in `+filepath.Join(dir, "a.md")+"\n"+
 		filepath.Join(dir, "c.md")+":3: name: required", err.Error())
 
 	m, err := agents.NewManager(context.Background(), agents.ManagerOptions{Dir: filepath.Join(dir, "missing")})
@@ -158,7 +158,7 @@ func TestValidateAgentTools(t *testing.T) {
 	err = m.Validate(agents.Known{Tools: tools.CoreNames()})
 	require.Error(t, err)
 	file := filepath.Join(dir, "lead.md")
-	require.Equal(t, file+`: tools: unknown tool "agent_ops"`+"\n"+file+`: tools: unknown tool "rm_rf"`, err.Error(),
+	require.Equal(t, file+`:4: tools: unknown tool "agent_ops"`+"\n"+file+`:4: tools: unknown tool "rm_rf"`, err.Error(),
 		"ops works by handoff, so there is no agent_ops")
 }
 
