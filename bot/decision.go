@@ -105,7 +105,7 @@ func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time) (Decisi
 			return Decision{Ignore: refusal}, nil
 		}
 	}
-	route := in.opts.Router.Route(ev)
+	route := in.rules.Load().router.Route(ev)
 	// Mentions, commands and rules ask for an agent explicitly; anything
 	// else in a thread an agent works in is for that agent.
 	if !route.Kind.Explicit() && in.opts.Threads != nil && !ev.Thread.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,11 +18,12 @@ const DefaultDedupWindow = 7 * 24 * time.Hour
 
 // IntakeOptions configure an Intake.
 type IntakeOptions struct {
-	Store   IngestStore
+	Store IngestStore
+	// Router decides routes until Use replaces it.
 	Router  Decider
 	Metrics *Metrics
 	Logger  *slog.Logger
-	// DedupWindow defaults to DefaultDedupWindow.
+	// DedupWindow defaults to DefaultDedupWindow; Use replaces it.
 	DedupWindow time.Duration
 	// Gates are the sources' own admission rules, by source; a source
 	// without one makes a work item of everything it hands in.
@@ -54,14 +56,19 @@ type WorkItemLister interface {
 // Intake turns events into persisted work items or ingress records. Sources
 // call it and acknowledge only after it returns without error.
 type Intake struct {
-	opts IntakeOptions
+	opts  IntakeOptions
+	rules atomic.Pointer[intakeRules]
+}
+
+// intakeRules is what the config in effect decides for the intake; Use
+// replaces it whole.
+type intakeRules struct {
+	router Decider
+	dedup  time.Duration
 }
 
 // NewIntake returns an Intake.
 func NewIntake(opts IntakeOptions) *Intake {
-	if opts.DedupWindow <= 0 {
-		opts.DedupWindow = DefaultDedupWindow
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -74,7 +81,19 @@ func NewIntake(opts IntakeOptions) *Intake {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
-	return &Intake{opts: opts}
+	in := &Intake{opts: opts}
+	in.Use(opts.Router, opts.DedupWindow)
+	return in
+}
+
+// Use replaces the router and the dedup window at once, when the config is
+// reloaded: a decision under way finishes with what it started with, the
+// next one uses these. A window of 0 means DefaultDedupWindow.
+func (in *Intake) Use(router Decider, dedupWindow time.Duration) {
+	if dedupWindow <= 0 {
+		dedupWindow = DefaultDedupWindow
+	}
+	in.rules.Store(&intakeRules{router: router, dedup: dedupWindow})
 }
 
 // Ingest decides what ev makes (see Decide) and persists it: a work item
@@ -201,7 +220,7 @@ func (in *Intake) request(ev *Event) IngestRequest {
 	if ev.ReceivedAt.IsZero() {
 		ev.ReceivedAt = now
 	}
-	return IngestRequest{Event: *ev, Now: now, DedupUntil: now.Add(in.opts.DedupWindow)}
+	return IngestRequest{Event: *ev, Now: now, DedupUntil: now.Add(in.rules.Load().dedup)}
 }
 
 func (in *Intake) store(ctx context.Context, ev *Event, req IngestRequest) (IngestResult, error) {

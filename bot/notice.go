@@ -69,7 +69,7 @@ func (in *Intake) tell(ctx context.Context, ev *Event, d Decision) {
 // and who has the request now.
 func (in *Intake) unknownAgentText(r Route) string {
 	var agents []string
-	if n, ok := in.opts.Router.(agentNamer); ok {
+	if n, ok := in.rules.Load().router.(agentNamer); ok {
 		agents = n.Agents()
 	}
 	var b strings.Builder

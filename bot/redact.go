@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Redacted replaces a secret wherever Switchyard shows or stores text: tool
@@ -38,6 +40,13 @@ const minKeyLine = 16
 // stores text goes through it. A nil *Redactor masks the shapes alone. It is
 // safe for concurrent use.
 type Redactor struct {
+	masks atomic.Pointer[masks]
+	// mu serialises Add; readers load masks without it.
+	mu sync.Mutex
+}
+
+// masks are the configured values a Redactor replaces.
+type masks struct {
 	values  []string // longest first
 	replace *strings.Replacer
 }
@@ -47,15 +56,38 @@ type Redactor struct {
 // PEM key) is also masked line by line, and in its JSON-escaped form.
 func NewRedactor(secrets ...Secret) *Redactor {
 	r := &Redactor{}
-	return r.With(secrets...)
+	r.masks.Store(newMasks(nil, secrets))
+	return r
 }
 
 // With returns a redactor that masks r's secrets and these, such as a
-// short-lived token one tool holds.
+// short-lived token one tool holds. Secrets added to r later are not in it.
 func (r *Redactor) With(secrets ...Secret) *Redactor {
+	out := &Redactor{}
+	out.masks.Store(newMasks(r.current(), secrets))
+	return out
+}
+
+// Add masks these secrets too, from now on, everywhere r is used: a
+// reloaded config may bring new ones. Nothing is ever unmasked: a secret
+// replaced in the config is still a secret.
+func (r *Redactor) Add(secrets ...Secret) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.masks.Store(newMasks(r.current(), secrets))
+}
+
+func (r *Redactor) current() *masks {
+	if r == nil {
+		return nil
+	}
+	return r.masks.Load()
+}
+
+func newMasks(base *masks, secrets []Secret) *masks {
 	var vals []string
-	if r != nil {
-		vals = slices.Clone(r.values)
+	if base != nil {
+		vals = slices.Clone(base.values)
 	}
 	for _, s := range secrets {
 		vals = append(vals, secretForms(s.Reveal())...)
@@ -68,7 +100,7 @@ func (r *Redactor) With(secrets ...Secret) *Redactor {
 		return strings.Compare(a, b)
 	})
 	vals = slices.Compact(vals)
-	out := &Redactor{values: vals}
+	out := &masks{values: vals}
 	if len(vals) > 0 {
 		pairs := make([]string, 0, 2*len(vals))
 		for _, v := range vals {
@@ -139,10 +171,11 @@ func (r *Redactor) Redact(s string) string {
 }
 
 func (r *Redactor) replaceValues(s string) string {
-	if r == nil || r.replace == nil {
+	m := r.current()
+	if m == nil || m.replace == nil {
 		return s
 	}
-	return r.replace.Replace(s)
+	return m.replace.Replace(s)
 }
 
 // RedactJSON masks secrets in a JSON document and keeps it valid JSON.

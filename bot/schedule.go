@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -26,6 +27,7 @@ type RoutedIngester interface {
 
 // SchedulerOptions configure a Scheduler.
 type SchedulerOptions struct {
+	// Schedules fire until Prepare's commit replaces them.
 	Schedules []Schedule
 	Store     ScheduleStore
 	Intake    RoutedIngester
@@ -43,8 +45,20 @@ type SchedulerOptions struct {
 // doubles one (the intake deduplicates), and "@every" intervals count from
 // the last firing, so a restart does not move them.
 type Scheduler struct {
-	opts   SchedulerOptions
-	parsed []cron.Schedule
+	opts SchedulerOptions
+	wake chan struct{} // a commit replaced the schedules
+
+	mu  sync.Mutex
+	set []plannedSchedule
+	// moved holds schedules a reload added or changed, with when: no
+	// firing before then is made up, as for a schedule seen the first time.
+	moved map[string]time.Time
+}
+
+// plannedSchedule is a schedule with its parsed spec.
+type plannedSchedule struct {
+	Schedule
+	spec cron.Schedule
 }
 
 // NewScheduler parses the specs; an error names the schedule.
@@ -61,35 +75,110 @@ func NewScheduler(opts SchedulerOptions) (*Scheduler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Scheduler{opts: opts}
-	for _, sc := range opts.Schedules {
+	set, err := planSchedules(opts.Schedules)
+	if err != nil {
+		return nil, err
+	}
+	return &Scheduler{opts: opts, wake: make(chan struct{}, 1), set: set, moved: map[string]time.Time{}}, nil
+}
+
+func planSchedules(list []Schedule) ([]plannedSchedule, error) {
+	set := make([]plannedSchedule, 0, len(list))
+	for _, sc := range list {
 		p, err := cron.ParseStandard(sc.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: cron %q: %w", sc.Name, sc.Spec, err)
 		}
-		s.parsed = append(s.parsed, p)
+		set = append(set, plannedSchedule{Schedule: sc, spec: p})
 	}
-	return s, nil
+	return set, nil
+}
+
+// Prepare parses list to replace the schedules when the config is
+// reloaded; the returned commit makes the replacement and cannot fail. A
+// schedule the commit adds or whose spec it changes counts from the commit,
+// like a schedule seen for the first time: firings its new spec would have
+// had before are not made up. An unchanged schedule keeps its times.
+func (s *Scheduler) Prepare(list []Schedule) (commit func(), err error) {
+	set, err := planSchedules(list)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		s.mu.Lock()
+		old := make(map[string]string, len(s.set))
+		for _, p := range s.set {
+			old[p.Name] = p.Spec
+		}
+		now := s.opts.Now().UTC()
+		for _, p := range set {
+			if spec, ok := old[p.Name]; !ok || spec != p.Spec {
+				s.moved[p.Name] = now
+			}
+		}
+		s.set = set
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}, nil
+}
+
+// schedules returns the schedules in effect.
+func (s *Scheduler) schedules() []plannedSchedule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set
+}
+
+// movedAt returns when a reload added or changed the schedule, if one did
+// and its firing time has not been moved there yet.
+func (s *Scheduler) movedAt(name string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.moved[name]
+	return t, ok
+}
+
+func (s *Scheduler) settled(name string, at time.Time) {
+	s.mu.Lock()
+	if s.moved[name].Equal(at) {
+		delete(s.moved, name)
+	}
+	s.mu.Unlock()
 }
 
 // Run fires schedules until ctx is cancelled.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if len(s.opts.Schedules) == 0 {
-		<-ctx.Done()
-		return nil
-	}
 	for {
-		next, err := s.Tick(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.opts.Logger.Error("schedules", slog.String("error", err.Error()))
-			next = s.opts.Now().Add(10 * time.Second)
+		next := time.Time{}
+		if len(s.schedules()) > 0 {
+			var err error
+			next, err = s.Tick(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.opts.Logger.Error("schedules", slog.String("error", err.Error()))
+				next = s.opts.Now().Add(10 * time.Second)
+			}
 		}
-		t := time.NewTimer(time.Until(next))
+		var (
+			timer *time.Timer
+			due   <-chan time.Time
+		)
+		if !next.IsZero() {
+			timer = time.NewTimer(time.Until(next))
+			due = timer.C
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
+		case <-s.wake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
 			return nil
-		case <-t.C:
 		}
 	}
 }
@@ -98,8 +187,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 	now := s.opts.Now().UTC()
 	earliest := now.Add(24 * time.Hour)
-	for i, sc := range s.opts.Schedules {
-		next, err := s.fireDue(ctx, sc, s.parsed[i], now)
+	for _, p := range s.schedules() {
+		next, err := s.fireDue(ctx, p.Schedule, p.spec, now)
 		if err != nil {
 			return now, err
 		}
@@ -122,6 +211,15 @@ func (s *Scheduler) fireDue(ctx context.Context, sc Schedule, p cron.Schedule, n
 			return now, fmt.Errorf("schedule %q: %w", sc.Name, err)
 		}
 		return p.Next(now), nil
+	}
+	if at, ok := s.movedAt(sc.Name); ok {
+		if last.Before(at) {
+			if err := s.opts.Store.SetLastFired(ctx, sc.Name, at); err != nil {
+				return now, fmt.Errorf("schedule %q: %w", sc.Name, err)
+			}
+			last = at
+		}
+		s.settled(sc.Name, at)
 	}
 	var due []time.Time
 	for t := p.Next(last); !t.After(now); t = p.Next(t) {

@@ -97,6 +97,7 @@ type Approvals struct {
 
 type pendingApproval struct {
 	Approval
+	timeout  time.Duration
 	done     chan struct{}
 	approved bool
 }
@@ -130,6 +131,32 @@ var ErrApprovalTimeout = errors.New("nobody approved it in time, so it is denied
 // the thread, and blocks until a person decides, the approval expires
 // (denied, with ErrApprovalTimeout) or ctx ends (cancelled).
 func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string) (bool, error) {
+	return a.approve(ctx, call, reason, a.opts.Approvers, a.opts.Timeout)
+}
+
+// With returns the Approver of one config: its calls ask the approvers
+// lists names and wait at most timeout (0: the Approvals' own), while the
+// pending approvals stay in a, where the API and Slack decide them. A
+// reloaded config gives its runs a new Approver; an approval already asked
+// keeps its approvers and its time.
+func (a *Approvals) With(lists ApproverLists, timeout time.Duration) tools.Approver {
+	if timeout <= 0 {
+		timeout = a.opts.Timeout
+	}
+	return configuredApprover{a: a, lists: lists, timeout: timeout}
+}
+
+type configuredApprover struct {
+	a       *Approvals
+	lists   ApproverLists
+	timeout time.Duration
+}
+
+func (c configuredApprover) Approve(ctx context.Context, call tools.Call, reason string) (bool, error) {
+	return c.a.approve(ctx, call, reason, c.lists, c.timeout)
+}
+
+func (a *Approvals) approve(ctx context.Context, call tools.Call, reason string, lists ApproverLists, timeout time.Duration) (bool, error) {
 	now := a.opts.Now()
 	args := "[withheld: no redactor configured]"
 	if a.opts.Redactor != nil {
@@ -139,10 +166,11 @@ func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string)
 		Approval: Approval{
 			ID: newID("ap", now), Status: ApprovalPending, Tool: call.Tool.Name, Arguments: args, Reason: reason,
 			Agent: call.Agent, Profile: call.Profile, SessionKey: call.SessionKey, WorkItemID: call.WorkItemID,
-			JobID: call.JobID, CorrelationID: call.CorrelationID, Approvers: a.opts.Approvers.Approvers(call.Profile),
-			CreatedAt: now, ExpiresAt: now.Add(a.opts.Timeout),
+			JobID: call.JobID, CorrelationID: call.CorrelationID, Approvers: lists.Approvers(call.Profile),
+			CreatedAt: now, ExpiresAt: now.Add(timeout),
 		},
-		done: make(chan struct{}),
+		timeout: timeout,
+		done:    make(chan struct{}),
 	}
 	if a.opts.Redactor != nil {
 		p.Reason = a.opts.Redactor.Redact(p.Reason)
@@ -166,14 +194,14 @@ func (a *Approvals) Approve(ctx context.Context, call tools.Call, reason string)
 // wait blocks until p is decided, expires (denied, with ErrApprovalTimeout)
 // or ctx ends (cancelled).
 func (a *Approvals) wait(ctx context.Context, p *pendingApproval) (bool, error) {
-	timer := time.NewTimer(a.opts.Timeout)
+	timer := time.NewTimer(p.timeout)
 	defer timer.Stop()
 	select {
 	case <-p.done:
 	case <-timer.C:
 		if res, ok := a.end(p, ApprovalExpired); ok {
 			a.finish(ctx, res)
-			return false, fmt.Errorf("%w (no decision within %s)", ErrApprovalTimeout, a.opts.Timeout)
+			return false, fmt.Errorf("%w (no decision within %s)", ErrApprovalTimeout, p.timeout)
 		}
 	case <-ctx.Done():
 		if res, ok := a.end(p, ApprovalCancelled); ok {
@@ -362,7 +390,7 @@ func (a *Approvals) Decide(ctx context.Context, d ApprovalDecision) (Approval, e
 				return d, bot.Errorf(bot.ECONFLICT, "approval %q is already %s%s", id, d.Status, who)
 			}
 		}
-		return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found (it may have expired; approvals wait %s)", id, a.opts.Timeout)
+		return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found (it may have expired)", id)
 	}
 	now := a.opts.Now()
 	p.Status = ApprovalRejected

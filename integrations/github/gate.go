@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
@@ -59,9 +60,16 @@ type GateOptions struct {
 //   - A new comment "/approve <id>" or "/deny <id>" by a person decides an
 //     approval and makes no work item; a bot's is ignored.
 type Gate struct {
-	opts      GateOptions
+	opts  GateOptions
+	rules atomic.Pointer[gateRules]
+	perms *permissionCache
+}
+
+// gateRules are the settings Configure replaces.
+type gateRules struct {
+	appSlug   string
 	allowBots map[string]bool
-	perms     *permissionCache
+	min       Permission
 }
 
 var _ bot.Gate = (*Gate)(nil)
@@ -80,23 +88,33 @@ func NewGate(opts GateOptions) *Gate {
 	if opts.LookupTimeout <= 0 {
 		opts.LookupTimeout = DefaultLookupTimeout
 	}
-	if opts.MinPermission == "" {
-		opts.MinPermission = DefaultMinPermission
-	}
-	if p, err := ParsePermission(string(opts.MinPermission)); err != nil {
-		opts.Logger.Error("github min_permission is invalid; only admins may ask for work",
-			slog.String("min_permission", string(opts.MinPermission)))
-		opts.MinPermission = PermissionAdmin
-	} else {
-		opts.MinPermission = p
-	}
-	g := &Gate{opts: opts, allowBots: map[string]bool{}, perms: newPermissionCache(opts.PermissionTTL, defaultPermissionSize)}
-	for _, b := range opts.AllowBots {
-		b = strings.ToLower(b)
-		g.allowBots[b] = true
-		g.allowBots[strings.TrimSuffix(b, "[bot]")+"[bot]"] = true
-	}
+	g := &Gate{opts: opts, perms: newPermissionCache(opts.PermissionTTL, defaultPermissionSize)}
+	g.Configure(opts.AppSlug, opts.AllowBots, opts.MinPermission)
 	return g
+}
+
+// Configure replaces the App's slug, the allowed bots and the permission a
+// person needs at once, when the config is reloaded; GateOptions describes
+// each. Permissions already looked up stay cached: they are GitHub's, not
+// the config's.
+func (g *Gate) Configure(appSlug string, allowBots []string, min Permission) {
+	if min == "" {
+		min = DefaultMinPermission
+	}
+	if p, err := ParsePermission(string(min)); err != nil {
+		g.opts.Logger.Error("github.min_permission is invalid; only admins may ask for work",
+			slog.String("min_permission", string(min)))
+		min = PermissionAdmin
+	} else {
+		min = p
+	}
+	r := &gateRules{appSlug: appSlug, allowBots: map[string]bool{}, min: min}
+	for _, b := range allowBots {
+		b = strings.ToLower(b)
+		r.allowBots[b] = true
+		r.allowBots[strings.TrimSuffix(b, "[bot]")+"[bot]"] = true
+	}
+	g.rules.Store(r)
 }
 
 // kindParts splits "github.<event>.<action>".
@@ -153,10 +171,11 @@ func isComment(event string) bool {
 // botDetail says why ev's actor is a bot Switchyard does not listen to, or "".
 func (g *Gate) botDetail(ev *bot.Event) string {
 	login := strings.ToLower(ev.Actor)
-	if g.opts.AppSlug != "" && login == strings.ToLower(g.opts.AppSlug)+"[bot]" {
+	r := g.rules.Load()
+	if r.appSlug != "" && login == strings.ToLower(r.appSlug)+"[bot]" {
 		return "sent by Switchyard itself"
 	}
-	if ev.ActorIsBot && !g.allowBots[login] {
+	if ev.ActorIsBot && !r.allowBots[login] {
 		return "sent by bot " + ev.Actor + ", not in github.allow_bots"
 	}
 	return ""
@@ -180,12 +199,13 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 		return nil, "", nil
 	}
 	repo := cmp.Or(ev.Repo, "the repository")
+	min := g.rules.Load().min
 	if g.opts.Offline {
 		who := "the author"
 		if ev.Actor != "" {
 			who = "@" + ev.Actor
 		}
-		return nil, fmt.Sprintf("%s has %s permission on %s (github.min_permission; not checked offline)", who, g.opts.MinPermission, repo), nil
+		return nil, fmt.Sprintf("%s has %s permission on %s (github.min_permission; not checked offline)", who, min, repo), nil
 	}
 	perm, err := g.Permission(ctx, ev)
 	if err != nil {
@@ -193,18 +213,18 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 	}
 	// The permission was looked up anyway: the run's ceiling needs it.
 	ev.Requester.Permission = string(perm)
-	if !perm.AtLeast(g.opts.MinPermission) {
+	if !perm.AtLeast(min) {
 		return &bot.IngressReason{Code: bot.IgnoreUnauthorized,
-			Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, repo, g.opts.MinPermission),
+			Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, repo, min),
 			Tell: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
-				ev.Actor, g.opts.MinPermission, repo),
+				ev.Actor, min, repo),
 		}, "", nil
 	}
 	return nil, "", nil
 }
 
 // MinPermission is what a person needs to ask for work.
-func (g *Gate) MinPermission() Permission { return g.opts.MinPermission }
+func (g *Gate) MinPermission() Permission { return g.rules.Load().min }
 
 // Permission returns ev's actor's permission on ev's repository, from the
 // cache or from GitHub within LookupTimeout.

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"github.com/switchyard/switchyard/bot"
 )
@@ -15,6 +16,11 @@ import (
 // Which events concern the bot at all (its own echoes, channel chatter) is
 // the adapter's business: those are never stored.
 type Gate struct {
+	lists atomic.Pointer[allowLists]
+}
+
+// allowLists are the allow lists in effect; nil maps allow everyone.
+type allowLists struct {
 	channels map[string]bool
 	users    map[string]bool
 }
@@ -24,8 +30,18 @@ var _ bot.Gate = (*Gate)(nil)
 // NewGate returns the gate of the allow lists (Slack ids, C… and U…); an
 // empty list allows everyone.
 func NewGate(allowedChannels, allowedUsers []string) *Gate {
-	return &Gate{channels: set(allowedChannels), users: set(allowedUsers)}
+	g := &Gate{}
+	g.Allow(allowedChannels, allowedUsers)
+	return g
 }
+
+// Allow replaces the allow lists at once, when the config is reloaded.
+func (g *Gate) Allow(allowedChannels, allowedUsers []string) {
+	g.lists.Store(&allowLists{channels: set(allowedChannels), users: set(allowedUsers)})
+}
+
+// allowedChannels is the channel allow list in effect; nil allows all.
+func (g *Gate) allowedChannels() map[string]bool { return g.lists.Load().channels }
 
 func set(ids []string) map[string]bool {
 	if len(ids) == 0 {
@@ -83,10 +99,11 @@ func (g *Gate) Admit(context.Context, *bot.Event, bot.Route) (*bot.IngressReason
 
 // allowed applies the allow lists.
 func (g *Gate) allowed(channel, user string) bool {
-	if g.users != nil && !g.users[user] {
+	l := g.lists.Load()
+	if l.users != nil && !l.users[user] {
 		return false
 	}
-	if g.channels != nil && !isDM(channel) && !g.channels[channel] {
+	if l.channels != nil && !isDM(channel) && !l.channels[channel] {
 		return false
 	}
 	return true

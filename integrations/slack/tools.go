@@ -219,7 +219,7 @@ func (at *agentTools) where(name string, cc tools.CallContext, channel string) (
 	if err != nil {
 		return place{}, err
 	}
-	allowed := at.a.gate.channels
+	allowed := at.a.gate.allowedChannels()
 	if id != cur.Channel && allowed != nil && !allowed[id] {
 		list := make([]string, 0, len(allowed))
 		for ch := range allowed {
