@@ -105,11 +105,12 @@ func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time) (Decisi
 			return Decision{Ignore: refusal}, nil
 		}
 	}
-	route := in.rules.Load().router.Route(ev)
+	rules := in.rules.Load()
+	route := rules.router.Route(ev)
 	// Mentions, commands and rules ask for an agent explicitly; anything
 	// else in a thread an agent works in is for that agent.
 	if !route.Kind.Explicit() && in.opts.Threads != nil && !ev.Thread.IsZero() {
-		if owner, ok := in.owner(ctx, ev, asOf); ok {
+		if owner, ok := in.owner(ctx, ev, asOf, rules.threadWindow); ok {
 			owner.Unknown = route.Unknown
 			route = owner
 		}

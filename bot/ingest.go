@@ -34,6 +34,7 @@ type IntakeOptions struct {
 	Threads WorkItemLister
 	// ThreadWindow is how long after an agent's last work item in a thread
 	// finished the thread still goes to it; DefaultThreadWindow when zero.
+	// Use replaces it.
 	ThreadWindow time.Duration
 	// Accepted is called after a work item is persisted (not for
 	// duplicates): the reporter reacts, the dispatcher wakes up.
@@ -63,17 +64,15 @@ type Intake struct {
 // intakeRules is what the config in effect decides for the intake; Use
 // replaces it whole.
 type intakeRules struct {
-	router Decider
-	dedup  time.Duration
+	router       Decider
+	dedup        time.Duration
+	threadWindow time.Duration
 }
 
 // NewIntake returns an Intake.
 func NewIntake(opts IntakeOptions) *Intake {
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.ThreadWindow <= 0 {
-		opts.ThreadWindow = DefaultThreadWindow
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -82,18 +81,22 @@ func NewIntake(opts IntakeOptions) *Intake {
 		opts.Metrics = NewMetrics(nil)
 	}
 	in := &Intake{opts: opts}
-	in.Use(opts.Router, opts.DedupWindow)
+	in.Use(opts.Router, opts.DedupWindow, opts.ThreadWindow)
 	return in
 }
 
-// Use replaces the router and the dedup window at once, when the config is
-// reloaded: a decision under way finishes with what it started with, the
-// next one uses these. A window of 0 means DefaultDedupWindow.
-func (in *Intake) Use(router Decider, dedupWindow time.Duration) {
+// Use replaces the router, the dedup window and the thread window at
+// once, when the config is reloaded: a decision under way finishes with
+// what it started with, the next one uses these. Windows of 0 mean
+// DefaultDedupWindow and DefaultThreadWindow.
+func (in *Intake) Use(router Decider, dedupWindow, threadWindow time.Duration) {
 	if dedupWindow <= 0 {
 		dedupWindow = DefaultDedupWindow
 	}
-	in.rules.Store(&intakeRules{router: router, dedup: dedupWindow})
+	if threadWindow <= 0 {
+		threadWindow = DefaultThreadWindow
+	}
+	in.rules.Store(&intakeRules{router: router, dedup: dedupWindow, threadWindow: threadWindow})
 }
 
 // Ingest decides what ev makes (see Decide) and persists it: a work item
@@ -135,7 +138,7 @@ const DefaultThreadWindow = 24 * time.Hour
 // handed off to while that is unfinished; else the agent of the newest
 // unfinished work item; else the agent of the newest work item, if it
 // finished within ThreadWindow.
-func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, bool) {
+func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time, window time.Duration) (Route, bool) {
 	items, err := in.threadWork(ctx, ev, asOf)
 	if err != nil {
 		in.opts.Logger.Warn("look up the agent of a thread", slog.String("thread", ev.Thread.Key()), slog.String("error", err.Error()))
@@ -169,7 +172,7 @@ func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time) (Route, 
 	if wi.FinishedAt != nil {
 		ended = *wi.FinishedAt
 	}
-	if now.Sub(ended) > in.opts.ThreadWindow {
+	if now.Sub(ended) > window {
 		return Route{}, false
 	}
 	did := "worked"

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -17,9 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
-	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
@@ -30,53 +31,29 @@ import (
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
-// Options is everything the daemon is built from. cmd/switchyard fills it
-// from the config file.
+// Options is everything the daemon is built from.
 type Options struct {
-	Listen string // host:port
+	// Setup is the configuration the daemon starts with (see Load).
+	// Required.
+	Setup *Setup
+	// Reload reads the configuration again for a reload (SIGHUP, `switchyard
+	// config reload`, POST /api/v1/config/reload); nil refuses reloads.
+	Reload func(context.Context) (*Setup, error)
 	// APIToken is the administrator's bearer token (identity "admin");
-	// unset, the token of <DataDir>/api-token, which New makes when it
-	// does not exist.
+	// unset, the config's server.api_token, else the token of
+	// <data_dir>/api-token, which New makes when it does not exist.
 	APIToken bot.Secret
-	// APITokens are further bearer tokens, each with the name its holder
-	// decides approvals as.
-	APITokens []config.APIToken
-	// PublicURL is where the daemon is reached besides its listen address;
-	// /api/v1 refuses requests for any other host or origin.
-	PublicURL string
-	Console   bool // serve the local console endpoints
-	DataDir   string
-	// Secrets are every value configured as a secret. They, the API tokens
-	// and anything shaped like a credential are masked in logs, API
-	// answers, thread messages, tool results, transcripts and the audit log.
-	Secrets []bot.Secret
-
-	Router *bot.Router
-	// NewRunner builds the agent runtime inside the daemon; nil runs
-	// bot.NoRuntime, which fails every job with a clear error.
-	NewRunner func(RunnerDeps) (Runtime, error)
-	Schedules []bot.Schedule
-
-	Workers     int
-	Lease       time.Duration
-	MaxAttempts int
-	DedupWindow time.Duration
+	// NewRunner builds the runner of each configuration; nil builds the
+	// agent runtime (NewAgentRuntime).
+	NewRunner func(RunnerDeps) (bot.Runner, error)
+	// Sandbox tunes where bash and command tools run (the bubblewrap
+	// program, paths to hide); its mode is the config's sandbox.mode, and
+	// the data directory, the config file, the GitHub App's key file and
+	// the home directory are always hidden.
+	Sandbox sandbox.Options
 	// ShutdownGrace bounds how long running jobs may finish at shutdown;
 	// default 30s.
 	ShutdownGrace time.Duration
-
-	// GitHub and Slack connect those platforms; nil leaves them off.
-	GitHub *config.GitHub
-	Slack  *config.Slack
-	// Agents are the agents in effect, for the API and chat commands.
-	Agents *agents.Manager
-	// SlackGroups are the Slack user groups access rules name, whose
-	// members are looked up when a run starts.
-	SlackGroups []string
-	// Sandbox configures where bash and command tools run; the zero value
-	// requires bubblewrap. The data directory is always hidden from
-	// commands, beside Sandbox.Hide.
-	Sandbox sandbox.Options
 
 	Logger  *slog.Logger
 	Version string
@@ -86,14 +63,17 @@ type Options struct {
 // its context ends; the caller owns both.
 type Daemon struct {
 	opts       Options
+	cfg        *config.Config // as it started: what only a restart changes
+	config     *Coordinator
 	log        *slog.Logger
 	redactor   *bot.Redactor
 	outbox     bot.Outboxer // the store, masking what it is given
 	tokens     []httpapi.Token
 	site       atomic.Pointer[httpapi.Site]
 	store      *bolt.Store
-	runner     bot.Runner
-	runtime    Runtime
+	gen        atomic.Pointer[generation]
+	audit      *policy.Auditor
+	approvals  *policy.Approvals
 	metrics    *bot.Metrics
 	registry   *prometheus.Registry
 	intake     *bot.Intake
@@ -101,7 +81,9 @@ type Daemon struct {
 	deliverer  *bot.Deliverer
 	dispatcher *bot.Dispatcher
 	scheduler  *bot.Scheduler
-	sandbox    *sandbox.Sandbox
+	ghClient   *github.Client
+	ghGate     *github.Gate
+	ghSlug     string // looked up at start when github.app_slug is empty
 	requesters requesters
 	slack      *slack.Adapter
 	sources    []source
@@ -121,29 +103,31 @@ func New(opts Options) (*Daemon, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 30 * time.Second
 	}
-	if opts.Router == nil {
-		return nil, errors.New("daemon: no router")
+	if opts.Setup == nil {
+		return nil, errors.New("daemon: no setup")
 	}
-	site, err := httpapi.NewSite(opts.Listen, opts.PublicURL)
+	cfg := opts.Setup.Config
+	site, err := httpapi.NewSite(cfg.Server.Listen, cfg.Server.PublicURL)
 	if err != nil {
 		return nil, err
 	}
+	if !opts.APIToken.IsSet() {
+		opts.APIToken = cfg.Server.APIToken
+	}
 	tokenFile := ""
 	if !opts.APIToken.IsSet() {
-		if opts.APIToken, err = LoadAPIToken(opts.DataDir); err != nil {
+		if opts.APIToken, err = LoadAPIToken(cfg.DataDir); err != nil {
 			return nil, err
 		}
-		tokenFile = filepath.Join(opts.DataDir, APITokenFile)
+		tokenFile = filepath.Join(cfg.DataDir, APITokenFile)
 	}
 	tokens := []httpapi.Token{{Name: config.AdminIdentity, Value: opts.APIToken}}
-	secrets := append(slices.Clone(opts.Secrets), opts.APIToken)
-	for _, t := range opts.APITokens {
+	for _, t := range cfg.Server.APITokens {
 		tokens = append(tokens, httpapi.Token{Name: t.Name, Value: t.Token})
-		secrets = append(secrets, t.Token)
 	}
-	redactor := bot.NewRedactor(secrets...)
+	redactor := bot.NewRedactor(append(opts.Setup.Secrets(), opts.APIToken)...)
 	opts.Logger = slog.New(redactor.Handler(opts.Logger.Handler()))
-	store, err := bolt.Open(filepath.Join(opts.DataDir, DataFile), bolt.Options{Logger: opts.Logger})
+	store, err := bolt.Open(filepath.Join(cfg.DataDir, DataFile), bolt.Options{Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +140,7 @@ func New(opts Options) (*Daemon, error) {
 		opts.Logger.Warn("reclaiming jobs of a previous process that did not stop cleanly", slog.Int("jobs", n))
 	}
 	d := &Daemon{
-		opts: opts, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
+		opts: opts, cfg: cfg, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
 		outbox: bot.RedactingOutbox(store, redactor), tokens: tokens, requesters: requesters{},
 	}
 	d.site.Store(site)
@@ -171,12 +155,19 @@ func New(opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// build assembles the pipeline over the open store.
+// build assembles the pipeline over the open store, from the setup it
+// starts with, and subscribes every part that follows the config to
+// reloads.
 func (d *Daemon) build() error {
-	opts, store := d.opts, d.store
+	store, setup, cfg := d.store, d.opts.Setup, d.cfg
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.metrics = bot.NewMetrics(d.registry)
 	d.registerGauges()
+	reload := d.opts.Reload
+	if reload == nil {
+		reload = func(context.Context) (*Setup, error) { return nil, errNoReload }
+	}
+	d.config = NewCoordinator(setup, reload, d.registry, d.log)
 
 	sinks := map[string]bot.Sink{bot.SourceLocal: local.Sink{}}
 	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
@@ -186,11 +177,11 @@ func (d *Daemon) build() error {
 	// The sources' gates are added by connect, before anything is served.
 	gates := map[string]bot.Gate{}
 	d.intake = bot.NewIntake(bot.IntakeOptions{
-		Store: store, Router: opts.Router, Metrics: d.metrics, Logger: d.log,
-		DedupWindow:  opts.DedupWindow,
+		Store: store, Router: setup.Router, Metrics: d.metrics, Logger: d.log,
+		DedupWindow:  cfg.DedupWindow,
 		Gates:        gates,
 		Threads:      store,
-		ThreadWindow: opts.Router.ThreadWindow(),
+		ThreadWindow: setup.Router.ThreadWindow(),
 		Notices:      d.outbox,
 		Wake:         d.deliverer.Wake,
 		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
@@ -198,60 +189,124 @@ func (d *Daemon) build() error {
 			d.dispatcher.Wake()
 		},
 	})
-	platformTools, err := d.connect(sinks, gates)
-	if err != nil {
+	if err := d.connect(sinks, gates); err != nil {
 		return err
 	}
 	d.registerSources()
-	sbOpts := opts.Sandbox
-	sbOpts.Hide = append(slices.Clone(sbOpts.Hide), opts.DataDir)
-	sbOpts.Logger = d.log
-	if d.sandbox, err = sandbox.New(context.Background(), sbOpts); err != nil {
-		return bot.Errorf(bot.EINVALID, "%v", err)
+
+	var err error
+	if d.audit, err = policy.NewAuditor(store, d.redactor); err != nil {
+		return err
 	}
-	d.runtime = Runtime{Runner: bot.NoRuntime{}}
-	if opts.NewRunner != nil {
-		d.runtime, err = opts.NewRunner(RunnerDeps{
-			Store: store, Tools: platformTools, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
-			Redactor: d.redactor, Logger: d.log, Sandbox: d.sandbox, Requesters: d.requesters,
-		})
-		if err != nil {
-			return fmt.Errorf("agent runtime: %w", err)
-		}
+	// Pending approvals outlive a configuration; each configuration's
+	// runs ask with their own approvers and timeout (Approvals.With).
+	if d.approvals, err = policy.NewApprovals(policy.ApprovalOptions{
+		Approvers: noApprovers{}, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
+		Audit: d.audit, Redactor: d.redactor, Logger: d.log, Timeout: cfg.ApprovalTimeout,
+	}); err != nil {
+		return err
 	}
-	d.runner = d.runtime.Runner
+	gen, err := d.buildGeneration(context.Background(), setup, nil)
+	if err != nil {
+		return err
+	}
+	d.gen.Store(gen)
+	if !setup.ModelFound {
+		d.log.Warn(setup.ModelNote)
+	} else if setup.ModelNote != "" {
+		d.log.Info(setup.ModelNote)
+	}
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Runner: d.runner, Reporter: d.reporter,
-		Workers: opts.Workers, Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, Grace: opts.ShutdownGrace,
+		Queue: store, Items: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter,
+		Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts, Grace: d.opts.ShutdownGrace,
 		Metrics: d.metrics, Logger: d.log,
 	})
 	d.scheduler, err = bot.NewScheduler(bot.SchedulerOptions{
-		Schedules: opts.Schedules, Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log,
+		Schedules: cfg.BotSchedules(), Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log,
 	})
 	if err != nil {
 		return err
 	}
-	d.handler = d.routes()
+	d.config.Subscribe(
+		// New secrets are masked before anything can use them.
+		SubscriberFunc(func(_ context.Context, _, next *Setup) (func(), error) {
+			return func() { d.redactor.Add(next.Secrets()...) }, nil
+		}),
+		SubscriberFunc(d.prepareRunner),
+		SubscriberFunc(func(_ context.Context, _, next *Setup) (func(), error) {
+			return d.scheduler.Prepare(next.Config.BotSchedules())
+		}),
+		SubscriberFunc(d.prepareIntake),
+	)
 	return nil
 }
 
+// prepareRunner builds the runner of next; its commit gives it the jobs
+// that start from then on.
+func (d *Daemon) prepareRunner(ctx context.Context, _, next *Setup) (func(), error) {
+	prev := d.gen.Load()
+	gen, err := d.buildGeneration(ctx, next, prev)
+	if err != nil {
+		return nil, err
+	}
+	return func() { d.gen.Store(gen) }, nil
+}
+
+// prepareIntake readies the routing and admission of next: the router and
+// dedup window, GitHub's allowed bots, App slug and permission, Slack's
+// allow lists.
+func (d *Daemon) prepareIntake(_ context.Context, _, next *Setup) (func(), error) {
+	cfg := next.Config
+	var (
+		slug string
+		perm github.Permission
+	)
+	if gc := cfg.GitHub; gc != nil && d.ghGate != nil {
+		var err error
+		if perm, err = github.ParsePermission(gc.MinPermission); err != nil {
+			return nil, bot.Errorf(bot.EINVALID, "github.min_permission: %v", err)
+		}
+		slug = cmp.Or(gc.AppSlug, d.ghSlug)
+	}
+	return func() {
+		d.intake.Use(next.Router, cfg.DedupWindow, next.Router.ThreadWindow())
+		if gc := cfg.GitHub; gc != nil && d.ghGate != nil {
+			d.ghGate.Configure(slug, gc.AllowBots, perm)
+		}
+		if sc := cfg.Slack; sc != nil && d.slack != nil {
+			d.slack.Gate().Allow(sc.AllowedChannels, sc.AllowedUsers)
+			d.slack.UseUserGroups(slackGroups(cfg))
+		}
+	}, nil
+}
+
+// Reload reads the configuration again and puts it in effect at once, or
+// refuses it with a *ReloadError and keeps the config in effect (see
+// Coordinator.Reload).
+func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) { return d.config.Reload(ctx) }
+
+// noApprovers is the approver lists of the Approvals itself, which only
+// the runs' own Approvers (Approvals.With) ask for approvals with.
+type noApprovers struct{}
+
+func (noApprovers) Approvers(string) []string { return nil }
+
 // connect sets up the GitHub and Slack integrations that are configured,
-// adding their sinks and the gates the intake applies to their events, and
-// returns the agent tools they offer. It runs before the deliverer starts
-// and before anything is served, so writing the maps here is safe.
-func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) ([]tools.Tool, error) {
-	var ts []tools.Tool
-	if gc := d.opts.GitHub; gc != nil {
+// adding their sinks and the gates the intake applies to their events. It
+// runs before the deliverer starts and before anything is served, so
+// writing the maps here is safe.
+func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) error {
+	if gc := d.cfg.GitHub; gc != nil {
 		client, err := github.NewClient(github.ClientOptions{
 			AppID: gc.AppID, PrivateKey: gc.PrivateKey, PrivateKeyFile: gc.PrivateKeyFile,
 			APIURL: gc.APIURL, Installations: d.store, Logger: d.log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("github: %w", err)
+			return fmt.Errorf("github: %w", err)
 		}
 		perm, err := github.ParsePermission(gc.MinPermission)
 		if err != nil {
-			return nil, bot.Errorf(bot.EINVALID, "github.min_permission: %v", err)
+			return bot.Errorf(bot.EINVALID, "github.min_permission: %v", err)
 		}
 		slug := gc.AppSlug
 		if slug == "" {
@@ -263,40 +318,46 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) (
 				// login as a bot.
 				d.log.Warn("github: could not look up the App's slug; set github.app_slug", slog.String("error", err.Error()))
 			}
+			d.ghSlug = slug
 		}
-		gate := github.NewGate(github.GateOptions{
+		d.ghClient = client
+		d.ghGate = github.NewGate(github.GateOptions{
 			Client: client, AppSlug: slug, AllowBots: gc.AllowBots, MinPermission: perm, Logger: d.log,
 		})
-		gates[bot.SourceGitHub] = gate
-		d.requesters[bot.SourceGitHub] = gate
+		gates[bot.SourceGitHub] = d.ghGate
+		d.requesters[bot.SourceGitHub] = d.ghGate
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
-			Secret: gc.WebhookSecret, Intake: d.intake, Gate: gate, Client: client, Installations: d.store,
+			Secret: gc.WebhookSecret, Intake: d.intake, Gate: d.ghGate, Client: client, Installations: d.store,
 			Outbox: d.outbox, Wake: d.deliverer.Wake, Approvals: githubApprovals{d},
-			NeedsPaths: d.opts.Router.NeedsPaths, Logger: d.log,
+			NeedsPaths: func() bool { return d.config.Current().Router.NeedsPaths() }, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client)
-		ts = append(ts, github.Tools(client, github.ToolOptions{AllowOtherRepos: gc.AllowOtherRepos})...)
 		d.log.Info("github connected", slog.Int64("app_id", gc.AppID), slog.String("api_url", gc.APIURL), slog.String("app_slug", slug))
 	}
-	if sc := d.opts.Slack; sc != nil {
+	if sc := d.cfg.Slack; sc != nil {
 		a, err := slack.New(slack.Options{
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
 			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames,
-			Approvals: slackApprovals{d}, UserGroups: d.opts.SlackGroups, Redactor: d.redactor, Logger: d.log,
+			Approvals: slackApprovals{d}, UserGroups: slackGroups(d.cfg), Redactor: d.redactor, Logger: d.log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("slack: %w", err)
+			return fmt.Errorf("slack: %w", err)
 		}
 		d.slack = a
 		gates[bot.SourceSlack] = a.Gate()
 		d.requesters[bot.SourceSlack] = a
 		d.sources = append(d.sources, source{name: bot.SourceSlack, health: a.Health})
 		sinks[bot.SourceSlack] = a.Sink()
-		ts = append(ts, a.Tools()...)
 		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
 	}
-	return ts, nil
+	return nil
+}
+
+// slackGroups are the Slack user groups access rules name, whose members
+// are looked up when a run starts.
+func slackGroups(cfg *config.Config) []string {
+	return slices.Sorted(maps.Keys(cfg.Access.Slack.Groups))
 }
 
 // source is an inbound source that holds a connection and can be down.
@@ -346,10 +407,11 @@ func (d *Daemon) registerGauges() {
 		return float64(n), err
 	})
 	gauge("switchyard_sandbox_available", "1 when bash and command tools run inside the bubblewrap sandbox; 0 when they are refused (bubblewrap cannot run) or run without one (sandbox.mode: none).", func(context.Context) (float64, error) {
-		if d.sandbox == nil {
+		gen := d.gen.Load()
+		if gen == nil {
 			return 0, nil
 		}
-		if ok, _ := d.sandbox.Available(); ok {
+		if ok, _ := gen.sandbox.Available(); ok {
 			return 1, nil
 		}
 		return 0, nil
@@ -358,24 +420,18 @@ func (d *Daemon) registerGauges() {
 
 func (d *Daemon) routes() http.Handler {
 	api := http.NewServeMux()
-	if d.opts.Console {
+	if d.cfg.Server.Console {
 		local.New(d.intake, d.store, d.log).Mount(api)
 	}
-	ao := admin.Options{Store: d.store, Intake: d.intake, Logger: d.log}
-	if rr, ok := d.runner.(admin.Rights); ok {
-		ao.Rights = rr
+	ao := admin.Options{
+		Store: d.store, Intake: d.intake, Logger: d.log,
+		Agents: agentCatalog{d.config}, Threads: threadResetter{d.store}, Config: configReloader{d},
+		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
 	}
-	if d.opts.Agents != nil {
-		ao.Agents = agentCatalog{d.opts.Agents}
-	}
-	if rs, ok := d.runner.(admin.ThreadResetter); ok {
-		ao.Threads = rs
-	}
-	if d.runtime.Audit != nil {
-		ao.Audit = auditLog{d.runtime.Audit}
-	}
-	if d.runtime.Approvals != nil {
-		ao.Approvals = approvalDesk{d.runtime.Approvals}
+	// The agent runtime says what an agent may do; a runner that cannot
+	// (a test's) leaves explain without it.
+	if _, ok := d.gen.Load().runner.(admin.Rights); ok {
+		ao.Rights = currentRights{&d.gen}
 	}
 	admin.New(ao).Mount(api)
 
@@ -389,7 +445,7 @@ func (d *Daemon) routes() http.Handler {
 	if d.github != nil {
 		mux.Handle("POST /webhooks/github", d.github)
 	}
-	if d.slack != nil && d.opts.Slack.Mode == config.SlackHTTP {
+	if d.slack != nil && d.cfg.Slack.Mode == config.SlackHTTP {
 		mux.Handle("/slack/", d.slack.Handler())
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -454,7 +510,7 @@ func (d *Daemon) Registry() *prometheus.Registry { return d.registry }
 
 // ListenAndServe listens on Options.Listen and serves until ctx ends.
 func (d *Daemon) ListenAndServe(ctx context.Context) error {
-	ln, err := net.Listen("tcp", d.opts.Listen)
+	ln, err := net.Listen("tcp", d.cfg.Server.Listen)
 	if err != nil {
 		d.store.Close()
 		// net's error repeats the operation and the address ("listen tcp
@@ -463,7 +519,7 @@ func (d *Daemon) ListenAndServe(ctx context.Context) error {
 		if errors.As(err, &op) && op.Err != nil {
 			err = op.Err
 		}
-		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
+		return fmt.Errorf("listen on %s: %w", d.cfg.Server.Listen, err)
 	}
 	return d.Serve(ctx, ln)
 }
@@ -473,7 +529,7 @@ func (d *Daemon) ListenAndServe(ctx context.Context) error {
 // outbox, close the store. It returns nil after a clean shutdown.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	// The port is known now (a listen address may have asked for any).
-	site, err := httpapi.NewSite(ln.Addr().String(), d.opts.PublicURL)
+	site, err := httpapi.NewSite(ln.Addr().String(), d.cfg.Server.PublicURL)
 	if err != nil {
 		d.store.Close()
 		return err
@@ -509,7 +565,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	d.log.Info("switchyard serving", slog.String("listen", ln.Addr().String()), slog.String("data", d.store.Path()),
-		slog.String("version", d.opts.Version), slog.Bool("console", d.opts.Console))
+		slog.String("version", d.opts.Version), slog.Bool("console", d.cfg.Server.Console), slog.String("config", d.cfg.Source))
 
 	select {
 	case <-ctx.Done():
@@ -559,26 +615,39 @@ func (d *Daemon) expireDedup(ctx context.Context) {
 // Close releases the store of a daemon that was never served.
 func (d *Daemon) Close() error { return d.store.Close() }
 
-// agentCatalog shows the agent manager to the admin API.
-type agentCatalog struct{ m *agents.Manager }
+// agentCatalog shows the agents in effect to the admin API.
+type agentCatalog struct{ c *Coordinator }
 
-func (c agentCatalog) ListAgents() any { return c.m.Summaries() }
+func (c agentCatalog) ListAgents() any { return c.c.Current().Agents.Summaries() }
 
 func (c agentCatalog) GetAgent(name string) (any, bool) {
-	d, ok := c.m.Get(name)
+	d, ok := c.c.Current().Agents.Get(name)
 	if !ok {
 		return nil, false
 	}
 	return d.Detail(), true
 }
 
-// agentNames lists agent names for chat commands.
-func (d *Daemon) agentNames(context.Context) ([]string, error) {
-	if d.opts.Agents == nil {
-		return nil, nil
+// threadResetter forgets the conversations agents had in a thread.
+type threadResetter struct{ store *bolt.Store }
+
+func (r threadResetter) ResetThread(ctx context.Context, sessionKey string) (int, error) {
+	n, err := r.store.ResetConversations(ctx, sessionKey)
+	if err != nil {
+		return 0, fmt.Errorf("reset conversations of %s: %w", sessionKey, err)
 	}
+	return n, nil
+}
+
+// configReloader reloads the config for the admin API.
+type configReloader struct{ d *Daemon }
+
+func (r configReloader) ReloadConfig(ctx context.Context) (any, error) { return r.d.Reload(ctx) }
+
+// agentNames lists the names of the agents in effect, for chat commands.
+func (d *Daemon) agentNames(context.Context) ([]string, error) {
 	var names []string
-	for _, a := range d.opts.Agents.List() {
+	for _, a := range d.config.Current().Agents.List() {
 		names = append(names, a.Name)
 	}
 	return names, nil

@@ -25,8 +25,29 @@ import (
 	"github.com/switchyard/switchyard/integrations/local"
 )
 
-var agentsForTest = []bot.AgentInfo{
-	{Name: "coder"}, {Name: "reviewer"}, {Name: "ops", Keywords: []string{"deploy"}}, {Name: "triage"}, {Name: "docs"},
+// noModelEnv is an environment where no model is found: no keys, and no
+// Ollama where it is looked for.
+func noModelEnv(name string) string {
+	if name == "OLLAMA_HOST" {
+		return "127.0.0.1:1"
+	}
+	return ""
+}
+
+// setupFor loads the built-in defaults as serve does, with the data in a
+// temporary directory, changed by mutate.
+func setupFor(t *testing.T, mutate func(*config.Config)) *daemon.Setup {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := daemon.Load(context.Background(), daemon.LoadOptions{Getenv: noModelEnv, Override: func(c *config.Config) {
+		c.DataDir = dir
+		c.Server.Listen = "127.0.0.1:0"
+		if mutate != nil {
+			mutate(c)
+		}
+	}})
+	require.NoError(t, err)
+	return s
 }
 
 type running struct {
@@ -38,12 +59,10 @@ type running struct {
 // start runs a daemon on a free loopback port until the test ends.
 func start(t *testing.T, mutate func(*daemon.Options)) *running {
 	t.Helper()
-	router, err := config.Default().Compile(agentsForTest)
-	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	opts := daemon.Options{
-		Listen: ln.Addr().String(), Console: true, DataDir: t.TempDir(), Router: router,
+		Setup:         setupFor(t, func(c *config.Config) { c.Server.Listen = ln.Addr().String() }),
 		ShutdownGrace: time.Second,
 	}
 	if mutate != nil {
@@ -64,7 +83,7 @@ func start(t *testing.T, mutate func(*daemon.Options)) *running {
 	t.Cleanup(stop)
 	token := opts.APIToken
 	if !token.IsSet() {
-		token, err = daemon.ReadAPIToken(opts.DataDir)
+		token, err = daemon.ReadAPIToken(opts.Setup.Config.DataDir)
 		require.NoError(t, err)
 	}
 	r := &running{base: "http://" + ln.Addr().String(), token: token.Reveal(), stop: stop}
@@ -115,7 +134,7 @@ func TestSendRoutesPersistsAndReportsInTheThread(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, "status", msgs[0].Kind)
 	require.Equal(t, "reply", msgs[1].Kind)
-	require.Contains(t, msgs[1].Text, "no agent runtime is configured")
+	require.Contains(t, msgs[1].Text, `agent "coder" has no model: set models.default`)
 
 	// The same thread by its escaped session key.
 	code, _ = r.do(t, "GET", "/api/v1/threads/"+url.PathEscape("local:t1")+"/messages", "")
@@ -236,7 +255,7 @@ func TestAPITokenIsRequiredWhenSet(t *testing.T) {
 // its user, and keeps it; every /api/v1 call needs it, loopback included.
 func TestTokenFileIsMadeOnceAndRequired(t *testing.T) {
 	dir := t.TempDir()
-	r := start(t, func(o *daemon.Options) { o.DataDir = dir })
+	r := start(t, func(o *daemon.Options) { o.Setup.Config.DataDir = dir })
 	path := filepath.Join(dir, daemon.APITokenFile)
 	st, err := os.Stat(path)
 	require.NoError(t, err)
@@ -260,9 +279,7 @@ func TestTokenFileIsMadeOnceAndRequired(t *testing.T) {
 	require.NoError(t, os.Chmod(path, 0o644))
 	_, err = daemon.ReadAPIToken(dir)
 	require.ErrorContains(t, err, "chmod 600")
-	router, err := config.Default().Compile(agentsForTest)
-	require.NoError(t, err)
-	_, err = daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: dir, Router: router})
+	_, err = daemon.New(daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.DataDir = dir })})
 	require.ErrorContains(t, err, "may be read by other users")
 	require.NoError(t, os.Chmod(path, 0o600))
 	require.NoError(t, os.WriteFile(path, []byte("\n"), 0o600))
@@ -292,14 +309,13 @@ func TestTokenFileRace(t *testing.T) {
 }
 
 func TestSecondDaemonOnTheSameDataFails(t *testing.T) {
-	router, err := config.Default().Compile(agentsForTest)
-	require.NoError(t, err)
 	dir := t.TempDir()
-	d, err := daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: dir, Router: router})
+	inDir := func(c *config.Config) { c.DataDir = dir }
+	d, err := daemon.New(daemon.Options{Setup: setupFor(t, inDir)})
 	require.NoError(t, err)
 	defer d.Close()
 	t0 := time.Now()
-	_, err = daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: dir, Router: router})
+	_, err = daemon.New(daemon.Options{Setup: setupFor(t, inDir)})
 	require.ErrorContains(t, err, "switchyard.db")
 	require.ErrorContains(t, err, "locked by another process")
 	require.Less(t, time.Since(t0), 5*time.Second)
@@ -330,7 +346,7 @@ func TestSecretsNeverInAPIAnswersThreadsOrLogs(t *testing.T) {
 	const shaped = "glpat-AbCdEfGhIjKlMnOpQrSt"
 	logs := &syncBuffer{}
 	r := start(t, func(o *daemon.Options) {
-		o.Secrets = []bot.Secret{configured}
+		o.Setup.Config.Models = map[string]config.Model{"spare": {Provider: "openai", APIKey: configured, Model: "m"}}
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	code, body := r.do(t, "POST", "/api/v1/messages",
@@ -366,8 +382,8 @@ func TestSecretsNeverInAPIAnswersThreadsOrLogs(t *testing.T) {
 // host, authenticated, with JSON bodies. A refused request stores nothing.
 func TestAPIRefusesCrossSiteAndOddRequests(t *testing.T) {
 	r := start(t, func(o *daemon.Options) {
-		o.PublicURL = "https://switchyard.example.com"
-		o.APITokens = []config.APIToken{{Name: "ana", Token: "ana-token-0123456789"}}
+		o.Setup.Config.Server.PublicURL = "https://switchyard.example.com"
+		o.Setup.Config.Server.APITokens = []config.APIToken{{Name: "ana", Token: "ana-token-0123456789"}}
 	})
 	const msg = `{"thread":"x","text":"@coder delete everything"}`
 	send := func(mutate func(*http.Request)) (int, string) {
@@ -449,10 +465,8 @@ func TestListenErrorSaysTheAddressOnce(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
-	router, err := config.Default().Compile(agentsForTest)
-	require.NoError(t, err)
 	addr := taken.Addr().String()
-	d, err := daemon.New(daemon.Options{Listen: addr, DataDir: t.TempDir(), Router: router})
+	d, err := daemon.New(daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.Server.Listen = addr })})
 	require.NoError(t, err)
 	err = d.ListenAndServe(context.Background())
 	require.Error(t, err)

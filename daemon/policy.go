@@ -3,48 +3,14 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
-	"github.com/switchyard/switchyard/agents/sandbox"
-	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
-	"github.com/switchyard/switchyard/storage/bolt"
 )
-
-// RunnerDeps is what the agent runtime is built from inside the daemon.
-type RunnerDeps struct {
-	Store *bolt.Store
-	// Tools are the agent tools of the connected platforms (GitHub, Slack),
-	// offered beside the core ones.
-	Tools []tools.Tool
-	// Notifier asks a call's thread for an approval and tells it the
-	// outcome, through the outbox.
-	Notifier policy.Notifier
-	// Redactor is the daemon's one redactor: every configured secret, the
-	// API tokens and credential shapes.
-	Redactor *bot.Redactor
-	// Logger masks secrets in what it logs.
-	Logger *slog.Logger
-	// Sandbox runs bash and command tools; it refuses them while it is
-	// required and bubblewrap cannot run.
-	Sandbox *sandbox.Sandbox
-	// Requesters complete a run's requester through the integration that
-	// knows them: a GitHub permission, Slack user groups.
-	Requesters agents.RequesterResolver
-}
-
-// Runtime is what NewRunner builds: the runner, and the policy services the
-// API exposes (nil when not configured).
-type Runtime struct {
-	Runner    bot.Runner
-	Audit     *policy.Auditor
-	Approvals *policy.Approvals
-}
 
 // outboxNotifier tells a thread about approvals through the outbox, so the
 // request reaches wherever the thread lives (local console, GitHub, Slack).
@@ -114,7 +80,7 @@ type slackApprovals struct{ d *Daemon }
 var _ slack.ApprovalDecider = slackApprovals{}
 
 func (s slackApprovals) DecideApproval(ctx context.Context, c slack.ApprovalClick) error {
-	ap := s.d.runtime.Approvals
+	ap := s.d.approvals
 	if ap == nil {
 		return bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")
 	}
@@ -142,7 +108,7 @@ type githubApprovals struct{ d *Daemon }
 var _ github.ApprovalDecider = githubApprovals{}
 
 func (g githubApprovals) DecideApproval(ctx context.Context, c github.ApprovalComment) error {
-	ap := g.d.runtime.Approvals
+	ap := g.d.approvals
 	if ap == nil {
 		return bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")
 	}

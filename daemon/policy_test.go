@@ -24,7 +24,7 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 	require.NoError(t, err)
 	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Approvers: engine, Timeout: time.Minute})
 	require.NoError(t, err)
-	d := &Daemon{runtime: Runtime{Approvals: approvals}}
+	d := &Daemon{approvals: approvals}
 	g := githubApprovals{d}
 
 	thread := bot.GitHubThread("octo", "hello", 7)

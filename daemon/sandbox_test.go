@@ -50,11 +50,7 @@ func (r *records) level(t *testing.T, re string) slog.Level {
 
 func sandboxGauge(t *testing.T, r *running) string {
 	t.Helper()
-	code, body := r.do(t, "GET", "/metrics", "")
-	require.Equal(t, 200, code)
-	m := regexp.MustCompile(`(?m)^switchyard_sandbox_available (\S+)$`).FindSubmatch(body)
-	require.NotNil(t, m, "the gauge is exported")
-	return string(m[1])
+	return metric(t, r, "switchyard_sandbox_available")
 }
 
 func TestWithoutBubblewrapBashIsRefusedAndTheDaemonRuns(t *testing.T) {
@@ -63,9 +59,9 @@ func TestWithoutBubblewrapBashIsRefusedAndTheDaemonRuns(t *testing.T) {
 	r := start(t, func(o *daemon.Options) {
 		o.Logger = slog.New(log)
 		o.Sandbox = sandbox.Options{Bwrap: "/nonexistent/bwrap"}
-		o.NewRunner = func(deps daemon.RunnerDeps) (daemon.Runtime, error) {
+		o.NewRunner = func(deps daemon.RunnerDeps) (bot.Runner, error) {
 			sb = deps.Sandbox
-			return daemon.Runtime{Runner: bot.NoRuntime{}}, nil
+			return bot.NoRuntime{}, nil
 		}
 	})
 	require.Equal(t, "0", sandboxGauge(t, r))
@@ -90,7 +86,7 @@ func TestSandboxGaugeFollowsTheSandbox(t *testing.T) {
 	log := &records{}
 	r := start(t, func(o *daemon.Options) {
 		o.Logger = slog.New(log)
-		o.Sandbox = sandbox.Options{Mode: sandbox.ModeNone}
+		o.Setup.Config.Sandbox.Mode = sandbox.ModeNone
 	})
 	require.Equal(t, "0", sandboxGauge(t, r), "no sandbox is not an available sandbox")
 	require.Equal(t, slog.LevelWarn, log.level(t, `^sandbox\.mode is none`))
@@ -103,9 +99,7 @@ func TestSandboxGaugeFollowsTheSandbox(t *testing.T) {
 }
 
 func TestBadSandboxModeIsAConfigError(t *testing.T) {
-	router, err := config.Default().Compile(agentsForTest)
-	require.NoError(t, err)
-	_, err = daemon.New(daemon.Options{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Router: router, Sandbox: sandbox.Options{Mode: "off"}})
+	_, err := daemon.New(daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.Sandbox.Mode = "off" })})
 	require.EqualError(t, err, `sandbox mode "off": want required or none`)
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
 }

@@ -75,7 +75,7 @@ func TestSlackDownIsVisibleUntilItReconnects(t *testing.T) {
 	fake := newSocketSlack(t)
 	logs := &syncBuffer{}
 	r := start(t, func(o *daemon.Options) {
-		o.Slack = &config.Slack{Mode: config.SlackSocket, AppToken: "xapp-1-test", BotToken: "xoxb-test", APIURL: fake.srv.URL + "/api/"}
+		o.Setup.Config.Slack = &config.Slack{Mode: config.SlackSocket, AppToken: "xapp-1-test", BotToken: "xoxb-test", APIURL: fake.srv.URL + "/api/"}
 		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	require.Eventually(t, func() bool { return fake.opens.Load() >= 2 }, 10*time.Second, 10*time.Millisecond, "it retries")

@@ -60,6 +60,12 @@ type Approvals interface {
 	DecideApproval(ctx context.Context, id string, approve bool, by, claimed string) (any, error)
 }
 
+// ConfigReloader reloads the daemon's configuration and says what changed;
+// a refused reload is an error whose message lists every problem.
+type ConfigReloader interface {
+	ReloadConfig(ctx context.Context) (any, error)
+}
+
 // Intake decides what an event would make, exactly as the intake does, and
 // decides stored events again; *bot.Intake has it.
 type Intake interface {
@@ -78,6 +84,7 @@ type Options struct {
 	// Rights say what an explained event's agent may do and why; nil
 	// explains without them.
 	Rights Rights
+	Config ConfigReloader // nil: reload answers 503
 	Logger *slog.Logger
 }
 
@@ -114,6 +121,23 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/audit", a.listAudit)
 	mux.HandleFunc("GET /api/v1/approvals", a.listApprovals)
 	mux.HandleFunc("POST /api/v1/approvals/{id}/{decision}", a.decideApproval)
+	mux.HandleFunc("POST /api/v1/config/reload", a.reloadConfig)
+}
+
+// reloadConfig reads the config file, the agents and the rules again and
+// puts them in effect, or refuses them (400, every problem in the message)
+// and keeps the config in effect.
+func (a *API) reloadConfig(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Config == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "this daemon cannot reload its config"))
+		return
+	}
+	res, err := a.opts.Config.ReloadConfig(r.Context())
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, res)
 }
 
 func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/daemon"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
 )
@@ -152,22 +154,22 @@ func printReplay(w io.Writer, r bot.Replay) {
 // config alone. A GitHub requester's permission, unknown offline, is taken
 // to be what the decision is conditional on (github.min_permission for a
 // mention or a command) unless --permission says.
-func offlineRights(s *setup, e *bot.Explanation, requester bot.Requester) error {
+func offlineRights(s *daemon.Setup, e *bot.Explanation, requester bot.Requester) error {
 	if !e.WorkItem {
 		return nil
 	}
-	def, ok := s.agents.Get(e.Agent)
+	def, ok := s.Agents.Get(e.Agent)
 	if !ok {
 		return nil
 	}
-	engine, err := policy.New(policy.Options{Profiles: s.cfg.Profiles, Access: s.cfg.Access})
+	engine, err := policy.New(policy.Options{Profiles: s.Config.Profiles, Access: s.Config.Access})
 	if err != nil {
-		return withCode(exitUsage, s.cfg.Positioned(err))
+		return withCode(exitUsage, s.Config.Positioned(err))
 	}
 	if requester.Source == bot.SourceGitHub && requester.Permission == "" && e.Needs != "" {
 		requester.Permission = string(github.DefaultMinPermission)
-		if s.cfg.GitHub != nil {
-			requester.Permission = s.cfg.GitHub.MinPermission
+		if s.Config.GitHub != nil {
+			requester.Permission = s.Config.GitHub.MinPermission
 		}
 	}
 	rights := engine.Effective(def.Name, def.Profile, []bot.Ceiling{engine.Ceiling(requester)})
@@ -179,17 +181,17 @@ func offlineRights(s *setup, e *bot.Explanation, requester bot.Requester) error 
 // built from the config alone: nothing is stored, no platform is asked, and
 // what only a platform could answer (a GitHub permission) is named as a
 // condition of the decision.
-func offlineIntake(s *setup) *bot.Intake {
+func offlineIntake(s *daemon.Setup) *bot.Intake {
 	gopts := github.GateOptions{Offline: true}
-	if gc := s.cfg.GitHub; gc != nil {
+	if gc := s.Config.GitHub; gc != nil {
 		gopts.AppSlug, gopts.AllowBots = gc.AppSlug, gc.AllowBots
 		gopts.MinPermission = github.Permission(gc.MinPermission)
 	}
 	var channels, users []string
-	if sc := s.cfg.Slack; sc != nil {
+	if sc := s.Config.Slack; sc != nil {
 		channels, users = sc.AllowedChannels, sc.AllowedUsers
 	}
-	return bot.NewIntake(bot.IntakeOptions{Router: s.router, Gates: map[string]bot.Gate{
+	return bot.NewIntake(bot.IntakeOptions{Router: s.Router, Gates: map[string]bot.Gate{
 		bot.SourceGitHub: github.NewGate(gopts),
 		bot.SourceSlack:  slack.NewGate(channels, users),
 	}})
@@ -224,11 +226,11 @@ func newRulesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rules := s.router.Rules()
+			rules := s.Router.Rules()
 			out := cmd.OutOrStdout()
 			if asJSON {
 				return printJSON(out, map[string]any{
-					"rules": rules, "commands": s.router.Commands(), "default_agent": s.router.DefaultAgent(),
+					"rules": rules, "commands": s.Router.Commands(), "default_agent": s.Router.DefaultAgent(),
 				})
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -242,7 +244,7 @@ func newRulesCmd() *cobra.Command {
 			if len(rules) == 0 {
 				fmt.Fprintln(out, "(no rules)")
 			}
-			cmds := s.router.Commands()
+			cmds := s.Router.Commands()
 			names := slices.Sorted(func(yield func(string) bool) {
 				for k := range cmds {
 					if !yield(k) {
@@ -254,7 +256,7 @@ func newRulesCmd() *cobra.Command {
 			for _, n := range names {
 				fmt.Fprintf(out, "  /%s → %s\n", n, cmds[n])
 			}
-			fmt.Fprintf(out, "default agent: %s\n", s.router.DefaultAgent())
+			fmt.Fprintf(out, "default agent: %s\n", s.Router.DefaultAgent())
 			return nil
 		},
 	}
@@ -264,38 +266,77 @@ func newRulesCmd() *cobra.Command {
 	return cmd
 }
 
-func newConfigCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Check the config file"}
+func newConfigCmd(cl *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Check the config file, or reload it in the running daemon"}
 	var cfgPath string
 	check := &cobra.Command{
 		Use:   "check",
-		Short: "Check the config file and agent definitions; exit 2 naming file, line and key on error",
-		Args:  cobra.NoArgs,
+		Short: "Check the config file, agents and models as serve does; exit 2 naming file, line and key on error",
+		Long: "Check the config file, the agent definitions and the models exactly as `switchyard serve`\n" +
+			"and a reload do, with the same messages: a config that check accepts, serve starts with.\n" +
+			"Without models in the config, a model is looked for in the environment, as serve does.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}
-			// Approvals of GitHub and Slack tools are judged by what those
-			// tools declare, as the daemon does when it starts.
-			engine, err := policy.New(policy.Options{Profiles: s.cfg.Profiles, Access: s.cfg.Access})
-			if err != nil {
-				return withCode(exitUsage, s.cfg.Positioned(err))
-			}
-			if err := engine.CheckApprovals(slices.Concat(github.ToolInfos(), slack.ToolInfos())); err != nil {
-				return withCode(exitUsage, s.cfg.Positioned(err))
-			}
-			names := make([]string, 0)
-			for _, a := range s.agents.List() {
+			var names []string
+			for _, a := range s.Agents.List() {
 				names = append(names, a.Name)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s, %s; agents: %s)\n", s.cfg.Source,
-				bot.Count(len(s.router.Rules()), "rule", "rules"), bot.Count(len(s.cfg.Schedules), "schedule", "schedules"),
-				strings.Join(names, ", "))
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: ok (%s, %s; agents: %s; models: %s)\n", s.Config.Source,
+				bot.Count(len(s.Router.Rules()), "rule", "rules"), bot.Count(len(s.Config.Schedules), "schedule", "schedules"),
+				strings.Join(names, ", "), listOrNone(s.Models.Names()))
+			switch {
+			case !s.ModelFound:
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s; agents cannot run until a model is configured\n", s.ModelNote)
+			case s.ModelNote != "":
+				fmt.Fprintln(out, s.ModelNote)
+			}
 			return nil
 		},
 	}
 	addConfigFlag(check, &cfgPath)
-	cmd.AddCommand(check)
+	reload := &cobra.Command{
+		Use:   "reload",
+		Short: "Make the running daemon read its config, agents and rules again (as SIGHUP does)",
+		Long: "Make the running daemon read its config file, agent definitions and rules again, check\n" +
+			"them as at start, and put them in effect without a restart. A config with problems is\n" +
+			"refused: they are printed as file:line: path: why, the exit status is 2, and the config\n" +
+			"in effect stays. Settings only a restart changes (server, data_dir, workers, dispatch,\n" +
+			"GitHub and Slack credentials) are named and keep their values until then.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var res daemon.ReloadResult
+			err := cl.client().do(cmd.Context(), "POST", "/api/v1/config/reload", nil, &res)
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Code == bot.EINVALID {
+				return withCode(exitUsage, errors.New(ae.Message))
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(res.Changed) == 0 {
+				fmt.Fprintf(out, "%s reloaded: nothing changed\n", res.Config)
+			} else {
+				fmt.Fprintf(out, "%s reloaded: %s changed\n", res.Config, strings.Join(res.Changed, ", "))
+			}
+			if len(res.RestartRequired) > 0 {
+				fmt.Fprintf(out, "takes effect at the next start: %s\n", strings.Join(res.RestartRequired, ", "))
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(check, reload)
 	return cmd
+}
+
+func listOrNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ", ")
 }

@@ -42,7 +42,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newApprovalsCmd(cl),
 		newExplainCmd(cl),
 		newRulesCmd(),
-		newConfigCmd(),
+		newConfigCmd(cl),
 		newHealthcheckCmd(cl),
 		newVersionCmd(),
 	)

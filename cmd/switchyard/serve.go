@@ -1,14 +1,15 @@
 package main
 
 import (
-	"log/slog"
-	"maps"
+	"context"
 	"os"
-	"slices"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
 )
 
@@ -22,48 +23,45 @@ func newServeCmd() *cobra.Command {
 		Short: "Run the daemon",
 		Long: "Run the daemon: intake (local console, GitHub, Slack), routing, workers and reporting.\n" +
 			"With no config file it listens on 127.0.0.1:8080 and keeps its data in ./data.\n" +
-			"SIGTERM or Ctrl-C stops intake, lets running jobs finish or hands them back within\n" +
-			"30 s, flushes the outbox and exits 0.",
+			"SIGHUP (or `switchyard config reload`) reads the config file, the agents and the rules\n" +
+			"again and puts them in effect without a restart, or, if they are wrong, logs why and\n" +
+			"keeps the config in effect. SIGTERM or Ctrl-C stops intake, lets running jobs finish\n" +
+			"or hands them back within 30 s, flushes the outbox and exits 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// SIGHUP reloads the config; it must never end the process,
+			// not even while it starts. One that comes during the start is
+			// a reload right after it.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+
 			logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
 			if err != nil {
 				return err
 			}
-			s, err := loadSetup(cmd.Context(), cfgPath, logger)
+			path := configPath(cfgPath)
+			load := func(ctx context.Context) (*daemon.Setup, error) {
+				return daemon.Load(ctx, daemon.LoadOptions{Path: path, Logger: logger, Override: func(c *config.Config) {
+					if listen != "" {
+						c.Server.Listen = listen
+					}
+					if dataDir != "" {
+						c.DataDir = dataDir
+					}
+				}})
+			}
+			s, err := load(cmd.Context())
 			if err != nil {
-				return err
+				return usageError(err)
 			}
-			cfg := s.cfg
-			if listen != "" {
-				cfg.Server.Listen = listen
-			}
-			if dataDir != "" {
-				cfg.DataDir = dataDir
-			}
-			token := cfg.Server.APIToken
+			token := s.Config.Server.APIToken
 			if !token.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
 			}
-			// The daemon masks secrets in what it logs; what is logged here
-			// before it starts (a detected model's address) is masked too.
-			base := logger
-			logger = slog.New(bot.NewRedactor(append(secrets(cfg), token)...).Handler(base.Handler()))
-			newRunner, err := newRuntime(cmd.Context(), cfg, s.agents, logger)
-			if err != nil {
-				return err
-			}
 			d, err := daemon.New(daemon.Options{
-				NewRunner: newRunner,
-				Listen:    cfg.Server.Listen, APIToken: token, APITokens: cfg.Server.APITokens,
-				PublicURL: cfg.Server.PublicURL, Console: cfg.Server.Console, DataDir: cfg.DataDir,
-				Secrets: secrets(cfg),
-				Router:  s.router, Schedules: cfg.BotSchedules(),
-				Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts,
-				DedupWindow: cfg.DedupWindow,
-				GitHub:      cfg.GitHub, Slack: cfg.Slack,
-				Agents: s.agents, Sandbox: sandboxOptions(cfg), SlackGroups: slices.Sorted(maps.Keys(cfg.Access.Slack.Groups)),
-				Logger: base, Version: version,
+				Setup: s, Reload: load, APIToken: token,
+				Logger: logger, Version: version,
 			})
 			if err != nil {
 				if bot.ErrorCode(err) == bot.EINVALID {
@@ -71,8 +69,22 @@ func newServeCmd() *cobra.Command {
 				}
 				return err
 			}
-			logger.Info("agents loaded", "count", len(s.agents.List()))
-			return d.ListenAndServe(cmd.Context())
+			logger.Info("agents loaded", "count", len(s.Agents.List()))
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						// The outcome is logged; a refused reload keeps
+						// the config in effect.
+						_, _ = d.Reload(ctx)
+					}
+				}
+			}()
+			return d.ListenAndServe(ctx)
 		},
 	}
 	f := cmd.Flags()

@@ -11,9 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard/switchyard/agents"
-	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
+	"github.com/switchyard/switchyard/daemon"
 )
 
 // defaultConfigFile is read when --config is not given and it exists.
@@ -23,46 +22,45 @@ func addConfigFlag(cmd *cobra.Command, path *string) {
 	cmd.Flags().StringVar(path, "config", "", "config file (default ./config.yaml when present, else built-in defaults)")
 }
 
-// loadConfig reads the config file. Bad input exits 2.
-func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
+// configPath is the config file a command reads: --config, else
+// ./config.yaml when it exists, else "" for the built-in defaults.
+func configPath(flag string) string {
+	if flag == "" {
 		if _, err := os.Stat(defaultConfigFile); err == nil {
-			path = defaultConfigFile
+			return defaultConfigFile
 		}
 	}
-	cfg, err := config.Load(path)
+	return flag
+}
+
+// loadConfig reads the config file alone, for commands that need nothing
+// else of it. Bad input exits 2.
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(configPath(path))
 	if err != nil {
-		if config.IsInvalid(err) || errors.Is(err, os.ErrNotExist) {
-			return nil, withCode(exitUsage, err)
-		}
-		return nil, err
+		return nil, usageError(err)
 	}
 	return cfg, nil
 }
 
-// setup is a loaded config with its agents and compiled router.
-type setup struct {
-	cfg    *config.Config
-	agents *agents.Manager
-	router *bot.Router
+// loadSetup reads the config file, the agents and the models and checks
+// them together, as serve does; every problem with what the user wrote
+// exits 2.
+func loadSetup(ctx context.Context, path string, logger *slog.Logger) (*daemon.Setup, error) {
+	s, err := daemon.Load(ctx, daemon.LoadOptions{Path: configPath(path), Logger: logger})
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return s, nil
 }
 
-// loadSetup loads config and agents and compiles the router; every problem
-// with what the user wrote exits 2.
-func loadSetup(ctx context.Context, path string, logger *slog.Logger) (*setup, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
+// usageError gives a problem with the config, or a config file that does
+// not exist, exit status 2.
+func usageError(err error) error {
+	if config.IsInvalid(err) || errors.Is(err, os.ErrNotExist) {
+		return withCode(exitUsage, err)
 	}
-	mgr, err := agents.NewManager(ctx, agents.ManagerOptions{Dir: cfg.AgentsDir, Logger: logger})
-	if err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	router, err := cfg.Compile(mgr.RouterInfo())
-	if err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	return &setup{cfg: cfg, agents: mgr, router: router}, nil
+	return err
 }
 
 // newLogger logs to w in the given format and level.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,7 @@ func New(opts Options) (*Adapter, error) {
 		refusals: make(chan refusal, 64),
 		health:   newHealth(opts.Logger),
 	}
+	a.groups.names = slices.Clone(opts.UserGroups)
 	a.sink = NewSink(api, SinkOptions{
 		ChannelInterval: opts.ChannelInterval, BotID: a.botID, Opened: a.opened, NotOpened: a.notOpened, Logger: opts.Logger,
 	})

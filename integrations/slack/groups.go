@@ -16,8 +16,19 @@ const DefaultGroupTTL = 5 * time.Minute
 
 // groupMembers remembers the members of user groups for a while.
 type groupMembers struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// names are the groups access rules name: Options.UserGroups until
+	// UseUserGroups replaces them.
+	names   []string
 	entries map[string]groupEntry
+}
+
+// UseUserGroups replaces the user groups access rules name, when the config
+// is reloaded; members already looked up are reused.
+func (a *Adapter) UseUserGroups(groups []string) {
+	a.groups.mu.Lock()
+	a.groups.names = slices.Clone(groups)
+	a.groups.mu.Unlock()
 }
 
 type groupEntry struct {
@@ -26,17 +37,20 @@ type groupEntry struct {
 }
 
 // ResolveRequester completes a Slack requester with the user groups it
-// belongs to among Options.UserGroups (the groups access rules name),
+// belongs to among the groups access rules name (Options.UserGroups),
 // asking Slack (usergroups.users.list, scope usergroups:read) for each
 // group's members at most once every DefaultGroupTTL. Other requesters come
 // back as they are. An error means the requester's groups, and so their
 // rights, cannot be known.
 func (a *Adapter) ResolveRequester(ctx context.Context, r bot.Requester, _ bot.Thread) (bot.Requester, error) {
-	if r.Source != bot.SourceSlack || r.ID == "" || len(a.opts.UserGroups) == 0 {
+	a.groups.mu.Lock()
+	names := a.groups.names
+	a.groups.mu.Unlock()
+	if r.Source != bot.SourceSlack || r.ID == "" || len(names) == 0 {
 		return r, nil
 	}
 	r.Groups = nil
-	for _, g := range a.opts.UserGroups {
+	for _, g := range names {
 		members, err := a.groupMembers(ctx, g)
 		if err != nil {
 			return r, fmt.Errorf("members of Slack user group %s: %w", g, err)
