@@ -541,6 +541,54 @@ func TestEverySchedulesKeepTheirTimesAcrossRestarts(t *testing.T) {
 	}, firings())
 }
 
+func TestReloadedSchedulesCountFromTheReload(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	now := time.Date(2026, 11, 23, 9, 0, 30, 0, time.UTC)
+	clock := func() time.Time { return now }
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: toAgent("unused"), Now: clock})
+	daily := bot.Schedule{Name: "digest", Spec: "0 9 * * *", Agent: "docs", Thread: bot.LocalThread("digest"), Text: "digest"}
+	report := bot.Schedule{Name: "report", Spec: "@hourly", Agent: "ops", Thread: bot.LocalThread("report"), Text: "report"}
+	s, err := bot.NewScheduler(bot.SchedulerOptions{Schedules: []bot.Schedule{daily, report}, Store: store, Intake: intake, Now: clock})
+	require.NoError(t, err)
+	count := func(thread string) int {
+		items, _, err := store.ListWorkItems(ctx, bot.WorkItemFilter{Thread: "local:" + thread})
+		require.NoError(t, err)
+		return len(items)
+	}
+	_, err = s.Tick(ctx) // both start counting from 09:00:30
+	require.NoError(t, err)
+
+	// At 14:10 the digest becomes hourly and the report is removed.
+	now = time.Date(2026, 11, 23, 14, 10, 0, 0, time.UTC)
+	daily.Spec = "@hourly"
+	commit, err := s.Prepare([]bot.Schedule{daily})
+	require.NoError(t, err)
+	commit()
+	next, err := s.Tick(ctx)
+	require.NoError(t, err)
+	require.Zero(t, count("digest"), "the new spec's firings before the reload are not made up")
+	require.Zero(t, count("report"), "a removed schedule fires no more")
+	require.Equal(t, time.Date(2026, 11, 23, 15, 0, 0, 0, time.UTC), next)
+
+	now = next
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, count("digest"))
+
+	// A reload that leaves a schedule as it is keeps its times.
+	commit, err = s.Prepare([]bot.Schedule{daily, report})
+	require.NoError(t, err)
+	commit()
+	now = now.Add(2 * time.Hour)
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, count("digest"), "16:00 and 17:00")
+
+	_, err = s.Prepare([]bot.Schedule{{Name: "x", Spec: "61 * * * *"}})
+	require.ErrorContains(t, err, `schedule "x": cron "61 * * * *"`)
+}
+
 func TestBadCronNamesTheSchedule(t *testing.T) {
 	_, err := bot.NewScheduler(bot.SchedulerOptions{Schedules: []bot.Schedule{{Name: "nightly", Spec: "61 * * * *"}}})
 	require.ErrorContains(t, err, `schedule "nightly": cron "61 * * * *"`)

@@ -194,6 +194,21 @@ func TestRedactingLogHandler(t *testing.T) {
 	}
 }
 
+// A secret a reloaded config brings is masked from then on by everything
+// that holds the redactor, its log handler included.
+func TestRedactorAddsSecretsInPlace(t *testing.T) {
+	const first, added = "first-configured-secret", "reloaded-model-key-0123"
+	r := bot.NewRedactor(first)
+	var buf bytes.Buffer
+	log := slog.New(r.Handler(slog.NewTextHandler(&buf, nil)))
+	require.Equal(t, "key "+added, r.Redact("key "+added))
+	r.Add(added)
+	log.Info("using " + added + " and " + first)
+	require.Equal(t, "key [REDACTED] [REDACTED]", r.Redact("key "+added+" "+first), "the ones before stay masked")
+	require.NotContains(t, buf.String(), added)
+	require.NotContains(t, buf.String(), first)
+}
+
 // FuzzRedact holds the redactor to its promise: it never panics and what it
 // returns never contains a configured secret, whatever surrounds it.
 func FuzzRedact(f *testing.F) {

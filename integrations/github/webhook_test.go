@@ -441,6 +441,22 @@ func TestMinPermission(t *testing.T) {
 	}
 }
 
+// A reloaded config changes the permission a person needs at once, for the
+// gate the webhook and the intake share.
+func TestGateConfigureTakesEffectAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "tom", "read", "triage")
+	ask := func(id string) answer {
+		code, a := e.post("issue_comment", id, issueCommentPayload("created", person("tom"), "@coder go", nil).bytes(t))
+		require.Equal(t, http.StatusAccepted, code)
+		return a
+	}
+	require.Equal(t, "ignored", ask("d-1").Status, "write is needed by default")
+	e.gate.Configure("switchyard", nil, PermissionTriage)
+	require.Equal(t, PermissionTriage, e.gate.MinPermission())
+	require.Equal(t, "accepted", ask("d-2").Status)
+}
+
 func TestParsePermission(t *testing.T) {
 	for in, want := range map[string]Permission{"": PermissionWrite, "read": PermissionRead, " Maintain ": PermissionMaintain, "admin": PermissionAdmin} {
 		got, err := ParsePermission(in)

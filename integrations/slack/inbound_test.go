@@ -610,6 +610,17 @@ func TestAccessLists(t *testing.T) {
 	}
 }
 
+func TestAllowListsChangeAtOnce(t *testing.T) {
+	g := NewGate([]string{"C1"}, nil)
+	ev := &bot.Event{Kind: bot.KindSlackMention, Channel: "C2", Actor: "U1"}
+	require.Equal(t, bot.IgnoreNotAllowed, g.Screen(ev).Code)
+	g.Allow([]string{"C1", "C2"}, []string{"U2"})
+	require.Equal(t, bot.IgnoreNotAllowed, g.Screen(ev).Code, "U1 is not in the new user list")
+	ev.Actor = "U2"
+	require.Nil(t, g.Screen(ev))
+	require.Equal(t, map[string]bool{"C1": true, "C2": true}, g.allowedChannels(), "the tools see the new channel list")
+}
+
 type recordingDecider struct{ clicks chan ApprovalClick }
 
 func (d recordingDecider) DecideApproval(_ context.Context, c ApprovalClick) error {
