@@ -611,14 +611,24 @@ func exampleEnv(t *testing.T, set bool) {
 	}
 }
 
+// exampleLine is the line of config.example.yaml that holds text.
+func exampleLine(t *testing.T, text string) int {
+	t.Helper()
+	data, err := os.ReadFile("../config.example.yaml")
+	require.NoError(t, err)
+	i := strings.Index(string(data), text)
+	require.GreaterOrEqual(t, i, 0, "config.example.yaml has %q", text)
+	return strings.Count(string(data[:i]), "\n") + 1
+}
+
 func TestExampleConfig(t *testing.T) {
 	t.Run("as shipped, with no environment", func(t *testing.T) {
 		// Its default model is Anthropic's, which needs a key: serve and
 		// config check both refuse it, saying how to fix it.
 		exampleEnv(t, false)
 		_, err := config.Load("../config.example.yaml")
-		require.EqualError(t, err, "../config.example.yaml:85: models.default.api_key: required for anthropic without a base_url; "+
-			"${ANTHROPIC_API_KEY} is unset or empty: set it in the daemon's environment, or remove the model")
+		require.EqualError(t, err, fmt.Sprintf("../config.example.yaml:%d: models.default.api_key: required for anthropic without a base_url; "+
+			"${ANTHROPIC_API_KEY} is unset or empty: set it in the daemon's environment, or remove the model", exampleLine(t, "api_key: ${ANTHROPIC_API_KEY}")))
 	})
 	t.Run("as shipped, with only a model key", func(t *testing.T) {
 		exampleEnv(t, false)

@@ -3,7 +3,11 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/agents/sandbox"
+	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
@@ -371,4 +376,30 @@ func TestReloadRebuildsTheSandboxOnlyWhenItsModeChanges(t *testing.T) {
 	require.Same(t, sandboxes[0], sandboxes[1], "a reload that leaves the sandbox alone keeps it")
 	require.Equal(t, sandbox.ModeRequired, sandboxes[1].Mode())
 	require.Equal(t, sandbox.ModeNone, sandboxes[2].Mode())
+}
+
+// Agents' tools lists are checked against ToolNames, computed from the
+// config without connecting anything; they are the tools the daemon
+// registers.
+func TestToolNamesAreTheToolsTheDaemonRegisters(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	s := setupFor(t, func(c *config.Config) {
+		c.GitHub = &config.GitHub{AppID: 1, PrivateKey: bot.Secret(pemKey), WebhookSecret: "hook", AppSlug: "switchyard",
+			APIURL: config.DefaultGitHubAPIURL, MinPermission: "write"}
+		c.Slack = &config.Slack{Mode: config.SlackHTTP, BotToken: "xoxb-1", SigningSecret: "sign", APIURL: config.DefaultSlackAPIURL}
+	})
+	var registered []string
+	d, err := daemon.New(daemon.Options{Setup: s, NewRunner: func(deps daemon.RunnerDeps) (bot.Runner, error) {
+		registered = tools.CoreNames()
+		for _, tl := range deps.Tools {
+			registered = append(registered, tl.Info().Name)
+		}
+		return bot.NoRuntime{}, nil
+	}})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.ElementsMatch(t, daemon.ToolNames(s.Config), registered)
+	require.Greater(t, len(registered), len(tools.CoreNames())+10)
 }

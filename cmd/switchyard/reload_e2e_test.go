@@ -141,8 +141,9 @@ agents/helper.md:6: tools: unknown tool "rm_rf"
 	serve = run(t, dir, env, "serve", "--listen", freeAddr(t))
 	for _, r := range []result{check, serve} {
 		require.Equal(t, 2, r.code)
-		require.Equal(t, "switchyard: config.yaml:85: models.default.api_key: required for anthropic without a base_url; "+
-			"${ANTHROPIC_API_KEY} is unset or empty: set it in the daemon's environment, or remove the model\n", r.stderr)
+		line := strings.Count(string(example[:strings.Index(string(example), "api_key: ${ANTHROPIC_API_KEY}")]), "\n") + 1
+		require.Equal(t, fmt.Sprintf("switchyard: config.yaml:%d: models.default.api_key: required for anthropic without a base_url; "+
+			"${ANTHROPIC_API_KEY} is unset or empty: set it in the daemon's environment, or remove the model\n", line), r.stderr)
 	}
 	check = run(t, dir, append(env, "ANTHROPIC_API_KEY=sk-ant-test"), "config", "check")
 	require.Equal(t, 0, check.code, check.stderr)
