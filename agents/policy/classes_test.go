@@ -118,3 +118,87 @@ func TestShellPolicyByClass(t *testing.T) {
 		}
 	}
 }
+
+// variant is a construct a command can be put in without changing what it
+// does: transparent ones need nothing a command would not need on its own.
+type variant struct {
+	name        string
+	wrap        func(cmd string) string
+	transparent bool
+	// positional ones change the script's positional parameters ($1),
+	// so commands that use them are left out.
+	positional bool
+}
+
+func quoted(cmd string) string { return "'" + strings.ReplaceAll(cmd, "'", `'\''`) + "'" }
+
+var variants = []variant{
+	{"and", func(c string) string { return "true && {\n" + c + "\n}" }, true, false},
+	{"braces", func(c string) string { return "{\n" + c + "\n}" }, true, false},
+	{"subshell", func(c string) string { return "(\n" + c + "\n)" }, true, false},
+	{"if", func(c string) string { return "if true; then\n" + c + "\nfi" }, true, false},
+	{"for", func(c string) string { return "for _i in 1; do\n" + c + "\ndone" }, true, false},
+	{"substitution", func(c string) string { return "echo \"$(\n" + c + "\n)\"" }, true, false},
+	{"background", func(c string) string { return c + " &\nwait" }, true, false},
+	{"function", func(c string) string { return "f() {\n" + c + "\n}\nf" }, true, true},
+	{"bash -c", func(c string) string { return "bash -c " + quoted(c) }, true, true},
+	{"eval", func(c string) string { return "eval " + quoted(c) }, true, true},
+	{"timeout", func(c string) string { return "timeout 10 bash -c " + quoted(c) }, true, true},
+	{"env", func(c string) string { return "env LANG=C bash -c " + quoted(c) }, true, true},
+	{"nice", func(c string) string { return "nice -n 1 sh -c " + quoted(c) }, true, true},
+	{"command", func(c string) string { return "command eval " + quoted(c) }, true, true},
+	{"trap", func(c string) string { return "trap " + quoted(c) + " EXIT" }, true, true},
+	{"find -exec", func(c string) string { return "find . -maxdepth 0 -exec bash -c " + quoted(c) + ` \;` }, true, true},
+	{"here-document", func(c string) string { return "bash <<'POLICY_EOF'\n" + c + "\nPOLICY_EOF" }, false, true},
+	{"pipe", func(c string) string { return "echo " + quoted(c) + " | sh" }, false, true},
+	{"here-string", func(c string) string { return "bash <<< " + quoted(c) }, false, true},
+}
+
+func usesPositional(cmd string) bool {
+	for _, p := range []string{"$1", "$2", "$3", "$@", "$*", "$#", "${1", "${@", "$0", "\"$@\""} {
+		if strings.Contains(cmd, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func severity(b byte) int { return map[byte]int{'A': 0, 'N': 1, 'D': 2}[b] }
+
+// TestCorpusVariantsKeepTheirVerdicts puts every command of the corpus
+// that a profile refuses or wants approved into every construct of
+// variants: none may make it allowed, or a denial an approval. Everyday
+// reading put into a transparent construct stays allowed for read-only.
+func TestCorpusVariantsKeepTheirVerdicts(t *testing.T) {
+	f := newFixture(t, deployerConfig())
+	checked := 0
+	for _, e := range loadClasses(t) {
+		everyday := strings.HasPrefix(e.class, "everyday reading")
+		if !everyday && strings.Trim(e.want, "A") == "" {
+			continue
+		}
+		for _, v := range variants {
+			if v.positional && usesPositional(e.cmd) || strings.Contains(e.cmd, "POLICY_EOF") ||
+				v.name == "background" && strings.Contains(e.cmd, "<<") || v.name == "find -exec" && strings.Contains(e.cmd, "{}") {
+				continue
+			}
+			cmd := v.wrap(e.cmd)
+			for i, p := range corpusProfiles {
+				base := e.want[i]
+				if base == 'A' && !(everyday && v.transparent && p == policy.ReadOnly) {
+					continue
+				}
+				d := f.bash(t, p, cmd)
+				checked++
+				got := letter(d.Verdict)
+				if base == 'A' && got != 'A' {
+					t.Errorf("corpus.txt:%d: %s: %q in %s: got %c, want A: %s", e.line, p, e.cmd, v.name, got, d.Reason)
+				}
+				if base != 'A' && severity(got) < severity(base) {
+					t.Errorf("corpus.txt:%d: %s: %q in %s: got %c, want %c or stricter: %s", e.line, p, e.cmd, v.name, got, base, d.Reason)
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 20_000)
+}

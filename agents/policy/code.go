@@ -69,26 +69,14 @@ func valueOf(w word) varVal {
 	return varVal{}
 }
 
-// setVal records an assignment. Inside a construct that may not run, the
-// variable may keep its old value, so the two are merged: what both
-// agree on, or unknown.
+// setVal records an assignment. The construct it is in may not run:
+// leaving it merges the value with the one before.
 func (c *checker) setVal(name string, v varVal) {
 	if c.vals == nil {
 		c.vals = map[string]varVal{}
 	}
 	old, had := c.vals[name]
 	v.assoc, v.integer = old.assoc, old.integer
-	if c.cond > 0 {
-		switch {
-		case !had:
-			v.unset = true
-		case sameVal(old, v):
-		case old.numeric() && v.numeric():
-			v = varVal{kind: valNumber, unset: old.unset, assoc: old.assoc, integer: old.integer}
-		default:
-			v = varVal{unset: old.unset, assoc: old.assoc, integer: old.integer}
-		}
-	}
 	if had && sameVal(old, v) && old.nameref == v.nameref {
 		return
 	}

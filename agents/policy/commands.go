@@ -1555,25 +1555,28 @@ func compressHandler(spec optSpec) handler {
 	}
 }
 
-// findExpr are find's tests and actions with the number of arguments they
-// take.
-var findExpr = map[string]int{
-	"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1, "-regex": 1, "-iregex": 1,
-	"-type": 1, "-xtype": 1, "-size": 1, "-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1, "-ctime": 1, "-cmin": 1,
-	"-newer": 1, "-anewer": 1, "-cnewer": 1, "-empty": 0, "-executable": 0, "-readable": 0, "-writable": 0,
-	"-perm": 1, "-user": 1, "-group": 1, "-uid": 1, "-gid": 1, "-nouser": 0, "-nogroup": 0, "-links": 1,
-	"-inum": 1, "-samefile": 1, "-lname": 1, "-ilname": 1, "-maxdepth": 1, "-mindepth": 1, "-depth": 0, "-d": 0,
-	"-mount": 0, "-xdev": 0, "-noleaf": 0, "-ignore_readdir_race": 0, "-noignore_readdir_race": 0,
-	"-daystart": 0, "-follow": 0, "-regextype": 1, "-warn": 0, "-nowarn": 0, "-print": 0, "-print0": 0,
-	"-printf": 1, "-ls": 0, "-fls": 1, "-fprint": 1, "-fprint0": 1, "-fprintf": 2, "-prune": 0, "-quit": 0,
-	"-delete": 0, "-true": 0, "-false": 0, "-not": 0, "-a": 0, "-and": 0, "-o": 0, "-or": 0, "-fstype": 1,
-	"-used": 1, "-context": 1, "-files0-from": 1, "-help": 0, "--help": 0, "-version": 0, "--version": 0,
+// findExpr returns find's tests and actions with the number of arguments
+// they take.
+func findExpr() map[string]int {
+	return map[string]int{
+		"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1, "-regex": 1, "-iregex": 1,
+		"-type": 1, "-xtype": 1, "-size": 1, "-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1, "-ctime": 1, "-cmin": 1,
+		"-newer": 1, "-anewer": 1, "-cnewer": 1, "-empty": 0, "-executable": 0, "-readable": 0, "-writable": 0,
+		"-perm": 1, "-user": 1, "-group": 1, "-uid": 1, "-gid": 1, "-nouser": 0, "-nogroup": 0, "-links": 1,
+		"-inum": 1, "-samefile": 1, "-lname": 1, "-ilname": 1, "-maxdepth": 1, "-mindepth": 1, "-depth": 0, "-d": 0,
+		"-mount": 0, "-xdev": 0, "-noleaf": 0, "-ignore_readdir_race": 0, "-noignore_readdir_race": 0,
+		"-daystart": 0, "-follow": 0, "-regextype": 1, "-warn": 0, "-nowarn": 0, "-print": 0, "-print0": 0,
+		"-printf": 1, "-ls": 0, "-fls": 1, "-fprint": 1, "-fprint0": 1, "-fprintf": 2, "-prune": 0, "-quit": 0,
+		"-delete": 0, "-true": 0, "-false": 0, "-not": 0, "-a": 0, "-and": 0, "-o": 0, "-or": 0, "-fstype": 1,
+		"-used": 1, "-context": 1, "-files0-from": 1, "-help": 0, "--help": 0, "-version": 0, "--version": 0,
+	}
 }
 
 // findHandler: find reads its starting points as trees; -delete writes
 // them; -exec and its kin run a command checked like any other, with {}
 // standing for every entry under the starting points.
 func findHandler() handler {
+	findExpr := findExpr()
 	return func(c *checker, inv *invocation) cwds {
 		args := inv.argv[1:]
 		i := 0

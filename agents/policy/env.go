@@ -280,9 +280,9 @@ func (c *checker) promptValue(name string, val word) bool {
 	outer := c.src
 	c.src = val.s
 	c.depth++
-	c.cond++
+	c.enter()
 	c.subst(doc, c.root[:1])
-	c.cond--
+	c.leave()
 	c.depth--
 	c.src = outer
 	return c.deny == nil

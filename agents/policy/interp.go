@@ -145,6 +145,13 @@ func (c *checker) runShell(inv *invocation, prog program, cwd cwds, sourced bool
 			c.lenient++
 			defer func() { c.lenient-- }()
 		}
+		if prog.stdin {
+			// The commands of a program read on standard input read the
+			// rest of it.
+			outer := c.stdin
+			c.stdin = hidden("the rest of the program " + inv.name + " reads")
+			defer func() { c.stdin = outer }()
+		}
 		return c.nested(prog, cwd, sourced, "")
 	case !c.perms.has(pExec) && !inv.allowed:
 		// A script file: checked as what it does.
@@ -162,7 +169,7 @@ func (c *checker) runShell(inv *invocation, prog program, cwd cwds, sourced bool
 func (c *checker) nested(prog program, cwd cwds, sourced bool, where string) cwds {
 	before := c.deny
 	if !sourced {
-		c.cond++
+		c.enter()
 	}
 	outerArgs, outerKnown := c.posArgs, c.posKnown
 	if prog.args != nil || !sourced {
@@ -171,7 +178,7 @@ func (c *checker) nested(prog program, cwd cwds, sourced bool, where string) cwd
 	out := c.script(prog.text, cwd)
 	c.posArgs, c.posKnown = outerArgs, outerKnown
 	if !sourced {
-		c.cond--
+		c.leave()
 		out = cwd
 	}
 	if before == nil && c.deny != nil && where != "" {

@@ -148,8 +148,8 @@ func wgetHandler() handler {
 	}
 }
 
-// sshOptions are the options ssh and scp share.
-var sshValueShort = "BbcDEeFIiJLlmOoPpQRSWw"
+// sshValueShort are the short options of ssh that take a value.
+const sshValueShort = "BbcDEeFIiJLlmOoPpQRSWw"
 
 // sshOption checks one -o KEY=VALUE of ssh, scp, sftp or rsync -e: a
 // command it runs is checked as that command; a file it reads or writes

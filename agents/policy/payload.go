@@ -102,9 +102,9 @@ func (c *checker) scanCode(text string, lang language, cwd cwds) {
 			continue
 		}
 		c.lenient++
-		c.cond++
+		c.enter()
 		c.script(l, cwd)
-		c.cond--
+		c.leave()
 		c.lenient--
 	}
 }

@@ -24,11 +24,33 @@ var deniedAtoms = map[string][]struct {
 		{"rm -rf build", true}, {"touch x", true}, {"python3 -c 1", true}, {"curl https://example.com", true},
 		{"sudo id", true}, {"echo x > out.txt", false}, {"git commit -m x", true}, {"sed -i s/a/b/ README.md", true},
 		{"make", true}, {"cat .env", true},
+		// Options that run programs, write or read outside.
+		{"git grep -Ovim main", true}, {"diff3 --diff-program=touch a b c", true}, {"sort --compress-program=touch README.md", true},
+		{"git shortlog --output=x HEAD", true}, {"git config -f /etc/passwd --list", true}, {"tree -l", true},
+		{"tar --to-command=touch -xf a.tar", true}, {"man -P touch ls", true}, {"zip -TT touch a.zip README.md", true},
+		{"less +!touch README.md", true}, {"git log --ext-diff -p", true}, {"find . -fprint x", true},
+		// Builtins evaluated as code, history files.
+		{"let 'a[$(touch x)]=1'", false}, {"read 'a[$(touch x)]' < README.md", false}, {"printf -v 'a[$(touch x)]' x", false},
+		{"test -v 'a[$(touch x)]'", false}, {"declare -i n='a[$(touch x)]'", false}, {"history -w", true},
+		{"x='a[$(touch x)]'; echo ${!x}", false},
+		// Environment.
+		{"PAGER=touch git log", false}, {"GIT_EXTERNAL_DIFF=touch git diff", false}, {"LD_PRELOAD=./x.so ls", false},
+		{"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0=touch git log", false},
+		// Interpreters and programs fed to them.
+		{"echo ls | sh", false}, {"awk 'BEGIN{system(\"touch x\")}'", true}, {"sed 'e touch x' README.md", true},
+		{"vim -c '!ls' README.md", true}, {"script -qc 'touch x' /dev/null", true},
 	},
 	policy.Contributor: {
 		{"sudo id", true}, {"curl https://example.com", true}, {"cat /etc/passwd", true}, {"kubectl get pods", true},
 		{"echo x > .github/workflows/x.yml", false}, {"cat link-out/secret.txt", true}, {"git push origin main", true},
 		{"rm -rf /", true}, {"cat .env", true}, {"touch .git/hooks/pre-commit", true},
+		// Payloads the profile denies, fed to interpreters and programs
+		// that run commands.
+		{"echo 'sudo id' | sh", false}, {"echo c3VkbyBpZA== | base64 -d | sh", false},
+		{"python3 -c 'import os; os.system(\"sudo id\")'", true}, {"awk 'BEGIN{system(\"kubectl get pods\")}'", true},
+		{"git -c alias.x='!sudo id' x", true}, {"GIT_PAGER='kubectl get pods' git log", false},
+		{"ln -s .git/hooks h && echo x > h/pre-commit", false}, {"CDPATH=/ cd etc", false},
+		{"tar --checkpoint-action=exec='sudo id' -cf a.tar src", true}, {"git bisect run sudo id", true},
 	},
 	policy.Maintainer: {
 		{"sudo id", true}, {"curl https://example.com", true}, {"kubectl delete pod x", true}, {"cat /etc/shadow", true},
@@ -37,6 +59,15 @@ var deniedAtoms = map[string][]struct {
 	policy.Ops: {
 		{"sudo id", true}, {"cat /etc/passwd", true}, {"echo x > ../x", false}, {"$CMD", false},
 		{"cat link-out/secret.txt", true}, {"rm -rf /", true}, {"doas ls", true}, {"eval \"$X\"", false},
+		{"echo cm0gLXJmIC8= | base64 -d | sh", false}, {"python3 -c \"$CODE\"", true},
+	},
+	// deployer (deployerConfig) denies kubectl delete and docker and wants
+	// kubectl apply approved: neither may become allowed.
+	"deployer": {
+		{"kubectl delete pod x", true}, {"docker ps", true}, {"kubectl apply -f x", true}, {"helm upgrade app ./chart", true},
+		{"echo 'kubectl apply -f x' | sh", false}, {"python3 -c 'import os; os.system(\"docker ps\")'", true},
+		{"git -c alias.k='!kubectl apply -f x' k", true}, {"PAGER='docker ps' man ls", false},
+		{"sort --compress-program=docker README.md", true}, {"terraform destroy", true},
 	},
 }
 
@@ -53,7 +84,7 @@ func embed(r *rand.Rand, s string, simple bool, depth int) (string, bool) {
 	}
 	b := benignAtoms[r.IntN(len(benignAtoms))]
 	var out string
-	switch r.IntN(32) {
+	switch r.IntN(44) {
 	case 0:
 		out = s + "; " + b
 	case 1:
@@ -118,12 +149,37 @@ func embed(r *rand.Rand, s string, simple bool, depth int) (string, bool) {
 		out = "! " + s
 	case 29:
 		out = "time { " + s + "; }"
+	case 32:
+		out = "echo " + quoteSingle(s) + " | sh"
+	case 33:
+		out = "bash <<'PROP_EOF'\n" + s + "\nPROP_EOF"
+	case 34:
+		out = "sh <<< " + quoteSingle(s)
+	case 35:
+		out = "source /dev/stdin <<< " + quoteSingle(s)
+	case 36:
+		out = "echo " + quoteSingle(s) + " > build/p.sh && bash build/p.sh"
+	case 37:
+		out = "script -qc " + quoteSingle(s) + " /dev/null"
+	case 38:
+		out = "flock build/lock -c " + quoteSingle(s)
+	case 39:
+		out = "watch -n 1 " + quoteSingle(s)
+	case 40:
+		out = "parallel ::: " + quoteSingle(s)
+	case 41:
+		out = "x=1; if [ \"$x\" = 1 ]; then " + s + "; fi"
+	case 42:
+		out = "echo x | xargs -I{} sh -c " + quoteSingle(s)
+	case 43:
+		out = "find . -maxdepth 0 -exec sh -c " + quoteSingle(s) + " \\;"
 	case 30, 31:
 		if !simple {
 			return embed(r, s, simple, depth)
 		}
 		wrappers := []string{"env ", "env LANG=C ", "nice -n 5 ", "timeout 10 ", "nohup ", "command ", "stdbuf -oL ",
-			"setsid ", "builtin ", "exec ", "echo x | xargs ", "find . -maxdepth 0 -exec ", "busybox ", "flock lockfile "}
+			"setsid ", "builtin ", "exec ", "echo x | xargs ", "find . -maxdepth 0 -exec ", "busybox ", "flock lockfile ",
+		"strace ", "npx ", "env -i ", "time ", "command -p ", "timeout -s KILL 5 ", "xargs -I{} "}
 		w := wrappers[r.IntN(len(wrappers))]
 		out = w + s
 		if strings.HasPrefix(w, "find") {
@@ -139,10 +195,10 @@ func embed(r *rand.Rand, s string, simple bool, depth int) (string, bool) {
 // lists, subshells, substitutions, functions, loops, here-documents,
 // wrappers, nested shells.
 func TestNoCommandHidingADeniedOneIsAllowed(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, deployerConfig())
 	parser := syntax.NewParser(syntax.Variant(syntax.LangBash))
 	const perProfile = 1500
-	for _, p := range []string{policy.ReadOnly, policy.Contributor, policy.Maintainer, policy.Ops} {
+	for _, p := range []string{policy.ReadOnly, policy.Contributor, policy.Maintainer, policy.Ops, "deployer"} {
 		r := rand.New(rand.NewPCG(42, uint64(len(p))))
 		for _, a := range deniedAtoms[p] {
 			require.NotEqual(t, tools.Allow, f.bash(t, p, a.cmd).Verdict, "%s: atom %q must be denied on its own", p, a.cmd)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -59,10 +60,12 @@ type checker struct {
 	depth  int
 	steps  int
 	// cond counts the constructs around the current point that may not
-	// run, or run in a subshell: a function defined inside one may not
-	// exist where it is called, and a variable assigned inside one may
-	// keep its old value.
-	cond int
+	// run, or run apart (a branch, a loop, a subshell, a function body):
+	// scopes are those constructs, innermost last, each with the values of
+	// the variables when it was entered.
+	cond      int
+	scopes    []scope
+	nextScope int
 
 	// stdin is what the command being checked reads on standard input; nil
 	// is the tool's, which is empty.
@@ -132,23 +135,83 @@ func (c *checker) reset() {
 	c.invs = c.invs[:0]
 	c.reader.Reset("")
 	c.p, c.ws, c.src, c.dirs, c.root, c.curDirs = nil, nil, "", nil, [1]string{}, nil
-	c.depth, c.steps, c.cond, c.lenient, c.valGen = 0, 0, 0, 0, 0
+	c.depth, c.steps, c.cond, c.lenient, c.valGen, c.nextScope = 0, 0, 0, 0, 0, 0
+	clear(c.scopes)
+	c.scopes = c.scopes[:0]
 	c.stdin, c.homeSet, c.pathSet, c.ifsSet = nil, false, false, false
 	c.posArgs, c.posKnown = nil, false
 	c.deny, c.approval, c.used, c.outside = nil, nil, 0, false
 }
 
-// funcDef is a function the script defines. sure means it is defined
-// unconditionally at the top of the script it is called from, so a call
-// runs it and not a program of the same name.
+// funcDef is a function the script defines.
 type funcDef struct {
-	body  *syntax.Stmt
+	body *syntax.Stmt
+	// sure is false once the script may have removed it (unset -f); scope
+	// is where it is defined: a call in that construct or one inside it
+	// runs it.
 	sure  bool
+	scope []scope
 	depth int
 	// called says a call checked the body; one never called is checked at
 	// the end of its script, with its arguments unknown.
 	called bool
 	cwd    cwds
+}
+
+// scope is a construct that may not run, or runs apart.
+type scope struct {
+	id int
+	// saved are the variables' values when it was entered.
+	saved map[string]varVal
+}
+
+// enter begins checking a construct that may not run, or runs apart.
+func (c *checker) enter() {
+	c.cond++
+	c.nextScope++
+	sc := scope{id: c.nextScope}
+	if len(c.vals) > 0 {
+		sc.saved = maps.Clone(c.vals)
+	}
+	c.scopes = append(c.scopes, sc)
+}
+
+// leave ends the innermost construct: a variable it assigned may hold
+// either value after it, so the two are merged.
+func (c *checker) leave() {
+	c.cond--
+	sc := c.scopes[len(c.scopes)-1]
+	c.scopes = c.scopes[:len(c.scopes)-1]
+	for name, after := range c.vals {
+		before, had := sc.saved[name]
+		switch {
+		case !had:
+			after.unset = true
+		case sameVal(before, after) && before.nameref == after.nameref:
+			continue
+		case before.numeric() && after.numeric():
+			after = varVal{kind: valNumber, unset: before.unset || after.unset}
+		default:
+			after = varVal{unset: before.unset || after.unset}
+		}
+		after.assoc = after.assoc || had && before.assoc
+		after.integer = after.integer || had && before.integer
+		c.vals[name] = after
+	}
+}
+
+// inScope reports whether the current point is inside the constructs
+// path names (or the same).
+func (c *checker) inScope(path []scope) bool {
+	if len(path) > len(c.scopes) {
+		return false
+	}
+	for i, sc := range path {
+		if c.scopes[i].id != sc.id {
+			return false
+		}
+	}
+	return true
 }
 
 // cwds is the set of directories (real, absolute, inside the workspace)
@@ -290,8 +353,8 @@ func (c *checker) stmt(s *syntax.Stmt, cwd cwds) (succ, all cwds) {
 		c.recordOutput(s, cwd)
 	}
 	if s.Background || s.Coprocess || s.Disown {
-		c.cond++
-		defer func() { c.cond-- }()
+		c.enter()
+		defer c.leave()
 	}
 	succ, all = c.command(s.Cmd, cwd)
 	if c.stdin != outer && !permanentRedirect(s) {
@@ -320,8 +383,8 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 	case *syntax.CallExpr:
 		return c.call(x, cwd)
 	case *syntax.BinaryCmd:
-		c.cond++
-		defer func() { c.cond-- }()
+		c.enter()
+		defer c.leave()
 		switch x.Op {
 		case syntax.AndStmt:
 			s1, a1 := c.stmt(x.X, cwd)
@@ -346,21 +409,21 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 			return cwd, cwd
 		}
 	case *syntax.Subshell:
-		c.cond++
+		c.enter()
 		c.stmts(x.Stmts, cwd)
-		c.cond--
+		c.leave()
 		return cwd, cwd
 	case *syntax.Block:
 		a := c.stmts(x.Stmts, cwd)
 		return a, a
 	case *syntax.IfClause:
-		c.cond++
+		c.enter()
 		a := c.ifClause(x, cwd)
-		c.cond--
+		c.leave()
 		return a, a
 	case *syntax.WhileClause:
-		c.cond++
-		defer func() { c.cond-- }()
+		c.enter()
+		defer c.leave()
 		a := c.loop(cwd, func(cur cwds) cwds {
 			a := c.stmts(x.Cond, cur)
 			return union(a, c.stmts(x.Do, a))
@@ -369,8 +432,8 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 	case *syntax.ForClause:
 		return c.forClause(x, cwd)
 	case *syntax.CaseClause:
-		c.cond++
-		defer func() { c.cond-- }()
+		c.enter()
+		defer c.leave()
 		c.subst(x.Word, cwd)
 		out := cwd
 		for _, it := range x.Items {
@@ -388,7 +451,7 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		if c.funcs == nil {
 			c.funcs = map[string]*funcDef{}
 		}
-		f := &funcDef{body: x.Body, sure: c.cond == 0 && c.depth == 1 && c.lenient == 0, depth: c.depth, cwd: cwd}
+		f := &funcDef{body: x.Body, scope: slices.Clone(c.scopes), depth: c.depth, cwd: cwd, sure: c.lenient == 0}
 		c.funcs[x.Name.Value] = f
 		if x.Name.Value == "command_not_found_handle" {
 			// Bash calls it by itself, with arguments no one sees.
@@ -415,8 +478,8 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		}
 		return cwd, cwd
 	case *syntax.CoprocClause:
-		c.cond++
-		defer func() { c.cond-- }()
+		c.enter()
+		defer c.leave()
 		if x.Name != nil {
 			c.subst(x.Name, cwd)
 			c.nameWord(c.expandOne(x.Name), "coproc", cwd)
@@ -442,8 +505,8 @@ func (c *checker) ifClause(x *syntax.IfClause, cwd cwds) cwds {
 // variable standing for every match; over a listing (git ls-files,
 // find), for every entry of the tree listed.
 func (c *checker) forClause(x *syntax.ForClause, cwd cwds) (succ, all cwds) {
-	c.cond++
-	defer func() { c.cond-- }()
+	c.enter()
+	defer c.leave()
 	body := func(cur cwds) cwds { return c.stmts(x.Do, cur) }
 	switch l := x.Loop.(type) {
 	case *syntax.WordIter:
@@ -474,7 +537,6 @@ func (c *checker) forClause(x *syntax.ForClause, cwd cwds) (succ, all cwds) {
 				break
 			}
 		}
-		c.setVal(name, varVal{unset: true})
 		return out, out
 	case *syntax.CStyleLoop:
 		for _, e := range []syntax.ArithmExpr{l.Init, l.Cond, l.Post} {
@@ -528,9 +590,9 @@ func (c *checker) callFunc(name string, args []word, cwd cwds) cwds {
 	c.active[name] = true
 	outerArgs, outerKnown := c.posArgs, c.posKnown
 	c.posArgs, c.posKnown = args, args != nil
-	c.cond++
+	c.enter()
 	_, all := c.stmt(f.body, cwd)
-	c.cond--
+	c.leave()
 	c.posArgs, c.posKnown = outerArgs, outerKnown
 	delete(c.active, name)
 	return all
@@ -540,9 +602,14 @@ func (c *checker) callFunc(name string, args []word, cwd cwds) cwds {
 // as bash might run them anyway (a trap, an exported function) with
 // arguments the policy cannot see.
 func (c *checker) checkUncalled(depth int) {
-	for name, f := range c.funcs {
-		if f.depth == depth && !f.called && c.deny == nil {
-			c.callFunc(name, nil, f.cwd)
+	// Checking one may define others (a function that defines functions).
+	for more := true; more && c.deny == nil; {
+		more = false
+		for name, f := range c.funcs {
+			if f.depth == depth && !f.called && c.deny == nil && !c.stop() {
+				c.callFunc(name, nil, f.cwd)
+				more = true
+			}
 		}
 	}
 }
@@ -649,14 +716,14 @@ func (c *checker) subst(n syntax.Node, cwd cwds) {
 		}
 		switch x := n.(type) {
 		case *syntax.CmdSubst:
-			c.cond++
+			c.enter()
 			c.stmts(x.Stmts, cwd)
-			c.cond--
+			c.leave()
 			return false
 		case *syntax.ProcSubst:
-			c.cond++
+			c.enter()
 			c.stmts(x.Stmts, cwd)
-			c.cond--
+			c.leave()
 			return false
 		case *syntax.ArithmExp:
 			c.arithVars(x.X, cwd)
@@ -790,6 +857,26 @@ func (c *checker) call(ce *syntax.CallExpr, cwd cwds) (succ, all cwds) {
 	return succ, union(cwd, succ)
 }
 
+// oneWord reports a word that expands to exactly one argument: quoted
+// whole, without "$@", "$*" or "${a[@]}".
+func oneWord(w *syntax.Word) bool {
+	if w == nil || len(w.Parts) != 1 {
+		return false
+	}
+	dq, ok := w.Parts[0].(*syntax.DblQuoted)
+	if !ok {
+		return false
+	}
+	for _, p := range dq.Parts {
+		if pe, ok := p.(*syntax.ParamExp); ok && pe.Param != nil {
+			if v := pe.Param.Value; v == "@" || v == "*" || pe.Index != nil && isAllIndex(pe.Index) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // readsLines reports the builtins IFS only tells how to split input.
 func readsLines(name string) bool {
 	return name == "read" || name == "mapfile" || name == "readarray"
@@ -862,8 +949,16 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 		if args == nil {
 			args = []word{}
 		}
+		for _, a := range args {
+			if !a.lit && !oneWord(a.node) {
+				// "$@" or an unquoted expansion: how many arguments is
+				// not known.
+				args = nil
+				break
+			}
+		}
 		cwd = union(cwd, c.callFunc(name, args, cwd))
-		if f.sure && f.depth == c.depth {
+		if f.sure && f.depth == c.depth && c.inScope(f.scope) {
 			// The function runs, not a program of its name.
 			return cwd
 		}

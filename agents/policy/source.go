@@ -38,7 +38,8 @@ type source struct {
 	listing word
 }
 
-var emptySource = &source{}
+// emptySource is a stream that holds nothing.
+func emptySource() *source { return &source{} }
 
 func hidden(what string) *source { return &source{kind: srcHidden, what: what} }
 
@@ -51,7 +52,7 @@ func (c *checker) redirectedStdin(r *syntax.Redirect, cwd cwds) *source {
 	switch r.Op {
 	case syntax.Hdoc, syntax.DashHdoc:
 		if r.Hdoc == nil {
-			return emptySource
+			return emptySource()
 		}
 		text, ok := heredocText(r)
 		if !ok {
@@ -72,7 +73,7 @@ func (c *checker) redirectedStdin(r *syntax.Redirect, cwd cwds) *source {
 		return &source{kind: srcFile, file: w, cwd: cwd}
 	case syntax.DplIn:
 		if r.Word.Lit() == "-" {
-			return emptySource
+			return emptySource()
 		}
 		return hidden("another file descriptor")
 	}
@@ -162,7 +163,7 @@ func (c *checker) produce(s *syntax.Stmt, cwd cwds, in *source) *source {
 		return hidden("a background command")
 	}
 	if stdoutRedirected(s) {
-		return emptySource
+		return emptySource()
 	}
 	for _, r := range s.Redirs {
 		if rin := c.redirectedStdin(r, cwd); rin != nil {
@@ -170,7 +171,7 @@ func (c *checker) produce(s *syntax.Stmt, cwd cwds, in *source) *source {
 		}
 	}
 	if in == nil {
-		in = emptySource
+		in = emptySource()
 	}
 	switch x := s.Cmd.(type) {
 	case *syntax.CallExpr:
@@ -193,7 +194,7 @@ func (c *checker) produce(s *syntax.Stmt, cwd cwds, in *source) *source {
 }
 
 func (c *checker) produceAll(list []*syntax.Stmt, cwd cwds, in *source) *source {
-	out := emptySource
+	out := emptySource()
 	for _, s := range list {
 		out = concatSources(out, c.produce(s, cwd, in))
 		if out.kind == srcHidden {
@@ -223,7 +224,7 @@ func concatSources(a, b *source) *source {
 // words, cat of a file or of its input; anything else is hidden.
 func (c *checker) produceCall(ce *syntax.CallExpr, cwd cwds, in *source) *source {
 	if len(ce.Args) == 0 {
-		return emptySource
+		return emptySource()
 	}
 	argv := make([]word, 0, len(ce.Args))
 	for _, w := range ce.Args {
@@ -258,7 +259,7 @@ func (c *checker) produceCall(ce *syntax.CallExpr, cwd cwds, in *source) *source
 			return &source{kind: srcFile, file: args[0], cwd: cwd}
 		}
 	case "true", ":", "false":
-		return emptySource
+		return emptySource()
 	case "grep", "egrep", "fgrep", "head", "tail", "sort", "uniq", "tac", "shuf":
 		// Filters of whole lines: a subset of a listing is still one.
 		if in.listing.s != "" && lineFilter(cmd, argv[1:]) {
@@ -617,20 +618,19 @@ type program struct {
 type progKind uint8
 
 const (
-	progNone     progKind = iota // nothing
-	progText                     // text the policy has
-	progUnread                   // a file the policy does not read: too large, binary, a device
-	progHidden                   // what a program wrote, which the policy cannot see
-	progOutside                  // a path refused by the path policy
-	progDynamic                  // a word the policy cannot see
-	progInternal                 // the interpreter's own: -m module, a built-in
+	progNone    progKind = iota // nothing
+	progText                    // text the policy has
+	progUnread                  // a file the policy does not read: too large, binary, a device
+	progHidden                  // what a program wrote, which the policy cannot see
+	progOutside                 // a path refused by the path policy
+	progDynamic                 // a word the policy cannot see
 )
 
 // stdinProgram is the program an interpreter reads on standard input.
 func (c *checker) stdinProgram(cwd cwds) program {
 	in := c.stdin
 	if in == nil {
-		in = emptySource
+		in = emptySource()
 	}
 	var p program
 	switch in.kind {
