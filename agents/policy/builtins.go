@@ -114,6 +114,19 @@ func readVarsHandler() handler {
 		if inv.name != "read" && len(pos) > 1 {
 			pos = pos[:1]
 		}
+		if inv.name == "read" && len(pos) == 1 && !hasOpt(opts, "-a", "-d", "-N", "-n", "-u") && c.stdin != nil && c.stdin.kind == srcText {
+			// read NAME from text the policy can see: its first line.
+			if !c.assignedName(inv, pos[0]) {
+				return inv.cwd
+			}
+			line, _, _ := strings.Cut(c.stdin.text, "\n")
+			if !hasOpt(opts, "-r") {
+				line = unescapeRead(line)
+			}
+			base, _, _ := strings.Cut(pos[0].s, "[")
+			c.setVal(base, varVal{kind: valText, text: strings.Trim(line, " \t")})
+			return inv.cwd
+		}
 		if len(pos) == 0 {
 			if inv.name == "read" {
 				c.setVal("REPLY", varVal{})
@@ -128,6 +141,21 @@ func readVarsHandler() handler {
 		}
 		return inv.cwd
 	}
+}
+
+// unescapeRead removes the backslashes read without -r removes.
+func unescapeRead(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 func getoptsHandler(c *checker, inv *invocation) cwds {

@@ -166,9 +166,10 @@ func usesPositional(cmd string) bool {
 func severity(b byte) int { return map[byte]int{'A': 0, 'N': 1, 'D': 2}[b] }
 
 // TestCorpusVariantsKeepTheirVerdicts puts every command of the corpus
-// that a profile refuses or wants approved into every construct of
-// variants: none may make it allowed, or a denial an approval. Everyday
-// reading put into a transparent construct stays allowed for read-only.
+// that a profile refuses or wants approved into constructs of variants (a
+// third of them each, in turn, so every construct meets every class):
+// none may make it allowed, or a denial an approval. Everyday reading put
+// into a transparent construct stays allowed for read-only.
 func TestCorpusVariantsKeepTheirVerdicts(t *testing.T) {
 	f := newFixture(t, deployerConfig())
 	checked := 0
@@ -177,7 +178,10 @@ func TestCorpusVariantsKeepTheirVerdicts(t *testing.T) {
 		if !everyday && strings.Trim(e.want, "A") == "" {
 			continue
 		}
-		for _, v := range variants {
+		for k, v := range variants {
+			if (e.line+k)%3 != 0 {
+				continue
+			}
 			if v.positional && usesPositional(e.cmd) || strings.Contains(e.cmd, "POLICY_EOF") ||
 				v.name == "background" && strings.Contains(e.cmd, "<<") || v.name == "find -exec" && strings.Contains(e.cmd, "{}") {
 				continue
@@ -200,5 +204,5 @@ func TestCorpusVariantsKeepTheirVerdicts(t *testing.T) {
 			}
 		}
 	}
-	require.Greater(t, checked, 20_000)
+	require.Greater(t, checked, 10_000)
 }

@@ -103,14 +103,6 @@ func (c *checker) setClean(name string, clean bool) {
 	c.setVal(name, varVal{})
 }
 
-// codeTrusted reports a profile that may run code the policy cannot see
-// and states no command rules that hidden code could get around: there,
-// arithmetic on values the policy does not know is the sandbox's
-// business.
-func (c *checker) codeTrusted() bool {
-	return c.perms.has(pExec) && len(c.p.denyCmds) == 0 && len(c.p.approvalCmds) == 0
-}
-
 // arith checks an arithmetic expression that is evaluated: its
 // substitutions and the variables it reads.
 func (c *checker) arith(x syntax.ArithmExpr, cwd cwds) {
@@ -219,12 +211,8 @@ func (c *checker) arithParam(p *syntax.ParamExp, cwd cwds) {
 	c.readVar(p.Param.Value, p.Dollar.IsValid(), cwd)
 }
 
-// refuseCode refuses code whose text the policy cannot see, for profiles
-// that do not trust it.
+// refuseCode refuses code whose text the policy cannot see.
 func (c *checker) refuseCode(what string) {
-	if c.codeTrusted() {
-		return
-	}
 	c.denyf("shell:arithmetic", "arithmetic on %s is not allowed: bash evaluates it as an expression, and the policy cannot see what it runs", what)
 }
 
@@ -265,8 +253,6 @@ func (c *checker) readVar(name string, param bool, cwd cwds) {
 		return
 	case !ok && param && validName(name) && !bashData(name):
 		return
-	case c.codeTrusted():
-		return
 	}
 	c.denyf("shell:arithmetic", "arithmetic on $%s is not allowed: its value is not known, and bash evaluates it as an expression that can run commands", name)
 }
@@ -299,9 +285,9 @@ func (c *checker) arithText(text string, cwd cwds) {
 	c.reader.Reset(text)
 	x, err := c.parser.Arithmetic(&c.reader)
 	if err != nil {
-		if strings.ContainsAny(text, "$`") {
-			c.denyf("shell:code", "%q is evaluated as arithmetic and does not parse as an expression the policy can check", clip(text))
-		}
+		// Bash evaluates as it parses: the variables before the error
+		// are read, and their values evaluated.
+		c.denyf("shell:code", "%q is evaluated as arithmetic and does not parse as an expression the policy can check", clip(text))
 		return
 	}
 	if x == nil {
@@ -503,6 +489,8 @@ func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
 		return
 	}
 	switch {
+	case a.Append && a.Index == nil && hasVal && val.lit && cur.kind == valText && !cur.unset:
+		c.setVal(name, varVal{kind: valText, text: cur.text + val.s})
 	case a.Append || a.Index != nil:
 		if a.Index == nil {
 			c.setVal(name, varVal{})

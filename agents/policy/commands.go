@@ -1169,7 +1169,12 @@ func manHandler() handler {
 func copyHandler(move bool) handler {
 	t := optSpec{short: "tSgmo", long: []string{"--target-directory", "--suffix", "--group", "--mode", "--owner",
 		"--sparse", "--no-preserve", "--strip-program"},
-		longOpt: []string{"--backup", "--context", "--preserve", "--reflink"}}.compile()
+		longOpt: []string{"--backup", "--context", "--preserve", "--reflink"},
+		longFlags: []string{"--archive", "--attributes-only", "--copy-contents", "--debug", "--force", "--interactive",
+			"--link", "--dereference", "--no-clobber", "--no-dereference", "--parents", "--recursive",
+			"--remove-destination", "--strip-trailing-slashes", "--symbolic-link", "--no-target-directory", "--update",
+			"--verbose", "--one-file-system", "--keep-directory-symlink", "--exchange", "--directory", "--compare",
+			"--preserve-context", "--strip", "--help", "--version"}}.compile()
 	return func(c *checker, inv *invocation) cwds {
 		opts, pos := parseOpts(inv.argv[1:], t)
 		if inv.name == "install" && hasOpt(opts, "--strip-program") {
@@ -1290,10 +1295,19 @@ func tarHandler() handler {
 		strict: true}.compile()
 	return func(c *checker, inv *invocation) cwds {
 		args := inv.argv[1:]
-		// Old style: "tar czf file …" with the letters in the first word.
+		// Old style: "tar czf file …" with the letters in the first word,
+		// each letter that takes a value taking the next word in turn.
 		if len(args) > 0 && args[0].lit && !strings.HasPrefix(args[0].s, "-") && args[0].s != "" {
-			first := litWord("-" + args[0].s)
-			args = append([]word{first}, args[1:]...)
+			letters, rest := args[0].s, args[1:]
+			expanded := make([]word, 0, len(args)+len(letters))
+			for i := 0; i < len(letters); i++ {
+				expanded = append(expanded, litWord("-"+letters[i:i+1]))
+				if t.short[letters[i]&0x7f] == optValue && len(rest) > 0 {
+					expanded = append(expanded, rest[0])
+					rest = rest[1:]
+				}
+			}
+			args = append(expanded, rest...)
 		}
 		opts, pos := parseOpts(args, t)
 		if !c.strictOpts(inv, t, opts) {
@@ -1311,7 +1325,8 @@ func tarHandler() handler {
 		need := pRead
 		archive, toStdout := optVal(opts, "-f", "--file")
 		toStdout = !toStdout || archive.lit && archive.s == "-"
-		if creating && !toStdout || extracting || hasOpt(opts, "-g", "--listed-incremental", "--volno-file", "--index-file") {
+		extractingFiles := extracting && !hasOpt(opts, "-O", "--to-stdout", "--to-command")
+		if creating && !toStdout || extractingFiles || hasOpt(opts, "-g", "--listed-incremental", "--volno-file", "--index-file") {
 			need |= pWrite
 		}
 		for _, o := range opts {

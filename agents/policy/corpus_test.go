@@ -233,7 +233,7 @@ var corpus = []struct {
 	{"set -a", "DAAA"},
 	{"git frobnicate", "DAAA"},
 	{"sed -e 's/x/y/e' README.md", "DDDD"},
-	{"read x; echo $((x + 1))", "DAAA"},
+	{"read x; echo $((x + 1))", "DDDD"},
 	{"find . -execdir cat {} \\;", "DAAA"},
 	{"compgen -C 'rm -rf /' x", "DDDD"},
 	{"mapfile -C 'rm -rf /' -c 1 lines < README.md", "DDDD"},

@@ -185,7 +185,15 @@ func (c *checker) envAssign(name string, val word, hasVal, exported bool) bool {
 		if strings.HasPrefix(name, "GIT_") || strings.HasPrefix(name, "XDG_CONFIG") {
 			bits |= pCI
 		}
-		return c.envNeed(name, "it makes programs load code or read configuration", bits)
+		if !c.envNeed(name, "it makes programs load code or read configuration", bits) {
+			return false
+		}
+		if (name == "BASH_ENV" || name == "ENV") && hasVal {
+			// A shell runs the file it names before its own script.
+			inv := c.invocation(invocation{name: "bash", cwd: c.curDirs})
+			c.runProgram(inv, c.fileProgram(val, c.curDirs), langShell, c.curDirs, false)
+		}
+		return c.deny == nil
 	case envGitConfig:
 		return c.gitConfigEnv(name, val, hasVal)
 	case envGitFile:

@@ -94,6 +94,12 @@ func (c *checker) scanCode(text string, lang language, cwd cwds) {
 		return
 	}
 	lines := commandLines(text, lang)
+	// Strings inside strings (exec("os.system('…')")) are read too.
+	for i := 0; i < len(lines) && i < maxScanLines; i++ {
+		if strings.ContainsAny(lines[i], "\"'`") && lines[i] != text {
+			lines = append(lines, stringLiterals(lines[i])...)
+		}
+	}
 	for i, l := range lines {
 		if i == maxScanLines || c.deny != nil {
 			return
@@ -238,7 +244,7 @@ func stringLiterals(text string) []string {
 // and their kin, with any of their delimiters.
 func quotedCommands(text string) []string {
 	var out []string
-	for _, kw := range []string{"qx", "%x"} {
+	for _, kw := range []string{"qx", "%x", "qw", "%w", "%W"} {
 		for rest := text; ; {
 			i := strings.Index(rest, kw)
 			if i < 0 || i+len(kw) >= len(rest) {

@@ -179,7 +179,7 @@ func embed(r *rand.Rand, s string, simple bool, depth int) (string, bool) {
 		}
 		wrappers := []string{"env ", "env LANG=C ", "nice -n 5 ", "timeout 10 ", "nohup ", "command ", "stdbuf -oL ",
 			"setsid ", "builtin ", "exec ", "echo x | xargs ", "find . -maxdepth 0 -exec ", "busybox ", "flock lockfile ",
-		"strace ", "npx ", "env -i ", "time ", "command -p ", "timeout -s KILL 5 ", "xargs -I{} "}
+			"strace ", "npx ", "env -i ", "time ", "command -p ", "timeout -s KILL 5 ", "xargs -I{} "}
 		w := wrappers[r.IntN(len(wrappers))]
 		out = w + s
 		if strings.HasPrefix(w, "find") {

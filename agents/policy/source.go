@@ -224,7 +224,8 @@ func concatSources(a, b *source) *source {
 // words, cat of a file or of its input; anything else is hidden.
 func (c *checker) produceCall(ce *syntax.CallExpr, cwd cwds, in *source) *source {
 	if len(ce.Args) == 0 {
-		return emptySource()
+		// $(< file): bash reads the file.
+		return in
 	}
 	argv := make([]word, 0, len(ce.Args))
 	for _, w := range ce.Args {
@@ -828,6 +829,24 @@ func numericSubst(cs *syntax.CmdSubst) bool {
 		return len(args) == 2 && (args[1] == "+%s" || args[1] == "+%Y" || args[1] == "+%s%N")
 	case "git":
 		return len(args) >= 3 && args[1] == "rev-list" && args[2] == "--count"
+	case "grep", "egrep", "fgrep":
+		// grep -c PATTERN [FILE]: a count alone.
+		count, operands := false, 0
+		for _, a := range args[1:] {
+			switch {
+			case a == "-c" || a == "--count":
+				count = true
+			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "c"):
+				count = !strings.ContainsAny(a, "HrR")
+			case strings.HasPrefix(a, "-"):
+				if a == "-H" || a == "-r" || a == "-R" || strings.HasPrefix(a, "--with-filename") || a == "--recursive" {
+					return false
+				}
+			default:
+				operands++
+			}
+		}
+		return count && operands <= 2
 	case "id":
 		return len(args) == 2 && (args[1] == "-u" || args[1] == "-g")
 	}

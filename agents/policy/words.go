@@ -192,11 +192,21 @@ func allArgs(w *syntax.Word) bool {
 // --show-toplevel) inside the workspace. Its command is checked where it
 // stands, like any other.
 func (c *checker) substText(cs *syntax.CmdSubst) (string, bool) {
-	if len(cs.Stmts) != 1 || len(c.curDirs) != 1 || len(cs.Stmts[0].Redirs) > 0 {
+	if len(cs.Stmts) != 1 || len(c.curDirs) != 1 {
+		return "", false
+	}
+	if out := c.produce(cs.Stmts[0], c.curDirs, nil); out.kind == srcText || out.kind == srcFile || out.kind == srcEmpty {
+		// echo, printf, cat of a here-document or a file, $(< file).
+		if out.kind == srcFile {
+			out = c.fileSource(out)
+		}
+		if out.kind == srcText || out.kind == srcEmpty {
+			return strings.TrimRight(out.text, "\n"), true
+		}
 		return "", false
 	}
 	ce, ok := cs.Stmts[0].Cmd.(*syntax.CallExpr)
-	if !ok || len(ce.Assigns) > 0 {
+	if !ok || len(ce.Assigns) > 0 || len(cs.Stmts[0].Redirs) > 0 {
 		return "", false
 	}
 	args := make([]string, 0, len(ce.Args))
@@ -209,12 +219,6 @@ func (c *checker) substText(cs *syntax.CmdSubst) (string, bool) {
 	}
 	cwd := c.curDirs[0]
 	switch {
-	case args[0] == "echo" || args[0] == "printf":
-		out := c.produce(cs.Stmts[0], c.curDirs, nil)
-		if out.kind == srcText {
-			return strings.TrimRight(out.text, "\n"), true
-		}
-		return "", false
 	case len(args) == 1 && args[0] == "pwd":
 		return cwd, true
 	case len(args) == 2 && args[0] == "dirname" && !strings.HasPrefix(args[1], "-"):
