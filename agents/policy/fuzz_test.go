@@ -16,6 +16,9 @@ func FuzzShellPolicy(f *testing.F) {
 	for _, tc := range corpus {
 		f.Add(tc.cmd)
 	}
+	for _, e := range loadClasses(f) {
+		f.Add(e.cmd)
+	}
 	for _, s := range []string{
 		"", " ", "\x00", "$'\\x", "$'\\u12'", "${", "$((", "a[$(rm)]", "`", "'", "\"$\"", "<<<", "<<EOF",
 		"{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}", "{1..100000000}", "~root/x", "~+", "cd -", "popd; cat x",

@@ -452,31 +452,35 @@ func echoText(args []word) string {
 	return b.String()
 }
 
-// echoEscapes decodes echo -e's escapes; stop reports \c, which ends the
-// output.
+// echoEscapes decodes echo -e's escapes (\n and its kin, \0NNN, \xHH,
+// \uHHHH); stop reports \c, which ends the output.
 func echoEscapes(s string) (string, bool) {
-	if i := strings.Index(s, `\c`); i >= 0 {
-		v, _ := ansiC(s[:i])
-		return v, true
-	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) && s[i+1] == '0' {
-			// \0NNN: up to three octal digits after the zero.
-			j := i + 2
-			n := 0
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch e := s[i+1]; e {
+		case 'c':
+			return b.String(), true
+		case '0':
+			j, n := i+2, 0
 			for j < len(s) && j < i+5 && s[j] >= '0' && s[j] <= '7' {
 				n = n*8 + int(s[j]-'0')
 				j++
 			}
 			b.WriteByte(byte(n))
 			i = j - 1
-			continue
+		case 'a', 'b', 'e', 'E', 'f', 'n', 'r', 't', 'v', '\\', 'x', 'u', 'U':
+			v, next, _ := printfEscape(s, i)
+			b.WriteString(v)
+			i = next - 1
+		default:
+			b.WriteByte('\\')
 		}
-		b.WriteByte(s[i])
 	}
-	v, _ := ansiC(b.String())
-	return v, false
+	return b.String(), false
 }
 
 // printfText is what printf prints for literal words, for the formats the
