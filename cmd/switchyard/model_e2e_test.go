@@ -31,6 +31,9 @@ type fakeOpenAI struct {
 	// byAgent, when set, are the steps of each agent, told apart by the
 	// system prompt, instead of steps.
 	byAgent map[string][]toolStep
+	// quick leaves out the pause before each answer, for conversations of
+	// many steps nobody watches.
+	quick bool
 }
 
 // agentOfPrompt finds the agent a system prompt is for.
@@ -60,7 +63,9 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests++
 	f.mu.Unlock()
 	// Give the status message time to show each step.
-	time.Sleep(1100 * time.Millisecond)
+	if !f.quick {
+		time.Sleep(1100 * time.Millisecond)
+	}
 	for _, m := range req.Messages {
 		if m.Role == "tool" {
 			results = append(results, fmt.Sprint(m.Content))
