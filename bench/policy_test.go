@@ -89,6 +89,27 @@ var policyCommands = []string{
 	"kubectl apply -f deploy.yaml",
 	"eval \"$(cat script.sh)\"",
 	"env | grep -i token",
+	// Commands that run other commands, read as what they run.
+	"find . -name '*.go' -exec gofmt -l {} +",
+	"find . -name '*.orig' -exec rm {} \\;",
+	"git ls-files '*.go' | xargs gofmt -l",
+	"bash -c 'go vet ./... && go test ./...'",
+	"bash <<'EOF'\nset -e\ngo build ./...\nEOF",
+	"echo 'rm -rf /' | sh",
+	"python3 -c 'import json; print(json.load(open(\"package.json\"))[\"name\"])'",
+	"awk 'BEGIN { system(\"touch x\") }'",
+	"sed '1e id' README.md",
+	"timeout 60 env GOFLAGS=-mod=mod go test ./...",
+	"git -c core.pager='sh -c id' log",
+	"git grep -O'touch x' main",
+	"sort --compress-program=sh README.md",
+	"PAGER='touch x' git -p log",
+	"let 'a[$(id)]=1'",
+	"n=$(grep -c func src/main.go); echo $((n + 1))",
+	"cd src && gofmt -l . && cd ..",
+	"cd ~ && cat .ssh/id_rsa",
+	"ln -s /etc/passwd src/p && cat src/p",
+	"tar -czf build/src.tgz src",
 }
 
 // policyWorkspace lays out a small repository for the commands to refer
@@ -133,6 +154,11 @@ func BenchmarkPolicyChecks(b *testing.B) {
 			b.Fatal(err)
 		}
 		ws := policyWorkspace(b)
+		// The workspace as an agent's commands find it: checked out before
+		// the conversation, not seconds ago. The policy remembers the
+		// listings of directories left alone for three seconds (globs and
+		// walks for links read them), and reads any changed since.
+		time.Sleep(3500 * time.Millisecond)
 		profiles := []string{policy.ReadOnly, policy.Contributor, policy.Maintainer, policy.Ops}
 		calls := make([]tools.Call, 0, len(policyCommands)*len(profiles))
 		bash, _ := tools.CoreInfo(tools.Bash)

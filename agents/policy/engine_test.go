@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -195,6 +196,29 @@ func TestFileToolsResolvePathsBeforeMatching(t *testing.T) {
 	d, err := f.engine.CheckOffline(policy.CheckRequest{Profile: "read-only", Workspace: link, Tool: tools.Info{Name: "bash"}, Input: in})
 	require.NoError(t, err)
 	require.Equal(t, "profile:read-only/path:symlink-escape", d.Rule, d.Reason)
+}
+
+// The listings a check reads are remembered between checks while their
+// directories stay unchanged; a link made afterwards is seen all the same,
+// by a glob and by a walk through a tree's entries.
+func TestRememberedListingsSeeANewLink(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	cmds := []string{"cat src/*.go", "find src -name '*.go' -exec cat {} +", "git ls-files | xargs cat"}
+	// Past the time a directory must have been left alone for its listing
+	// to be remembered.
+	time.Sleep(3200 * time.Millisecond)
+	for range 2 {
+		for _, cmd := range cmds {
+			require.Equal(t, tools.Allow, f.bash(t, "read-only", cmd).Verdict, cmd)
+		}
+	}
+	require.NoError(t, os.Symlink(filepath.Join(f.outside, "secret.txt"), filepath.Join(f.ws, "src", "evil.go")))
+	for _, cmd := range cmds {
+		d := f.bash(t, "read-only", cmd)
+		require.Equal(t, tools.Deny, d.Verdict, cmd)
+		require.Equal(t, "profile:read-only/path:symlink-escape", d.Rule, "%s: %s", cmd, d.Reason)
+	}
 }
 
 func TestOfflineCheckReportsBadInput(t *testing.T) {

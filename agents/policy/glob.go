@@ -19,8 +19,8 @@ type globMatch struct {
 // slash keeps directories only, and nothing matching leaves no result. A
 // relative pattern is expanded in dir, a real directory. It stops after
 // max matches; more reports whether it did. stats answers for the
-// components written without a glob.
-func globBash(stats statCache, dir, pattern string, max int) (matches []globMatch, more bool) {
+// components written without a glob, dirs for the directories read.
+func globBash(stats statCache, dirs *listings, dir, pattern string, max int) (matches []globMatch, more bool) {
 	start := globMatch{path: dir, real: true}
 	if strings.HasPrefix(pattern, "/") {
 		start = globMatch{path: "/", real: true}
@@ -43,20 +43,18 @@ func globBash(stats statCache, dir, pattern string, max int) (matches []globMatc
 			dotOK := strings.HasPrefix(strings.TrimPrefix(comp, `\`), ".")
 			for _, p := range cur {
 				// Sorted, as bash sorts, so the first refusal is the one
-				// a person would see first. os.ReadDir opens the directory
-				// without registering it with the poller, as os.Open
-				// would: two system calls fewer.
-				entries, err := os.ReadDir(p.path)
-				if err != nil && len(entries) == 0 {
+				// a person would see first.
+				got, ok := dirs.list(p.path)
+				if !ok {
 					continue
 				}
-				for _, e := range entries {
-					name := e.Name()
+				for _, e := range got.entries {
+					name := e.name
 					if name[0] == '.' && !dotOK {
 						continue
 					}
 					if ok, _ := filepath.Match(comp, name); ok {
-						next = append(next, globMatch{path: filepath.Join(p.path, name), real: p.real && e.Type()&os.ModeSymlink == 0})
+						next = append(next, globMatch{path: filepath.Join(p.path, name), real: p.real && e.typ&os.ModeSymlink == 0})
 						if last && len(next) > max {
 							return next[:max], true
 						}

@@ -197,7 +197,7 @@ func (c *checker) copyLinks(inv *invocation, sources []word, dest word, kind lin
 					c.murkyTree(inv, litWord(at))
 				}
 			case typ.IsDir() && trees:
-				if hasLinks(src) {
+				if c.ws.hasLinks(src) {
 					c.murkyTree(inv, litWord(at))
 				}
 			}
@@ -210,25 +210,25 @@ func (c *checker) copyLinks(inv *invocation, sources []word, dest word, kind lin
 
 // hasLinks reports whether the tree at abs holds a symbolic link, or is
 // too large to tell.
-func hasLinks(abs string) bool {
+func (w *workspace) hasLinks(abs string) bool {
 	n := 0
 	dirs := []string{abs}
 	for len(dirs) > 0 {
 		dir := dirs[len(dirs)-1]
 		dirs = dirs[:len(dirs)-1]
-		entries, err := os.ReadDir(dir)
-		if err != nil {
+		got, ok := w.dirs.list(dir)
+		if !ok {
 			continue
 		}
-		for _, e := range entries {
-			if n++; n > maxLinkWalk {
+		if n += len(got.entries); n > maxLinkWalk {
+			return true
+		}
+		for _, e := range got.entries {
+			switch {
+			case e.typ&fs.ModeSymlink != 0:
 				return true
-			}
-			switch t := e.Type(); {
-			case t&fs.ModeSymlink != 0:
-				return true
-			case t.IsDir():
-				dirs = append(dirs, dir+"/"+e.Name())
+			case e.typ.IsDir():
+				dirs = append(dirs, dir+"/"+e.name)
 			}
 		}
 	}

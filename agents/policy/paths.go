@@ -18,6 +18,9 @@ type workspace struct {
 	root string // absolute and clean, as configured
 	real string // root with symbolic links resolved
 	home string // what ~ means: the workspace, as the bash tool sets HOME
+	// dirs remembers the listings walks for links read, while their
+	// directories stay unchanged.
+	dirs *listings
 }
 
 func newWorkspace(dir string) (*workspace, error) {
@@ -32,7 +35,7 @@ func newWorkspace(dir string) (*workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", dir, err)
 	}
-	return &workspace{root: abs, real: real, home: real}, nil
+	return &workspace{root: abs, real: real, home: real, dirs: newListings()}, nil
 }
 
 // resolved is a path as the kernel would reach it.
@@ -584,36 +587,34 @@ func (w *workspace) linkOut(abs string, u pathUse) (link string, tooBig bool) {
 	for len(dirs) > 0 {
 		dir := dirs[len(dirs)-1]
 		dirs = dirs[:len(dirs)-1]
-		f, err := os.Open(dir)
-		if err != nil {
+		got, ok := w.dirs.list(dir)
+		if !ok {
 			continue
 		}
-		entries, _ := f.ReadDir(-1)
-		f.Close()
-		for _, e := range entries {
-			if n++; n > maxLinkWalk {
-				return "", true
-			}
-			switch t := e.Type(); {
-			case t&fs.ModeSymlink != 0:
-				if !u.follow && !namesMatch(u.names, e.Name()) {
+		if n += len(got.entries); n > maxLinkWalk {
+			return "", true
+		}
+		for _, e := range got.entries {
+			switch {
+			case e.typ&fs.ModeSymlink != 0:
+				if !u.follow && !namesMatch(u.names, e.name) {
 					continue
 				}
-				r := w.resolve(dir, e.Name())
+				r := w.resolve(dir, e.name)
 				if r.in || r.special {
 					continue
 				}
 				if !anyLink {
-					// Opened as a file: a directory or nothing there reads
-					// nothing.
+					// Opened as a file: a directory or nothing there
+					// reads nothing.
 					fi, err := os.Stat(r.abs)
 					if err != nil || fi.IsDir() {
 						continue
 					}
 				}
-				return dir + "/" + e.Name(), false
-			case t.IsDir():
-				dirs = append(dirs, dir+"/"+e.Name())
+				return dir + "/" + e.name, false
+			case e.typ.IsDir():
+				dirs = append(dirs, dir+"/"+e.name)
 			}
 		}
 	}

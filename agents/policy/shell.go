@@ -1199,7 +1199,7 @@ func (c *checker) useGlob(inv *invocation, w word, dir string, u pathUse) {
 			return
 		}
 	}
-	matches, more := globBash(c.stats, dir, w.pat, maxGlobMatches)
+	matches, more := globBash(c.stats, c.ws.dirs, dir, w.pat, maxGlobMatches)
 	if len(matches) == 0 {
 		c.useResolved(inv, c.resolve(dir, w.s), u)
 		return

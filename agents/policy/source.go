@@ -1,8 +1,7 @@
 package policy
 
 import (
-	"io"
-	"os"
+	"bytes"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -702,17 +701,8 @@ func (c *checker) fileText(w word, cwd cwds) program {
 // readSmallFile reads a regular file of at most maxProgramBytes that holds
 // text.
 func readSmallFile(p string) (string, bool) {
-	typ, err := lstatType(p)
-	if err != nil || typ != 0 {
-		return "", false
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	buf, err := io.ReadAll(io.LimitReader(f, maxProgramBytes+1))
-	if err != nil || len(buf) > maxProgramBytes || strings.IndexByte(string(buf), 0) >= 0 {
+	buf, ok := readRegular(p, maxProgramBytes)
+	if !ok || bytes.IndexByte(buf, 0) >= 0 {
 		return "", false
 	}
 	return string(buf), true
