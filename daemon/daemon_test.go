@@ -474,3 +474,37 @@ func TestListenErrorSaysTheAddressOnce(t *testing.T) {
 	require.Equal(t, 1, strings.Count(err.Error(), addr), err.Error())
 	require.NotContains(t, err.Error(), "listen tcp")
 }
+
+// A console message's requester is whoever authenticated, by the name of
+// their API token: the "user" a client writes is shown, never trusted.
+func TestConsoleRequesterIsTheTokensName(t *testing.T) {
+	const guestToken = "guest-token-0123456789"
+	r := start(t, func(o *daemon.Options) {
+		o.Setup.Config.Server.APITokens = []config.APIToken{{Name: "guest", Token: guestToken}}
+		o.Setup.Config.Access.Local.Users = map[string]string{"guest": "read-only"}
+	})
+	for _, tc := range []struct {
+		name, token, want string
+	}{
+		{"the daemon's own token", r.token, "admin"},
+		{"a named token claiming another user", guestToken, "guest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := *r
+			as.token = tc.token
+			code, body := as.do(t, "POST", "/api/v1/messages", `{"thread":"who","text":"@coder hi","user":"admin"}`)
+			require.Equal(t, http.StatusAccepted, code, string(body))
+			var res local.MessageResponse
+			require.NoError(t, json.Unmarshal(body, &res))
+			code, body = r.do(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "")
+			require.Equal(t, http.StatusOK, code, string(body))
+			var wi struct {
+				Actor     string        `json:"actor"`
+				Requester bot.Requester `json:"requester"`
+			}
+			require.NoError(t, json.Unmarshal(body, &wi))
+			require.Equal(t, "admin", wi.Actor, "the thread shows the name the client wrote")
+			require.Equal(t, bot.Requester{Source: bot.SourceLocal, ID: tc.want, Name: "admin"}, wi.Requester)
+		})
+	}
+}

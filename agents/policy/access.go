@@ -56,12 +56,14 @@ type SlackAccess struct {
 	Groups map[string]string `yaml:"groups" json:"groups,omitempty"`
 }
 
-// LocalAccess maps the local console's users, as the client names them.
+// LocalAccess maps the local console's users by the name of the API token
+// they authenticated with ("admin" for the daemon's own token), never by the
+// user name a client writes in its message.
 type LocalAccess struct {
 	// Default defaults to ops: whoever can reach the console holds the
 	// daemon's API token, and with it every approval.
 	Default string `yaml:"default" json:"default,omitempty"`
-	// Users maps console users to a ceiling.
+	// Users maps API token names to a ceiling.
 	Users map[string]string `yaml:"users" json:"users,omitempty"`
 }
 

@@ -50,7 +50,7 @@ func (c *Console) Mount(mux *http.ServeMux) {
 type MessageRequest struct {
 	Thread string `json:"thread"` // a local name or "local:<name>"; default "default"
 	Text   string `json:"text"`
-	User   string `json:"user"` // default "local"
+	User   string `json:"user"` // shown as the author; default "local"
 	ID     string `json:"id"`   // optional client id: the same id twice makes one work item
 }
 
@@ -78,6 +78,13 @@ func (c *Console) postMessage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpapi.Error(w, r, c.logger, err)
 		return
+	}
+	// The requester, whose access bounds what the agents may do, is who
+	// authenticated: the name of the API token. The request's "user" is
+	// what the thread shows, and anyone holding a token can write any name
+	// there, so it never decides rights.
+	if id, ok := httpapi.IdentityFrom(r.Context()); ok {
+		ev.Requester.ID, ev.Requester.Name = id.Name, ev.Actor
 	}
 	res, err := c.intake.Ingest(r.Context(), ev)
 	if err != nil {
