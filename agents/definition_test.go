@@ -3,6 +3,7 @@ package agents_test
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,30 +80,36 @@ func TestParseErrors(t *testing.T) {
 		{"empty frontmatter", "---\n---\n", "agents/x.md:2: name: required"},
 		{"no frontmatter", "# just markdown\n", `agents/x.md:1: want YAML frontmatter: the file must start with a line "---"`},
 		{"not closed", "---\nname: x\n", `agents/x.md: frontmatter is not closed: want a line "---" after it`},
-		{"bad yaml", "---\nname: x\ndescription: a: b\n---\n", "agents/x.md:3: invalid YAML: mapping values are not allowed in this context"},
-		{"not a mapping", "---\n- a\n- b\n---\n", "agents/x.md:2: frontmatter must be a mapping of fields, got a list"},
-		{"unknown field", "---\nname: x\ndescription: y\ncolour: blue\n---\n", "agents/x.md:4: colour: unknown field; want one of name, description, model"},
-		{"duplicate field", "---\nname: x\nname: y\n---\n", "agents/x.md:3: name: duplicate field (first on line 2)"},
+		{"bad yaml", "---\nname: x\ndescription: a: b\n---\n", "agents/x.md:3: mapping values are not allowed in this context"},
+		{"not a mapping", "---\n- a\n- b\n---\n", "agents/x.md:2: want a mapping, got a list"},
+		{"unknown field", "---\nname: x\ndescription: y\ncolour: blue\n---\n", "agents/x.md:4: colour: unknown key; want one of description, keywords"},
+		{"duplicate field", "---\nname: x\nname: y\n---\n", "agents/x.md:3: name: duplicate key (first on line 2)"},
 		{"bad name", "---\nname: Coder Bot\ndescription: y\n---\n", `agents/x.md:2: name: "Coder Bot" is not a valid name`},
 		{"name is a list", "---\nname: [a]\n---\n", "agents/x.md:2: name: want a string, got a list"},
 		{"temperature as text", "---\nname: x\ndescription: y\ntemperature: hot\n---\n", `agents/x.md:4: temperature: want a number, got "hot"`},
 		{"temperature out of range", "---\nname: x\ndescription: y\ntemperature: 3\n---\n", "agents/x.md:4: temperature: want 0 to 2, got 3"},
-		{"tools not a list", "---\nname: x\ndescription: y\ntools: bash\n---\n", `agents/x.md:4: tools: want a list, such as [a, b], got "bash"`},
+		{"tools not a list", "---\nname: x\ndescription: y\ntools: bash\n---\n", "agents/x.md:4: tools: want a list, got a string"},
 		{"tool listed twice", "---\nname: x\ndescription: y\ntools: [bash, bash]\n---\n", `agents/x.md:4: tools: "bash" is listed twice`},
 		{"bad tool name", "---\nname: x\ndescription: y\ntools: [rm -rf]\n---\n", `agents/x.md:4: tools: "rm -rf" is not a valid tool name`},
 		{"bad mode", "---\nname: x\ndescription: y\nmode: auto\n---\n", `agents/x.md:4: mode: unknown mode "auto" (want tool or handoff)`},
 		{"bad effort", "---\nname: x\ndescription: y\nreasoning_effort: extreme\n---\n", `agents/x.md:4: reasoning_effort: unknown effort "extreme"`},
 		{"zero turns", "---\nname: x\ndescription: y\nmax_turns: 0\n---\n", "agents/x.md:4: max_turns: want 1 to 1000, got 0"},
-		{"turns as text", "---\nname: x\ndescription: y\nmax_turns: many\n---\n", `agents/x.md:4: max_turns: want a whole number, got "many"`},
+		{"turns as text", "---\nname: x\ndescription: y\nmax_turns: many\n---\n", `agents/x.md:4: max_turns: want an integer, got "many"`},
 		{"bad budget", "---\nname: x\ndescription: y\ntime_budget: 5 minutes\n---\n", `agents/x.md:4: time_budget: bad duration "5 minutes"`},
 		{"alias", "---\nname: &n x\ndescription: *n\n---\n", "agents/x.md:3: description: YAML aliases are not supported"},
-		{"null description", "---\nname: x\ndescription:\n---\n", "agents/x.md:3: description: want a string, got nothing"},
+		{"null description", "---\nname: x\ndescription:\n---\n", "agents/x.md:3: description: must not be empty"},
+		{"empty model", "---\nname: x\ndescription: y\nmodel: ' '\n---\n", "agents/x.md:4: model: must not be empty"},
+		{"zero budget", "---\nname: x\ndescription: y\ntime_budget: 0s\n---\n", "agents/x.md:4: time_budget: bad duration 0s"},
+		{"unknown field close to a known one", "---\nname: x\ndescription: y\nkeyword: [a]\n---\n", `agents/x.md:4: keyword: unknown key; did you mean "keywords"?`},
+		{"every problem at once", "---\nname: X\ndescription: y\nmode: auto\n---\n", `agents/x.md:4: mode: unknown mode "auto"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := agents.Parse("agents/x.md", []byte(tc.src))
 			require.Error(t, err)
-			require.True(t, strings.HasPrefix(err.Error(), tc.want), "got  %s\nwant %s", err, tc.want)
+			// Every problem is reported; the one of the case among them.
+			found := slices.ContainsFunc(strings.Split(err.Error(), "\n"), func(l string) bool { return strings.HasPrefix(l, tc.want) })
+			require.True(t, found, "got  %s\nwant %s", err, tc.want)
 			var de *agents.DefinitionError
 			require.ErrorAs(t, err, &de)
 		})

@@ -15,20 +15,14 @@ import (
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/internal/yamldecode"
 )
 
 // checkConfig checks the values that can be judged without the agents and
 // fills in the defaults of sections that are present. A path that already
 // failed to decode is not reported again.
-func checkConfig(d *decoder, c *Config) {
-	pos := &positions{lines: d.lines}
-	fail := func(path, format string, args ...any) {
-		if d.failed[path] {
-			return
-		}
-		d.errs = append(d.errs, errorf(d.file, pos.line(path), path, format, args...))
-		d.failed[path] = true
-	}
+func checkConfig(d *yamldecode.Decoder, c *Config) {
+	fail := d.FailAt
 
 	for _, e := range flatten(errors.Join(policy.ValidateProfiles(c.Profiles), policy.ValidateAccess(c.Access, c.Profiles))) {
 		var fe *bot.FieldError
@@ -73,7 +67,7 @@ func checkConfig(d *decoder, c *Config) {
 	}
 
 	for name, m := range c.Models {
-		p := joinPath("models", name)
+		p := yamldecode.JoinPath("models", name)
 		if m.Timeout == 0 {
 			m.Timeout = DefaultModelTimeout
 			c.Models[name] = m
@@ -237,7 +231,7 @@ func checkPublicURL(u string) string {
 }
 
 // apiKeyHint says how to give a model the key it lacks.
-func apiKeyHint(d *decoder, path string) string {
+func apiKeyHint(d *yamldecode.Decoder, path string) string {
 	if note := unsetNote(d, path); note != "" {
 		return note + ": set it in the daemon's environment, or remove the model"
 	}
@@ -261,8 +255,8 @@ func flatten(err error) []error {
 }
 
 // unsetNote says which variable left path empty, when one did.
-func unsetNote(d *decoder, path string) string {
-	if raw, ok := d.unset[path]; ok {
+func unsetNote(d *yamldecode.Decoder, path string) string {
+	if raw, ok := d.Unset(path); ok {
 		return fmt.Sprintf("; %s is unset or empty", raw)
 	}
 	return ""

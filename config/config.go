@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/internal/yamldecode"
 )
 
 // Config is the whole configuration file. Fields hold defaults where the
@@ -62,7 +63,7 @@ type Config struct {
 
 	// pos is a pointer so that printing a Config shows an address rather
 	// than every line number.
-	pos *positions
+	pos *yamldecode.Positions
 }
 
 // Server configures the HTTP listener.
@@ -273,15 +274,19 @@ func Parse(name string, data []byte) (*Config, error) {
 }
 
 func parse(base *Config, name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	d := newDecoder(name, lookup)
-	d.decodeFile(data, base)
+	d := yamldecode.New(name, yamldecode.Options{Lookup: lookup})
+	d.Document(data, base)
 	checkConfig(d, base)
-	if len(d.errs) > 0 {
-		d.errs.sort()
-		return nil, d.errs
+	if errs := d.Errors(); len(errs) > 0 {
+		out := make(Errors, len(errs))
+		for i, e := range errs {
+			out[i] = &Error{File: e.File, Line: e.Line, Path: e.Path, Msg: e.Msg}
+		}
+		return nil, out
 	}
 	base.Source = name
-	base.pos = &positions{lines: d.lines}
+	pos := d.Positions()
+	base.pos = &pos
 	return base, nil
 }
 
@@ -292,7 +297,7 @@ func (c *Config) Line(path string) int {
 	if c.pos == nil {
 		return 0
 	}
-	return c.pos.line(path)
+	return c.pos.Line(path)
 }
 
 // Compile builds the router from the routing section for the given agents

@@ -107,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 		{"tab indentation", "server:\n\tlisten: x\n",
 			"c.yaml:2: found character that cannot start any token"},
 		{"two documents", "workers: 2\n---\nworkers: 3\n",
-			"c.yaml:2: a config file holds one YAML document; found another"},
+			"c.yaml:2: a file holds one YAML document; found another"},
 		{"top level is a list", "- a\n- b\n",
 			"c.yaml:1: want a mapping, got a list"},
 		{"unknown key, close to a known one", "workrs: 4\n",

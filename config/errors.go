@@ -3,7 +3,6 @@ package config
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,9 +83,4 @@ func (es Errors) sort() {
 func IsInvalid(err error) bool {
 	var e *Error
 	return errors.As(err, &e)
-}
-
-// errorf is a shorthand used by the decoder and the checks.
-func errorf(file string, line int, path, format string, args ...any) *Error {
-	return &Error{File: file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)}
 }

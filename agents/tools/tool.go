@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // Kind says where a tool comes from; visibility rules differ by kind.
@@ -101,8 +101,6 @@ func IsRefused(err error) bool {
 	return errors.As(err, &r)
 }
 
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
 // DecodeInput reads a tool's input into v strictly: a misspelt field is an
 // error the model can correct, not a silently ignored option. No input
 // reads as {}.
@@ -120,7 +118,8 @@ func DecodeInput(input json.RawMessage, v any) error {
 
 // ValidName reports whether name can be sent to every provider as a tool
 // name.
-func ValidName(name string) bool { return toolName.MatchString(name) }
+// Package manifests name tools too, so the rule is the skills package's.
+func ValidName(name string) bool { return skills.ValidToolName(name) }
 
 // Registry is every tool the daemon knows: core tools and package command
 // tools. Agent and control tools are made per run and passed to NewToolset.
