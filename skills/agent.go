@@ -65,7 +65,7 @@ func ValidToolName(name string) bool { return toolNameRe.MatchString(name) }
 // frontmatter, "agents[0]" in a manifest), at the lines of d, and tidies
 // them: strings trimmed, keywords lower-cased.
 func (a *AgentFields) check(d *yamldecode.Decoder, path string) {
-	at := func(field string) string { return yamldecode.JoinPath(path, field) }
+	at := func(field string) string { return join(path, field) }
 	pos := d.Positions()
 	nonEmpty := func(field string, s *string) {
 		*s = strings.TrimSpace(*s)

@@ -1,0 +1,244 @@
+package skills
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/switchyard/switchyard/internal/yamldecode"
+)
+
+// checkSetting checks a setting against what it names: a package or a
+// skill that exists (p, when given, is a package about to be added), and
+// settings only for a package, valid against its schema at that scope.
+func (r *Registry) checkSetting(s Setting, p *Package) error {
+	c := r.cur.Load()
+	pkg, isPackage := c.packages[s.Name]
+	if p != nil && s.Name == p.Name() {
+		pkg, isPackage = p, true
+	}
+	_, isSkill := c.skills[s.Name]
+	if p != nil && !isSkill {
+		for _, sk := range p.Skills {
+			isSkill = isSkill || sk.Name == s.Name
+		}
+	}
+	switch {
+	case !isPackage && !isSkill:
+		return errorf(ErrNotFound, "no package or skill %q", s.Name)
+	case len(s.Settings) > 0 && !isPackage:
+		return errorf(ErrInvalid, "%s is a skill; settings belong to its package", s.Name)
+	}
+	if isPackage && len(s.Settings) > 0 {
+		for k, v := range s.Settings {
+			if str, ok := v.(string); ok && r.opts.Masker != nil && s.Origin == "" && r.opts.Masker.Redact(str) != str {
+				return errorf(ErrInvalid, "setting %s of %s looks like a credential; give secrets as ${ENV} in the skills section of the config, never through the API", k, s.Name)
+			}
+		}
+		// The setting must make sense with what broader scopes say.
+		ss := c.settings
+		ss.store = cloneMap(ss.store)
+		if s.Origin == "" {
+			ss.store[settingKey{s.Scope, s.Name}] = s
+		} else {
+			ss.config = cloneMap(ss.config)
+			ss.config[settingKey{s.Scope, s.Name}] = s
+		}
+		if err := pkg.CheckSettings(ss.merged(TargetOf(s.Scope), s.Name)); err != nil {
+			return errorf(ErrInvalid, "at %s: %v", s.Scope, err)
+		}
+	}
+	return nil
+}
+
+// SetConfig replaces the settings of the config file (its skills section),
+// checking each against what it names; on error nothing changes. Every
+// problem is reported, as SettingErrors positioned at the config's lines.
+func (r *Registry) SetConfig(list []Setting) error {
+	var errs SettingErrors
+	seen := map[settingKey]Setting{}
+	for i, s := range list {
+		k := settingKey{s.Scope, s.Name}
+		if first, dup := seen[k]; dup {
+			errs = append(errs, &SettingError{Index: i, Field: "name", Msg: fmt.Sprintf("%s is set twice at %s (first at %s)", s.Name, s.Scope, first.Origin)})
+			continue
+		}
+		seen[k] = s
+	}
+	c := r.cur.Load()
+	for i, s := range list {
+		if _, isPackage := c.packages[s.Name]; !isPackage {
+			if _, isSkill := c.skills[s.Name]; !isSkill {
+				msg := fmt.Sprintf("no package or skill %q", s.Name)
+				if best := closestName(s.Name, c); best != "" {
+					msg += fmt.Sprintf("; did you mean %q?", best)
+				}
+				errs = append(errs, &SettingError{Index: i, Field: "name", Msg: msg})
+				continue
+			}
+		}
+		if err := r.checkSetting(s, nil); err != nil {
+			errs = append(errs, &SettingError{Index: i, Field: "settings", Msg: err.Error()})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return r.update(func(c *catalog) error {
+		c.settings.config = indexSettings(list)
+		return nil
+	})
+}
+
+// SettingError is a problem with the setting at Index of the list given to
+// SetConfig, in its field.
+type SettingError struct {
+	Index int
+	Field string
+	Msg   string
+}
+
+func (e *SettingError) Error() string { return e.Msg }
+
+// SettingErrors are every problem SetConfig found.
+type SettingErrors []*SettingError
+
+func (es SettingErrors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Msg
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap exposes each SettingError.
+func (es SettingErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Set records a setting made with the CLI or the API: enablement (enable,
+// disable, inherit) and settings of a package or skill at a scope. It
+// refuses a setting the config file makes for the same scope and name,
+// naming its line, since the config's would win.
+func (r *Registry) Set(ctx context.Context, s Setting) error {
+	s.Origin = ""
+	if err := r.checkSetting(s, nil); err != nil {
+		return err
+	}
+	if cs, ok := r.cur.Load().settings.config[settingKey{s.Scope, s.Name}]; ok {
+		return errorf(ErrConflict, "%s sets %s at %s (enabled: %s); change it there", cs.Origin, s.Name, s.Scope, cs.Enabled)
+	}
+	return r.update(func(c *catalog) error {
+		k := settingKey{s.Scope, s.Name}
+		if s.Enabled == Inherit && len(s.Settings) == 0 {
+			if r.opts.Store != nil {
+				if err := r.opts.Store.DeleteSetting(ctx, s.Scope, s.Name); err != nil {
+					return fmt.Errorf("forget setting: %w", err)
+				}
+			}
+			delete(c.settings.store, k)
+			return nil
+		}
+		if r.opts.Store != nil {
+			if err := r.opts.Store.PutSetting(ctx, s); err != nil {
+				return fmt.Errorf("record setting: %w", err)
+			}
+		}
+		c.settings.store[k] = s
+		return nil
+	})
+}
+
+// StoredSetting returns the setting the store holds for a scope and name.
+func (r *Registry) StoredSetting(scope Scope, name string) (Setting, bool) {
+	s, ok := r.cur.Load().settings.store[settingKey{scope, name}]
+	return s, ok
+}
+
+// Enabled reports whether skill is enabled for target, and the scope
+// that decided. An unknown skill is not enabled.
+func (r *Registry) Enabled(target Target, skill string) Effective {
+	c := r.cur.Load()
+	e, ok := c.skills[skill]
+	if !ok {
+		return Effective{Name: skill, Scope: ScopeDefault}
+	}
+	return c.effective(target, e.skill)
+}
+
+func (c *catalog) effective(target Target, s *Skill) Effective {
+	out := Effective{Name: s.Name, Package: s.Package, Scope: ScopeDefault}
+	if st, ok := c.settings.decide(target, s.Name, s.Package); ok {
+		out.Enabled, out.Scope, out.Origin = st.Enabled == Enabled, st.Scope.String(), st.Origin
+		if out.Origin == "" {
+			out.Origin = "store"
+		}
+		return out
+	}
+	// Nothing says: built-ins are on, everything else off.
+	if p, ok := c.packages[s.Package]; ok && p.Builtin {
+		out.Enabled = true
+	}
+	return out
+}
+
+// Effective lists every skill with whether it is enabled for target and
+// the scope that decided, sorted by name.
+func (r *Registry) Effective(target Target) []Effective {
+	c := r.cur.Load()
+	out := make([]Effective, len(c.names))
+	for i, n := range c.names {
+		out[i] = c.effective(target, c.skills[n].skill)
+	}
+	return out
+}
+
+// EnabledSkills returns the skills enabled for target, sorted by name.
+func (r *Registry) EnabledSkills(target Target) []*Skill {
+	c := r.cur.Load()
+	var out []*Skill
+	for _, n := range c.names {
+		s := c.skills[n].skill
+		if c.effective(target, s).Enabled {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// PackageEnabled reports whether a package is enabled for target: by its
+// own settings, from the most specific scope, or by default (built-ins
+// are). Its agents, command tools and entry points follow it.
+func (r *Registry) PackageEnabled(target Target, pkg string) Effective {
+	c := r.cur.Load()
+	p, ok := c.packages[pkg]
+	if !ok {
+		return Effective{Name: pkg, Scope: ScopeDefault}
+	}
+	out := Effective{Name: pkg, Package: pkg, Scope: ScopeDefault, Enabled: p.Builtin}
+	if st, ok := c.settings.decide(target, "", pkg); ok {
+		out.Enabled, out.Scope, out.Origin = st.Enabled == Enabled, st.Scope.String(), st.Origin
+		if out.Origin == "" {
+			out.Origin = "store"
+		}
+	}
+	return out
+}
+
+// Settings returns a package's settings for target, merged from the
+// broadest scope to the most specific.
+func (r *Registry) Settings(target Target, pkg string) map[string]any {
+	return r.cur.Load().settings.merged(target, pkg)
+}
+
+func closestName(name string, c *catalog) string {
+	return yamldecode.Closest(name, append(sortedKeys(c.packages), c.names...))
+}
+
+// IsNotFound reports whether err says a package or skill is unknown.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

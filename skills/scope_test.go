@@ -1,0 +1,184 @@
+package skills_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/skills"
+)
+
+// acmeTools is an installed package with one skill.
+var acmeTools = map[string]string{
+	"manifest.yaml": `name: acme-tools
+version: 1.2.0
+description: Acme's deploy checks.
+skills:
+  - name: deploy-check
+    description: Check a deploy before it goes out.
+    instructions: Check it.
+    allowed_tools: [bash]
+    execution_protocol: [Run the checks with bash.]
+config:
+  type: object
+  properties:
+    environment: {type: string, enum: [staging, production]}
+    retries: {type: integer, minimum: 0}
+  additionalProperties: false
+`,
+}
+
+func scope(t *testing.T, s string) skills.Scope {
+	t.Helper()
+	sc, err := skills.ParseScope(s)
+	require.NoError(t, err)
+	return sc
+}
+
+// setting is a setting as the table writes it: "store" or "config", scope,
+// name, enabled.
+type setting struct{ src, scope, name, enabled string }
+
+func TestEffectiveScopes(t *testing.T) {
+	web := skills.Target{Repo: "acme/web", Agent: "coder"}
+	cases := []struct {
+		name     string
+		settings []setting
+		target   skills.Target
+		skill    string
+		enabled  bool
+		scope    string
+	}{
+		{"a built-in with no setting is enabled", nil, web, "release-notes", true, "default"},
+		{"an installed package with no setting is enabled nowhere", nil, web, "deploy-check", false, "default"},
+		{"global disable of a built-in", []setting{{"store", "global", "release-notes", "false"}}, web, "release-notes", false, "global"},
+		{"org disable applies to the org's repos", []setting{{"store", "org:acme", "release-notes", "false"}}, web, "release-notes", false, "org:acme"},
+		{"org disable does not apply elsewhere", []setting{{"store", "org:acme", "release-notes", "false"}}, skills.Target{Repo: "other/api"}, "release-notes", true, "default"},
+		{"repo enable of an installed package", []setting{{"store", "repo:acme/web", "acme-tools", "true"}}, web, "deploy-check", true, "repo:acme/web"},
+		{"repo enable does not reach the org's other repos", []setting{{"store", "repo:acme/web", "acme-tools", "true"}}, skills.Target{Repo: "acme/api"}, "deploy-check", false, "default"},
+		{"an agent-level disable of a repo-level enable", []setting{{"store", "repo:acme/web", "acme-tools", "true"}, {"store", "agent:coder", "deploy-check", "false"}}, web, "deploy-check", false, "agent:coder"},
+		{"the repo enable still holds for other agents", []setting{{"store", "repo:acme/web", "acme-tools", "true"}, {"store", "agent:coder", "deploy-check", "false"}}, skills.Target{Repo: "acme/web", Agent: "ops"}, "deploy-check", true, "repo:acme/web"},
+		{"agent enable over a global disable", []setting{{"store", "global", "release-notes", "false"}, {"store", "agent:docs", "release-notes", "true"}}, skills.Target{Repo: "acme/web", Agent: "docs"}, "release-notes", true, "agent:docs"},
+		{"repo re-enables what the org disables", []setting{{"store", "org:acme", "release-notes", "false"}, {"store", "repo:acme/web", "release-notes", "true"}}, web, "release-notes", true, "repo:acme/web"},
+		{"inherit at the repo defers to the org", []setting{{"store", "org:acme", "acme-tools", "true"}, {"store", "repo:acme/web", "acme-tools", "inherit"}}, web, "deploy-check", true, "org:acme"},
+		{"inherit at the agent defers to the repo", []setting{{"store", "repo:acme/web", "release-notes", "false"}, {"store", "agent:coder", "release-notes", "inherit"}}, web, "release-notes", false, "repo:acme/web"},
+		{"the skill's setting beats its package's at one scope", []setting{{"store", "repo:acme/web", "acme-tools", "true"}, {"store", "repo:acme/web", "deploy-check", "false"}}, web, "deploy-check", false, "repo:acme/web"},
+		{"a package setting at a narrower scope beats a skill setting at a broader one", []setting{{"store", "global", "deploy-check", "false"}, {"store", "repo:acme/web", "acme-tools", "true"}}, web, "deploy-check", true, "repo:acme/web"},
+		{"config at a broad scope, store at a narrow one: the narrow wins", []setting{{"config", "global", "acme-tools", "true"}, {"store", "repo:acme/web", "acme-tools", "false"}}, web, "deploy-check", false, "repo:acme/web"},
+		{"store at a broad scope, config at a narrow one: the narrow wins", []setting{{"store", "global", "acme-tools", "true"}, {"config", "repo:acme/web", "deploy-check", "false"}}, web, "deploy-check", false, "repo:acme/web"},
+		{"config alone", []setting{{"config", "org:acme", "incident-triage", "false"}}, web, "incident-triage", false, "org:acme"},
+		{"repository names compare case-insensitively", []setting{{"store", "repo:acme/web", "acme-tools", "true"}}, skills.Target{Repo: "Acme/Web"}, "deploy-check", true, "repo:acme/web"},
+		{"the org comes from the repository", []setting{{"store", "org:acme", "acme-tools", "true"}}, skills.Target{Repo: "ACME/web"}, "deploy-check", true, "org:acme"},
+		{"a thread with no repository: org and repo settings do not apply", []setting{{"store", "org:acme", "release-notes", "false"}, {"store", "repo:acme/web", "release-notes", "false"}}, skills.Target{Agent: "coder"}, "release-notes", true, "default"},
+		{"an agent setting applies in any repository", []setting{{"store", "agent:coder", "acme-tools", "true"}}, skills.Target{Repo: "other/thing", Agent: "coder"}, "deploy-check", true, "agent:coder"},
+		{"an agent setting of another agent does not apply", []setting{{"store", "agent:ops", "acme-tools", "true"}}, web, "deploy-check", false, "default"},
+		{"an org given without a repository", []setting{{"store", "org:acme", "acme-tools", "true"}}, skills.Target{Org: "acme"}, "deploy-check", true, "org:acme"},
+		{"built-in disabled at the org, enabled for one agent", []setting{{"store", "org:acme", "code-review-checklist", "false"}, {"store", "agent:reviewer", "code-review-checklist", "true"}}, skills.Target{Repo: "acme/web", Agent: "reviewer"}, "code-review-checklist", true, "agent:reviewer"},
+		{"unknown skill", nil, web, "nope", false, "default"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRegistry(t)
+			addPackage(t, r, acmeTools)
+			var config []skills.Setting
+			for i, s := range tc.settings {
+				var e skills.Enablement
+				require.NoError(t, e.UnmarshalText([]byte(s.enabled)))
+				st := skills.Setting{Scope: scope(t, s.scope), Name: s.name, Enabled: e}
+				if s.src == "config" {
+					st.Origin = "config.yaml:" + string(rune('1'+i))
+					config = append(config, st)
+					continue
+				}
+				require.NoError(t, r.Set(context.Background(), st))
+			}
+			require.NoError(t, r.SetConfig(config))
+			got := r.Enabled(tc.target, tc.skill)
+			require.Equal(t, tc.enabled, got.Enabled, "enabled")
+			require.Equal(t, tc.scope, got.Scope, "scope")
+			var listed bool
+			for _, e := range r.Effective(tc.target) {
+				if e.Name == tc.skill {
+					listed = true
+					require.Equal(t, got, e, "effective lists what Enabled says")
+				}
+			}
+			require.Equal(t, tc.skill != "nope", listed)
+		})
+	}
+}
+
+func TestSettingsChangeTakesEffectAtOnce(t *testing.T) {
+	r := newRegistry(t)
+	addPackage(t, r, acmeTools)
+	changes := 0
+	r.Subscribe(func() { changes++ })
+	web := skills.Target{Repo: "acme/web"}
+	require.False(t, r.Enabled(web, "deploy-check").Enabled)
+	require.NoError(t, r.Set(context.Background(), skills.Setting{Scope: scope(t, "repo:acme/web"), Name: "acme-tools", Enabled: skills.Enabled}))
+	require.True(t, r.Enabled(web, "deploy-check").Enabled, "the next run sees it")
+	require.True(t, r.PackageEnabled(web, "acme-tools").Enabled)
+	require.Equal(t, 1, changes)
+	// Inherit with no settings forgets the setting.
+	require.NoError(t, r.Set(context.Background(), skills.Setting{Scope: scope(t, "repo:acme/web"), Name: "acme-tools"}))
+	_, stored := r.StoredSetting(scope(t, "repo:acme/web"), "acme-tools")
+	require.False(t, stored)
+	require.False(t, r.Enabled(web, "deploy-check").Enabled)
+}
+
+func TestConfigSettingsWinAndAreNamed(t *testing.T) {
+	r := newRegistry(t)
+	addPackage(t, r, acmeTools)
+	require.NoError(t, r.SetConfig([]skills.Setting{{Scope: scope(t, "repo:acme/web"), Name: "acme-tools", Enabled: skills.Enabled, Origin: "config.yaml:12"}}))
+	err := r.Set(context.Background(), skills.Setting{Scope: scope(t, "repo:acme/web"), Name: "acme-tools", Enabled: skills.Disabled})
+	require.EqualError(t, err, "config.yaml:12 sets acme-tools at repo:acme/web (enabled: true); change it there")
+	_, err = r.Remove(context.Background(), "acme-tools")
+	require.EqualError(t, err, "acme-tools cannot be uninstalled: config.yaml:12 sets acme-tools at repo:acme/web; remove that first")
+
+	err = r.SetConfig([]skills.Setting{
+		{Scope: skills.Global, Name: "acme-tool", Enabled: skills.Enabled, Origin: "config.yaml:3"},
+		{Scope: skills.Global, Name: "deploy-check", Settings: map[string]any{"environment": "prod"}, Origin: "config.yaml:5"},
+		{Scope: skills.Global, Name: "acme-tools", Settings: map[string]any{"environment": "prod"}, Origin: "config.yaml:7"},
+		{Scope: skills.Global, Name: "acme-tools", Enabled: skills.Enabled, Origin: "config.yaml:9"},
+	})
+	var es skills.SettingErrors
+	require.ErrorAs(t, err, &es)
+	require.Len(t, es, 4)
+	require.Equal(t, 3, es[0].Index)
+	require.Equal(t, "acme-tools is set twice at global (first at config.yaml:7)", es[0].Msg)
+	require.Equal(t, `no package or skill "acme-tool"; did you mean "acme-tools"?`, es[1].Msg)
+	require.Equal(t, "deploy-check is a skill; settings belong to its package", es[2].Msg)
+	require.Contains(t, es[3].Msg, "at global: settings of package acme-tools: at /environment:")
+	require.True(t, r.Enabled(skills.Target{Repo: "acme/web"}, "deploy-check").Enabled, "a refused config changes nothing")
+}
+
+func TestPackageSettingsMergeByScope(t *testing.T) {
+	r := newRegistry(t)
+	addPackage(t, r, acmeTools)
+	ctx := context.Background()
+	require.NoError(t, r.SetConfig([]skills.Setting{{Scope: skills.Global, Name: "acme-tools", Settings: map[string]any{"environment": "staging", "retries": int64(1)}, Origin: "config.yaml:4"}}))
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: scope(t, "repo:acme/web"), Name: "acme-tools", Enabled: skills.Enabled, Settings: map[string]any{"environment": "production"}}))
+	require.Equal(t, map[string]any{"environment": "production", "retries": int64(1)}, r.Settings(skills.Target{Repo: "acme/web"}, "acme-tools"))
+	require.Equal(t, map[string]any{"environment": "staging", "retries": int64(1)}, r.Settings(skills.Target{Repo: "acme/api"}, "acme-tools"))
+
+	err := r.Set(ctx, skills.Setting{Scope: scope(t, "org:acme"), Name: "acme-tools", Settings: map[string]any{"retries": -1}})
+	require.ErrorContains(t, err, "at org:acme: settings of package acme-tools: at /retries:")
+	err = r.Set(ctx, skills.Setting{Scope: scope(t, "org:acme"), Name: "acme-tools", Settings: map[string]any{"environment": "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}})
+	require.ErrorContains(t, err, "looks like a credential")
+}
+
+func TestParseScope(t *testing.T) {
+	for in, want := range map[string]string{
+		"global": "global", "org:Acme": "org:acme", "repo:Acme/Web.js": "repo:acme/web.js", "agent:coder": "agent:coder",
+	} {
+		s, err := skills.ParseScope(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, s.String())
+	}
+	for _, bad := range []string{"", "global:x", "org:", "org:a/b", "repo:acme", "repo:acme/", "agent:Coder", "team:x", "repo:a/b/c", "repo:acme/.."} {
+		_, err := skills.ParseScope(bad)
+		require.Error(t, err, bad)
+		require.Contains(t, err.Error(), "want global, org:<org>, repo:<owner>/<repo> or agent:<agent>", bad)
+	}
+}
