@@ -215,7 +215,8 @@ func (l *loader) load(p *Package) {
 // agent resolves a manifest's agent entry: its file's frontmatter, the
 // manifest's values over it, and the instructions.
 func (l *loader) agent(path string, spec AgentSpec) (Agent, bool) {
-	a := Agent{AgentFields: spec.AgentFields, File: l.d.File(), Instructions: strings.TrimSpace(spec.Instructions)}
+	a := Agent{AgentFields: spec.AgentFields, File: l.d.File(), Instructions: strings.TrimSpace(spec.Instructions),
+		lines: fieldLines(l.d.Positions(), path)}
 	if file := spec.promptFile(); file != "" {
 		field := path + ".file"
 		if spec.SystemPromptFile != "" {
@@ -234,7 +235,7 @@ func (l *loader) agent(path string, spec AgentSpec) (Agent, bool) {
 				return a, false
 			}
 			a.AgentFields = fromFile.AgentFields.over(spec.AgentFields)
-			a.Instructions, a.File = fromFile.Instructions, file
+			a.Instructions, a.File, a.lines = fromFile.Instructions, file, fromFile.lines
 		}
 		for _, req := range []struct{ field, value string }{{"name", a.Name}, {"description", a.Description}} {
 			if req.value == "" {

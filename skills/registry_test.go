@@ -18,7 +18,9 @@ func newRegistry(t *testing.T) *skills.Registry {
 	r, err := skills.NewRegistry(t.Context(), skills.Options{
 		Masker:      bot.NewRedactor(),
 		Permissions: []string{"read", "write", "exec", "push", "merge", "ci", "deploy", "secrets", "network", "admin"},
-		KnownTools:  func() []string { return []string{"read_file", "list_directory", "search_files", "write_file", "edit_file", "bash"} },
+		KnownTools: func() []string {
+			return []string{"read_file", "list_directory", "search_files", "write_file", "edit_file", "bash"}
+		},
 	})
 	require.NoError(t, err)
 	return r
