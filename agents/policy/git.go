@@ -14,7 +14,7 @@ type gitGlobals struct {
 	configs  []word // -c KEY=VALUE
 	// configEnv are --config-env KEY=ENVVAR: git configuration from the
 	// environment, which the policy cannot see.
-	configEnv []string
+	configEnv []word
 	execPath  *word
 	unknown   string
 }
@@ -163,8 +163,7 @@ func gitGlobal(args []word) (gitGlobals, []word) {
 			}
 		case "--config-env":
 			if v, ok := next(); ok {
-				k, _, _ := strings.Cut(v.s, "=")
-				g.configEnv = append(g.configEnv, k)
+				g.configEnv = append(g.configEnv, v)
 			}
 		case "--git-dir":
 			if v, ok := next(); ok {
@@ -294,8 +293,13 @@ func gitHandler() handler {
 				aliases[name] = val
 			}
 		}
-		for _, k := range g.configEnv {
-			if !c.gitConfigSetting(k, dynWord("an environment variable", "--config-env"), "git --config-env") {
+		for _, cf := range g.configEnv {
+			if !cf.lit {
+				c.denyf("shell:dynamic-script", "git --config-env %s is not allowed: the configuration is not a literal", cf.source())
+				return inv.cwd
+			}
+			key, env, _ := strings.Cut(cf.s, "=")
+			if !c.gitConfigSetting(key, dynWord("an environment variable", "the value of $"+env), "git --config-env") {
 				return inv.cwd
 			}
 		}
