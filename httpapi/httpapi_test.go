@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -394,5 +396,26 @@ func TestLimit(t *testing.T) {
 			require.Contains(t, bot.ErrorMessage(err), "limit")
 			require.Contains(t, bot.ErrorMessage(err), "1 to 50")
 		})
+	}
+}
+
+func TestUnreachableSaysWhyOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer slow.Close()
+	for _, tc := range []struct {
+		url    string
+		client *http.Client
+		want   string
+	}{
+		{"http://" + addr + "/api/v1/messages", http.DefaultClient, "connection refused"},
+		{slow.URL, &http.Client{Timeout: 50 * time.Millisecond}, "no answer in time"},
+	} {
+		_, err := tc.client.Post(tc.url, "application/json", nil)
+		require.Error(t, err)
+		require.Equal(t, tc.want, httpapi.Unreachable(err), err.Error())
 	}
 }

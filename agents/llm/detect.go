@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // ollamaProbeTimeout bounds the look for a local Ollama: the daemon starts
@@ -32,19 +34,22 @@ func Detect(ctx context.Context, env func(string) string, hc *http.Client) (Conf
 	}
 	if key := env("ANTHROPIC_API_KEY"); key != "" {
 		c := Config{Provider: ProviderAnthropic, APIKey: bot.Secret(key), Model: orDefault(env("ANTHROPIC_MODEL"), anthropic.ModelClaudeSonnet5_5)}
-		return c, "ANTHROPIC_API_KEY is set: using " + c.Describe(), true
+		return c, "ANTHROPIC_API_KEY is set: the default model is " + c.Describe(), true
 	}
 	if key := env("OPENAI_API_KEY"); key != "" {
 		c := Config{Provider: ProviderOpenAI, APIKey: bot.Secret(key), BaseURL: env("OPENAI_BASE_URL"), Model: orDefault(env("OPENAI_MODEL"), openai.ChatModelGPT5_5)}
-		return c, "OPENAI_API_KEY is set: using " + c.Describe(), true
+		return c, "OPENAI_API_KEY is set: the default model is " + c.Describe(), true
 	}
 	host := ollamaHost(env("OLLAMA_HOST"))
 	model, err := firstOllamaModel(ctx, hc, host)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoOllamaModels):
+		return Config{}, fmt.Sprintf("no model configured: ANTHROPIC_API_KEY and OPENAI_API_KEY are unset and the Ollama at %s has no models (ollama pull llama3.2)", host), false
+	case err != nil:
 		return Config{}, fmt.Sprintf("no model configured: ANTHROPIC_API_KEY and OPENAI_API_KEY are unset and no Ollama answered at %s (%v)", host, err), false
 	}
 	c := Config{Provider: ProviderOpenAI, BaseURL: host + "/v1", Model: model}
-	return c, "Ollama answered at " + host + ": using " + c.Describe(), true
+	return c, "Ollama answered at " + host + ": the default model is its " + model, true
 }
 
 func orDefault(s, def string) string {
@@ -87,7 +92,7 @@ func firstOllamaModel(ctx context.Context, hc *http.Client, host string) (string
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return "", err
+		return "", errors.New(httpapi.Unreachable(err))
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -110,5 +115,8 @@ func firstOllamaModel(ctx context.Context, hc *http.Client, host string) (string
 			return m.Model, nil
 		}
 	}
-	return "", fmt.Errorf("it has no models installed (ollama pull llama3.2)")
+	return "", errNoOllamaModels
 }
+
+// errNoOllamaModels is an Ollama that answers with no model installed.
+var errNoOllamaModels = errors.New("no models installed")

@@ -169,12 +169,10 @@ func (c Config) Validate() error {
 
 // Describe says which model this is, for logs: never the key.
 func (c Config) Describe() string {
-	switch {
-	case c.BaseURL == "":
-		return fmt.Sprintf("openai %s", c.Model)
-	default:
-		return fmt.Sprintf("%s %s at %s", c.Provider, c.Model, c.BaseURL)
+	if c.BaseURL == "" {
+		return fmt.Sprintf("%s %s", c.Provider, c.Model)
 	}
+	return fmt.Sprintf("%s %s at %s", c.Provider, c.Model, c.BaseURL)
 }
 
 func (c Config) withDefaults() Config {

@@ -430,7 +430,7 @@ func TestDetect(t *testing.T) {
 		{"openai with base url", map[string]string{"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://vllm:8000/v1", "OLLAMA_HOST": ollama.URL}, true, "openai", "gpt-5.5", "http://vllm:8000/v1"},
 		{"ollama first model", map[string]string{"OLLAMA_HOST": ollama.URL}, true, "openai", "qwen2.5-coder:7b", ollama.URL + "/v1"},
 		{"ollama without models", map[string]string{"OLLAMA_HOST": empty.URL}, false, "", "", ""},
-		{"nothing answers", map[string]string{"OLLAMA_HOST": closed.URL}, false, "", "", ""},
+		{"nothing answers", map[string]string{"OLLAMA_HOST": strings.TrimPrefix(closed.URL, "http://")}, false, "", "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -439,14 +439,20 @@ func TestDetect(t *testing.T) {
 			require.NotEmpty(t, desc)
 			require.NotContains(t, desc, "sk-")
 			if !ok {
-				require.Contains(t, desc, "no model configured")
+				require.True(t, strings.HasPrefix(desc, "no model configured: "), desc)
+				require.Equal(t, 1, strings.Count(desc, tc.env["OLLAMA_HOST"]), "the address once: %s", desc)
+				require.NotContains(t, desc, "dial tcp", "no Go error chain: %s", desc)
 				return
 			}
 			require.Equal(t, tc.provider, cfg.Provider)
 			require.Equal(t, tc.model, cfg.Model)
 			require.Equal(t, tc.baseURL, cfg.BaseURL)
 			require.NoError(t, cfg.Validate())
-			require.True(t, strings.Contains(desc, tc.model), desc)
+			require.Contains(t, desc, "the default model is ")
+			require.Equal(t, 1, strings.Count(desc, tc.model), desc)
+			if tc.env["OLLAMA_HOST"] == "" || tc.env["ANTHROPIC_API_KEY"]+tc.env["OPENAI_API_KEY"] != "" {
+				require.Contains(t, desc, tc.provider+" "+tc.model)
+			}
 		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/daemon"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // clientFlags reach the running daemon.
@@ -105,7 +106,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("reach the daemon at %s (is `switchyard serve` running?): %w", c.base, err)
+		return fmt.Errorf("cannot reach the daemon at %s: %s (is `switchyard serve` running?)", c.base, httpapi.Unreachable(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
