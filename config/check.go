@@ -102,7 +102,7 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 		if strings.TrimSpace(s.Cron) == "" {
 			fail(p+".cron", "required: a cron spec such as \"0 9 * * 1-5\" or \"@hourly\"")
 		} else if _, err := cron.ParseStandard(s.Cron); err != nil {
-			fail(p+".cron", "bad cron spec %q: %v", s.Cron, err)
+			fail(p+".cron", "bad cron spec %q: %s", s.Cron, cronWhy(err))
 		}
 		if s.Agent == "" {
 			fail(p+".agent", "required")
@@ -303,6 +303,33 @@ func checkSlackTokens(fail func(string, string, ...any), s *Slack) {
 	}
 	check("slack.app_token", app, "xapp-", "an app-level token (xapp-...)")
 	check("slack.bot_token", bot, "xoxb-", "a bot token (xoxb-...)")
+}
+
+// cronWhy says what the cron parser found wrong, in words, without the
+// parts of the spec it repeats (the message already quotes the spec) or
+// the Go slice it prints them as.
+func cronWhy(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "expected exactly"):
+		// "expected exactly 5 fields, found 3: [* * *]"
+		msg, _, _ = strings.Cut(msg, ": [")
+	case strings.HasPrefix(msg, "end of range"), strings.HasPrefix(msg, "beginning of range"):
+		// "end of range (61) above maximum (59): 61"
+		if i := strings.LastIndex(msg, ": "); i > 0 {
+			msg = msg[:i]
+		}
+	case strings.HasPrefix(msg, "unrecognized descriptor"):
+		msg = "unknown descriptor (want @yearly, @monthly, @weekly, @daily, @hourly or @every <duration>)"
+	case strings.HasPrefix(msg, "failed to parse duration"):
+		msg = "@every needs a duration such as 30m or 1h30m"
+	case strings.HasPrefix(msg, "provided bad location"):
+		// "provided bad location Nope/Zone: unknown time zone Nope/Zone"
+		if _, why, ok := strings.Cut(msg, ": "); ok {
+			msg = why
+		}
+	}
+	return msg
 }
 
 func checkList(fail func(string, string, ...any), path string, list []string) {
