@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -189,7 +190,7 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	defer cancel(nil)
 
 	start := d.opts.Now()
-	log.Info("job started", slog.Int("attempt", job.Attempt), slog.Any("work_items", job.WorkItemIDs))
+	log.Info("job started", slog.Int("attempt", job.Attempt), slog.String("work_items", strings.Join(job.WorkItemIDs, ",")))
 	run := d.opts.Reporter.Start(runCtx, job, claim.WorkItems)
 	defer run.Close()
 	req := RunRequest{
