@@ -1,6 +1,8 @@
 package skills
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -282,4 +284,42 @@ func (ss *settings) merged(target Target, pkg string) map[string]any {
 		}
 	}
 	return out
+}
+
+// UnmarshalJSON reads a setting, its settings' numbers as the config's
+// decoder gives them (int64 when whole, float64 otherwise), so a setting
+// reads back from a store exactly as it was made.
+func (s *Setting) UnmarshalJSON(b []byte) error {
+	type plain Setting
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return err
+	}
+	for k, v := range p.Settings {
+		p.Settings[k] = normalizeNumbers(v)
+	}
+	*s = Setting(p)
+	return nil
+}
+
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+	}
+	return v
 }

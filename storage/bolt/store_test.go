@@ -372,3 +372,7 @@ func TestDedupWindowDefault(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }
+
+func TestSkillsConformance(t *testing.T) {
+	storetest.RunSkills(t, func(t *testing.T, dir string) storetest.SkillStore { return openTest(t, dir) })
+}
