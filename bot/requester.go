@@ -33,7 +33,8 @@ type Requester struct {
 func (r Requester) IsZero() bool { return r.Source == "" && r.ID == "" }
 
 // Handle is how the requester is named in text people read: "@alice" for a
-// GitHub login, Slack member or console user, "schedule weekday-triage" for
+// GitHub login, Slack member or console user ("@ana (token ci)" when a
+// console client wrote another name than its token's), "schedule weekday-triage" for
 // a schedule, "nobody known" for a zero Requester.
 func (r Requester) Handle() string {
 	switch {
@@ -43,6 +44,10 @@ func (r Requester) Handle() string {
 		return "schedule " + r.ID
 	case r.ID == "":
 		return "an unnamed " + r.Source + " user"
+	case r.Source == SourceLocal && r.Name != "" && r.Name != r.ID:
+		// A console requester is its API token; the name the client
+		// wrote is said too, so the thread reads as it was asked.
+		return "@" + strings.TrimPrefix(r.Name, "@") + " (token " + r.ID + ")"
 	}
 	return "@" + strings.TrimPrefix(r.ID, "@")
 }

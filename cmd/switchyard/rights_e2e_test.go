@@ -67,9 +67,9 @@ func TestAReadOnlyReviewerCannotWriteThroughCoder(t *testing.T) {
 	require.Equal(t, "ceiling:read-only/permission:write", rec.Rule)
 	require.NotNil(t, rec.Requester)
 	require.Equal(t, "local", rec.Requester.Source)
-	require.Equal(t, "ana", rec.Requester.ID)
+	require.Equal(t, "admin", rec.Requester.ID, "the requester is the API token")
 	require.Equal(t, []struct{ Profile, Reason string }{
-		{"ops", "requested by @ana on the local console"},
+		{"ops", "requested by @ana (token admin) on the local console"},
 		{"read-only", "called by @reviewer, read-only"},
 	}, rec.Ceilings)
 }

@@ -130,7 +130,7 @@ func TestExplainAnswersWhyAGitHubEventDidNotRun(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	r = run(t, dir, nil, "explain", server, "--work-item", "wi_1")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "then: wi_1 → coder (mention @coder)\nnow:  coder (mention @coder); rights contributor: coder's own profile, within ops (requested by @admin on the local console)\n")
+	require.Contains(t, r.stdout, "then: wi_1 → coder (mention @coder)\nnow:  coder (mention @coder); rights contributor: coder's own profile, within ops (requested by @local (token admin) on the local console)\n")
 
 	r = run(t, dir, nil, "explain", server, "--delivery", "no-such-delivery")
 	require.NotEqual(t, 0, r.code)
