@@ -62,6 +62,9 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 	if callee.Mode != ModeTool {
 		return "", tools.Refuse("agent %q works by handoff, not as a tool; use handoff_to", callee.Name)
 	}
+	if msg := t.rt.packageOff(caller.target, callee); msg != "" {
+		return "", tools.Refuse("%s", msg)
+	}
 	path := strings.Join(append(slices.Clone(caller.chain), callee.Name), " → ")
 	if slices.Contains(caller.chain, callee.Name) {
 		return "", tools.Refuse("cycle: %s; %q is already working on this request further up the chain", path, callee.Name)
@@ -87,6 +90,8 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		requester:     caller.requester,
 		ceilings:      slices.Clone(caller.ceilings),
 		inherited:     passed,
+		target:        targetOf(caller.sessionKey, callee.Name),
+		skills:        &loadedSkills{},
 	}
 	for _, c := range passed {
 		child.ceilings = appendCeiling(child.ceilings, c)
@@ -105,6 +110,9 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		attrs = append(attrs, slog.String("rights", t.rt.opts.Access.Effective(callee.Name, callee.Profile, child.ceilings).String()))
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "agent invoked as a tool", attrs...)
+	// The callee loads its own skills; the caller's rules are the
+	// caller's, not the callee's.
+	t.rt.preload(ctx, child, callee.Skills)
 
 	started := t.rt.opts.Now()
 	out := t.rt.invoke(ctx, child, nil, invocationText(caller.def.Name, in.Task, ic), "")
@@ -152,6 +160,12 @@ type childProgress struct {
 }
 
 func (p childProgress) Report(ctx context.Context, ev bot.ProgressEvent) {
+	if ev.Kind == bot.ProgressSkills {
+		// The status message's skills are the caller's; the callee's
+		// show as what it is doing.
+		ev.Kind, ev.Text = bot.ProgressNote, "loaded skills "+listOr(ev.Skills, "none")
+		ev.Skills = nil
+	}
 	ev.Text = "@" + p.agent + ": " + ev.Text
 	p.parent.Report(ctx, ev)
 }

@@ -72,6 +72,13 @@ type ManagerOptions struct {
 	Logger   *slog.Logger
 }
 
+// AgentSource is the agents in effect: *Manager, or whatever says which
+// Manager is in effect now.
+type AgentSource interface {
+	Get(name string) (Definition, bool)
+	List() []Definition
+}
+
 // Manager holds the agents in effect: user files over package agents over
 // built-ins. Reload swaps the whole set at once, so readers see either the
 // old or the new one.
@@ -247,7 +254,7 @@ const HandoffTool = "handoff_to"
 func (m *Manager) Validate(k Known) error {
 	list := m.List()
 	if k.Tools != nil {
-		k.Tools = append(slices.Clone(k.Tools), HandoffTool)
+		k.Tools = append(slices.Clone(k.Tools), HandoffTool, EnableSkillTool, DisableSkillTool)
 		for _, d := range list {
 			if d.Mode == ModeTool {
 				k.Tools = append(k.Tools, ToolName(d.Name))

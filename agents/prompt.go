@@ -26,6 +26,8 @@ func (r *Runtime) systemPrompt(rn *run, visible []tools.Info, continuation strin
 			agents = append(agents, t)
 		case t.Name == HandoffTool:
 			handoff = true
+		case t.Name == EnableSkillTool || t.Name == DisableSkillTool:
+			// The Skills section says how to use them.
 		default:
 			plain = append(plain, t)
 		}
@@ -56,6 +58,7 @@ func (r *Runtime) systemPrompt(rn *run, visible []tools.Info, continuation strin
 		b.WriteString(".\n")
 	}
 	b.WriteString("\nA tool call that is not allowed comes back as a result starting with \"refused:\"; do not retry it, find another way or say what you need.\n")
+	r.writeSkills(&b, rn, visible)
 
 	b.WriteString("\n## Where you are\n\n")
 	fmt.Fprintf(&b, "You are the %q agent of Switchyard", rn.def.Name)

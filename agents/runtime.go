@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // Runtime defaults, used when neither the agent nor RuntimeOptions say.
@@ -65,7 +66,9 @@ type Limits struct {
 // RuntimeOptions configure a Runtime. Agents is required; everything else
 // may be left zero.
 type RuntimeOptions struct {
-	Agents *Manager
+	// Agents are the agents in effect, read at every turn: an agent
+	// installed while a run goes on is there at its next turn.
+	Agents AgentSource
 	// Models are the configured models; nil means none, and every run ends
 	// with the "has no model" reply.
 	Models ModelSource
@@ -94,6 +97,12 @@ type RuntimeOptions struct {
 	// permission nobody looked up at intake, Slack user groups); nil leaves
 	// requesters as stored.
 	Requesters RequesterResolver
+	// Skills are the skills and packages enabled where runs happen; nil
+	// means runs load no skills and every agent runs wherever it is asked.
+	Skills SkillCatalog
+	// CommandTools gives each run the command tools of the packages
+	// enabled where it happens; nil means none.
+	CommandTools CommandTools
 	// Redactor masks secrets in tool results before the model reads them,
 	// in status messages, stored conversations, transcripts and replies;
 	// nil masks common token shapes only.
@@ -189,6 +198,10 @@ type run struct {
 	requester bot.Requester
 	ceilings  []bot.Ceiling
 	inherited []bot.Ceiling
+	// target is where the run happens, as skills and packages are
+	// enabled; skills is its record of the skills it loaded.
+	target skills.Target
+	skills *loadedSkills
 
 	mu          sync.Mutex
 	children    int
@@ -263,6 +276,8 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 		correlationID: req.Job.ID,
 		chain:         []string{def.Name},
 		progress:      progress,
+		target:        targetOf(thread.Key(), def.Name),
+		skills:        &loadedSkills{},
 	}
 	if rn.correlationID == "" {
 		rn.correlationID = "run-" + randomID()
@@ -270,9 +285,13 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 	if len(req.WorkItems) > 0 {
 		rn.workItemID = req.WorkItems[0].ID
 	}
+	if msg := r.packageDisabled(rn); msg != "" {
+		return bot.RunResult{Status: bot.ResultError, Reply: msg, Error: msg}, nil
+	}
 	if err := r.bound(ctx, rn, req.WorkItems, thread); err != nil {
 		return bot.RunResult{}, err
 	}
+	r.preload(ctx, rn, runSkills(def, req.WorkItems))
 	if r.opts.Workspaces.Root != "" {
 		dir, err := r.opts.Workspaces.Dir(rn.sessionKey)
 		if err != nil {
@@ -321,10 +340,16 @@ func (r *Runtime) Invoke(ctx context.Context, agent, task string, ic InvocationC
 		requester:     ic.Requester,
 		ceilings:      slices.Clone(ic.Ceilings),
 		inherited:     slices.Clone(ic.Ceilings),
+		target:        targetOf(sessionKey, def.Name),
+		skills:        &loadedSkills{},
 	}
 	if rn.correlationID == "" {
 		rn.correlationID = "invoke-" + randomID()
 	}
+	if msg := r.packageDisabled(rn); msg != "" {
+		return AgentResponse{Status: bot.ResultError, Error: msg}
+	}
+	r.preload(ctx, rn, def.Skills)
 	if r.opts.Workspaces.Root != "" && sessionKey != "" {
 		dir, err := r.opts.Workspaces.Dir(sessionKey)
 		if err != nil {
@@ -445,14 +470,25 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 	limits := r.limits(def)
 	runCtx, cancel := context.WithTimeout(ctx, limits.TimeBudget)
 	defer cancel()
+	// Every call of the run is decided with the skills it has loaded.
+	runCtx = withLoaded(runCtx, rn.skills)
 
-	ts := r.toolset(rn)
-	visible := ts.Visible()
-	defs := make([]llm.ToolDef, len(visible))
-	for i, t := range visible {
-		defs[i] = llm.ToolDef{Name: t.Name, Description: t.Description, Schema: t.Schema}
+	// What the agent may call and what its prompt says are made again at
+	// every turn: a skill it loaded, or an agent installed meanwhile, is
+	// there from the next turn on.
+	var ts *tools.Toolset
+	req := llm.Request{Temperature: def.Temperature, ReasoningEffort: def.ReasoningEffort}
+	prepare := func(turn int) {
+		r.startTurn(ctx, rn, turn)
+		ts = r.toolset(rn)
+		visible := ts.Visible()
+		defs := make([]llm.ToolDef, len(visible))
+		for i, t := range visible {
+			defs[i] = llm.ToolDef{Name: t.Name, Description: t.Description, Schema: t.Schema}
+		}
+		out.system = r.systemPrompt(rn, visible, continuation)
+		req.System, req.Tools = out.system, defs
 	}
-	out.system = r.systemPrompt(rn, visible, continuation)
 	msgs := make([]llm.Message, len(history), len(history)+16)
 	copy(msgs, history)
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: input})
@@ -462,7 +498,6 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 		out.messages = msgs[first:]
 		return out
 	}
-	req := llm.Request{System: out.system, Tools: defs, Temperature: def.Temperature, ReasoningEffort: def.ReasoningEffort}
 	cc := tools.CallContext{
 		SessionKey: rn.sessionKey, JobID: rn.jobID, WorkItemID: rn.workItemID,
 		CorrelationID: rn.correlationID, Workspace: rn.workspace, Requester: rn.requester,
@@ -479,6 +514,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
 			return finish(resp)
 		}
+		prepare(turn)
 		r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressTurnStarted, Turn: turn, Text: fmt.Sprintf("turn %d", turn)})
 		req.Messages = msgs
 		res, err := provider.Chat(runCtx, req)
@@ -626,12 +662,16 @@ func (r *Runtime) limits(d Definition) Limits {
 func (r *Runtime) toolset(rn *run) *tools.Toolset {
 	var extra []tools.Tool
 	for _, d := range r.opts.Agents.List() {
-		if d.Mode == ModeTool && d.Name != rn.def.Name {
+		if d.Mode == ModeTool && d.Name != rn.def.Name && r.packageOff(rn.target, d) == "" {
 			extra = append(extra, &agentTool{rt: r, caller: rn, callee: d})
 		}
 	}
 	if r.opts.Rerouter != nil && rn.workItemID != "" {
 		extra = append(extra, &handoffTool{rt: r, rn: rn})
+	}
+	extra = append(extra, r.skillTools(rn)...)
+	if r.opts.CommandTools != nil {
+		extra = append(extra, r.opts.CommandTools.CommandTools(rn.target)...)
 	}
 	var approver tools.Approver
 	if r.opts.Approver != nil {
@@ -639,10 +679,10 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 	}
 	return tools.NewToolset(r.opts.Tools, tools.Scope{
 		Agent: rn.def.Name, Tools: rn.def.Tools, Profile: rn.def.Profile, Package: rn.def.Package,
-		Ceilings: rn.ceilings,
+		Ceilings: rn.ceilings, Loaded: rn.skills.tools(),
 	}, tools.ToolsetOptions{
 		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: approver, Extra: extra,
-		Redactor: r.redactor, Logger: r.log,
+		Hide: rn.skills.hideRefused(), Redactor: r.redactor, Logger: r.log,
 	})
 }
 
@@ -739,6 +779,10 @@ func describeCall(call llm.ToolCall) string {
 		return "running `" + str("command") + "`"
 	case HandoffTool:
 		return "handing off to @" + str("agent")
+	case EnableSkillTool:
+		return "loading skill " + str("name")
+	case DisableSkillTool:
+		return "unloading skill " + str("name")
 	}
 	if callee, ok := strings.CutPrefix(call.Name, "agent_"); ok {
 		return "asking @" + callee + ": " + str("task")

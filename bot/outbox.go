@@ -36,7 +36,10 @@ type StatusView struct {
 	Activity   string `json:"activity"` // what the agent is doing now
 	// Rights are the agent's effective rights and why: "read-only:
 	// requested by @stranger, read access".
-	Rights   string    `json:"rights,omitempty"`
+	Rights string `json:"rights,omitempty"`
+	// Skills are the skills the agent has loaded, in the order it loaded
+	// them.
+	Skills   []string  `json:"skills,omitempty"`
 	Started  time.Time `json:"started"`
 	Updated  time.Time `json:"updated"`
 	Children []string  `json:"children,omitempty"` // one line per open child run

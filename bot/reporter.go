@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,6 +119,7 @@ type Run struct {
 	mu       sync.Mutex
 	activity string
 	rights   string
+	skills   []string
 	done     bool
 
 	stop    chan struct{}
@@ -196,9 +198,15 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		}
 	}
 	run.mu.Lock()
-	if ev.Kind == ProgressRights {
+	switch ev.Kind {
+	case ProgressRights:
 		run.rights = ev.Text
-	} else {
+	case ProgressSkills:
+		run.skills = slices.Clone(ev.Skills)
+		if ev.Text != "" {
+			run.activity = ev.Text
+		}
+	default:
 		run.activity = text
 	}
 	run.mu.Unlock()
@@ -207,10 +215,10 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 
 func (run *Run) push(ctx context.Context, state string) {
 	run.mu.Lock()
-	activity, rights := run.activity, run.rights
+	activity, rights, skills := run.activity, run.rights, run.skills
 	run.mu.Unlock()
 	view := &StatusView{
-		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights,
+		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights, Skills: skills,
 		Started: run.started, Updated: run.r.opts.Now(),
 	}
 	run.r.enqueue(ctx, OutboxMessage{
@@ -234,6 +242,9 @@ func statusText(v *StatusView, others []string) string {
 	}
 	if len(others) > 0 {
 		s += fmt.Sprintf(" (with %s: %s)", Count(len(others), "later message", "later messages"), strings.Join(others, ", "))
+	}
+	if len(v.Skills) > 0 {
+		s += "\n🧩 " + strings.Join(v.Skills, " · ")
 	}
 	if v.Rights != "" {
 		s += "\nrights: " + v.Rights

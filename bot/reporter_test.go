@@ -147,3 +147,22 @@ func TestAbandonedWorkItemLeavesNoStatusWorking(t *testing.T) {
 			strings.Contains(msgs[1].Text, "could not finish "+wi.ID)
 	}, 5*time.Second, 10*time.Millisecond, "%v", c.messages(t, "t"))
 }
+
+// TestStatusShowsTheSkillsLoaded checks each skill the agent loads shows in
+// its status message for the rest of the run, and one it unloads goes.
+func TestStatusShowsTheSkillsLoaded(t *testing.T) {
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		p.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressSkills, Skills: []string{"release-notes", "changelog-draft"}})
+		p.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: "reading CHANGELOG.md"})
+		p.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressSkills, Skills: []string{"release-notes"}})
+		return bot.RunResult{Status: bot.ResultSuccess, Reply: "notes"}, nil
+	})
+	store := openStore(t, t.TempDir())
+	c := startCore(t, store, coreOpts{runner: runner})
+	wi := c.send(t, "t1", "release notes please")
+	c.waitFinished(t, wi.ID)
+	require.Equal(t, "✅ triage finished "+wi.ID+" in 0s\n🧩 release-notes", statusText(t, store, wi.ID+"/status"))
+	msg, err := store.GetOutbox(context.Background(), wi.ID+"/status")
+	require.NoError(t, err)
+	require.Equal(t, []string{"release-notes"}, msg.Status.Skills, "the skills are typed fields of the status for sinks")
+}

@@ -57,6 +57,10 @@ const (
 	// ProgressRights says what the agent may do in this run and why, in
 	// Text; the status message shows it for the rest of the run.
 	ProgressRights = "rights"
+	// ProgressSkills gives the skills the agent has loaded now, in Skills
+	// (none when it unloaded the last); the status message shows them for
+	// the rest of the run ("🧩 release-notes").
+	ProgressSkills = "skills"
 )
 
 // ProgressEvent is one step of a run, in words a person reads in the thread.
@@ -65,7 +69,10 @@ type ProgressEvent struct {
 	Text string // "reading main.go", "turn 3"
 	Tool string
 	Turn int
-	At   time.Time
+	// Skills are the loaded skills of a ProgressSkills event, in the order
+	// they were loaded.
+	Skills []string
+	At     time.Time
 }
 
 // ErrNoRuntime is the answer of NoRuntime.

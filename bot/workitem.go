@@ -44,6 +44,13 @@ type Route struct {
 	// agent's, when no agent was mentioned; a default route names them
 	// in its reason.
 	Unknown []string `json:"unknown,omitempty"`
+	// Origin is who made the rule or command that decided: "" for the
+	// config file and the built-in commands, "package:<name>" for a
+	// package's entry point.
+	Origin string `json:"origin,omitempty"`
+	// Skills are loaded when the run starts: those of the entry point
+	// that decided.
+	Skills []string `json:"skills,omitempty"`
 }
 
 // RouteKind says what made a routing decision; metrics are labelled with it.

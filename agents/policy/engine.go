@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // Skill is what a loaded skill restricts. AllowedTools nil means the skill
@@ -264,13 +264,8 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 	if ok, reason := tools.Visible(t, s, nil); !ok {
 		return deny("agent:"+s.Agent+"/tools", fmt.Sprintf("denied by agent %q: %s", s.Agent, reason)), nil
 	}
-	for _, sk := range dedupSkills(skills) {
-		if matchTool(sk.ForbiddenTools, t.Name) {
-			return deny("skill:"+sk.Name+"/forbidden_tools", fmt.Sprintf("denied by skill %q: tool %q is forbidden (forbidden_tools)", sk.Name, t.Name)), nil
-		}
-		if sk.AllowedTools != nil && t.Kind != tools.KindControl && !matchTool(sk.AllowedTools, t.Name) {
-			return deny("skill:"+sk.Name+"/allowed_tools", fmt.Sprintf("denied by skill %q: tool %q is not in its allowed_tools", sk.Name, t.Name)), nil
-		}
+	if rule, reason, refused := SkillRefusal(skills, t); refused {
+		return deny(rule, reason), nil
 	}
 	d, err := e.under(p, nil, call)
 	if err != nil || d.Verdict == tools.Deny {
@@ -299,6 +294,7 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 		d.Permissions = unionPerms(d.Permissions, cd.Permissions)
 		d.Sensitive = d.Sensitive || cd.Sensitive
 	}
+	e.skillApproval(&d, p, call, skills)
 	return d, nil
 }
 
@@ -379,16 +375,62 @@ func dedupSkills(skills []Skill) []Skill {
 	return out
 }
 
-func matchTool(list []string, name string) bool {
-	for _, t := range list {
-		if t == name {
-			return true
+// SkillRefusal reports whether the loaded skills refuse the tool, with the
+// rule and the reason: a tool any of them forbids is refused, whatever
+// allows it; a tool that is not in the allowed_tools of each one that has
+// such a list is refused too, except control tools (enable_skill,
+// disable_skill, handoff_to), so a skill can always be unloaded. Most
+// restrictive wins. The Engine decides with it, and the runtime leaves
+// what it refuses out of the tools it shows the model.
+func SkillRefusal(loaded []Skill, t tools.Info) (rule, reason string, refused bool) {
+	for _, sk := range dedupSkills(loaded) {
+		if skills.MatchTool(sk.ForbiddenTools, t.Name) {
+			return "skill:" + sk.Name + "/forbidden_tools", fmt.Sprintf("denied by skill %q: tool %q is forbidden (forbidden_tools)", sk.Name, t.Name), true
 		}
-		if ok, _ := path.Match(t, name); ok {
-			return true
+		if sk.AllowedTools != nil && t.Kind != tools.KindControl && !skills.MatchTool(sk.AllowedTools, t.Name) {
+			return "skill:" + sk.Name + "/allowed_tools", fmt.Sprintf("denied by skill %q: tool %q is not in its allowed_tools", sk.Name, t.Name), true
 		}
 	}
-	return false
+	return "", "", false
+}
+
+// skillApproval makes an allowed call of a sensitive tool that only a
+// loaded skill brought into view (the agent's own tools list does not give
+// it) wait for a person, unless the profile lists the tool: a skill can
+// never widen what an agent does unasked.
+func (e *Engine) skillApproval(d *Decision, p *Profile, call tools.Call, loaded []Skill) {
+	t, s := call.Tool, call.Scope
+	if d.Verdict != tools.Allow || !d.Sensitive || len(s.Loaded) == 0 {
+		return
+	}
+	if listed, _ := p.allowsTool(t.Name); listed {
+		return
+	}
+	own := s
+	own.Loaded = nil
+	if ok, _ := tools.Visible(t, own, nil); ok {
+		return
+	}
+	by := "a loaded skill"
+	for _, sk := range dedupSkills(loaded) {
+		if skills.MatchTool(sk.AllowedTools, t.Name) {
+			by = fmt.Sprintf("skill %q", sk.Name)
+			break
+		}
+	}
+	var used perms
+	for _, perm := range d.Permissions {
+		if bit, ok := permBit(perm); ok {
+			used |= bit
+		}
+	}
+	what := "paths outside the workspace"
+	if sensitive := used & sensitivePerms; sensitive != 0 {
+		what = sensitive.String()
+	}
+	d.Verdict, d.Rule = tools.NeedsApproval, "skill:"+t.Name+"/approval"
+	d.Reason = fmt.Sprintf("tool %q came with %s and uses %s; profile %q does not list it, so each call needs a person's approval",
+		t.Name, by, what, p.Name)
 }
 
 // toolGate decides whether the profile allows the tool at all. A tool that

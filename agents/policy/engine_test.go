@@ -256,3 +256,39 @@ func TestSandboxReadOnlyPathsFollowTheCIPermission(t *testing.T) {
 	require.Empty(t, f.engine.SandboxReadOnly("maintainer", f.ws))
 	require.NotEmpty(t, f.engine.SandboxReadOnly("nobody", f.ws), "an unknown profile is treated as the least")
 }
+
+func TestSensitiveToolsASkillBringsNeedApproval(t *testing.T) {
+	f := newFixture(t, map[string]policy.ProfileConfig{
+		"releaser": {Extends: "contributor", Tools: []string{"publish", "read_file"}},
+	})
+	publish := tools.Info{Name: "publish", Kind: tools.KindCommand, Package: "releases", Permissions: []policy.Permission{policy.PermPush}}
+	stamp := tools.Info{Name: "stamp", Kind: tools.KindCommand, Package: "releases", Permissions: []policy.Permission{policy.PermRead}}
+	loaded := []policy.Skill{{Name: "shipping", AllowedTools: []string{"publish", "stamp", "read_file"}}}
+	for _, tc := range []struct {
+		name    string
+		tool    tools.Info
+		profile string
+		tools   []string // the agent's tools list
+		pkg     string   // the agent's package
+		want    tools.Verdict
+		reason  string
+	}{
+		{name: "a push tool only the skill brings", tool: publish, profile: "contributor", want: tools.NeedsApproval,
+			reason: `tool "publish" came with skill "shipping" and uses push; profile "contributor" does not list it, so each call needs a person's approval`},
+		{name: "a read tool the skill brings", tool: stamp, profile: "contributor", want: tools.Allow},
+		{name: "the profile lists it", tool: publish, profile: "releaser", want: tools.Allow},
+		{name: "the agent's own tools list has it", tool: publish, profile: "contributor", tools: []string{"publish"}, want: tools.Allow},
+		{name: "its own package's tool", tool: publish, profile: "contributor", pkg: "releases", want: tools.Allow},
+		{name: "the profile forbids it whatever the skill", tool: publish, profile: "read-only", want: tools.Deny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := f.call("coder", tc.profile, tc.tool, map[string]any{})
+			c.Tools, c.Package, c.Loaded = tc.tools, tc.pkg, []string{"publish", "stamp", "read_file"}
+			d := f.engine.Decide(c, loaded)
+			require.Equal(t, tc.want, d.Verdict, d.Reason)
+			if tc.reason != "" {
+				require.Equal(t, tc.reason, d.Reason)
+			}
+		})
+	}
+}

@@ -62,6 +62,10 @@ type Scope struct {
 	Profile string
 	// Package is the package that contributed the agent, "" otherwise.
 	Package string
+	// Loaded are the tools the skills the agent has loaded allow: they are
+	// merged into what it may see and call beside its tools list. Loading
+	// a skill never widens the rights the profile and ceilings give.
+	Loaded []string
 	// Ceilings bound the profile: a call must be allowed by the profile
 	// and by each of them. They come from who asked for the work (access:
 	// in the config) and from the agents that called this one or handed
@@ -236,11 +240,12 @@ func Visible(t Info, s Scope, p Profiles) (bool, string) {
 	if t.RequiredAgent != "" && t.RequiredAgent != s.Agent {
 		return false, fmt.Sprintf("tool %q may only be called by agent %q (required_agent), not by %q", t.Name, t.RequiredAgent, s.Agent)
 	}
+	loaded := skills.MatchTool(s.Loaded, t.Name)
 	if len(s.Tools) > 0 {
-		if !slices.Contains(s.Tools, t.Name) {
+		if !slices.Contains(s.Tools, t.Name) && !loaded {
 			return false, fmt.Sprintf("tool %q is not in the tools list of agent %q", t.Name, s.Agent)
 		}
-	} else if t.Kind == KindCommand && !(t.Package != "" && t.Package == s.Package) && t.RequiredAgent != s.Agent {
+	} else if t.Kind == KindCommand && !(t.Package != "" && t.Package == s.Package) && t.RequiredAgent != s.Agent && !loaded {
 		return false, fmt.Sprintf("tool %q comes from package %q and agent %q does not list it in its tools", t.Name, t.Package, s.Agent)
 	}
 	if p != nil && p.Forbids(s.Profile, t) {

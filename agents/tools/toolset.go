@@ -25,6 +25,10 @@ type ToolsetOptions struct {
 	Approver Approver
 	// Extra are tools of this run only: agent_<name> and control tools.
 	Extra []Tool
+	// Hide, when set, leaves out of the listing tools the policy would
+	// refuse for reasons visibility cannot see (the skills the agent has
+	// loaded); calling one is still decided by the policy.
+	Hide func(Info) bool
 	// MaxOutput caps a result; 0 means DefaultMaxOutput.
 	MaxOutput int
 	// Redactor masks secrets in every result before the model reads it;
@@ -82,7 +86,7 @@ func NewToolset(r *Registry, s Scope, opts ToolsetOptions) *Toolset {
 		ts.tools[info.Name] = entry{tool: t, info: info}
 	}
 	for _, e := range ts.tools {
-		if ok, _ := Visible(e.info, s, opts.Profiles); ok {
+		if ok, _ := Visible(e.info, s, opts.Profiles); ok && (opts.Hide == nil || !opts.Hide(e.info)) {
 			ts.visible = append(ts.visible, e.info)
 		}
 	}

@@ -59,6 +59,9 @@ func statusBlocks(msg bot.OutboxMessage) []slack.Block {
 		blocks = append(blocks, mrkdwnSection(b.String()))
 	}
 	var ctx []string
+	if len(v.Skills) > 0 {
+		ctx = append(ctx, ":jigsaw: "+escape(strings.Join(v.Skills, " · ")))
+	}
 	if v.Rights != "" {
 		ctx = append(ctx, ":lock: "+escape(v.Rights))
 	}

@@ -30,7 +30,8 @@ func statusMsg() bot.OutboxMessage {
 	started := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	return bot.OutboxMessage{Key: "wi_7/status", Thread: thread, WorkItemID: "wi_7", Kind: bot.OutboxStatus, Version: 1,
 		Status: &bot.StatusView{WorkItemID: "wi_7", Agent: "coder", State: "running", Activity: "reading <main.go>",
-			Started: started, Updated: started.Add(83 * time.Second), Children: []string{"reviewer: checking tests"}}}
+			Started: started, Updated: started.Add(83 * time.Second), Children: []string{"reviewer: checking tests"},
+			Skills: []string{"release-notes"}}}
 }
 
 func TestSinkPostsThenUpdatesStatus(t *testing.T) {
@@ -47,7 +48,7 @@ func TestSinkPostsThenUpdatesStatus(t *testing.T) {
 	require.Equal(t, posts[0].TS, id)
 	require.Equal(t, "coder · running: reading &lt;main.go&gt; (1m23s)", posts[0].Form.Get("text"))
 	blocks := posts[0].Form.Get("blocks")
-	for _, want := range []string{"*coder* · running", "reading \\u0026lt;main.go\\u0026gt;", "reviewer: checking tests", "1m23s", "wi_7"} {
+	for _, want := range []string{"*coder* · running", "reading \\u0026lt;main.go\\u0026gt;", "reviewer: checking tests", ":jigsaw: release-notes", "1m23s", "wi_7"} {
 		require.Contains(t, blocks, want)
 	}
 	var parsed []map[string]any
