@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -51,8 +52,13 @@ type Explanation struct {
 	Kind     RouteKind `json:"kind"`
 	Reason   string    `json:"reason"`
 	Rule     string    `json:"rule"`
-	Ingress  string    `json:"ingress,omitempty"`
-	Needs    string    `json:"needs,omitempty"`
+	// Origin is the package whose entry point decided ("package:<name>");
+	// empty for the config and the built-in commands.
+	Origin string `json:"origin,omitempty"`
+	// Skills are those the run would start with loaded: the entry point's.
+	Skills  []string `json:"skills,omitempty"`
+	Ingress string   `json:"ingress,omitempty"`
+	Needs   string   `json:"needs,omitempty"`
 	// Rights are what the agent may do for the event's requester, and
 	// why, when a work item is made and they can be told.
 	Rights *EffectiveRights `json:"rights,omitempty"`
@@ -64,7 +70,7 @@ func (d Decision) Explain() Explanation {
 		return Explanation{Reason: d.Ignore.Detail, Ingress: d.Ignore.Code, Needs: d.Needs}
 	}
 	r := d.Route
-	return Explanation{WorkItem: true, Agent: r.Agent, Kind: r.Kind, Reason: r.Reason, Rule: r.Rule, Needs: d.Needs}
+	return Explanation{WorkItem: true, Agent: r.Agent, Kind: r.Kind, Reason: r.Reason, Rule: r.Rule, Origin: r.Origin, Skills: r.Skills, Needs: d.Needs}
 }
 
 // String renders the explanation on one line: "coder (mention @coder)",
@@ -73,6 +79,9 @@ func (e Explanation) String() string {
 	var s string
 	if e.WorkItem {
 		s = e.Agent + " (" + e.Reason + ")"
+		if len(e.Skills) > 0 {
+			s += " with skills " + strings.Join(e.Skills, ", ")
+		}
 	} else {
 		s = "no work item (" + e.Ingress + "): " + e.Reason
 	}

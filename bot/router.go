@@ -35,6 +35,11 @@ type Router struct {
 	needsPaths   bool
 	names        []string // the agents' names, sorted
 	threadWindow time.Duration
+	// Packages' entry points (WithEntrypoints): their commands, their
+	// event kinds in evaluation order, and all of them for listings.
+	entryCommands map[string]entryCommand
+	entries       []*compiledEntry
+	entryInfos    []*compiledEntry
 }
 
 var _ Decider = (*Router)(nil)
@@ -84,6 +89,9 @@ type RuleInfo struct {
 	Agent    string `json:"agent"`
 	// Match is a one-line summary of the conditions, for people.
 	Match string `json:"match"`
+	// Origin is where the rule comes from: "config", or
+	// "package:<name>" for a package's entry point.
+	Origin string `json:"origin"`
 }
 
 // NewRouter compiles cfg for the given agents. It validates every name,
@@ -245,7 +253,7 @@ func compileRule(i int, rule Rule, known func(string) bool) (compiledRule, []err
 
 	m := rule.Match
 	cr := compiledRule{
-		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: summarize(m)},
+		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: summarize(m), Origin: OriginConfig},
 		reason: fmt.Sprintf("rule %q (priority %d)", rule.Name, rule.Priority),
 	}
 	strs := func(field string, in []string, norm func(string) string) []string {
@@ -331,8 +339,12 @@ func (r *Router) Route(ev *Event) Route {
 // routeUnmentioned routes an event that mentions no agent.
 func (r *Router) routeUnmentioned(ev *Event) Route {
 	if ev.Command != "" {
-		if c, ok := r.commands[strings.ToLower(ev.Command)]; ok {
+		name := strings.ToLower(ev.Command)
+		if c, ok := r.commands[name]; ok {
 			return Route{Agent: c.agent, Kind: RouteCommand, Reason: c.reason}
+		}
+		if route, ok := r.entryCommandRoute(ev, name); ok {
+			return route
 		}
 	}
 	// strings.ToLower returns its argument when there is nothing to lower,
@@ -342,6 +354,9 @@ func (r *Router) routeUnmentioned(ev *Event) Route {
 		if cr := &r.rules[i]; cr.matches(&in) {
 			return Route{Agent: cr.info.Agent, Kind: RouteRule, Reason: cr.reason, Rule: cr.info.Name}
 		}
+	}
+	if route, ok := r.entryRuleRoute(&in); ok {
+		return route
 	}
 	if len(r.content) > 0 && ev.Text != "" {
 		text, _ := in.lowerText()
@@ -508,21 +523,29 @@ func (in *routeInput) lowerText() (string, bool) {
 	return in.lower, in.ascii
 }
 
-// Rules returns the compiled rules in evaluation order.
+// Rules returns the compiled rules in evaluation order: the config's,
+// then the event kinds of packages' entry points.
 func (r *Router) Rules() []RuleInfo {
-	out := make([]RuleInfo, len(r.rules))
+	out := make([]RuleInfo, len(r.rules), len(r.rules)+len(r.entries))
 	for i := range r.rules {
 		out[i] = r.rules[i].info
+	}
+	for _, e := range r.entries {
+		out = append(out, e.info)
 	}
 	return out
 }
 
-// Commands returns the command table, built-in and configured, by command
-// name (lower-cased, without the slash) to agent.
+// Commands returns the command table, built-in, configured and those of
+// packages' entry points (which route only where their package is
+// enabled), by command name (lower-cased, without the slash) to agent.
 func (r *Router) Commands() map[string]string {
-	out := make(map[string]string, len(r.commands))
+	out := make(map[string]string, len(r.commands)+len(r.entryCommands))
 	for name, c := range r.commands {
 		out[name] = c.agent
+	}
+	for name, c := range r.entryCommands {
+		out[name] = c.entry.agent
 	}
 	return out
 }

@@ -203,7 +203,7 @@ func TestRouterRulesListedInEvaluationOrder(t *testing.T) {
 	}, names)
 	require.Equal(t, bot.RuleInfo{
 		Name: "hotfix", Priority: 70, Agent: "coder",
-		Match: "sources slack; kinds slack.*; actors bob; text /(?i)^hotfix/",
+		Match: "sources slack; kinds slack.*; actors bob; text /(?i)^hotfix/", Origin: "config",
 	}, r.Rules()[2])
 }
 

@@ -33,7 +33,8 @@ func (s WorkStatus) Finished() bool {
 // the reason a person can read ("mention @coder", "command /deploy",
 // `rule "bugs" (priority 100)`, `thread: @coder is working here (wi_12)`,
 // `content: keyword "deploy"`, "default"). Rule names the rule for rule and
-// schedule decisions and is empty otherwise. Kind is what code reads;
+// schedule decisions, and the entry point for a package's command; it is
+// empty otherwise. Kind is what code reads;
 // Reason is for people and never parsed.
 type Route struct {
 	Agent  string    `json:"agent"`
