@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/internal/yamldecode"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // checkConfig checks the values that can be judged without the agents and
@@ -36,6 +37,7 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
 	}
 	checkAPITokens(fail, c.Server)
+	checkSkills(d, c.Skills)
 	if c.Server.PublicURL != "" {
 		if why := checkPublicURL(c.Server.PublicURL); why != "" {
 			fail("server.public_url", "%s", why)
@@ -363,4 +365,26 @@ func checkURL(u string) string {
 		return fmt.Sprintf("want an http or https URL, got %q", parsed.Redacted())
 	}
 	return ""
+}
+
+// checkSkills checks the skills section's settings as written; which
+// packages and skills exist, and the settings their schemas allow, are the
+// registry's to check when the daemon starts or reloads.
+func checkSkills(d *yamldecode.Decoder, sc skills.Config) {
+	fail := d.FailAt
+	for i, s := range sc.Settings {
+		p := fmt.Sprintf("skills.settings[%d]", i)
+		switch {
+		case s.Name == "":
+			fail(p+".name", "required: a package or a skill")
+		case !skills.ValidName(s.Name):
+			fail(p+".name", "%q is not a package or skill name", s.Name)
+		}
+		if s.Scope.Kind == "" {
+			fail(p+".scope", "required: global, org:<org>, repo:<owner>/<repo> or agent:<agent>")
+		}
+		if s.Enabled == skills.Inherit && len(s.Settings) == 0 && !d.FailedUnder(p) {
+			fail(p, "says nothing: give enabled (true or false) or settings")
+		}
+	}
 }

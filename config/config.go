@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/internal/yamldecode"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // Config is the whole configuration file. Fields hold defaults where the
@@ -52,6 +53,9 @@ type Config struct {
 	Access policy.AccessConfig `yaml:"access" json:"access"`
 	// Sandbox says where bash and command tools may run.
 	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
+	// Skills enable packages and skills, and set packages' settings, per
+	// scope (global, org:<o>, repo:<o>/<r>, agent:<a>).
+	Skills skills.Config `yaml:"skills" json:"skills"`
 	// GitHub connects a GitHub App; nil (the section absent) disables it.
 	GitHub *GitHub `yaml:"github,omitempty" json:"github,omitempty"`
 	// Slack connects a Slack app; nil (the section absent) disables it.
@@ -64,6 +68,9 @@ type Config struct {
 	// pos is a pointer so that printing a Config shows an address rather
 	// than every line number.
 	pos *yamldecode.Positions
+	// skillSecrets are the values of skills' settings that came from the
+	// environment: they may be secrets, so they are masked.
+	skillSecrets []bot.Secret
 }
 
 // Server configures the HTTP listener.
@@ -287,6 +294,10 @@ func parse(base *Config, name string, data []byte, lookup func(string) (string, 
 	base.Source = name
 	pos := d.Positions()
 	base.pos = &pos
+	base.skillSecrets = nil
+	for _, v := range d.FromEnvironment("skills") {
+		base.skillSecrets = append(base.skillSecrets, bot.Secret(v))
+	}
 	return base, nil
 }
 
@@ -411,4 +422,39 @@ func formatAsV(f fmt.State, verb rune, v any, name string) {
 	default:
 		fmt.Fprintf(f, "%v", v)
 	}
+}
+
+// SkillSettings returns the settings of the skills section, each with
+// where it is written ("config.yaml:12") as its origin.
+func (c *Config) SkillSettings() []skills.Setting {
+	out := make([]skills.Setting, len(c.Skills.Settings))
+	for i, s := range c.Skills.Settings {
+		out[i] = skills.Setting{
+			Scope: s.Scope, Name: s.Name, Enabled: s.Enabled, Settings: s.Settings,
+			Origin: fmt.Sprintf("%s:%d", c.Source, c.Line(fmt.Sprintf("skills.settings[%d]", i))),
+		}
+	}
+	return out
+}
+
+// SkillSecrets are the values of the skills section's settings that came
+// from the environment (${VAR}): they may be secrets and are masked
+// wherever text is shown or stored.
+func (c *Config) SkillSecrets() []bot.Secret { return c.skillSecrets }
+
+// SkillErrors places the problems the skills registry found with the
+// settings of SkillSettings at their lines. Any other error comes back as
+// it is.
+func (c *Config) SkillErrors(err error) error {
+	var ses skills.SettingErrors
+	if !errors.As(err, &ses) {
+		return err
+	}
+	var errs Errors
+	for _, se := range ses {
+		path := fmt.Sprintf("skills.settings[%d].%s", se.Index, se.Field)
+		errs = append(errs, &Error{File: c.Source, Line: c.Line(path), Path: path, Msg: se.Msg})
+	}
+	errs.sort()
+	return errs
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // builtinAgents are the five agents Switchyard ships, as the router sees
@@ -113,11 +114,23 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key, close to a known one", "workrs: 4\n",
 			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
 		{"unknown key", "frobnicate: 1\n",
-			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, slack, workers"},
+			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, skills, slack, workers"},
 		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
 			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
 		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
 			`c.yaml:2: server.token: unknown key; want one of api_token, api_tokens, console, listen, public_url`},
+		{"skill setting with a bad scope", "skills:\n  settings:\n    - name: release-notes\n      scope: team:web\n      enabled: false\n",
+			`c.yaml:4: skills.settings[0].scope: scope "team:web": unknown kind; want global, org:<org>, repo:<owner>/<repo> or agent:<agent>`},
+		{"skill setting without a scope", "skills:\n  settings:\n    - name: release-notes\n      enabled: false\n",
+			"c.yaml:3: skills.settings[0].scope: required: global, org:<org>, repo:<owner>/<repo> or agent:<agent>"},
+		{"skill setting that says nothing", "skills:\n  settings:\n    - name: release-notes\n      scope: global\n",
+			"c.yaml:3: skills.settings[0]: says nothing: give enabled (true or false) or settings"},
+		{"skill setting enabled maybe", "skills:\n  settings:\n    - name: release-notes\n      scope: global\n      enabled: maybe\n",
+			`c.yaml:5: skills.settings[0].enabled: want true, false or inherit, got "maybe"`},
+		{"skill setting name", "skills:\n  settings:\n    - name: Release Notes\n      scope: global\n      enabled: true\n",
+			`c.yaml:3: skills.settings[0].name: "Release Notes" is not a package or skill name`},
+		{"skill setting key", "skills:\n  settings:\n    - name: release-notes\n      scope: global\n      enable: true\n",
+			`c.yaml:5: skills.settings[0].enable: unknown key; did you mean "enabled"?`},
 		{"duplicate key", "workers: 2\ndata_dir: x\nworkers: 3\n",
 			"c.yaml:3: workers: duplicate key (first on line 1)"},
 		{"duplicate nested key", "models:\n  a:\n    provider: openai\n    api_key: k\n    model: x\n    model: y\n",
@@ -248,7 +261,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: xoxb-1\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
-			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, slack, workers`},
+			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, skills, slack, workers`},
 		{"merge of a scalar", "server:\n  <<: 3\n",
 			"c.yaml:2: server: << merges mappings, got an integer"},
 		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",
@@ -769,4 +782,42 @@ func TestCustomProfilesAreValidatedWithPositions(t *testing.T) {
 	c, err := config.Parse("c.yaml", []byte("profiles:\n  deployer:\n    extends: contributor\n    network: true\n    commands: {deny: [kubectl delete]}\n"))
 	require.NoError(t, err)
 	require.Equal(t, "contributor", c.Profiles["deployer"].Extends)
+}
+
+func TestSkillSettings(t *testing.T) {
+	t.Setenv("RELEASE_TOKEN", "rt-0123456789abcdef")
+	c, err := config.Parse("c.yaml", []byte(`workers: 2
+skills:
+  settings:
+    - name: release-notes
+      scope: global
+      enabled: false
+    - name: release-helper
+      scope: repo:Acme/Web
+      enabled: true
+      settings:
+        changelog_file: docs/CHANGELOG.md
+        retries: 3
+        token: ${RELEASE_TOKEN}
+    - name: incident-triage
+      scope: agent:ops
+      enabled: inherit
+      settings: {channel: "#incidents"}
+`))
+	require.NoError(t, err)
+	got := c.SkillSettings()
+	require.Len(t, got, 3)
+	require.Equal(t, "global", got[0].Scope.String())
+	require.Equal(t, skills.Disabled, got[0].Enabled)
+	require.Equal(t, "c.yaml:4", got[0].Origin)
+	require.Equal(t, "repo:acme/web", got[1].Scope.String(), "repositories are kept lower-case")
+	require.Equal(t, skills.Enabled, got[1].Enabled)
+	require.Equal(t, map[string]any{"changelog_file": "docs/CHANGELOG.md", "retries": int64(3), "token": "rt-0123456789abcdef"}, got[1].Settings)
+	require.Equal(t, "c.yaml:7", got[1].Origin)
+	require.Equal(t, skills.Inherit, got[2].Enabled)
+	require.Equal(t, []bot.Secret{"rt-0123456789abcdef"}, c.SkillSecrets(), "values from the environment are masked")
+
+	err = c.SkillErrors(skills.SettingErrors{{Index: 1, Field: "name", Msg: `no package or skill "release-helper"`}})
+	require.EqualError(t, err, `c.yaml:7: skills.settings[1].name: no package or skill "release-helper"`)
+	require.True(t, config.IsInvalid(err))
 }

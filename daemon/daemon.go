@@ -28,6 +28,8 @@ import (
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/local"
 	"github.com/switchyard/switchyard/integrations/slack"
+	"github.com/switchyard/switchyard/skills"
+	"github.com/switchyard/switchyard/skills/install"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
@@ -89,6 +91,8 @@ type Daemon struct {
 	sources    []source
 	github     http.Handler
 	handler    http.Handler
+	skills     *skills.Registry
+	installer  *install.Installer
 }
 
 // DataFile is the store's file name inside the data directory.
@@ -206,6 +210,9 @@ func (d *Daemon) build() error {
 	}); err != nil {
 		return err
 	}
+	if err := d.buildSkills(context.Background()); err != nil {
+		return err
+	}
 	gen, err := d.buildGeneration(context.Background(), setup, nil)
 	if err != nil {
 		return err
@@ -237,6 +244,7 @@ func (d *Daemon) build() error {
 			return d.scheduler.Prepare(next.Config.BotSchedules())
 		}),
 		SubscriberFunc(d.prepareIntake),
+		SubscriberFunc(d.prepareSkills),
 	)
 	return nil
 }
@@ -427,6 +435,7 @@ func (d *Daemon) routes() http.Handler {
 		Store: d.store, Intake: d.intake, Logger: d.log,
 		Agents: agentCatalog{d.config}, Threads: threadResetter{d.store}, Config: configReloader{d},
 		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
+		Skills: d.skills, Installer: d.installer,
 	}
 	// The agent runtime says what an agent may do; a runner that cannot
 	// (a test's) leaves explain without it.

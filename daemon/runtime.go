@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/integrations/github"
+	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
 
@@ -26,8 +27,9 @@ type RunnerDeps struct {
 	// Setup is the configuration: agents, models, profiles, limits.
 	Setup *Setup
 	Store *bolt.Store
-	// Tools are the agent tools of the connected platforms (GitHub, Slack),
-	// offered beside the core ones.
+	// Tools are the tools of the built-in packages (spec_kit) and the agent
+	// tools of the connected platforms (GitHub, Slack), offered beside the
+	// core ones.
 	Tools []tools.Tool
 	// Sandbox runs bash and command tools; it refuses them while it is
 	// required and bubblewrap cannot run.
@@ -40,6 +42,11 @@ type RunnerDeps struct {
 	// Requesters complete a run's requester through the integration that
 	// knows them: a GitHub permission, Slack user groups.
 	Requesters agents.RequesterResolver
+	// Skills is the package registry: installed and built-in packages,
+	// their skills, agents, command tools and entry points, and the
+	// settings that enable them per scope. It outlives a configuration;
+	// the config's settings are put in it by reloads.
+	Skills *skills.Registry
 	// Redactor is the daemon's one redactor: every configured secret, the
 	// API tokens and credential shapes.
 	Redactor *bot.Redactor
@@ -122,7 +129,7 @@ func (d *Daemon) buildGeneration(ctx context.Context, s *Setup, prev *generation
 		}
 		g.sandbox = sb
 	}
-	var platform []tools.Tool
+	platform := builtinTools()
 	if d.ghClient != nil {
 		platform = append(platform, github.Tools(d.ghClient, github.ToolOptions{AllowOtherRepos: s.Config.GitHub.AllowOtherRepos})...)
 	}
@@ -135,7 +142,7 @@ func (d *Daemon) buildGeneration(ctx context.Context, s *Setup, prev *generation
 	}
 	r, err := newRunner(RunnerDeps{
 		Setup: s, Store: d.store, Tools: platform, Sandbox: g.sandbox,
-		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Redactor: d.redactor, Logger: d.log,
+		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Redactor: d.redactor, Logger: d.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent runtime: %w", err)

@@ -154,7 +154,7 @@ const DetectedModel = agents.DefaultModel
 // and Slack tools when those are configured. Agent and control tools are
 // added by the agents' own check.
 func ToolNames(cfg *config.Config) []string {
-	names := tools.CoreNames()
+	names := append(tools.CoreNames(), builtinToolNames()...)
 	var platform []tools.Info
 	if cfg.GitHub != nil {
 		platform = append(platform, github.ToolInfos()...)
@@ -193,7 +193,7 @@ func (s *Setup) Secrets() []bot.Secret {
 	if sl := cfg.Slack; sl != nil {
 		out = append(out, sl.AppToken, sl.BotToken, sl.SigningSecret)
 	}
-	return out
+	return append(out, cfg.SkillSecrets()...)
 }
 
 // agentProblems turns what loading or checking the agents found into

@@ -11,8 +11,22 @@ import (
 
 // checkSetting checks a setting against what it names: a package or a
 // skill that exists (p, when given, is a package about to be added), and
-// settings only for a package, valid against its schema at that scope.
+// settings only for a package, valid against its schema at that scope
+// with the settings in effect, s among them.
 func (r *Registry) checkSetting(s Setting, p *Package) error {
+	ss := r.cur.Load().settings
+	if s.Origin == "" {
+		ss.store = cloneMap(ss.store)
+		ss.store[settingKey{s.Scope, s.Name}] = s
+	} else {
+		ss.config = cloneMap(ss.config)
+		ss.config[settingKey{s.Scope, s.Name}] = s
+	}
+	return r.checkSettingWith(s, p, ss)
+}
+
+// checkSettingWith is checkSetting against the settings ss.
+func (r *Registry) checkSettingWith(s Setting, p *Package, ss settings) error {
 	c := r.cur.Load()
 	pkg, isPackage := c.packages[s.Name]
 	if p != nil && s.Name == p.Name() {
@@ -26,7 +40,11 @@ func (r *Registry) checkSetting(s Setting, p *Package) error {
 	}
 	switch {
 	case !isPackage && !isSkill:
-		return errorf(ErrNotFound, "no package or skill %q", s.Name)
+		msg := fmt.Sprintf("no package or skill %q", s.Name)
+		if best := closestName(s.Name, c); best != "" {
+			msg += fmt.Sprintf("; did you mean %q?", best)
+		}
+		return errorf(ErrNotFound, "%s", msg)
 	case len(s.Settings) > 0 && !isPackage:
 		return errorf(ErrInvalid, "%s is a skill; settings belong to its package", s.Name)
 	}
@@ -37,14 +55,6 @@ func (r *Registry) checkSetting(s Setting, p *Package) error {
 			}
 		}
 		// The setting must make sense with what broader scopes say.
-		ss := c.settings
-		ss.store = cloneMap(ss.store)
-		if s.Origin == "" {
-			ss.store[settingKey{s.Scope, s.Name}] = s
-		} else {
-			ss.config = cloneMap(ss.config)
-			ss.config[settingKey{s.Scope, s.Name}] = s
-		}
 		if err := pkg.CheckSettings(ss.merged(TargetOf(s.Scope), s.Name)); err != nil {
 			return errorf(ErrInvalid, "at %s: %v", s.Scope, err)
 		}
@@ -56,6 +66,18 @@ func (r *Registry) checkSetting(s Setting, p *Package) error {
 // checking each against what it names; on error nothing changes. Every
 // problem is reported, as SettingErrors positioned at the config's lines.
 func (r *Registry) SetConfig(list []Setting) error {
+	if err := r.CheckConfig(list); err != nil {
+		return err
+	}
+	return r.update(func(c *catalog) error {
+		c.settings.config = indexSettings(list)
+		return nil
+	})
+}
+
+// CheckConfig checks settings of the config file as SetConfig does,
+// changing nothing: a reload asks before it commits.
+func (r *Registry) CheckConfig(list []Setting) error {
 	var errs SettingErrors
 	seen := map[settingKey]Setting{}
 	for i, s := range list {
@@ -66,29 +88,21 @@ func (r *Registry) SetConfig(list []Setting) error {
 		}
 		seen[k] = s
 	}
-	c := r.cur.Load()
+	ss := r.cur.Load().settings
+	ss.config = indexSettings(list)
 	for i, s := range list {
-		if _, isPackage := c.packages[s.Name]; !isPackage {
-			if _, isSkill := c.skills[s.Name]; !isSkill {
-				msg := fmt.Sprintf("no package or skill %q", s.Name)
-				if best := closestName(s.Name, c); best != "" {
-					msg += fmt.Sprintf("; did you mean %q?", best)
-				}
-				errs = append(errs, &SettingError{Index: i, Field: "name", Msg: msg})
-				continue
+		if err := r.checkSettingWith(s, nil, ss); err != nil {
+			field := "settings"
+			if IsNotFound(err) {
+				field = "name"
 			}
-		}
-		if err := r.checkSetting(s, nil); err != nil {
-			errs = append(errs, &SettingError{Index: i, Field: "settings", Msg: err.Error()})
+			errs = append(errs, &SettingError{Index: i, Field: field, Msg: err.Error()})
 		}
 	}
 	if len(errs) > 0 {
 		return errs
 	}
-	return r.update(func(c *catalog) error {
-		c.settings.config = indexSettings(list)
-		return nil
-	})
+	return nil
 }
 
 // SettingError is a problem with the setting at Index of the list given to

@@ -323,3 +323,23 @@ func normalizeNumbers(v any) any {
 	}
 	return v
 }
+
+// Config is the skills section of the config file: settings per scope, as
+// `switchyard skills enable|disable` makes them, for the operator to keep
+// in the file.
+type Config struct {
+	Settings []ConfigSetting `yaml:"settings" json:"settings,omitempty"`
+}
+
+// ConfigSetting is one setting of the config file.
+type ConfigSetting struct {
+	// Name is a package (everything it contributes) or a skill.
+	Name string `yaml:"name" json:"name"`
+	// Scope is global, org:<o>, repo:<o>/<r> or agent:<a>.
+	Scope Scope `yaml:"scope" json:"scope"`
+	// Enabled is true, false or inherit (the default).
+	Enabled Enablement `yaml:"enabled" json:"enabled"`
+	// Settings are the package's settings at this scope; values that are
+	// secrets come from ${ENV}.
+	Settings map[string]any `yaml:"settings" json:"settings,omitempty"`
+}

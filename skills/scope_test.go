@@ -141,6 +141,8 @@ func TestConfigSettingsWinAndAreNamed(t *testing.T) {
 		{Scope: skills.Global, Name: "deploy-check", Settings: map[string]any{"environment": "prod"}, Origin: "config.yaml:5"},
 		{Scope: skills.Global, Name: "acme-tools", Settings: map[string]any{"environment": "prod"}, Origin: "config.yaml:7"},
 		{Scope: skills.Global, Name: "acme-tools", Enabled: skills.Enabled, Origin: "config.yaml:9"},
+		{Scope: skills.Global, Name: "release-notes", Enabled: skills.Disabled, Origin: "config.yaml:11"},
+		{Scope: scope(t, "org:acme"), Name: "acme-tools", Settings: map[string]any{"environment": "prod"}, Origin: "config.yaml:13"},
 	})
 	var es skills.SettingErrors
 	require.ErrorAs(t, err, &es)
@@ -149,7 +151,8 @@ func TestConfigSettingsWinAndAreNamed(t *testing.T) {
 	require.Equal(t, "acme-tools is set twice at global (first at config.yaml:7)", es[0].Msg)
 	require.Equal(t, `no package or skill "acme-tool"; did you mean "acme-tools"?`, es[1].Msg)
 	require.Equal(t, "deploy-check is a skill; settings belong to its package", es[2].Msg)
-	require.Contains(t, es[3].Msg, "at global: settings of package acme-tools: at /environment:")
+	require.Equal(t, 5, es[3].Index)
+	require.Contains(t, es[3].Msg, "at org:acme: settings of package acme-tools: at /environment:")
 	require.True(t, r.Enabled(skills.Target{Repo: "acme/web"}, "deploy-check").Enabled, "a refused config changes nothing")
 }
 

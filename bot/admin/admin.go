@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/skills"
 )
 
 // Store is what the admin API reads.
@@ -85,7 +86,12 @@ type Options struct {
 	// explains without them.
 	Rights Rights
 	Config ConfigReloader // nil: reload answers 503
-	Logger *slog.Logger
+	// Skills is the package registry: skills, packages, their settings
+	// per scope. Nil: the skills and packages endpoints answer 503.
+	Skills *skills.Registry
+	// Installer installs and uninstalls packages; nil: those answer 503.
+	Installer Installer
+	Logger    *slog.Logger
 }
 
 // Rights says what an agent may do when a requester asks in a thread, and
@@ -122,6 +128,7 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/approvals", a.listApprovals)
 	mux.HandleFunc("POST /api/v1/approvals/{id}/{decision}", a.decideApproval)
 	mux.HandleFunc("POST /api/v1/config/reload", a.reloadConfig)
+	a.mountSkills(mux)
 }
 
 // reloadConfig reads the config file, the agents and the rules again and

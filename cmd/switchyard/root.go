@@ -37,6 +37,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newWorkItemsCmd(cl),
 		newIngressCmd(cl),
 		newAgentsCmd(cl),
+		newSkillsCmd(cl),
 		newPolicyCmd(),
 		newAuditCmd(cl),
 		newApprovalsCmd(cl),

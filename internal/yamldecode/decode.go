@@ -121,6 +121,9 @@ type Decoder struct {
 	// expanding are the aliased nodes being decoded, to refuse an alias
 	// inside the node it names.
 	expanding map[*yaml.Node]bool
+	// fromEnv maps the paths of scalars that took (part of) their value
+	// from the environment to that value.
+	fromEnv map[string]string
 }
 
 // scalar is a scalar node after ${ENV} expansion.
@@ -146,7 +149,21 @@ func New(file string, opts Options) *Decoder {
 		unset:     map[string]string{},
 		scalars:   map[*yaml.Node]scalar{},
 		expanding: map[*yaml.Node]bool{},
+		fromEnv:   map[string]string{},
 	}
+}
+
+// FromEnvironment returns the values that came (in part) from ${VAR}
+// references, by path, for the paths under prefix: values that may be
+// secrets and must be masked wherever they could show.
+func (d *Decoder) FromEnvironment(prefix string) map[string]string {
+	out := map[string]string{}
+	for p, v := range d.fromEnv {
+		if p == prefix || strings.HasPrefix(p, prefix+".") || strings.HasPrefix(p, prefix+"[") {
+			out[p] = v
+		}
+	}
+	return out
 }
 
 // File is the name problems are reported under.
@@ -182,6 +199,17 @@ func (d *Decoder) fileLine(line int) int {
 
 // Failed reports whether a problem was reported at path.
 func (d *Decoder) Failed(path string) bool { return d.failed[path] }
+
+// FailedUnder reports whether a problem was reported at path or anywhere
+// beneath it.
+func (d *Decoder) FailedUnder(path string) bool {
+	for p := range d.failed {
+		if p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[") {
+			return true
+		}
+	}
+	return false
+}
 
 // Unset returns the text of the file ("${SLACK_APP_TOKEN}") when the value
 // at path was only variables that expanded to nothing.
@@ -629,6 +657,9 @@ func (d *Decoder) scalar(n *yaml.Node, path, want string) (scalar, bool) {
 		if !s.ok {
 			d.failed[path] = true
 		}
+		if s.expanded && s.value != "" {
+			d.fromEnv[path] = s.value
+		}
 		return s, s.ok
 	}
 	s := scalar{value: n.Value, tag: n.ShortTag(), ok: true}
@@ -648,6 +679,9 @@ func (d *Decoder) scalar(n *yaml.Node, path, want string) (scalar, bool) {
 		}
 	}
 	d.scalars[n] = s
+	if s.expanded && s.value != "" {
+		d.fromEnv[path] = s.value
+	}
 	return s, s.ok
 }
 

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The acceptance of skills validate and compose, through the real binary
+// and the daemon's API.
+func TestSkillsValidateAndCompose(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+
+	r := run(t, dir, p.env(), "skills", "validate", "opencode-implementer")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "missing_companion: opencode-implementer requires specification-engine, which is not in the set; add it\n", r.stdout)
+
+	r = run(t, dir, p.env(), "skills", "validate", "opencode-implementer", "--json")
+	require.Equal(t, 1, r.code, r.stderr)
+	var res struct {
+		Valid  bool
+		Errors []struct {
+			Code, Message string
+			Skills        []string
+		}
+		Warnings []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	require.False(t, res.Valid)
+	require.Len(t, res.Errors, 1)
+	require.Equal(t, "missing_companion", res.Errors[0].Code)
+	require.Equal(t, []string{"opencode-implementer", "specification-engine"}, res.Errors[0].Skills)
+
+	r = run(t, dir, p.env(), "skills", "validate", "opencode-implementer", "specification-engine")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "valid: opencode-implementer, specification-engine\n", r.stdout)
+
+	r = run(t, dir, p.env(), "skills", "validate", "nope", "release-notes")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, `unknown_skill: unknown skill "nope"`)
+
+	r = run(t, dir, p.env(), "skills", "compose", "opencode-implementer", "specification-engine", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var comp map[string][]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &comp))
+	require.ElementsMatch(t, []string{"skills", "allowed_tools", "forbidden_tools"}, keysOfStrings(comp))
+	require.Equal(t, []string{"opencode-implementer", "specification-engine"}, comp["skills"])
+	require.Subset(t, comp["forbidden_tools"], []string{"write_file", "edit_file"})
+	require.NotContains(t, comp["allowed_tools"], "write_file")
+	require.NotContains(t, comp["allowed_tools"], "edit_file")
+	require.Contains(t, comp["allowed_tools"], "spec_kit")
+
+	r = run(t, dir, p.env(), "skills", "compose", "opencode-implementer", "specification-engine")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "forbidden: edit_file, write_file\n")
+	r = run(t, dir, p.env(), "skills", "compose", "nope")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `unknown skill "nope" (HTTP 404)`)
+}
+
+func keysOfStrings(m map[string][]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// A directory package installed through the CLI adds its skill, agent,
+// command tool and /command to the registry, is enabled nowhere until
+// enabled, follows scopes, and stays across a restart.
+func TestSkillsInstallEnableAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	p := serve(t, dir, addr)
+	example, err := filepath.Abs(filepath.Join("..", "..", "examples", "release-helper"))
+	require.NoError(t, err)
+
+	r := run(t, dir, p.env(), "skills", "list", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []map[string]string
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	require.Len(t, list, 5, "the built-in skills")
+	require.ElementsMatch(t, []string{"name", "package", "version", "description"}, keysOfMap(list[0]))
+
+	// A relative directory is the one next to the CLI.
+	rel, err := filepath.Rel(dir, example)
+	require.NoError(t, err)
+	r = run(t, dir, p.env(), "skills", "install", rel)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "installed release-helper 1.0.0 from "+example+" (sha256:")
+	require.Contains(t, r.stdout, "  skills:   changelog-draft\n")
+	require.Contains(t, r.stdout, "  agents:   release-writer\n")
+	require.Contains(t, r.stdout, "  tools:    changelog_since\n")
+	require.Contains(t, r.stdout, "  commands: /release-notes\n")
+	require.Contains(t, r.stdout, "enabled nowhere yet: switchyard skills enable release-helper --scope SCOPE")
+
+	r = run(t, dir, p.env(), "skills", "search", "changelog", "draft")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "changelog-draft  release-helper  1.0.0")
+	r = run(t, dir, p.env(), "skills", "show", "changelog-draft")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "allowed tools:   changelog_since, read_file")
+	r = run(t, dir, p.env(), "skills", "show", "release-helper")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "release-helper 1.0.0 (installed)")
+	require.Contains(t, r.stdout, "commands:  /release-notes")
+
+	effective := func(args ...string) map[string]map[string]any {
+		t.Helper()
+		r := run(t, dir, p.env(), append([]string{"skills", "effective", "--json"}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		var rows []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows))
+		out := map[string]map[string]any{}
+		for _, row := range rows {
+			require.ElementsMatch(t, []string{"name", "enabled", "scope"}, keysOfAny(row))
+			out[row["name"].(string)] = row
+		}
+		return out
+	}
+	e := effective("--repo", "acme/web", "--agent", "coder")
+	require.Equal(t, map[string]any{"name": "changelog-draft", "enabled": false, "scope": "default"}, e["changelog-draft"])
+	require.Equal(t, map[string]any{"name": "release-notes", "enabled": true, "scope": "default"}, e["release-notes"])
+
+	r = run(t, dir, p.env(), "skills", "enable", "release-helper", "--scope", "repo:acme/web", "--set", "changelog_file=docs/CHANGES.md")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "enabled release-helper at repo:acme/web\n", r.stdout)
+	r = run(t, dir, p.env(), "skills", "disable", "changelog-draft", "--scope", "agent:coder")
+	require.Equal(t, 0, r.code, r.stderr)
+	e = effective("--repo", "acme/web", "--agent", "coder")
+	require.Equal(t, map[string]any{"name": "changelog-draft", "enabled": false, "scope": "agent:coder"}, e["changelog-draft"])
+	e = effective("--repo", "acme/web", "--agent", "docs")
+	require.Equal(t, map[string]any{"name": "changelog-draft", "enabled": true, "scope": "repo:acme/web"}, e["changelog-draft"])
+
+	r = run(t, dir, p.env(), "skills", "enable", "release-helper", "--scope", "repo:acme/web", "--set", "unknown_key=1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "settings of package release-helper")
+	r = run(t, dir, p.env(), "skills", "enable", "release-helper", "--scope", "team:x")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, `scope "team:x": unknown kind`)
+	r = run(t, dir, p.env(), "skills", "enable", "no-such-thing", "--scope", "global")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `no package or skill "no-such-thing" (HTTP 404)`)
+
+	r = run(t, dir, p.env(), "skills", "packages", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var lock []struct {
+		Name, Version, Source, Digest string
+		Builtin                       bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &lock))
+	var found bool
+	for _, l := range lock {
+		if l.Name == "release-helper" {
+			found = true
+			require.Equal(t, example, l.Source)
+			require.True(t, strings.HasPrefix(l.Digest, "sha256:"))
+		}
+	}
+	require.True(t, found, r.stdout)
+
+	// The daemon keeps it across a restart, enabled where it was.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait())
+	p = serve(t, dir, addr)
+	e = effective("--repo", "acme/web", "--agent", "docs")
+	require.Equal(t, true, e["changelog-draft"]["enabled"])
+
+	// Uninstalling removes its files and its settings.
+	r = run(t, dir, p.env(), "skills", "uninstall", "release-helper")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "uninstalled release-helper 1.0.0\n", r.stdout)
+	entries, err := os.ReadDir(filepath.Join(dir, "data", "packages"))
+	require.NoError(t, err)
+	require.Empty(t, entries)
+	r = run(t, dir, p.env(), "skills", "uninstall", "release-notes")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "package release-notes is built in and cannot be uninstalled; disable it instead (HTTP 409)")
+
+	r = run(t, dir, p.env(), "skills", "install", "https://example.com/x.tar.gz")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "an archive needs --sha256")
+}
+
+// The skills section of the config decides at its scope, and the CLI may not
+// contradict it; a reload with a setting naming nothing installed is
+// refused at its line.
+func TestSkillsConfigSection(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "skills:\n  settings:\n    - name: release-notes\n      scope: org:acme\n      enabled: false\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "skills", "effective", "--repo", "acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `release-notes\s+false\s+org:acme\s+config.yaml:3`, r.stdout)
+
+	r = run(t, dir, p.env(), "skills", "enable", "release-notes", "--scope", "org:acme")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "config.yaml:3 sets release-notes at org:acme (enabled: false); change it there")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg+"    - name: release-helpr\n      scope: global\n      enabled: true\n"), 0o600))
+	r = run(t, dir, p.env(), "config", "reload")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, `config.yaml:6: skills.settings[1].name: no package or skill "release-helpr"`)
+
+	// The same config refuses to start.
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait())
+	r = run(t, dir, hermeticEnv(), "serve", "--listen", freeAddr(t))
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, `config.yaml:6: skills.settings[1].name: no package or skill "release-helpr"`)
+}
+
+func keysOfMap(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func keysOfAny(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/skills"
+	"github.com/switchyard/switchyard/skills/install"
+)
+
+// PackagesDir is where installed packages live inside the data directory,
+// one directory each, <name>@<version>.
+const PackagesDir = "packages"
+
+// permissionNames are the permissions a package's command tools may
+// declare: the tools' own.
+func permissionNames() []string {
+	var out []string
+	for _, p := range tools.AllPermissions() {
+		out = append(out, string(p))
+	}
+	return out
+}
+
+// buildSkills opens the package registry over the store (the built-in
+// packages, the installed ones, the settings made with the CLI) with the
+// config's settings, and the installer that adds to it. A config setting
+// that names nothing installed, or settings a package's schema refuses,
+// stop the start like any other config error, at its line.
+func (d *Daemon) buildSkills(ctx context.Context) error {
+	load := skills.LoadOptions{Masker: d.redactor, Permissions: permissionNames()}
+	reg, err := skills.NewRegistry(ctx, skills.Options{
+		Store: d.store, Masker: d.redactor, Permissions: load.Permissions, Version: d.opts.Version, Logger: d.log,
+		KnownTools: func() []string { return ToolNames(d.config.Current().Config) },
+	})
+	if err != nil {
+		return err
+	}
+	cfg := d.opts.Setup.Config
+	if err := reg.SetConfig(cfg.SkillSettings()); err != nil {
+		return cfg.SkillErrors(err)
+	}
+	in, err := install.New(install.Options{
+		Registry: reg, Dir: filepath.Join(cfg.DataDir, PackagesDir), Load: load, Logger: d.log,
+	})
+	if err != nil {
+		return err
+	}
+	d.skills, d.installer = reg, in
+	return nil
+}
+
+// prepareSkills checks the skills section of next against the packages
+// installed; its commit puts the settings in effect for the next run.
+func (d *Daemon) prepareSkills(_ context.Context, _, next *Setup) (func(), error) {
+	list := next.Config.SkillSettings()
+	if err := d.skills.CheckConfig(list); err != nil {
+		return nil, next.Config.SkillErrors(err)
+	}
+	return func() {
+		if err := d.skills.SetConfig(list); err != nil {
+			// Only a package uninstalled between the check and now.
+			d.log.Error("skills settings of the reloaded config: " + err.Error())
+		}
+	}, nil
+}
+
+// builtinTools are the tools every daemon registers beside the core ones:
+// spec_kit, of the built-in specification-engine package.
+func builtinTools() []tools.Tool { return []tools.Tool{tools.NewSpecKit(nil)} }
+
+func builtinToolNames() []string {
+	var out []string
+	for _, t := range builtinTools() {
+		out = append(out, t.Info().Name)
+	}
+	return slices.Clip(out)
+}
