@@ -38,6 +38,11 @@ func (r *Registry) checkSettingWith(s Setting, p *Package, ss settings) error {
 			isSkill = isSkill || sk.Name == s.Name
 		}
 	}
+	if isPackage && s.Enabled == Enabled && r.opts.CheckEnable != nil {
+		if err := r.opts.CheckEnable(pkg, s.Scope); err != nil {
+			return &enableRefused{err}
+		}
+	}
 	switch {
 	case !isPackage && !isSkill:
 		msg := fmt.Sprintf("no package or skill %q", s.Name)
@@ -93,8 +98,12 @@ func (r *Registry) CheckConfig(list []Setting) error {
 	for i, s := range list {
 		if err := r.checkSettingWith(s, nil, ss); err != nil {
 			field := "settings"
-			if IsNotFound(err) {
+			var refused *enableRefused
+			switch {
+			case IsNotFound(err):
 				field = "name"
+			case errors.As(err, &refused):
+				field = "enabled"
 			}
 			errs = append(errs, &SettingError{Index: i, Field: field, Msg: err.Error()})
 		}
@@ -256,3 +265,9 @@ func closestName(name string, c *catalog) string {
 
 // IsNotFound reports whether err says a package or skill is unknown.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// enableRefused is CheckEnable's refusal, said as it is.
+type enableRefused struct{ err error }
+
+func (e *enableRefused) Error() string { return e.err.Error() }
+func (e *enableRefused) Unwrap() error { return e.err }

@@ -82,7 +82,14 @@ type Options struct {
 	// Version is the daemon's, for skills' compatibility rules; "" or a
 	// version that is not semver skips that check.
 	Version string
-	Logger  *slog.Logger
+	// CheckEnable, when set, is asked before a setting that enables a
+	// package (Enabled, naming a package) takes effect: from Set, from the
+	// settings given to Add (install --enable) and from SetConfig and
+	// CheckConfig. Its error refuses the change, nothing stored, and is
+	// returned as it is: it says why (a command tool needs what the
+	// profiles there lack).
+	CheckEnable func(p *Package, at Scope) error
+	Logger      *slog.Logger
 }
 
 // Registry is the packages in effect and their skills, agents, command

@@ -2,10 +2,12 @@ package skills_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/skills"
 )
 
@@ -184,4 +186,45 @@ func TestParseScope(t *testing.T) {
 		require.Error(t, err, bad)
 		require.Contains(t, err.Error(), "want global, org:<org>, repo:<owner>/<repo> or agent:<agent>", bad)
 	}
+}
+
+func TestCheckEnableRefusesBeforeAnythingChanges(t *testing.T) {
+	var asked []string
+	r, err := skills.NewRegistry(t.Context(), skills.Options{
+		Masker: bot.NewRedactor(),
+		CheckEnable: func(p *skills.Package, at skills.Scope) error {
+			asked = append(asked, p.Name()+"@"+at.String())
+			if at.Kind == skills.ScopeAgent {
+				return fmt.Errorf("tool changelog_since needs exec, which profile read-only of agent %s lacks", at.Name)
+			}
+			return nil
+		},
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	err = r.Add(ctx, loadPkg(t, acmeTools), skills.InstalledPackage{Name: "acme-tools", Version: "1.2.0", Digest: "sha256:x", Dir: "/x"},
+		skills.Setting{Scope: scope(t, "agent:reviewer"), Name: "acme-tools", Enabled: skills.Enabled})
+	require.EqualError(t, err, "tool changelog_since needs exec, which profile read-only of agent reviewer lacks")
+	_, ok := r.Package("acme-tools")
+	require.False(t, ok, "nothing installed")
+
+	addPackage(t, r, acmeTools)
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: scope(t, "repo:acme/web"), Name: "acme-tools", Enabled: skills.Enabled}))
+	err = r.Set(ctx, skills.Setting{Scope: scope(t, "agent:reviewer"), Name: "acme-tools", Enabled: skills.Enabled})
+	require.ErrorContains(t, err, "profile read-only of agent reviewer lacks")
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: scope(t, "agent:reviewer"), Name: "deploy-check", Enabled: skills.Enabled}), "a skill's setting is not a package's")
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: scope(t, "agent:reviewer"), Name: "acme-tools", Enabled: skills.Disabled}), "disabling is never refused")
+
+	err = r.SetConfig([]skills.Setting{{Scope: scope(t, "agent:ops"), Name: "acme-tools", Enabled: skills.Enabled, Origin: "config.yaml:3"}})
+	var es skills.SettingErrors
+	require.ErrorAs(t, err, &es)
+	require.Equal(t, "enabled", es[0].Field)
+	require.Contains(t, asked, "acme-tools@repo:acme/web")
+}
+
+func loadPkg(t *testing.T, files map[string]string) *skills.Package {
+	t.Helper()
+	p, err := skills.LoadPackage(mapFS(files), skills.LoadOptions{})
+	require.NoError(t, err)
+	return p
 }
