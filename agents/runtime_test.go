@@ -123,7 +123,7 @@ func newFixture(t *testing.T, model llm.Provider, files map[string]string, confi
 	}
 	m, err := agents.NewManager(context.Background(), agents.ManagerOptions{Dir: dir})
 	require.NoError(t, err)
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
+	store, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	reg, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashTimeout: 20 * time.Second, Sandbox: plainSandbox(t)})...)

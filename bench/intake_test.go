@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,7 +97,7 @@ type batchSettings struct {
 
 // storeBatchSettings reads the batch settings a store opens with.
 func storeBatchSettings(b *testing.B) batchSettings {
-	store, err := bolt.Open(filepath.Join(b.TempDir(), "settings.db"), bolt.Options{})
+	store, err := bolt.Open(context.Background(), filepath.Join(b.TempDir(), "settings.db"), bolt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func intakeMessages(b *testing.B) ([][]byte, [][]bolt.Record) {
 
 func measureIntakeHTTP(b *testing.B, bodies [][]byte) (float64, latencies) {
 	b.Helper()
-	store, err := bolt.Open(filepath.Join(b.TempDir(), "switchyard.db"), bolt.Options{})
+	store, err := bolt.Open(context.Background(), filepath.Join(b.TempDir(), "switchyard.db"), bolt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -81,7 +82,7 @@ func webhookRouter(b *testing.B) *bot.Router {
 }
 
 func measureWebhookHTTP(b *testing.B, body []byte) (float64, latencies) {
-	store, err := bolt.Open(filepath.Join(b.TempDir(), "switchyard.db"), bolt.Options{})
+	store, err := bolt.Open(context.Background(), filepath.Join(b.TempDir(), "switchyard.db"), bolt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (f runnerFunc) Run(ctx context.Context, req bot.RunRequest, p bot.Progress)
 func openStore(t *testing.T, dir string) *bolt.Store {
 	t.Helper()
 	path := filepath.Join(dir, "switchyard.db")
-	s, err := bolt.Open(path, bolt.Options{})
+	s, err := bolt.Open(context.Background(), path, bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = s.Close()

@@ -108,28 +108,42 @@ func (d *Dispatcher) Running() bool {
 // leases, and returns.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	// Jobs run under jobCtx, which outlives ctx by the grace period.
-	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelJobs()
+	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelJobs(ErrShutdown)
 	pool := newWorkerPool(d.opts.Workers, func(delta int) { d.opts.Metrics.RunsAwaiting.Add(float64(delta)) })
 	var jobs sync.WaitGroup
 	d.once.Do(func() { close(d.active) })
 	d.claim(ctx, jobCtx, pool, &jobs)
 
-	pool.cancelParked(errShutdown)
+	pool.cancelParked(ErrShutdown)
 	done := make(chan struct{})
 	go func() { jobs.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(d.opts.Grace):
 		d.opts.Logger.Warn("grace period over: cancelling running jobs", slog.Duration("grace", d.opts.Grace))
-		cancelJobs()
+		cancelJobs(ErrShutdown)
 		<-done
 	}
 	return nil
 }
 
-// errShutdown cancels runs parked at shutdown.
-var errShutdown = errors.New("shutting down")
+// ErrShutdown is the cause of a run's context ending because the daemon
+// stops: its job is released, to run again after the restart.
+var ErrShutdown = errors.New("shutting down")
+
+// ErrLeaseLost is the cause of a run's context ending because another
+// worker took its job over after its lease ran out.
+var ErrLeaseLost = errors.New("lease lost")
+
+// HandedBack reports whether ctx, a run's context, ended because its job
+// goes on elsewhere or later (shutdown, a lease taken over) rather than
+// because the run itself ended. What the run waits for then stays in
+// place for the job's next run.
+func HandedBack(ctx context.Context) bool {
+	c := context.Cause(ctx)
+	return errors.Is(c, ErrShutdown) || errors.Is(c, ErrLeaseLost)
+}
 
 // claim is the dispatcher's one claiming loop: whenever a worker slot is
 // free it claims the next job and starts its run, until ctx ends.
@@ -170,9 +184,6 @@ func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *
 	}
 }
 
-// errLeaseLost cancels a job whose lease another worker has taken over.
-var errLeaseLost = errors.New("lease lost")
-
 func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *workerPool, slot int) {
 	job := claim.Job
 	log := d.opts.Logger.With(slog.String("job", job.ID), slog.String("agent", job.Agent),
@@ -208,7 +219,7 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 		log.Info("job released at shutdown")
 		return
 	}
-	if errors.Is(context.Cause(runCtx), errLeaseLost) {
+	if errors.Is(context.Cause(runCtx), ErrLeaseLost) {
 		log.Warn("job abandoned: its lease was taken over")
 		return
 	}
@@ -265,7 +276,7 @@ func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 		switch {
 		case err == nil:
 		case ErrorCode(err) == ECONFLICT:
-			cancel(errLeaseLost)
+			cancel(ErrLeaseLost)
 			return
 		case ctx.Err() == nil:
 			log.Warn("renew lease", slog.String("error", err.Error()))

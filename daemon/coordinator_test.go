@@ -391,7 +391,7 @@ func TestToolNamesAreTheToolsTheDaemonRegisters(t *testing.T) {
 		c.Slack = &config.Slack{Mode: config.SlackHTTP, BotToken: "xoxb-1", SigningSecret: "sign", APIURL: config.DefaultSlackAPIURL}
 	})
 	var registered []string
-	d, err := daemon.New(daemon.Options{Setup: s, NewRunner: func(deps daemon.RunnerDeps) (bot.Runner, error) {
+	d, err := daemon.New(t.Context(), daemon.Options{Setup: s, NewRunner: func(deps daemon.RunnerDeps) (bot.Runner, error) {
 		registered = tools.CoreNames()
 		for _, tl := range deps.Tools {
 			registered = append(registered, tl.Info().Name)

@@ -3,12 +3,15 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -19,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/bot"
@@ -30,7 +34,6 @@ import (
 	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/skills/install"
-	"github.com/switchyard/switchyard/storage/bolt"
 )
 
 // Options is everything the daemon is built from.
@@ -72,7 +75,8 @@ type Daemon struct {
 	outbox     bot.Outboxer // the store, masking what it is given
 	tokens     []httpapi.Token
 	site       atomic.Pointer[httpapi.Site]
-	store      *bolt.Store
+	store      Store
+	replica    string // this process's name among the replicas sharing the store
 	gen        atomic.Pointer[generation]
 	audit      *policy.Auditor
 	approvals  *policy.Approvals
@@ -100,7 +104,7 @@ const DataFile = "switchyard.db"
 
 // New builds the daemon and opens its store. Without a configured API token
 // it reads the token file of the data directory, making it at first start.
-func New(opts Options) (*Daemon, error) {
+func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,21 +135,26 @@ func New(opts Options) (*Daemon, error) {
 	}
 	redactor := bot.NewRedactor(append(opts.Setup.Secrets(), opts.APIToken)...)
 	opts.Logger = slog.New(redactor.Handler(opts.Logger.Handler()))
-	store, err := bolt.Open(filepath.Join(cfg.DataDir, DataFile), bolt.Options{Logger: opts.Logger})
+	store, err := OpenStore(ctx, cfg, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	// Jobs still running in the file belong to a process that died: hand
-	// them back now instead of after their lease.
-	if n, err := store.ExpireOrphanedLeases(context.Background(), time.Now()); err != nil {
-		store.Close()
-		return nil, err
-	} else if n > 0 {
-		opts.Logger.Warn("reclaiming jobs of a previous process that did not stop cleanly", slog.Int("jobs", n))
+	// Jobs still running in a file only this process can open belong to a
+	// process that died: hand them back now instead of after their lease.
+	// Replicas sharing a database take each other's jobs over only when
+	// their leases expire.
+	if r, ok := store.(orphanReclaimer); ok {
+		if n, err := r.ExpireOrphanedLeases(ctx, time.Now()); err != nil {
+			store.Close()
+			return nil, err
+		} else if n > 0 {
+			opts.Logger.Warn("reclaiming jobs of a previous process that did not stop cleanly", slog.Int("jobs", n))
+		}
 	}
 	d := &Daemon{
 		opts: opts, cfg: cfg, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
 		outbox: bot.RedactingOutbox(store, redactor), tokens: tokens, requesters: requesters{},
+		replica: replicaName(),
 	}
 	d.site.Store(site)
 	if tokenFile != "" {
@@ -205,8 +214,9 @@ func (d *Daemon) build() error {
 	// Pending approvals outlive a configuration; each configuration's
 	// runs ask with their own approvers and timeout (Approvals.With).
 	if d.approvals, err = policy.NewApprovals(policy.ApprovalOptions{
-		Approvers: noApprovers{}, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
+		Store: store, Approvers: noApprovers{}, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
 		Audit: d.audit, Redactor: d.redactor, Logger: d.log, Timeout: cfg.ApprovalTimeout,
+		Decided: func(id string) { d.notify(bot.TopicApproval, id) },
 	}); err != nil {
 		return err
 	}
@@ -224,7 +234,7 @@ func (d *Daemon) build() error {
 		d.log.Info(setup.ModelNote)
 	}
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter,
+		Queue: store, Items: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica,
 		Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts, Grace: d.opts.ShutdownGrace,
 		Metrics: d.metrics, Logger: d.log,
 	})
@@ -291,7 +301,14 @@ func (d *Daemon) prepareIntake(_ context.Context, _, next *Setup) (func(), error
 // Reload reads the configuration again and puts it in effect at once, or
 // refuses it with a *ReloadError and keeps the config in effect (see
 // Coordinator.Reload).
-func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) { return d.config.Reload(ctx) }
+// Replicas sharing the store are told, and reload their own.
+func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
+	res, err := d.config.Reload(ctx)
+	if err == nil {
+		d.notify(bot.TopicConfig, d.replica)
+	}
+	return res, err
+}
 
 // noApprovers is the approver lists of the Approvals itself, which only
 // the runs' own Approvers (Approvals.With) ask for approvals with.
@@ -512,7 +529,7 @@ func (d *Daemon) Handler() http.Handler { return d.handler }
 func (d *Daemon) Intake() *bot.Intake { return d.intake }
 
 // Store is the daemon's store.
-func (d *Daemon) Store() *bolt.Store { return d.store }
+func (d *Daemon) Store() Store { return d.store }
 
 // Registry is the daemon's Prometheus registry.
 func (d *Daemon) Registry() *prometheus.Registry { return d.registry }
@@ -562,6 +579,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	work.Go(func() { _ = d.dispatcher.Run(workCtx) })
 	work.Go(func() { _ = d.scheduler.Run(workCtx) })
 	work.Go(func() { d.expireDedup(workCtx) })
+	work.Go(func() { d.listen(workCtx) })
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
 	if d.slack != nil {
 		work.Go(func() {
@@ -573,7 +591,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	d.log.Info("switchyard serving", slog.String("listen", ln.Addr().String()), slog.String("data", d.store.Path()),
+	d.log.Info("switchyard serving", slog.String("listen", ln.Addr().String()), slog.String("store", d.store.Where()), slog.String("replica", d.replica),
 		slog.String("version", d.opts.Version), slog.Bool("console", d.cfg.Server.Console), slog.String("config", d.cfg.Source))
 
 	select {
@@ -601,6 +619,60 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	d.log.Info("stopped")
 	return err
+}
+
+// notify tells every process sharing the store (this one too) of a change.
+func (d *Daemon) notify(topic, payload string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.store.Notify(ctx, topic, payload); err != nil {
+		d.log.Warn("tell the other replicas", slog.String("topic", topic), slog.String("error", err.Error()))
+	}
+}
+
+// listen acts on what the processes sharing the store tell each other:
+// work to claim, messages to deliver, approvals decided, a config reloaded.
+func (d *Daemon) listen(ctx context.Context) {
+	err := d.store.Listen(ctx, func(topic, payload string) {
+		switch topic {
+		case bot.TopicWork:
+			d.dispatcher.Wake()
+		case bot.TopicOutbox:
+			d.deliverer.Wake()
+		case bot.TopicApproval:
+			d.approvals.Changed(payload)
+		case bot.TopicConfig:
+			if payload == d.replica {
+				return
+			}
+			// Another replica reloaded: read this one's config again, without
+			// telling the others again.
+			go func() {
+				if _, err := d.config.Reload(ctx); err == nil {
+					d.log.Info("config reloaded after replica " + payload + " reloaded its own")
+				}
+			}()
+		case bot.TopicResync:
+			d.dispatcher.Wake()
+			d.deliverer.Wake()
+			d.approvals.ChangedAll()
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		d.log.Error("listening to the other replicas stopped", slog.String("error", err.Error()))
+	}
+}
+
+// replicaName names this process among the replicas sharing a store: it
+// owns the jobs it claims and the leases it holds under this name.
+func replicaName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "switchyard"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // expireDedup forgets old delivery ids once an hour.
@@ -638,7 +710,7 @@ func (c agentCatalog) GetAgent(name string) (any, bool) {
 }
 
 // threadResetter forgets the conversations agents had in a thread.
-type threadResetter struct{ store *bolt.Store }
+type threadResetter struct{ store agents.ConversationStore }
 
 func (r threadResetter) ResetThread(ctx context.Context, sessionKey string) (int, error) {
 	n, err := r.store.ResetConversations(ctx, sessionKey)

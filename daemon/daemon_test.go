@@ -68,7 +68,7 @@ func start(t *testing.T, mutate func(*daemon.Options)) *running {
 	if mutate != nil {
 		mutate(&opts)
 	}
-	d, err := daemon.New(opts)
+	d, err := daemon.New(t.Context(), opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -279,7 +279,7 @@ func TestTokenFileIsMadeOnceAndRequired(t *testing.T) {
 	require.NoError(t, os.Chmod(path, 0o644))
 	_, err = daemon.ReadAPIToken(dir)
 	require.ErrorContains(t, err, "chmod 600")
-	_, err = daemon.New(daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.DataDir = dir })})
+	_, err = daemon.New(t.Context(), daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.DataDir = dir })})
 	require.ErrorContains(t, err, "may be read by other users")
 	require.NoError(t, os.Chmod(path, 0o600))
 	require.NoError(t, os.WriteFile(path, []byte("\n"), 0o600))
@@ -311,11 +311,11 @@ func TestTokenFileRace(t *testing.T) {
 func TestSecondDaemonOnTheSameDataFails(t *testing.T) {
 	dir := t.TempDir()
 	inDir := func(c *config.Config) { c.DataDir = dir }
-	d, err := daemon.New(daemon.Options{Setup: setupFor(t, inDir)})
+	d, err := daemon.New(t.Context(), daemon.Options{Setup: setupFor(t, inDir)})
 	require.NoError(t, err)
 	defer d.Close()
 	t0 := time.Now()
-	_, err = daemon.New(daemon.Options{Setup: setupFor(t, inDir)})
+	_, err = daemon.New(t.Context(), daemon.Options{Setup: setupFor(t, inDir)})
 	require.ErrorContains(t, err, "switchyard.db")
 	require.ErrorContains(t, err, "locked by another process")
 	require.Less(t, time.Since(t0), 5*time.Second)
@@ -466,7 +466,7 @@ func TestListenErrorSaysTheAddressOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer taken.Close()
 	addr := taken.Addr().String()
-	d, err := daemon.New(daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.Server.Listen = addr })})
+	d, err := daemon.New(t.Context(), daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.Server.Listen = addr })})
 	require.NoError(t, err)
 	err = d.ListenAndServe(context.Background())
 	require.Error(t, err)

@@ -21,7 +21,7 @@ type outboxNotifier struct {
 
 var _ policy.Notifier = outboxNotifier{}
 
-func (n outboxNotifier) ApprovalRequested(ctx context.Context, a policy.Approval) error {
+func (n outboxNotifier) ApprovalRequested(ctx context.Context, a bot.Approval) error {
 	th, err := bot.ParseThread(a.SessionKey)
 	if err != nil {
 		return fmt.Errorf("approval %s: %w", a.ID, err)
@@ -38,18 +38,18 @@ func (n outboxNotifier) ApprovalRequested(ctx context.Context, a policy.Approval
 	return n.post(ctx, th, a, text)
 }
 
-func (n outboxNotifier) ApprovalResolved(ctx context.Context, a policy.Approval) error {
+func (n outboxNotifier) ApprovalResolved(ctx context.Context, a bot.Approval) error {
 	th, err := bot.ParseThread(a.SessionKey)
 	if err != nil {
 		return fmt.Errorf("approval %s: %w", a.ID, err)
 	}
 	var text string
 	switch a.Status {
-	case policy.ApprovalApproved:
+	case bot.ApprovalApproved:
 		text = fmt.Sprintf("🔐 %s approved by %s: %s runs %s.", a.ID, a.DecidedBy, a.Agent, a.Tool)
-	case policy.ApprovalRejected:
+	case bot.ApprovalRejected:
 		text = fmt.Sprintf("🔐 %s denied by %s: %s does not run %s.", a.ID, a.DecidedBy, a.Agent, a.Tool)
-	case policy.ApprovalExpired:
+	case bot.ApprovalExpired:
 		text = fmt.Sprintf("🔐 %s expired: nobody decided in time, so %s is denied.", a.ID, a.Tool)
 	default:
 		text = fmt.Sprintf("🔐 %s %s: the run ended before a decision.", a.ID, a.Status)
@@ -57,7 +57,7 @@ func (n outboxNotifier) ApprovalResolved(ctx context.Context, a policy.Approval)
 	return n.post(ctx, th, a, text)
 }
 
-func (n outboxNotifier) post(ctx context.Context, th bot.Thread, a policy.Approval, text string) error {
+func (n outboxNotifier) post(ctx context.Context, th bot.Thread, a bot.Approval, text string) error {
 	// One message per approval, edited from the request to the outcome.
 	if _, err := n.out.Enqueue(ctx, bot.OutboxMessage{
 		Key: "approval/" + a.ID, Thread: th, WorkItemID: a.WorkItemID, Kind: bot.OutboxReply, Text: text,
@@ -84,7 +84,7 @@ func (s slackApprovals) DecideApproval(ctx context.Context, c slack.ApprovalClic
 	if ap == nil {
 		return bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")
 	}
-	a, err := ap.Get(c.ApprovalID)
+	a, err := ap.Get(ctx, c.ApprovalID)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (g githubApprovals) DecideApproval(ctx context.Context, c github.ApprovalCo
 	if ap == nil {
 		return bot.Errorf(bot.EUNAVAILABLE, "approvals are not set up on this Switchyard")
 	}
-	a, err := ap.Get(c.ApprovalID)
+	a, err := ap.Get(ctx, c.ApprovalID)
 	if err != nil {
 		return err
 	}
@@ -137,12 +137,12 @@ func (l auditLog) ListAudit(ctx context.Context, since time.Time, decision strin
 // approvalDesk shows pending approvals to the admin API.
 type approvalDesk struct{ a *policy.Approvals }
 
-func (d approvalDesk) ListApprovals(all bool) any {
-	list := d.a.List(all)
+func (d approvalDesk) ListApprovals(ctx context.Context, all bool) (any, error) {
+	list, err := d.a.List(ctx, all)
 	if list == nil {
-		list = []policy.Approval{}
+		list = []bot.Approval{}
 	}
-	return list
+	return list, err
 }
 
 func (d approvalDesk) DecideApproval(ctx context.Context, id string, approve bool, by, claimed string) (any, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/integrations/github"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 // A GitHub comment decides an approval as the commenter's login, only in
@@ -22,7 +23,7 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 	}
 	engine, err := policy.New(policy.Options{Profiles: profiles})
 	require.NoError(t, err)
-	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Approvers: engine, Timeout: time.Minute})
+	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Store: bolttest.Open(t, t.TempDir()), Approvers: engine, Timeout: time.Minute})
 	require.NoError(t, err)
 	d := &Daemon{approvals: approvals}
 	g := githubApprovals{d}
@@ -40,7 +41,7 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 	}()
 	var id string
 	require.Eventually(t, func() bool {
-		if l := approvals.List(false); len(l) == 1 {
+		if l, err := approvals.List(t.Context(), false); err == nil && len(l) == 1 {
 			id = l[0].ID
 		}
 		return id != ""
@@ -57,7 +58,7 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 
 	require.NoError(t, g.DecideApproval(ctx, github.ApprovalComment{Approve: true, ApprovalID: id, Login: "OctoCat", Thread: thread}))
 	require.True(t, <-result)
-	got, err := approvals.Get(id)
+	got, err := approvals.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "OctoCat", got.DecidedBy)
 

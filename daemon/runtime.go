@@ -19,14 +19,13 @@ import (
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/skills"
-	"github.com/switchyard/switchyard/storage/bolt"
 )
 
 // RunnerDeps is what the runner of one configuration is built from.
 type RunnerDeps struct {
 	// Setup is the configuration: agents, models, profiles, limits.
 	Setup *Setup
-	Store *bolt.Store
+	Store Store
 	// Tools are the tools of the built-in packages (spec_kit) and the agent
 	// tools of the connected platforms (GitHub, Slack), offered beside the
 	// core ones.

@@ -99,7 +99,7 @@ func TestSandboxGaugeFollowsTheSandbox(t *testing.T) {
 }
 
 func TestBadSandboxModeIsAConfigError(t *testing.T) {
-	_, err := daemon.New(daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.Sandbox.Mode = "off" })})
+	_, err := daemon.New(t.Context(), daemon.Options{Setup: setupFor(t, func(c *config.Config) { c.Sandbox.Mode = "off" })})
 	require.EqualError(t, err, `sandbox mode "off": want required or none`)
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
 }

@@ -2,11 +2,11 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -19,44 +19,12 @@ import (
 // denied.
 const DefaultApprovalTimeout = 15 * time.Minute
 
-// ApprovalStatus is where an approval stands.
-type ApprovalStatus string
-
-const (
-	ApprovalPending   ApprovalStatus = "pending"
-	ApprovalApproved  ApprovalStatus = "approved"
-	ApprovalRejected  ApprovalStatus = "rejected"
-	ApprovalExpired   ApprovalStatus = "expired"
-	ApprovalCancelled ApprovalStatus = "cancelled"
-)
-
-// Approval is one call waiting for, or decided by, a person. Arguments are
-// redacted.
-type Approval struct {
-	ID            string         `json:"id"`
-	Status        ApprovalStatus `json:"status"`
-	Tool          string         `json:"tool"`
-	Arguments     string         `json:"arguments"`
-	Reason        string         `json:"reason"`
-	Agent         string         `json:"agent"`
-	Profile       string         `json:"profile"`
-	SessionKey    string         `json:"session_key"`
-	WorkItemID    string         `json:"work_item_id,omitempty"`
-	JobID         string         `json:"job_id,omitempty"`
-	CorrelationID string         `json:"correlation_id,omitempty"`
-	Approvers     []string       `json:"approvers"`
-	CreatedAt     time.Time      `json:"created_at"`
-	ExpiresAt     time.Time      `json:"expires_at"`
-	DecidedAt     *time.Time     `json:"decided_at,omitempty"`
-	DecidedBy     string         `json:"decided_by,omitempty"`
-}
-
 // Notifier asks the thread a call came from for a decision, and tells it
 // the outcome. The Slack integration answers with buttons; the local
 // console with `switchyard approvals`.
 type Notifier interface {
-	ApprovalRequested(ctx context.Context, a Approval) error
-	ApprovalResolved(ctx context.Context, a Approval) error
+	ApprovalRequested(ctx context.Context, a bot.Approval) error
+	ApprovalResolved(ctx context.Context, a bot.Approval) error
 }
 
 // ApproverLists says who may approve calls of a profile; Engine implements
@@ -65,8 +33,34 @@ type ApproverLists interface {
 	Approvers(profile string) []string
 }
 
+// ApprovalStore keeps approvals, so a pending one outlives the process that
+// asked and any replica can decide it. storage/bolt and storage/postgres
+// implement it.
+type ApprovalStore interface {
+	// CreateApproval stores a, pending, unless an approval with a.Key is
+	// pending, or decided and not taken by a run yet: then it changes
+	// nothing and returns that one with created false. An empty Key
+	// always creates.
+	CreateApproval(ctx context.Context, a bot.Approval) (stored bot.Approval, created bool, err error)
+	// GetApproval returns one approval, or ENOTFOUND.
+	GetApproval(ctx context.Context, id string) (bot.Approval, error)
+	// ListApprovals returns the pending approvals, oldest first, and with
+	// decided also the latest limit decided ones, most recently decided
+	// first, after them.
+	ListApprovals(ctx context.Context, decided bool, limit int) ([]bot.Approval, error)
+	// DecideApproval ends a pending approval as out says. An approval no
+	// longer pending is ECONFLICT, returned with the stored approval; an
+	// unknown one ENOTFOUND.
+	DecideApproval(ctx context.Context, id string, out bot.ApprovalOutcome) (bot.Approval, error)
+	// TakeApproval records that a run received the outcome of a decided
+	// approval, so no later run takes it again.
+	TakeApproval(ctx context.Context, id string) error
+}
+
 // ApprovalOptions configure Approvals.
 type ApprovalOptions struct {
+	// Store keeps the approvals. Required.
+	Store ApprovalStore
 	// Approvers is required.
 	Approvers ApproverLists
 	// Notifier asks the thread; nil means approvals are only listed.
@@ -78,34 +72,39 @@ type ApprovalOptions struct {
 	Redactor *bot.Redactor
 	// Timeout defaults to DefaultApprovalTimeout.
 	Timeout time.Duration
-	// Keep is how many decided approvals List remembers; default 100.
-	Keep   int
+	// Keep is how many decided approvals List shows; default 100.
+	Keep int
+	// Decided is called with the id of every approval this process
+	// decides, so other processes sharing the store can wake the run
+	// waiting on it (Changed); nil tells nobody.
+	Decided func(id string)
+	// Poll is how often a waiting run looks at its approval in the store
+	// without being told of a change; default 5s. Changed makes it look
+	// at once.
+	Poll   time.Duration
 	Logger *slog.Logger
 	Now    func() time.Time
 }
 
-// Approvals holds the calls waiting for a person. A waiting call blocks its
-// run, so pending approvals live as long as the process that waits: after a
-// restart the run is retried from its job, and asks again.
+// Approvals asks people to decide tool calls and waits for them. The
+// approvals live in the store: a pending one survives a restart (its Slack
+// buttons and CLI commands keep working, and the run that resumes the job
+// waits on it instead of asking again), and a decision made through any
+// process sharing the store wakes the run waiting on it.
 type Approvals struct {
 	opts ApprovalOptions
 
 	mu      sync.Mutex
-	pending map[string]*pendingApproval
-	decided []Approval // most recent last
-}
-
-type pendingApproval struct {
-	Approval
-	timeout  time.Duration
-	done     chan struct{}
-	approved bool
+	waiters map[string][]chan struct{} // approval id → runs waiting on it here
 }
 
 var _ tools.Approver = (*Approvals)(nil)
 
-// NewApprovals returns an empty Approvals.
+// NewApprovals returns Approvals over the store.
 func NewApprovals(opts ApprovalOptions) (*Approvals, error) {
+	if opts.Store == nil {
+		return nil, errors.New("approvals: no store")
+	}
 	if opts.Approvers == nil {
 		return nil, errors.New("approvals: no approver lists")
 	}
@@ -115,13 +114,16 @@ func NewApprovals(opts ApprovalOptions) (*Approvals, error) {
 	if opts.Keep <= 0 {
 		opts.Keep = 100
 	}
+	if opts.Poll <= 0 {
+		opts.Poll = 5 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Approvals{opts: opts, pending: map[string]*pendingApproval{}}, nil
+	return &Approvals{opts: opts, waiters: map[string][]chan struct{}{}}, nil
 }
 
 // ErrApprovalTimeout is the error of a call nobody decided in time.
@@ -156,104 +158,197 @@ func (c configuredApprover) Approve(ctx context.Context, call tools.Call, reason
 	return c.a.approve(ctx, call, reason, c.lists, c.timeout)
 }
 
+// approvalKey names a call for the work item it serves, so the run that
+// resumes a job after a restart finds the approval the job asked for.
+// Calls outside a work item get no key and always ask.
+func approvalKey(call tools.Call) string {
+	if call.WorkItemID == "" {
+		return ""
+	}
+	sum := sha256.Sum256(call.Input)
+	return call.WorkItemID + "/" + call.Agent + "/" + call.Tool.Name + "/" + hex.EncodeToString(sum[:16])
+}
+
 func (a *Approvals) approve(ctx context.Context, call tools.Call, reason string, lists ApproverLists, timeout time.Duration) (bool, error) {
 	now := a.opts.Now()
 	args := "[withheld: no redactor configured]"
 	if a.opts.Redactor != nil {
 		args = a.opts.Redactor.Redact(capText(string(call.Input), maxAuditArgs))
+		reason = a.opts.Redactor.Redact(reason)
 	}
-	p := &pendingApproval{
-		Approval: Approval{
-			ID: newID("ap", now), Status: ApprovalPending, Tool: call.Tool.Name, Arguments: args, Reason: reason,
-			Agent: call.Agent, Profile: call.Profile, SessionKey: call.SessionKey, WorkItemID: call.WorkItemID,
-			JobID: call.JobID, CorrelationID: call.CorrelationID, Approvers: lists.Approvers(call.Profile),
-			CreatedAt: now, ExpiresAt: now.Add(timeout),
-		},
-		timeout: timeout,
-		done:    make(chan struct{}),
+	ap := bot.Approval{
+		ID: newID("ap", now), Status: bot.ApprovalPending, Key: approvalKey(call), Tool: call.Tool.Name,
+		Arguments: args, Reason: reason, Agent: call.Agent, Profile: call.Profile, SessionKey: call.SessionKey,
+		WorkItemID: call.WorkItemID, JobID: call.JobID, CorrelationID: call.CorrelationID,
+		Approvers: lists.Approvers(call.Profile), CreatedAt: now.UTC(), ExpiresAt: now.Add(timeout).UTC(),
 	}
-	if a.opts.Redactor != nil {
-		p.Reason = a.opts.Redactor.Redact(p.Reason)
+	stored, created, err := a.opts.Store.CreateApproval(ctx, ap)
+	if err != nil {
+		return false, fmt.Errorf("record the approval: %w", err)
 	}
-	a.mu.Lock()
-	a.pending[p.ID] = p
-	snapshot := p.Approval
-	a.mu.Unlock()
-	a.notify(ctx, snapshot, true)
+	wake := a.watch(stored.ID)
+	defer a.unwatch(stored.ID, wake)
+	if created {
+		a.notify(ctx, stored, true)
+	} else {
+		a.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "waiting on the approval asked before", slog.String("approval", stored.ID),
+			slog.String("status", string(stored.Status)), slog.String("work_item", stored.WorkItemID))
+	}
 
 	// Waiting for a person must not hold one of the dispatcher's workers.
 	var approved bool
-	err := bot.Await(ctx, func() error {
+	err = bot.Await(ctx, func() error {
 		var err error
-		approved, err = a.wait(ctx, p)
+		approved, err = a.wait(ctx, stored.ID, wake)
 		return err
 	})
 	return approved, err
 }
 
-// wait blocks until p is decided, expires (denied, with ErrApprovalTimeout)
-// or ctx ends (cancelled).
-func (a *Approvals) wait(ctx context.Context, p *pendingApproval) (bool, error) {
-	timer := time.NewTimer(p.timeout)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-	case <-timer.C:
-		if res, ok := a.end(p, ApprovalExpired); ok {
-			a.finish(ctx, res)
-			return false, fmt.Errorf("%w (no decision within %s)", ErrApprovalTimeout, p.timeout)
-		}
-	case <-ctx.Done():
-		if res, ok := a.end(p, ApprovalCancelled); ok {
-			// The run is gone; record the outcome without its context.
-			a.finish(context.WithoutCancel(ctx), res)
-			return false, ctx.Err()
-		}
-	}
-	// A person decided, possibly racing the timer or the context.
-	<-p.done
+// watch registers a run waiting here on approval id.
+func (a *Approvals) watch(id string) chan struct{} {
+	ch := make(chan struct{}, 1)
 	a.mu.Lock()
-	res, approved := p.Approval, p.approved
+	a.waiters[id] = append(a.waiters[id], ch)
 	a.mu.Unlock()
-	a.finish(context.WithoutCancel(ctx), res)
-	return approved, nil
+	return ch
 }
 
-// end ends a pending approval without a person's decision; ok is false
-// when a decision came first.
-func (a *Approvals) end(p *pendingApproval, status ApprovalStatus) (Approval, bool) {
+func (a *Approvals) unwatch(id string, ch chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if p.Status != ApprovalPending {
-		return Approval{}, false
+	list := a.waiters[id]
+	for i, c := range list {
+		if c == ch {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
 	}
-	now := a.opts.Now()
-	p.Status, p.DecidedAt = status, &now
-	delete(a.pending, p.ID)
-	a.remember(p.Approval)
-	close(p.done)
-	return p.Approval, true
+	if len(list) == 0 {
+		delete(a.waiters, id)
+	} else {
+		a.waiters[id] = list
+	}
 }
 
-// remember keeps a decided approval for List; the caller holds mu.
-func (a *Approvals) remember(ap Approval) {
-	a.decided = append(a.decided, ap)
-	if over := len(a.decided) - a.opts.Keep; over > 0 {
-		a.decided = slices.Delete(a.decided, 0, over)
+// Changed tells the runs waiting here on approval id that it may have been
+// decided elsewhere (another process sharing the store).
+func (a *Approvals) Changed(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ch := range a.waiters[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ChangedAll makes every run waiting here look at its approval again, after
+// notifications from other processes may have been missed.
+func (a *Approvals) ChangedAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, list := range a.waiters {
+		for _, ch := range list {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// wait blocks until approval id is decided, expires (denied, with
+// ErrApprovalTimeout) or ctx ends. A run whose job is handed back
+// (shutdown, a lease taken over) leaves the approval pending for the run
+// that resumes the job; a run that ends otherwise cancels it.
+func (a *Approvals) wait(ctx context.Context, id string, wake <-chan struct{}) (bool, error) {
+	poll := time.NewTicker(a.opts.Poll)
+	defer poll.Stop()
+	for {
+		cur, err := a.opts.Store.GetApproval(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return a.ended(ctx, id)
+			}
+			return false, fmt.Errorf("read approval %s: %w", id, err)
+		}
+		switch cur.Status {
+		case bot.ApprovalApproved, bot.ApprovalRejected:
+			a.take(ctx, cur)
+			return cur.Status == bot.ApprovalApproved, nil
+		case bot.ApprovalExpired:
+			a.take(ctx, cur)
+			return false, fmt.Errorf("%w (no decision by %s)", ErrApprovalTimeout, cur.ExpiresAt.Format(time.RFC3339))
+		case bot.ApprovalCancelled:
+			a.take(ctx, cur)
+			return false, fmt.Errorf("approval %s was cancelled", id)
+		}
+		left := cur.ExpiresAt.Sub(a.opts.Now())
+		if left <= 0 {
+			res, err := a.opts.Store.DecideApproval(ctx, id, bot.ApprovalOutcome{Status: bot.ApprovalExpired, At: a.opts.Now(), Taken: true})
+			if bot.ErrorCode(err) == bot.ECONFLICT {
+				continue // decided just now: read it again
+			}
+			if err != nil {
+				return false, fmt.Errorf("expire approval %s: %w", id, err)
+			}
+			a.finish(ctx, res)
+			return false, fmt.Errorf("%w (no decision within %s)", ErrApprovalTimeout, cur.ExpiresAt.Sub(cur.CreatedAt).Round(time.Second))
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-wake:
+		case <-poll.C:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return a.ended(ctx, id)
+		}
+		timer.Stop()
+	}
+}
+
+// ended handles the end of a run's context while it waits on approval id.
+func (a *Approvals) ended(ctx context.Context, id string) (bool, error) {
+	if bot.HandedBack(ctx) {
+		// The job runs again (after a restart, or on the worker that took
+		// it over) and that run waits on this approval.
+		return false, ctx.Err()
+	}
+	bg := context.WithoutCancel(ctx)
+	res, err := a.opts.Store.DecideApproval(bg, id, bot.ApprovalOutcome{Status: bot.ApprovalCancelled, At: a.opts.Now(), Taken: true})
+	if err == nil {
+		a.finish(bg, res)
+	} else if bot.ErrorCode(err) != bot.ECONFLICT {
+		a.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "cancel approval", slog.String("approval", id), slog.String("error", err.Error()))
+	}
+	return false, ctx.Err()
+}
+
+// take records that this run received a decision.
+func (a *Approvals) take(ctx context.Context, ap bot.Approval) {
+	if ap.Taken {
+		return
+	}
+	if err := a.opts.Store.TakeApproval(context.WithoutCancel(ctx), ap.ID); err != nil {
+		a.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "record that the run received the approval's outcome",
+			slog.String("approval", ap.ID), slog.String("error", err.Error()))
 	}
 }
 
 // finish records how an approval ended and tells its thread.
-func (a *Approvals) finish(ctx context.Context, ap Approval) {
-	decision := map[ApprovalStatus]string{
-		ApprovalApproved: AuditApproved, ApprovalRejected: AuditRejected,
-		ApprovalExpired: AuditExpired, ApprovalCancelled: AuditCancelled,
+func (a *Approvals) finish(ctx context.Context, ap bot.Approval) {
+	decision := map[bot.ApprovalStatus]string{
+		bot.ApprovalApproved: AuditApproved, bot.ApprovalRejected: AuditRejected,
+		bot.ApprovalExpired: AuditExpired, bot.ApprovalCancelled: AuditCancelled,
 	}[ap.Status]
 	a.audit(ctx, ap, decision, ap.DecidedBy)
 	a.notify(ctx, ap, false)
 }
 
-func (a *Approvals) audit(ctx context.Context, ap Approval, decision, by string) {
+func (a *Approvals) audit(ctx context.Context, ap bot.Approval, decision, by string) {
 	if a.opts.Audit == nil {
 		return
 	}
@@ -268,7 +363,7 @@ func (a *Approvals) audit(ctx context.Context, ap Approval, decision, by string)
 	}
 }
 
-func (a *Approvals) notify(ctx context.Context, ap Approval, requested bool) {
+func (a *Approvals) notify(ctx context.Context, ap bot.Approval, requested bool) {
 	if a.opts.Notifier == nil {
 		return
 	}
@@ -286,44 +381,30 @@ func (a *Approvals) notify(ctx context.Context, ap Approval, requested bool) {
 
 // List returns the pending approvals, oldest first, and with all also the
 // recently decided ones, newest first after them.
-func (a *Approvals) List(all bool) []Approval {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]Approval, 0, len(a.pending))
-	for _, p := range a.pending {
-		out = append(out, p.Approval)
+func (a *Approvals) List(ctx context.Context, all bool) ([]bot.Approval, error) {
+	list, err := a.opts.Store.ListApprovals(ctx, all, a.opts.Keep)
+	if err != nil {
+		return nil, fmt.Errorf("list approvals: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
-	if all {
-		for i := len(a.decided) - 1; i >= 0; i-- {
-			out = append(out, a.decided[i])
-		}
-	}
-	return out
+	return list, nil
 }
 
-// Get returns one approval, pending or recently decided.
-func (a *Approvals) Get(id string) (Approval, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p, ok := a.pending[id]; ok {
-		return p.Approval, nil
+// Get returns one approval, pending or decided.
+func (a *Approvals) Get(ctx context.Context, id string) (bot.Approval, error) {
+	ap, err := a.opts.Store.GetApproval(ctx, id)
+	if err != nil && bot.ErrorCode(err) == bot.ENOTFOUND {
+		return bot.Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found", id)
 	}
-	for _, d := range a.decided {
-		if d.ID == id {
-			return d, nil
-		}
-	}
-	return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found", id)
+	return ap, err
 }
 
 // Grant approves a pending call on behalf of by.
-func (a *Approvals) Grant(ctx context.Context, id, by string) (Approval, error) {
+func (a *Approvals) Grant(ctx context.Context, id, by string) (bot.Approval, error) {
 	return a.Decide(ctx, ApprovalDecision{ID: id, Approve: true, By: by})
 }
 
 // Reject denies a pending call on behalf of by.
-func (a *Approvals) Reject(ctx context.Context, id, by string) (Approval, error) {
+func (a *Approvals) Reject(ctx context.Context, id, by string) (bot.Approval, error) {
 	return a.Decide(ctx, ApprovalDecision{ID: id, By: by})
 }
 
@@ -340,76 +421,94 @@ type ApprovalDecision struct {
 	Claimed string
 }
 
-// Decide records a person's decision. It is refused (bot.EFORBIDDEN, and
+// Decide records a person's decision, tells the thread and wakes the run
+// waiting on it, wherever it runs. It is refused (bot.EFORBIDDEN, and
 // audited) when it comes from inside an agent's run — a tool call's context
 // — whoever it names, when the request claims to be someone other than who
 // authenticated, and when By is not one of the profile's approvers. An
 // approval already decided or expired is a bot.ECONFLICT, an unknown one
 // bot.ENOTFOUND.
-func (a *Approvals) Decide(ctx context.Context, d ApprovalDecision) (Approval, error) {
+func (a *Approvals) Decide(ctx context.Context, d ApprovalDecision) (bot.Approval, error) {
 	if err := ctx.Err(); err != nil {
-		return Approval{}, err
+		return bot.Approval{}, err
 	}
 	id, by := d.ID, strings.TrimSpace(d.By)
 	if cc, ok := tools.CallFrom(ctx); ok {
 		// An agent's run never decides an approval, its own or another's,
 		// however the request reached here.
 		a.refused(ctx, id, AuditFromRun, "agent "+cc.Agent, fmt.Sprintf("decided from inside a run of agent %q (job %s)", cc.Agent, cc.JobID))
-		return Approval{}, bot.Errorf(bot.EFORBIDDEN, "approval %q cannot be decided from inside an agent's run", id)
+		return bot.Approval{}, bot.Errorf(bot.EFORBIDDEN, "approval %q cannot be decided from inside an agent's run", id)
 	}
 	if by == "" {
-		return Approval{}, bot.Errorf(bot.EINVALID, "approval %q: who decides is required", id)
+		return bot.Approval{}, bot.Errorf(bot.EINVALID, "approval %q: who decides is required", id)
 	}
 	if claimed := strings.TrimSpace(d.Claimed); claimed != "" && !strings.EqualFold(claimed, by) {
 		a.refused(ctx, id, AuditWrongIdentity, by, fmt.Sprintf("authenticated as %q, asked to decide as %q", by, claimed))
-		return Approval{}, bot.Errorf(bot.EFORBIDDEN,
+		return bot.Approval{}, bot.Errorf(bot.EFORBIDDEN,
 			"you are authenticated as %q and cannot decide approval %q as %q: leave out by, or use %s's own token", by, id, claimed, claimed)
 	}
-	a.mu.Lock()
-	p, ok := a.pending[id]
-	if ok && !mayApprove(p.Approvers, by) {
-		refused := p.Approval
-		a.mu.Unlock()
+	cur, err := a.Get(ctx, id)
+	if err != nil {
+		if bot.ErrorCode(err) == bot.ENOTFOUND {
+			return bot.Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found (it may have expired)", id)
+		}
+		return bot.Approval{}, err
+	}
+	if cur.Status != bot.ApprovalPending {
+		return cur, alreadyDecided(cur)
+	}
+	if !mayApprove(cur.Approvers, by) {
 		// Someone tried to decide who may not: nothing changes, but it is
 		// on the record.
-		a.audit(ctx, refused, AuditNotApprover, by)
+		a.audit(ctx, cur, AuditNotApprover, by)
 		who := "nobody"
-		if len(refused.Approvers) > 0 {
-			who = strings.Join(refused.Approvers, ", ")
+		if len(cur.Approvers) > 0 {
+			who = strings.Join(cur.Approvers, ", ")
 		}
-		return Approval{}, bot.Errorf(bot.EFORBIDDEN, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, refused.Profile, who)
-	}
-	defer a.mu.Unlock()
-	if !ok {
-		for _, d := range a.decided {
-			if d.ID == id {
-				who := ""
-				if d.DecidedBy != "" {
-					who = " by " + d.DecidedBy
-				}
-				return d, bot.Errorf(bot.ECONFLICT, "approval %q is already %s%s", id, d.Status, who)
-			}
-		}
-		return Approval{}, bot.Errorf(bot.ENOTFOUND, "approval %q not found (it may have expired)", id)
+		return bot.Approval{}, bot.Errorf(bot.EFORBIDDEN, "%s may not decide approval %q: calls of profile %q are decided by %s", by, id, cur.Profile, who)
 	}
 	now := a.opts.Now()
-	p.Status = ApprovalRejected
+	out := bot.ApprovalOutcome{Status: bot.ApprovalRejected, By: by, At: now}
 	if d.Approve {
-		p.Status = ApprovalApproved
+		out.Status = bot.ApprovalApproved
 	}
-	p.approved, p.DecidedBy, p.DecidedAt = d.Approve, by, &now
-	delete(a.pending, id)
-	a.remember(p.Approval)
-	close(p.done)
-	return p.Approval, nil
+	if !now.Before(cur.ExpiresAt) {
+		// Its time ran out while no run was waiting on it (the daemon was
+		// down): it is denied, as it would have been.
+		out = bot.ApprovalOutcome{Status: bot.ApprovalExpired, At: now}
+	}
+	res, err := a.opts.Store.DecideApproval(ctx, id, out)
+	if err != nil {
+		if bot.ErrorCode(err) == bot.ECONFLICT {
+			return res, alreadyDecided(res)
+		}
+		return bot.Approval{}, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	a.finish(context.WithoutCancel(ctx), res)
+	a.Changed(id)
+	if a.opts.Decided != nil {
+		a.opts.Decided(id)
+	}
+	if res.Status == bot.ApprovalExpired {
+		return res, alreadyDecided(res)
+	}
+	return res, nil
+}
+
+func alreadyDecided(ap bot.Approval) error {
+	who := ""
+	if ap.DecidedBy != "" {
+		who = " by " + ap.DecidedBy
+	}
+	return bot.Errorf(bot.ECONFLICT, "approval %q is already %s%s", ap.ID, ap.Status, who)
 }
 
 // refused records an attempt to decide approval id that was refused before
 // the approver list was asked.
 func (a *Approvals) refused(ctx context.Context, id, decision, by, reason string) {
-	ap, err := a.Get(id)
+	ap, err := a.Get(ctx, id)
 	if err != nil {
-		ap = Approval{ID: id}
+		ap = bot.Approval{ID: id}
 	}
 	ap.Reason = reason
 	a.audit(ctx, ap, decision, by)

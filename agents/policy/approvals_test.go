@@ -43,29 +43,29 @@ func (b *recordingBash) commands() []string {
 // threadNotifier records what the thread was told.
 type threadNotifier struct {
 	mu        sync.Mutex
-	requested []policy.Approval
-	resolved  []policy.Approval
+	requested []bot.Approval
+	resolved  []bot.Approval
 }
 
-func (n *threadNotifier) ApprovalRequested(_ context.Context, a policy.Approval) error {
+func (n *threadNotifier) ApprovalRequested(_ context.Context, a bot.Approval) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.requested = append(n.requested, a)
 	return nil
 }
 
-func (n *threadNotifier) ApprovalResolved(_ context.Context, a policy.Approval) error {
+func (n *threadNotifier) ApprovalResolved(_ context.Context, a bot.Approval) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.resolved = append(n.resolved, a)
 	return nil
 }
 
-func (n *threadNotifier) lastResolved() (policy.Approval, bool) {
+func (n *threadNotifier) lastResolved() (bot.Approval, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.resolved) == 0 {
-		return policy.Approval{}, false
+		return bot.Approval{}, false
 	}
 	return n.resolved[len(n.resolved)-1], true
 }
@@ -81,7 +81,7 @@ type approvalRig struct {
 
 func newApprovalRig(t *testing.T, timeout time.Duration) *approvalRig {
 	t.Helper()
-	auditor, _ := openAudit(t)
+	auditor, store := openAudit(t)
 	cfg := map[string]policy.ProfileConfig{
 		"deployer": {Extends: "ops", Approval: []string{"kubectl apply"}, Approvers: []string{"alice", "Bob"}},
 	}
@@ -90,7 +90,7 @@ func newApprovalRig(t *testing.T, timeout time.Duration) *approvalRig {
 	require.NoError(t, err)
 	n := &threadNotifier{}
 	a, err := policy.NewApprovals(policy.ApprovalOptions{
-		Approvers: e, Notifier: n, Audit: auditor, Redactor: bot.NewRedactor(configuredSecret), Timeout: timeout,
+		Store: store, Approvers: e, Notifier: n, Audit: auditor, Redactor: bot.NewRedactor(configuredSecret), Timeout: timeout,
 	})
 	require.NoError(t, err)
 	bash := &recordingBash{}
@@ -112,11 +112,11 @@ func (r *approvalRig) execute(ctx context.Context, command string) <-chan tools.
 	return out
 }
 
-func (r *approvalRig) pending(t *testing.T) policy.Approval {
+func (r *approvalRig) pending(t *testing.T) bot.Approval {
 	t.Helper()
-	var got []policy.Approval
+	var got []bot.Approval
 	require.Eventually(t, func() bool {
-		got = r.approvals.List(false)
+		got, _ = r.approvals.List(context.Background(), false)
 		return len(got) == 1
 	}, 10*time.Second, 5*time.Millisecond)
 	return got[0]
@@ -128,7 +128,7 @@ func TestApprovalPausesTheCallUntilAnApproverDecides(t *testing.T) {
 	done := r.execute(ctx, "kubectl apply -f app.yaml --token="+configuredSecret)
 
 	p := r.pending(t)
-	require.Equal(t, policy.ApprovalPending, p.Status)
+	require.Equal(t, bot.ApprovalPending, p.Status)
 	require.Equal(t, "slack:T1/C1/1700000000.000100", p.SessionKey, "the thread the call came from is asked")
 	require.Equal(t, []string{"alice", "Bob"}, p.Approvers)
 	require.Equal(t, "deployer", p.Profile)
@@ -153,7 +153,7 @@ func TestApprovalPausesTheCallUntilAnApproverDecides(t *testing.T) {
 
 	decided, err := r.approvals.Grant(ctx, p.ID, "bob")
 	require.NoError(t, err)
-	require.Equal(t, policy.ApprovalApproved, decided.Status)
+	require.Equal(t, bot.ApprovalApproved, decided.Status)
 	require.Equal(t, "bob", decided.DecidedBy)
 
 	res := <-done
@@ -164,15 +164,19 @@ func TestApprovalPausesTheCallUntilAnApproverDecides(t *testing.T) {
 	require.Equal(t, bot.ECONFLICT, bot.ErrorCode(err))
 	require.ErrorContains(t, err, "already approved by bob")
 
-	got, err := r.approvals.Get(p.ID)
+	got, err := r.approvals.Get(context.Background(), p.ID)
 	require.NoError(t, err)
-	require.Equal(t, policy.ApprovalApproved, got.Status)
-	require.Len(t, r.approvals.List(true), 1)
-	require.Empty(t, r.approvals.List(false))
+	require.Equal(t, bot.ApprovalApproved, got.Status)
+	all, err := r.approvals.List(context.Background(), true)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	pending, err := r.approvals.List(context.Background(), false)
+	require.NoError(t, err)
+	require.Empty(t, pending)
 
 	require.Eventually(t, func() bool {
 		a, ok := r.notifier.lastResolved()
-		return ok && a.Status == policy.ApprovalApproved
+		return ok && a.Status == bot.ApprovalApproved
 	}, 10*time.Second, 5*time.Millisecond)
 	recs, _, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditApproved})
 	require.NoError(t, err)
@@ -201,9 +205,9 @@ func TestApprovalRefusesAClaimedIdentity(t *testing.T) {
 	_, err := r.approvals.Decide(ctx, policy.ApprovalDecision{ID: p.ID, Approve: true, By: "admin", Claimed: "alice"})
 	require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err))
 	require.EqualError(t, err, `you are authenticated as "admin" and cannot decide approval "`+p.ID+`" as "alice": leave out by, or use alice's own token`)
-	got, err := r.approvals.Get(p.ID)
+	got, err := r.approvals.Get(context.Background(), p.ID)
 	require.NoError(t, err)
-	require.Equal(t, policy.ApprovalPending, got.Status, "nothing changed")
+	require.Equal(t, bot.ApprovalPending, got.Status, "nothing changed")
 	recs, _, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditWrongIdentity})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
@@ -255,9 +259,9 @@ func TestNoRunDecidesAnApproval(t *testing.T) {
 		require.True(t, res.IsError)
 		require.Contains(t, res.Output, "cannot be decided from inside an agent's run")
 	}
-	got, err := r.approvals.Get(p.ID)
+	got, err := r.approvals.Get(context.Background(), p.ID)
 	require.NoError(t, err)
-	require.Equal(t, policy.ApprovalPending, got.Status)
+	require.Equal(t, bot.ApprovalPending, got.Status)
 	require.Empty(t, r.bash.commands(), "the call still waits")
 	recs, _, err := r.auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditFromRun})
 	require.NoError(t, err)
@@ -298,7 +302,7 @@ func TestApprovalTimesOutAsADenial(t *testing.T) {
 	require.Len(t, recs, 1)
 	a, ok := r.notifier.lastResolved()
 	require.True(t, ok)
-	require.Equal(t, policy.ApprovalExpired, a.Status)
+	require.Equal(t, bot.ApprovalExpired, a.Status)
 
 	_, err = r.approvals.Grant(ctx, a.ID, "alice")
 	require.Equal(t, bot.ECONFLICT, bot.ErrorCode(err))
@@ -312,9 +316,9 @@ func TestApprovalEndsWithItsRun(t *testing.T) {
 	cancel()
 	res := <-done
 	require.True(t, res.Refused)
-	got, err := r.approvals.Get(p.ID)
+	got, err := r.approvals.Get(context.Background(), p.ID)
 	require.NoError(t, err)
-	require.Equal(t, policy.ApprovalCancelled, got.Status)
+	require.Equal(t, bot.ApprovalCancelled, got.Status)
 	recs, _, err := r.auditor.List(context.Background(), policy.AuditFilter{Decision: policy.AuditCancelled})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
@@ -323,7 +327,8 @@ func TestApprovalEndsWithItsRun(t *testing.T) {
 func TestAnyoneMayApproveWhenTheProfileSaysSo(t *testing.T) {
 	cfg := map[string]policy.ProfileConfig{"open": {Extends: "ops", Approval: []string{"bash"}, Approvers: []string{policy.AnyApprover}}}
 	f := newFixture(t, cfg)
-	a, err := policy.NewApprovals(policy.ApprovalOptions{Approvers: f.engine})
+	_, store := openAudit(t)
+	a, err := policy.NewApprovals(policy.ApprovalOptions{Store: store, Approvers: f.engine})
 	require.NoError(t, err)
 	d := f.bash(t, "open", "ls")
 	require.Equal(t, tools.NeedsApproval, d.Verdict, "approval of a tool covers every call of it")
@@ -335,17 +340,162 @@ func TestAnyoneMayApproveWhenTheProfileSaysSo(t *testing.T) {
 	}()
 	var id string
 	require.Eventually(t, func() bool {
-		l := a.List(false)
+		l, _ := a.List(context.Background(), false)
 		if len(l) == 1 {
 			id = l[0].ID
 		}
 		return id != ""
 	}, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, "[withheld: no redactor configured]", a.List(false)[0].Arguments)
+	l, err := a.List(context.Background(), false)
+	require.NoError(t, err)
+	require.Equal(t, "[withheld: no redactor configured]", l[0].Arguments)
 	_, err = a.Grant(context.Background(), id, "whoever")
 	require.NoError(t, err)
 	require.True(t, <-result)
 
 	_, err = policy.NewApprovals(policy.ApprovalOptions{})
 	require.Error(t, err)
+}
+
+// process is one daemon's Approvals over a shared store, as after a
+// restart or on another replica.
+func newProcess(t *testing.T, store policy.ApprovalStore, e *policy.Engine, n policy.Notifier) *policy.Approvals {
+	t.Helper()
+	a, err := policy.NewApprovals(policy.ApprovalOptions{Store: store, Approvers: e, Notifier: n, Timeout: time.Minute, Poll: time.Hour})
+	require.NoError(t, err)
+	return a
+}
+
+func deployCall(f *fixture) tools.Call {
+	return f.call("ops", "deployer", coreInfo("bash"), map[string]string{"command": "kubectl apply -f app.yaml"})
+}
+
+// A pending approval outlives the run that asked when its job is handed
+// back (shutdown): the run that resumes the job in the next process waits
+// on the same approval, without asking the thread again, and a decision
+// made there lets it go on.
+func TestPendingApprovalSurvivesARestart(t *testing.T) {
+	cfg := map[string]policy.ProfileConfig{"deployer": {Extends: "ops", Approval: []string{"kubectl apply"}, Approvers: []string{"alice"}}}
+	f := newFixture(t, cfg)
+	_, store := openAudit(t)
+	n := &threadNotifier{}
+	first := newProcess(t, store, f.engine, n)
+
+	ctx, stop := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Approve(ctx, deployCall(f), "deploys need a person")
+		done <- err
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		l, err := first.List(context.Background(), false)
+		if err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	stop(bot.ErrShutdown)
+	require.ErrorIs(t, <-done, context.Canceled)
+	got, err := first.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, bot.ApprovalPending, got.Status, "shutdown leaves the approval for the next run")
+
+	second := newProcess(t, store, f.engine, n)
+	result := make(chan bool, 1)
+	go func() {
+		ok, _ := second.Approve(context.Background(), deployCall(f), "deploys need a person")
+		result <- ok
+	}()
+	// The buttons of the first request decide it.
+	require.Eventually(t, func() bool {
+		_, err := second.Grant(context.Background(), id, "alice")
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond)
+	require.True(t, <-result)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	require.Len(t, n.requested, 1, "the thread was asked once")
+	list, err := second.List(context.Background(), true)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "one approval, not a second one")
+}
+
+// A decision made while no run waits (the daemon was down, or the job
+// waits for a worker) is what the resumed run finds, once.
+func TestApprovalDecidedWhileNoRunWaits(t *testing.T) {
+	cfg := map[string]policy.ProfileConfig{"deployer": {Extends: "ops", Approval: []string{"kubectl apply"}, Approvers: []string{"alice"}}}
+	f := newFixture(t, cfg)
+	_, store := openAudit(t)
+	first := newProcess(t, store, f.engine, nil)
+	ctx, stop := context.WithCancelCause(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_, _ = first.Approve(ctx, deployCall(f), "deploys need a person")
+		close(done)
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		l, err := first.List(context.Background(), false)
+		if err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	stop(bot.ErrShutdown)
+	<-done
+
+	second := newProcess(t, store, f.engine, nil)
+	_, err := second.Reject(context.Background(), id, "alice")
+	require.NoError(t, err)
+	ok, err := second.Approve(context.Background(), deployCall(f), "deploys need a person")
+	require.NoError(t, err)
+	require.False(t, ok, "the resumed run is told no")
+	got, err := second.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, got.Taken)
+
+	// The next identical call is a new question.
+	ctx2, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = second.Approve(ctx2, deployCall(f), "deploys need a person") }()
+	require.Eventually(t, func() bool {
+		l, err := second.List(context.Background(), false)
+		return err == nil && len(l) == 1 && l[0].ID != id
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// Replicas: a decision made through one process wakes the run waiting in
+// another at once (its Decided hook tells the other's Changed), not at its
+// next poll.
+func TestApprovalDecidedOnAnotherReplica(t *testing.T) {
+	cfg := map[string]policy.ProfileConfig{"deployer": {Extends: "ops", Approval: []string{"kubectl apply"}, Approvers: []string{"alice"}}}
+	f := newFixture(t, cfg)
+	_, store := openAudit(t)
+	a := newProcess(t, store, f.engine, nil)
+	b, err := policy.NewApprovals(policy.ApprovalOptions{Store: store, Approvers: f.engine, Timeout: time.Minute, Poll: time.Hour,
+		Decided: a.Changed})
+	require.NoError(t, err)
+
+	result := make(chan bool, 1)
+	go func() {
+		ok, _ := a.Approve(context.Background(), deployCall(f), "deploys need a person")
+		result <- ok
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		l, err := b.List(context.Background(), false)
+		if err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	_, err = b.Grant(context.Background(), id, "alice")
+	require.NoError(t, err)
+	select {
+	case ok := <-result:
+		require.True(t, ok)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run on the other replica was not woken")
+	}
 }

@@ -23,7 +23,7 @@ const configuredSecret = "s3cr3t-model-key-4f9a8b7c6d5e"
 
 func openAudit(t *testing.T) (*policy.Auditor, *bolt.Store) {
 	t.Helper()
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
+	store, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	a, err := policy.NewAuditor(store, bot.NewRedactor(configuredSecret))

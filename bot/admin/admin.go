@@ -54,7 +54,7 @@ type Page struct {
 
 // Approvals lists tool calls waiting for a person and records decisions.
 type Approvals interface {
-	ListApprovals(all bool) any
+	ListApprovals(ctx context.Context, all bool) (any, error)
 	// DecideApproval decides as by, who authenticated; claimed is who the
 	// request said decides ("" when it said nothing), refused when it is
 	// someone else.
@@ -197,7 +197,12 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no approvals: the agent runtime is not configured"))
 		return
 	}
-	httpapi.JSON(w, http.StatusOK, a.opts.Approvals.ListApprovals(r.URL.Query().Get("all") == "true"))
+	list, err := a.opts.Approvals.ListApprovals(r.Context(), r.URL.Query().Get("all") == "true")
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, list)
 }
 
 // DecisionRequest is the body of POST /api/v1/approvals/{id}/approve|deny.

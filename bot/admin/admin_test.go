@@ -28,7 +28,7 @@ import (
 func openStore(t *testing.T) *bolt.Store {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "switchyard.db")
-	s, err := bolt.Open(path, bolt.Options{})
+	s, err := bolt.Open(context.Background(), path, bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, s.Close())
@@ -649,7 +649,7 @@ func newDesk() *desk {
 	return &desk{pending: map[string]approval{"ap_1": {ID: "ap_1", Status: "pending", Approvers: []string{"ana"}}}}
 }
 
-func (d *desk) ListApprovals(all bool) any {
+func (d *desk) ListApprovals(_ context.Context, all bool) (any, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.listed = append(d.listed, all)
@@ -657,7 +657,7 @@ func (d *desk) ListApprovals(all bool) any {
 	for _, a := range d.pending {
 		out = append(out, a)
 	}
-	return out
+	return out, nil
 }
 
 func (d *desk) DecideApproval(_ context.Context, id string, approve bool, by, claimed string) (any, error) {

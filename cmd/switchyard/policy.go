@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
@@ -202,7 +203,7 @@ func newApprovalsCmd(cl *clientFlags) *cobra.Command {
 		Short: "List pending approvals (--all: decided ones too)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list []policy.Approval
+			var list []bot.Approval
 			path := "/api/v1/approvals"
 			if all {
 				path += "?all=true"
@@ -238,7 +239,7 @@ func newApprovalsCmd(cl *clientFlags) *cobra.Command {
 				"That name must be one of the approvers of the call's profile.",
 			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				var a policy.Approval
+				var a bot.Approval
 				var body any
 				if by != "" {
 					body = admin.DecisionRequest{By: by}

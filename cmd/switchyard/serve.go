@@ -59,7 +59,7 @@ func newServeCmd() *cobra.Command {
 			if !token.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
 			}
-			d, err := daemon.New(daemon.Options{
+			d, err := daemon.New(cmd.Context(), daemon.Options{
 				Setup: s, Reload: load, APIToken: token,
 				Logger: logger, Version: version,
 			})

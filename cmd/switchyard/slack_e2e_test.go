@@ -378,17 +378,19 @@ func TestApprovalInSlack(t *testing.T) {
 	require.NotContains(t, r.stdout, "xoxb-e2e", "no token in the audit log")
 }
 
-// TestPendingApprovalAtShutdown stops the daemon while a run waits for a
-// person: it stops at once, not after the grace period, and the prompt is
-// edited to say the run ended, so nobody clicks a button that means nothing.
-func TestPendingApprovalAtShutdown(t *testing.T) {
-	p, web, _ := slackDaemon(t, 10*time.Minute)
+// TestPendingApprovalSurvivesARestart stops the daemon while a run waits
+// for a person: it stops at once, not after the grace period, and the
+// prompt keeps its buttons. After the restart the resumed run waits on the
+// same approval instead of asking again, and a click on the old buttons
+// lets it go on.
+func TestPendingApprovalSurvivesARestart(t *testing.T) {
+	p, web, dir := slackDaemon(t, 10*time.Minute)
 	const waiting = "1800000003.000100"
 	mention(t, p.addr, "Ev3", waiting, "<@UBOT> @scribe write it")
-	var promptTS string
+	var id, promptTS string
 	require.Eventually(t, func() bool {
 		var ok bool
-		_, promptTS, ok = web.prompt(waiting)
+		id, promptTS, ok = web.prompt(waiting)
 		return ok
 	}, 20*time.Second, 50*time.Millisecond)
 
@@ -399,7 +401,25 @@ func TestPendingApprovalAtShutdown(t *testing.T) {
 	case <-time.After(25 * time.Second):
 		t.Fatal("a run waiting for a person held shutdown up to the grace period")
 	}
-	b := web.lastUpdate(promptTS)
-	require.Contains(t, b, "The run ended before a decision")
-	require.NotContains(t, b, "switchyard_approve", "no buttons left behind")
+	if b := web.lastUpdate(promptTS); b != "" {
+		require.Contains(t, b, "switchyard_approve", "the prompt keeps its buttons")
+	}
+
+	q := serve(t, dir, freeAddr(t))
+	click(t, q.addr, "UANA01", id, promptTS, waiting)
+	require.Eventually(t, func() bool {
+		matches, _ := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
+		return len(matches) == 1
+	}, 20*time.Second, 100*time.Millisecond, "the resumed run went on after the click: %s", web)
+	require.Eventually(t, func() bool {
+		b := web.lastUpdate(promptTS)
+		return strings.Contains(b, "Approved by") && !strings.Contains(b, "switchyard_approve")
+	}, 15*time.Second, 50*time.Millisecond)
+	prompts := 0
+	for _, c := range web.callsOf("chat.postMessage") {
+		if c.Form.Get("thread_ts") == waiting && strings.Contains(c.Form.Get("blocks"), "switchyard_approve") {
+			prompts++
+		}
+	}
+	require.Equal(t, 1, prompts, "the thread was asked once")
 }

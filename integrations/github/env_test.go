@@ -73,7 +73,7 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env
 	t.Helper()
 	e := &env{t: t, gh: newFakeGitHub(t, "")}
 	e.gh.installs["octo/hello"] = testInstallation
-	store, err := bolt.Open(filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
+	store, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = store.Close() })
 	e.store = store

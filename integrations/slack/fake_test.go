@@ -405,7 +405,7 @@ type testStore struct {
 }
 
 func newTestStore(t testing.TB) *testStore {
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "switchyard.db"), boltstore.Options{})
+	st, err := boltstore.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), boltstore.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	return &testStore{Store: st}

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -30,7 +31,7 @@ func BenchmarkIngest(b *testing.B) {
 	for _, callers := range []int{4, 64} {
 		for _, bt := range batches {
 			b.Run(fmt.Sprintf("callers=%d/batch=%s(%d,%s)", callers, bt.name, bt.size, bt.delay), func(b *testing.B) {
-				s, err := Open(filepath.Join(b.TempDir(), "switchyard.db"), Options{MaxBatchSize: bt.size, MaxBatchDelay: bt.delay})
+				s, err := Open(context.Background(), filepath.Join(b.TempDir(), "switchyard.db"), Options{MaxBatchSize: bt.size, MaxBatchDelay: bt.delay})
 				if err != nil {
 					b.Fatal(err)
 				}

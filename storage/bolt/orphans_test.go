@@ -15,7 +15,7 @@ import (
 func TestOrphanedLeasesAreReclaimedAtOnceAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "switchyard.db")
-	s, err := bolt.Open(path, bolt.Options{})
+	s, err := bolt.Open(context.Background(), path, bolt.Options{})
 	require.NoError(t, err)
 	now := time.Now()
 	_, err = s.Ingest(ctx, bot.IngestRequest{
@@ -28,7 +28,7 @@ func TestOrphanedLeasesAreReclaimedAtOnceAfterRestart(t *testing.T) {
 	require.NotNil(t, claim.Job)
 	require.NoError(t, s.Close()) // the process "dies" holding a one-hour lease
 
-	s, err = bolt.Open(path, bolt.Options{})
+	s, err = bolt.Open(context.Background(), path, bolt.Options{})
 	require.NoError(t, err)
 	defer s.Close()
 	n, err := s.ExpireOrphanedLeases(ctx, now.Add(time.Second))

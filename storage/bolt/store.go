@@ -53,6 +53,7 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	log  *slog.Logger
+	bus  bus
 
 	closeOnce sync.Once
 	closeErr  error
@@ -61,14 +62,21 @@ type Store struct {
 var _ bot.Store = (*Store)(nil)
 
 // Open opens the store in the file at path, creating the file (0600) and its
-// directory (0700) when missing. It fails, naming the file, when another
+// directory (0700) when missing. ctx bounds the wait for another process
+// holding the file, with opts.LockTimeout. It fails, naming the file, when another
 // process holds the file beyond opts.LockTimeout, when the file is not a
 // bbolt database or is corrupt, when it belongs to something other than
 // Switchyard, or when its schema is newer than this code. An existing file is
 // never rewritten on any of these errors.
-func Open(path string, opts Options) (*Store, error) {
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < opts.LockTimeout {
+		opts.LockTimeout = max(time.Until(dl), time.Millisecond)
 	}
 	if opts.MaxBatchSize <= 0 {
 		opts.MaxBatchSize = DefaultMaxBatchSize

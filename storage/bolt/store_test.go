@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ import (
 // checked by reopening its file read-only.
 func openTest(t testing.TB, dir string) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(dir, "switchyard.db"), Options{})
+	s, err := Open(context.Background(), filepath.Join(dir, "switchyard.db"), Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { checkAndClose(t, s) })
 	return s
@@ -52,12 +53,12 @@ func checkTx(tx *bolt.Tx) error {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, dir string) bot.Store { return openTest(t, dir) })
+	storetest.Run(t, func(t *testing.T, dir string) storetest.Store { return openTest(t, dir) })
 }
 
 func TestOpenCreatesFileAndDirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "data", "nested", "switchyard.db")
-	s, err := Open(path, Options{})
+	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { checkAndClose(t, s) })
 
@@ -75,7 +76,7 @@ func TestOpenCreatesFileAndDirectory(t *testing.T) {
 }
 
 func TestOpenBatchSettings(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "switchyard.db"), Options{MaxBatchSize: 7, MaxBatchDelay: 3 * time.Millisecond})
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), Options{MaxBatchSize: 7, MaxBatchDelay: 3 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { checkAndClose(t, s) })
 	size, delay := s.BatchSettings()
@@ -86,7 +87,7 @@ func TestOpenBatchSettings(t *testing.T) {
 func TestOpenLockedFile(t *testing.T) {
 	dir := t.TempDir()
 	first := openTest(t, dir)
-	_, err := Open(first.Path(), Options{LockTimeout: 100 * time.Millisecond})
+	_, err := Open(context.Background(), first.Path(), Options{LockTimeout: 100 * time.Millisecond})
 	require.Error(t, err)
 	require.Equal(t, fmt.Sprintf("open %s: locked by another process (waited 100ms)", first.Path()), err.Error())
 	// The holder is unaffected.
@@ -102,7 +103,7 @@ func requireRefused(t *testing.T, path string, wants ...string) {
 	info, err := os.Stat(path)
 	require.NoError(t, err)
 
-	s, err := Open(path, Options{LockTimeout: time.Second})
+	s, err := Open(context.Background(), path, Options{LockTimeout: time.Second})
 	if err == nil {
 		_ = s.Close()
 	}
@@ -121,7 +122,7 @@ func requireRefused(t *testing.T, path string, wants ...string) {
 	require.Equal(t, info.ModTime(), infoAfter.ModTime())
 
 	// Refusing released the lock: another open fails the same way at once.
-	_, err = Open(path, Options{LockTimeout: 50 * time.Millisecond})
+	_, err = Open(context.Background(), path, Options{LockTimeout: 50 * time.Millisecond})
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "locked")
 }
@@ -170,7 +171,7 @@ func TestOpenTruncatedDatabase(t *testing.T) {
 // error and let go of the file.
 func TestOpenDamagedFreelist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "switchyard.db")
-	s, err := Open(path, Options{})
+	s, err := Open(context.Background(), path, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	b, err := os.ReadFile(path)

@@ -9,13 +9,35 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/integrations/github"
 )
 
-// Opener opens, or reopens, a store whose files live in dir. The suite
-// closes every store it opens. Subtests run in parallel, each in its own
-// directory, so open is called concurrently.
-type Opener func(t *testing.T, dir string) bot.Store
+// Store is every store interface the daemon uses: bot's, the agent
+// runtime's conversations and transcripts, the audit log and approvals of
+// the policy, GitHub's installations, and what replicas sharing a store
+// coordinate through (notifications, leases). Installed packages and skill
+// settings have a suite of their own (RunSkills).
+type Store interface {
+	bot.Store
+	agents.ConversationStore
+	agents.TranscriptStore
+	policy.AuditStore
+	policy.ApprovalStore
+	github.InstallationStore
+	Notify(ctx context.Context, topic, payload string) error
+	Listen(ctx context.Context, fn func(topic, payload string)) error
+	HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+}
+
+// Opener opens, or reopens, the store that lives in dir (its files, or a
+// database named after it). The suite closes every store it opens.
+// Subtests run in parallel, each in its own directory, so open is called
+// concurrently.
+type Opener func(t *testing.T, dir string) Store
 
 // Run runs the conformance suite against the stores open makes.
 func Run(t *testing.T, open Opener) {
@@ -36,6 +58,16 @@ func Run(t *testing.T, open Opener) {
 		{"Schedules", testSchedules},
 		{"Reopen", testReopen},
 		{"Lifecycle", testLifecycle},
+		{"Conversations", testConversations},
+		{"Transcripts", testTranscripts},
+		{"RecordsRefuseBadInput", testRecordsRefuseBadInput},
+		{"Installations", testInstallations},
+		{"Audit", testAudit},
+		{"AuditPaging", testAuditPaging},
+		{"Approvals", testApprovals},
+		{"ApprovalsConcurrent", testApprovalsConcurrent},
+		{"Notifications", testNotifications},
+		{"ReplicaLeases", testReplicaLeases},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			// Stores spend their time waiting for fsync: groups overlap.
@@ -52,7 +84,7 @@ type harness struct {
 	ctx  context.Context
 	open Opener
 	dir  string
-	s    bot.Store
+	s    Store
 	// n makes delivery ids unique within the test.
 	n atomic.Int64
 }

@@ -3,6 +3,7 @@
 package bolttest
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -19,7 +20,7 @@ import (
 func Open(t testing.TB, dir string) *bolt.Store {
 	t.Helper()
 	path := filepath.Join(dir, "switchyard.db")
-	s, err := bolt.Open(path, bolt.Options{})
+	s, err := bolt.Open(context.Background(), path, bolt.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = s.Close() // closing twice is harmless

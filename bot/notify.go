@@ -1,0 +1,12 @@
+package bot
+
+// Topics of the notifications the processes sharing a store send each
+// other (see the daemon's Replicas): what changed, so each can act at once
+// instead of at its next poll.
+const (
+	TopicWork     = "work"     // the queue has work to claim
+	TopicOutbox   = "outbox"   // outbox messages are due
+	TopicApproval = "approval" // payload: the id of an approval that was decided
+	TopicConfig   = "config"   // payload: the replica that reloaded its config
+	TopicResync   = "resync"   // notifications may have been missed: look again
+)
