@@ -15,8 +15,8 @@ import (
 
 // corpusProfiles are the profiles testdata/corpus.txt gives a verdict for,
 // in the order of its columns: the built-in ones, and deployer, a
-// contributor that may deploy with a deny list and an approval list, like
-// the README's.
+// contributor that may deploy with a deny list (options included: "rm
+// -rf") and an approval list, like the README's.
 var corpusProfiles = []string{policy.ReadOnly, policy.Contributor, policy.Maintainer, policy.Ops, "deployer"}
 
 func deployerConfig() map[string]policy.ProfileConfig {
@@ -24,7 +24,7 @@ func deployerConfig() map[string]policy.ProfileConfig {
 		"deployer": {
 			Extends:     policy.Contributor,
 			Permissions: []policy.Permission{policy.PermDeploy},
-			Commands:    policy.CommandRules{Deny: []string{"kubectl delete", "terraform destroy", "docker", "npm publish"}},
+			Commands:    policy.CommandRules{Deny: []string{"kubectl delete", "terraform destroy", "docker", "npm publish", "rm -rf", "git push --force"}},
 			Approval:    []string{"kubectl apply", "helm upgrade", "terraform apply"},
 			Approvers:   []string{"ana"},
 		},

@@ -27,6 +27,10 @@ func subcommands(dst []string, name string, args []word) []string {
 				}
 				break
 			}
+			if len(out) == 0 {
+				out = append(out, gitCanonical(w.s))
+				continue
+			}
 			out = append(out, w.s)
 		}
 		return out

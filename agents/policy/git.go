@@ -192,6 +192,25 @@ func gitGlobal(args []word) (gitGlobals, []word) {
 	return g, args[i:]
 }
 
+// gitCanonical is the subcommand git's other name for a command stands
+// for: its old names, and send-pack, the plumbing under git push, which
+// the rules for git push must catch too.
+func gitCanonical(sub string) string {
+	switch sub {
+	case "init-db":
+		return "init"
+	case "stage":
+		return "add"
+	case "fsck-objects":
+		return "fsck"
+	case "pickaxe":
+		return "blame"
+	case "send-pack":
+		return "push"
+	}
+	return sub
+}
+
 // gitClass is what a git subcommand needs.
 type gitClass uint8
 
@@ -218,9 +237,11 @@ func gitSubclass(sub string) gitClass {
 		"mktree", "merge-file", "rerere", "tag", "branch", "stash", "worktree", "notes", "reflog", "config",
 		"remote", "bisect", "mergetool", "difftool", "filter-branch", "fast-import", "hook", "submodule",
 		"mailinfo", "mailsplit", "prune-packed", "multi-pack-index", "commit-graph", "index-pack", "pack-objects",
-		"unpack-objects", "merge-index", "merge-one-file", "update-server-info", "backfill", "replay":
+		"unpack-objects", "merge-index", "merge-one-file", "update-server-info", "backfill", "replay",
+		"merge-octopus", "merge-ours", "merge-recursive", "merge-recursive-ours", "merge-recursive-theirs",
+		"merge-resolve", "merge-subtree", "unpack-file":
 		return gitWrite
-	case "fetch", "pull", "clone", "ls-remote", "push", "lfs":
+	case "fetch", "pull", "clone", "ls-remote", "push", "lfs", "fetch-pack":
 		return gitNetRead
 	}
 	return gitUnknown
@@ -317,7 +338,7 @@ func gitHandler() handler {
 			c.denyf("shell:dynamic-command", "git subcommand %s is not a literal (it contains %s)", rest[0].source(), rest[0].dyn)
 			return inv.cwd
 		}
-		sub := rest[0].s
+		sub := gitCanonical(rest[0].s)
 		if a, ok := aliases[sub]; ok && !strings.HasPrefix(a, "!") {
 			// An alias for other git arguments: check what it expands to.
 			words := []word{inv.argv[0]}
@@ -582,6 +603,9 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 	case "hook":
 		c.needBecause(inv, pWrite|pExec, "it runs a hook")
 		return inv.cwd
+	case "for-each-repo":
+		c.denyf("git:for-each-repo", "git for-each-repo is not allowed: it runs git in the repositories its configuration lists, which the policy cannot see")
+		return inv.cwd
 	case "credential", "credential-store", "credential-cache":
 		c.need(inv, pSecrets)
 		return inv.cwd
@@ -614,7 +638,8 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 		return inv.cwd
 	case "daemon", "instaweb", "web--browse", "send-email", "imap-send", "request-pull", "p4", "svn", "cvsimport",
 		"cvsserver", "cvsexportcommit", "archimport", "quiltimport", "http-backend", "http-fetch", "http-push",
-		"upload-pack", "receive-pack", "upload-archive", "shell", "remote-ext", "remote-fd":
+		"upload-pack", "receive-pack", "upload-archive", "shell", "remote-ext", "remote-fd", "remote-http",
+		"remote-https", "remote-ftp", "remote-ftps":
 		if !c.needBecause(inv, pExec|pNetwork, "git "+sub+" serves or reaches the network and runs programs") {
 			return inv.cwd
 		}

@@ -48,7 +48,10 @@ type ProfileConfig struct {
 
 // CommandRules allow and deny shell commands. An entry is a command name,
 // optionally followed by subcommand words ("git push", "gh pr merge"); each
-// word may be a glob ("kube*"). Deny always wins; an allowed command runs
+// word may be a glob ("kube*"). A deny or approval entry may also name
+// options ("rm -rf", "git push --force"): it then matches a command that
+// carries each of them, however they are spelt (-rf, -r -f, -fr, -R -f,
+// --recursive --force, --forc). Deny always wins; an allowed command runs
 // even where the profile's permissions would not cover it, but its paths
 // are still checked.
 type CommandRules struct {
@@ -116,10 +119,13 @@ type Profile struct {
 }
 
 // cmdPattern is a command rule: a name and leading subcommand words, each a
-// glob.
+// glob, and the options a command must carry to match.
 type cmdPattern struct {
 	text  string
 	words []string
+	// opts are the options the rule names, one short letter ("-r") or
+	// one long name ("--force") each.
+	opts []string
 }
 
 func builtinProfiles() []*Profile {
@@ -281,6 +287,13 @@ func validateProfileConfig(at string, c ProfileConfig, fail func(field, format s
 	}
 	checkCmds("commands.allow", c.Commands.Allow)
 	checkCmds("commands.deny", c.Commands.Deny)
+	for i, s := range c.Commands.Allow {
+		if pt, err := parseCmdPattern(s); err == nil && len(pt.opts) > 0 {
+			// An option allowed alone would allow the command with every
+			// other option too.
+			fail(fmt.Sprintf("%s.commands.allow[%d]", at, i), "%q: allow a command or its subcommands, not an option of it; deny or ask approval for options instead", s)
+		}
+	}
 	checkPaths := func(field string, list []string) {
 		for i, g := range list {
 			if err := validPathGlob(g); err != nil {
@@ -333,19 +346,34 @@ func validPathGlob(g string) error {
 }
 
 func parseCmdPattern(s string) (cmdPattern, error) {
-	words := strings.Fields(s)
-	if len(words) == 0 {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
 		return cmdPattern{}, errors.New("empty command")
 	}
-	for _, w := range words {
+	pt := cmdPattern{text: strings.Join(fields, " ")}
+	for i, w := range fields {
 		if strings.ContainsAny(w, "|;&<>()$`\\\"'") {
 			return cmdPattern{}, fmt.Errorf("command %q: write a command name and subcommand words, not shell syntax", s)
+		}
+		if i > 0 && len(w) > 1 && w[0] == '-' {
+			switch {
+			case w == "--" || strings.ContainsAny(w, "*?[="):
+				return cmdPattern{}, fmt.Errorf("command %q: write an option as it is spelt (-rf, --force), without a value or a glob (%q)", s, w)
+			case strings.HasPrefix(w, "--"):
+				pt.opts = append(pt.opts, w)
+			default:
+				for _, r := range w[1:] {
+					pt.opts = append(pt.opts, "-"+string(r))
+				}
+			}
+			continue
 		}
 		if _, err := path.Match(w, ""); err != nil {
 			return cmdPattern{}, fmt.Errorf("command %q: invalid glob %q", s, w)
 		}
+		pt.words = append(pt.words, w)
 	}
-	return cmdPattern{text: strings.Join(words, " "), words: words}, nil
+	return pt, nil
 }
 
 // merge folds c over base (nil for a profile that extends nothing).

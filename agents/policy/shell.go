@@ -1037,9 +1037,10 @@ func (c *checker) rules(inv *invocation) {
 	}
 	matches = func(pt cmdPattern) bool {
 		if exact {
-			return pt.match(inv.name, inv.sub)
+			return pt.match(inv.name, inv.sub) && c.carries(inv, pt.opts)
 		}
-		return pt.matchAny(inv.name, inv.sub) || dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name)
+		return (pt.matchAny(inv.name, inv.sub) || dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name)) &&
+			c.carries(inv, pt.opts)
 	}
 	for _, pt := range c.p.denyCmds {
 		if matches(pt) {
@@ -1058,6 +1059,104 @@ func (c *checker) rules(inv *invocation) {
 			c.approve("approval:"+pt.text, "command %q needs approval (profile %q lists %q)", inv.display(), c.p.Name, pt.text)
 		}
 	}
+}
+
+// carries reports whether inv may carry every option of opts, as a rule
+// names them ("-r", "--force"): spelt alone or in a cluster (-rf, -fr),
+// in either case (-R), long for short and short for long by its first
+// letter (--recursive for -r, -f for --force), abbreviated (--forc) or
+// extended (--force-with-lease), anywhere before "--". An argument the
+// policy cannot see, or a glob that matches a name starting with "-", may
+// be any option. git push forces with a "+" refspec and --mirror too.
+// Reading too much is the safe side: these are deny and approval rules.
+func (c *checker) carries(inv *invocation, opts []string) bool {
+	if len(opts) == 0 {
+		return true
+	}
+	push := inv.name == "git" && len(inv.sub) > 0 && inv.sub[0] == "push"
+	for _, o := range opts {
+		if !c.carriesOne(inv, o, push) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) carriesOne(inv *invocation, o string, push bool) bool {
+	long := strings.HasPrefix(o, "--")
+	letter := o[1]
+	if long {
+		letter = o[2]
+	}
+	force := push && (o == "--force" || o == "-f")
+	for _, a := range inv.argv[1:] {
+		if !a.lit || a.glob {
+			if c.mayBeOption(a, inv.cwd) {
+				return true
+			}
+			if !a.lit {
+				continue
+			}
+		}
+		s := a.s
+		switch {
+		case s == "--":
+			return false
+		case force && (strings.HasPrefix(s, "+") || strings.Contains(s, "=+") || s == "--mirror"):
+			return true
+		case len(s) < 2 || s[0] != '-':
+			continue
+		case strings.HasPrefix(s, "--"):
+			name, _, _ := strings.Cut(s, "=")
+			if long && (name == o || len(name) >= 3 && strings.HasPrefix(o, name) || strings.HasPrefix(name, o+"-")) ||
+				!long && len(name) > 2 && equalFoldByte(name[2], letter) {
+				return true
+			}
+		default:
+			for i := 1; i < len(s); i++ {
+				if equalFoldByte(s[i], letter) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// mayBeOption reports whether a word that is not a plain literal may
+// expand to an option: an expansion that does not start with literal text,
+// or a glob matching a name that starts with "-".
+func (c *checker) mayBeOption(w word, cwd cwds) bool {
+	switch {
+	case w.number:
+		return false
+	case w.lit:
+		first, _, _ := strings.Cut(w.pat, "/")
+		if !hasMeta(first) {
+			return strings.HasPrefix(first, "-")
+		}
+		for _, dir := range cwd {
+			got, ok := c.ws.dirs.list(dir)
+			if !ok {
+				continue
+			}
+			for _, e := range got.entries {
+				if ok, _ := filepath.Match(first, e.name); ok && strings.HasPrefix(e.name, "-") {
+					return true
+				}
+			}
+		}
+		return false
+	case w.node != nil && len(w.node.Parts) > 0:
+		if lit, ok := w.node.Parts[0].(*syntax.Lit); ok && lit.Value != "" {
+			return lit.Value[0] == '-'
+		}
+	}
+	return true
+}
+
+func equalFoldByte(a, b byte) bool {
+	return a == b || 'a' <= a && a <= 'z' && a-'a'+'A' == b || 'A' <= a && a <= 'Z' && a-'A'+'a' == b
 }
 
 // matchAny is match with the subcommand words anywhere among sub, in
