@@ -23,6 +23,10 @@ type Dispatch struct {
 	LastError  string         `json:"last_error,omitempty"`
 	CreatedAt  time.Time      `json:"created_at"`
 	UpdatedAt  time.Time      `json:"updated_at"`
+	// Lane is the queue's unit of one job at a time: "" means the thread.
+	// A subagent's dispatch has a lane of its own (ChildLane), so it runs
+	// while the parent that waits for it holds the thread's.
+	Lane string `json:"lane,omitempty"`
 }
 
 // JobStatus is the state of one execution attempt.
@@ -52,6 +56,8 @@ type Job struct {
 	Error        string     `json:"error,omitempty"`
 	StartedAt    time.Time  `json:"started_at"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	// Lane is its dispatches' lane ("" for the thread's).
+	Lane string `json:"lane,omitempty"`
 }
 
 // ClaimRequest asks the queue for the next job.
@@ -83,4 +89,11 @@ type JobOutcome struct {
 	Success bool
 	Summary string // the final reply, set on every work item of the job
 	Error   string // why it failed
+	// Cancelled ends the work items cancelled rather than failed: a
+	// subagent its parent, or a person, cancelled.
+	Cancelled bool
 }
+
+// ChildLane is the lane of a subagent's work item: its own, inside its
+// thread's workspace.
+func ChildLane(th Thread, workItemID string) string { return th.Key() + "\x00child\x00" + workItemID }

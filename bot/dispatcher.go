@@ -22,6 +22,9 @@ type DispatcherOptions struct {
 	// Open lists records a thread still owns (subagents, background tasks);
 	// nil until that capability is wired in.
 	Open OpenRecordSource
+	// Resets say when a thread was last reset: its earlier work is not
+	// carried over past it. Nil carries everything over.
+	Resets ThreadResets
 	// Workers is how many runs may work at once; default 4. Runs waiting
 	// for a person (see Await) do not count.
 	Workers int
@@ -206,7 +209,7 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	defer run.Close()
 	req := RunRequest{
 		Job: *job, WorkItems: claim.WorkItems, Agent: job.Agent, Thread: job.Thread,
-		Continuation: d.continuation(runCtx, job, log),
+		Continuation: d.continuation(runCtx, job, claim.WorkItems, log),
 	}
 	res, err := d.safeRun(runCtx, req, run, log)
 
@@ -236,7 +239,8 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	}
 	finishCtx := context.WithoutCancel(runCtx)
 	run.Finish(finishCtx, success, res.Reply, errText)
-	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Success: success, Summary: res.Reply, Error: errText}
+	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Success: success, Summary: res.Reply, Error: errText,
+		Cancelled: err == nil && res.Status == ResultCancelled}
 	if ferr := d.opts.Queue.FinishJob(finishCtx, out); ferr != nil {
 		log.Error("finish job", slog.String("error", ferr.Error()))
 		return
@@ -284,16 +288,35 @@ func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 	}
 }
 
-// continuation gathers what the thread carries over into this run.
-func (d *Dispatcher) continuation(ctx context.Context, job *Job, log *slog.Logger) Continuation {
-	c := Continuation{SessionKey: job.Thread.Key(), Agent: job.Agent}
+// ThreadResets say when a thread was last reset.
+type ThreadResets interface {
+	ThreadResetAt(ctx context.Context, sessionKey string) (time.Time, error)
+}
+
+// continuation gathers what the thread carries over into this run: its
+// earlier work items since its last reset (a subagent's are its parent's
+// business), and the records its owner still has open. A subagent's run
+// carries nothing over: it starts from its task.
+func (d *Dispatcher) continuation(ctx context.Context, job *Job, items []WorkItem, log *slog.Logger) Continuation {
+	c := Continuation{SessionKey: job.Thread.Key(), Agent: job.Agent, At: d.opts.Now()}
+	if len(items) > 0 && items[0].IsChild() {
+		return c
+	}
+	var since time.Time
+	if d.opts.Resets != nil {
+		at, err := d.opts.Resets.ThreadResetAt(ctx, c.SessionKey)
+		if err != nil {
+			log.Warn("continuation: thread reset", slog.String("error", err.Error()))
+		}
+		since = at
+	}
 	if d.opts.Items != nil {
 		items, _, err := d.opts.Items.ListWorkItems(ctx, WorkItemFilter{Thread: c.SessionKey, Limit: 20})
 		if err != nil {
 			log.Warn("continuation: list work items", slog.String("error", err.Error()))
 		}
 		for _, wi := range slices.Backward(items) {
-			if slices.Contains(job.WorkItemIDs, wi.ID) {
+			if slices.Contains(job.WorkItemIDs, wi.ID) || wi.IsChild() || wi.CreatedAt.Before(since) {
 				continue
 			}
 			c.Earlier = append(c.Earlier, EarlierWork{

@@ -13,6 +13,9 @@ const (
 	KindSlackMessage = "slack.message"
 	KindSlackCommand = "slack.command"
 	KindScheduleTick = "schedule.tick"
+	// KindSubagent is the kind of a subagent's work item, which no event
+	// made: a run spawned it.
+	KindSubagent     = "subagent"
 	kindGitHubPrefix = "github."
 )
 

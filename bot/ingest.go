@@ -187,18 +187,17 @@ func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time, window t
 const threadRecent = 10
 
 // threadWork returns the newest work items of ev's thread (or
-// conversation); with asOf set, the newest made before it, paging back as
-// far as it takes.
+// conversation), leaving out subagents' (they work for a run, not for the
+// thread); with asOf set, the newest made before it, paging back as far as
+// it takes.
 func (in *Intake) threadWork(ctx context.Context, ev *Event, asOf time.Time) ([]WorkItem, error) {
 	f := WorkItemFilter{Thread: ev.Thread.Key(), Limit: threadRecent}
 	if !ev.Conversation.IsZero() {
 		f = WorkItemFilter{Conversation: ev.Conversation.Key(), Limit: threadRecent}
 	}
-	if asOf.IsZero() {
-		items, _, err := in.opts.Threads.ListWorkItems(ctx, f)
-		return items, err
+	if !asOf.IsZero() || !ev.Conversation.IsZero() {
+		f.Limit = 10 * threadRecent // a conversation's work comes in one page
 	}
-	f.Limit = 10 * threadRecent // a conversation's work comes in one page
 	var out []WorkItem
 	for len(out) < threadRecent {
 		items, next, err := in.opts.Threads.ListWorkItems(ctx, f)
@@ -206,11 +205,11 @@ func (in *Intake) threadWork(ctx context.Context, ev *Event, asOf time.Time) ([]
 			return nil, err
 		}
 		for _, wi := range items {
-			if wi.CreatedAt.Before(asOf) && len(out) < threadRecent {
+			if !wi.IsChild() && (asOf.IsZero() || wi.CreatedAt.Before(asOf)) && len(out) < threadRecent {
 				out = append(out, wi)
 			}
 		}
-		if next == "" {
+		if next == "" || f.Conversation != "" {
 			break
 		}
 		f.Cursor = next

@@ -121,6 +121,7 @@ type Run struct {
 	rights   string
 	skills   []string
 	done     bool
+	quiet    bool // a subagent's: nothing is posted
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -138,6 +139,13 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 		started = r.opts.Now()
 	}
 	run := &Run{r: r, lead: items[0], agent: job.Agent, started: started, activity: "starting", stop: make(chan struct{})}
+	if run.lead.IsChild() {
+		// A subagent reports to the run that spawned it, whose status
+		// message shows the tree; it posts nothing in the thread itself.
+		run.quiet, run.done = true, true
+		close(run.stop)
+		return run
+	}
 	for _, wi := range items[1:] {
 		run.others = append(run.others, wi.ID)
 	}
@@ -214,6 +222,9 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 }
 
 func (run *Run) push(ctx context.Context, state string) {
+	if run.quiet {
+		return
+	}
 	run.mu.Lock()
 	activity, rights, skills := run.activity, run.rights, run.skills
 	run.mu.Unlock()
@@ -257,6 +268,9 @@ func statusText(v *StatusView, others []string) string {
 // stable keys edit the same messages.
 func (run *Run) Finish(ctx context.Context, success bool, reply, errText string) {
 	run.Close()
+	if run.quiet {
+		return
+	}
 	state := "done"
 	if !success {
 		state = "failed"
@@ -286,6 +300,9 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 // Abandoned reports a work item failed because its worker kept dying: its
 // status message says so too, so none is left saying it is working.
 func (r *Reporter) Abandoned(ctx context.Context, wi WorkItem) {
+	if wi.IsChild() {
+		return // its ledger record says interrupted; its parent reports it
+	}
 	view := &StatusView{
 		WorkItemID: wi.ID, Agent: wi.Route.Agent, State: "failed", Activity: wi.Error,
 		Started: wi.CreatedAt, Updated: r.opts.Now(),

@@ -29,6 +29,9 @@ const (
 	ResultSuccess = "success"
 	ResultError   = "error"
 	ResultRefused = "refused"
+	// ResultCancelled is a run stopped on purpose (a subagent its parent
+	// cancelled): its work items end cancelled, not failed.
+	ResultCancelled = "cancelled"
 )
 
 // RunResult is how a run ended. A Runner returns a non-nil error only when it
@@ -96,6 +99,9 @@ type Continuation struct {
 	Agent      string
 	Earlier    []EarlierWork
 	Open       []OpenRecord
+	// At is when it was gathered: the ages of open records are counted to
+	// it.
+	At time.Time
 }
 
 // EarlierWork is one earlier work item of the thread.
@@ -112,10 +118,12 @@ type EarlierWork struct {
 // the thread and still open. The subagents capability supplies them through
 // an OpenRecordSource.
 type OpenRecord struct {
-	Kind    string // "child_run", "background_task"
+	Kind    string // "subagent", "background_task"
 	ID      string
 	Status  string
 	Summary string
+	// Since is when it was started; the summary says how long ago.
+	Since time.Time
 }
 
 // OpenRecordSource lists open records owned by a session key and agent. It is
@@ -141,9 +149,13 @@ func (c Continuation) Text() string {
 		}
 	}
 	if len(c.Open) > 0 {
-		b.WriteString("Still open and owned by this thread:\n")
+		b.WriteString("Still open and owned by this thread (manage them with list_children, await_child, cancel_child, list_background_tasks, read_background_output, stop_background_task):\n")
 		for _, r := range c.Open {
-			fmt.Fprintf(&b, "- %s %s [%s] %s\n", r.Kind, r.ID, r.Status, oneLine(r.Summary, 200))
+			age := ""
+			if !r.Since.IsZero() && !c.At.IsZero() {
+				age = ", started " + Ago(c.At.Sub(r.Since)) + " ago"
+			}
+			fmt.Fprintf(&b, "- %s %s [%s%s] %s\n", r.Kind, r.ID, r.Status, age, oneLine(r.Summary, 200))
 		}
 	}
 	return b.String()

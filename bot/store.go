@@ -162,6 +162,9 @@ type Store interface {
 	DeliveryStore
 	OutboxStore
 	ScheduleStore
+	LedgerStore
+	BudgetStore
+	RunStateStore
 	// Ping reports whether the store is open and usable (readiness).
 	Ping(ctx context.Context) error
 	Close() error

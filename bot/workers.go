@@ -111,13 +111,18 @@ type runSlot struct {
 	mu   sync.Mutex
 	slot int
 	held bool
+	// waiting counts the run's Awaits in progress: a run that waits for
+	// several things at once (subagents spawned in one turn) gives its
+	// slot back at the first and takes one again after the last.
+	waiting int
 }
 
-// park gives the slot back while the run waits.
-func (s *runSlot) park() {
+// enter begins a wait: the first gives the slot back.
+func (s *runSlot) enter() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.held {
+	s.waiting++
+	if s.waiting > 1 || !s.held {
 		return
 	}
 	s.held = false
@@ -128,21 +133,25 @@ func (s *runSlot) park() {
 	s.pool.put(s.slot)
 }
 
-// resume takes a slot again before the run goes on.
-func (s *runSlot) resume(ctx context.Context) error {
+// leave ends a wait: after the last, the run takes a slot again before it
+// goes on. A wait that begins meanwhile keeps the run parked.
+func (s *runSlot) leave(ctx context.Context) error {
 	s.mu.Lock()
-	held := s.held
-	s.mu.Unlock()
-	if held {
+	s.waiting--
+	if s.waiting > 0 || s.held {
+		s.mu.Unlock()
 		return nil
 	}
+	s.mu.Unlock()
 	slot, err := s.pool.retake(ctx)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held { // a concurrent Await of the same run got one first
+	if s.held || s.waiting > 0 {
+		// Another leave got one first, or a new wait began: the run
+		// needs no slot now.
 		s.pool.put(slot)
 		return nil
 	}
@@ -174,10 +183,14 @@ func (s *runSlot) release() {
 type runSlotKey struct{}
 
 // Await runs wait, which blocks on something outside the run such as a
-// person's decision, with the run's worker handed back to the pool, and
-// takes a worker again before it returns. A run waiting for a person thus
-// holds no worker: other threads' jobs run meanwhile. Outside a dispatcher
-// run (tests, tools called directly) it just calls wait.
+// person's decision or a subagent's answer, with the run's worker handed
+// back to the pool, and takes a worker again before it returns. A run
+// waiting for a person or for its children thus holds no worker: other
+// jobs, its children's among them, run meanwhile. Awaits of one run may
+// overlap (subagents spawned in one turn): the worker is given back at the
+// first and taken again after the last, so a parent never holds a worker
+// while any of its children waits for one. Outside a dispatcher run (tests,
+// tools called directly) it just calls wait.
 //
 // When ctx ends before a worker is free again, Await returns ctx's error
 // (unless wait failed first).
@@ -186,9 +199,9 @@ func Await(ctx context.Context, wait func() error) error {
 	if s == nil {
 		return wait()
 	}
-	s.park()
+	s.enter()
 	err := wait()
-	if rerr := s.resume(ctx); rerr != nil && err == nil {
+	if rerr := s.leave(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
 	return err

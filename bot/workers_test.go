@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +137,44 @@ func TestAwaitOutsideARunJustWaits(t *testing.T) {
 	called := false
 	require.NoError(t, bot.Await(context.Background(), func() error { called = true; return nil }))
 	require.True(t, called)
+}
+
+// A run that waits for several things at once (subagents spawned in one
+// turn) holds no worker until the last of them is done, so with one worker
+// the work it waits for still runs, one piece after the other.
+func TestOverlappingAwaitsHoldNoWorkerUntilTheLast(t *testing.T) {
+	doneA, doneB := make(chan struct{}), make(chan struct{})
+	r := &threadRunner{}
+	r.by = map[string]func(context.Context) error{
+		"parent": func(ctx context.Context) error {
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i, ch := range []chan struct{}{doneA, doneB} {
+				wg.Go(func() {
+					errs[i] = bot.Await(ctx, func() error {
+						select {
+						case <-ch:
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					})
+				})
+			}
+			wg.Wait()
+			r.note("parent resumed")
+			return errors.Join(errs...)
+		},
+		"a": func(context.Context) error { close(doneA); return nil },
+		"b": func(context.Context) error { close(doneB); return nil },
+	}
+	c := startCore(t, openStore(t, t.TempDir()), coreOpts{runner: r, workers: 1})
+	parent := c.send(t, "parent", "wait for a and b")
+	require.Eventually(t, func() bool { return len(r.events()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	a := c.send(t, "a", "first")
+	require.Equal(t, bot.StatusDone, c.waitFinished(t, a.ID).Status)
+	b := c.send(t, "b", "second")
+	require.Equal(t, bot.StatusDone, c.waitFinished(t, b.ID).Status)
+	require.Equal(t, bot.StatusDone, c.waitFinished(t, parent.ID).Status)
+	require.Equal(t, []string{"parent started", "a started", "a finished", "b started", "b finished", "parent resumed", "parent finished"}, r.events())
 }

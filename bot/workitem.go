@@ -67,6 +67,7 @@ const (
 	RouteDefault  RouteKind = "default"  // nothing else did: the default agent
 	RouteHandoff  RouteKind = "handoff"  // an agent handed the work, or the thread, over
 	RouteSchedule RouteKind = "schedule" // a schedule fired for the agent
+	RouteSubagent RouteKind = "subagent" // a run spawned the agent as a child (spawn_subagent)
 )
 
 // Explicit reports whether a person or the config asked for this agent by
@@ -127,6 +128,10 @@ type WorkItem struct {
 
 // Agent returns the agent that currently owns the work item.
 func (w *WorkItem) Agent() string { return w.Route.Agent }
+
+// IsChild reports whether the work item is a subagent's: a run spawned it,
+// and it reports to that run, not in the thread.
+func (w *WorkItem) IsChild() bool { return w.ParentID != "" && w.Route.Kind == RouteSubagent }
 
 // WorkItemFilter selects work items; zero fields select all.
 type WorkItemFilter struct {

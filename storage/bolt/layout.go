@@ -383,6 +383,22 @@ func unitKey(th bot.Thread, workItemID string) string {
 	return "\x00" + workItemID
 }
 
+// dispatchUnit is the unit of d: its lane, or its thread's.
+func dispatchUnit(d *bot.Dispatch) string {
+	if d.Lane != "" {
+		return d.Lane
+	}
+	return unitKey(d.Thread, d.WorkItemID)
+}
+
+// jobUnit is the unit a job holds while it runs.
+func jobUnit(j *bot.Job) string {
+	if j.Lane != "" {
+		return j.Lane
+	}
+	return unitKey(j.Thread, firstOf(j.WorkItemIDs))
+}
+
 func pendingValue(unit, agent string) []byte {
 	v := make([]byte, 0, len(unit)+1+len(agent))
 	v = append(v, unit...)

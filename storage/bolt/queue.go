@@ -155,10 +155,14 @@ func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.W
 	if err := t.putDispatch(seq, d); err != nil {
 		return nil, err
 	}
-	return t.setItemStatus(d, bot.StatusFailed, req.Now, func(wi *bot.WorkItem) {
+	wi, err := t.setItemStatus(d, bot.StatusFailed, req.Now, func(wi *bot.WorkItem) {
 		wi.Error = d.LastError
 		wi.FinishedAt = &req.Now
 	})
+	if err != nil || wi == nil {
+		return wi, err
+	}
+	return wi, t.childEnded(wi, bot.RunInterrupted, "", d.LastError, req.Now)
 }
 
 // requeue puts a dispatch of an ended job back in the queue, in its old
@@ -183,8 +187,11 @@ func (t txn) requeue(seq uint64, d *bot.Dispatch, now time.Time) error {
 	if err := t.addPending(seq, d); err != nil {
 		return err
 	}
-	_, err = t.setItemStatus(d, bot.StatusQueued, now, nil)
-	return err
+	wi, err := t.setItemStatus(d, bot.StatusQueued, now, nil)
+	if err != nil || wi == nil {
+		return err
+	}
+	return t.childRequeued(wi, now)
 }
 
 // setItemStatus moves the work item of d to status, applying edit, when d
@@ -263,6 +270,7 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 		if i == 0 {
 			job.Thread = d.Thread
 			job.Attempt = d.Attempts
+			job.Lane = d.Lane
 		}
 		job.DispatchIDs = append(job.DispatchIDs, d.ID)
 		job.WorkItemIDs = append(job.WorkItemIDs, d.WorkItemID)
@@ -273,6 +281,9 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 			return nil, nil, err
 		}
 		if wi != nil {
+			if err := t.childClaimed(wi, job.ID, req.Now); err != nil {
+				return nil, nil, err
+			}
 			items = append(items, *wi)
 			wiSeq, _ := parseID(prefixWorkItem, wi.ID)
 			if err := t.bucket(bucketJobsByItem).Put(binaryPair(wiSeq, jobSeq), []byte{}); err != nil {
@@ -339,10 +350,14 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 			return err
 		}
 		j.Status, j.FinishedAt = bot.JobSucceeded, &now
-		dStatus, wStatus := bot.DispatchDone, bot.StatusDone
-		if !out.Success {
+		dStatus, wStatus, rStatus := bot.DispatchDone, bot.StatusDone, bot.RunDone
+		switch {
+		case out.Cancelled:
 			j.Status, j.Error = bot.JobFailed, out.Error
-			dStatus, wStatus = bot.DispatchFailed, bot.StatusFailed
+			dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusCancelled, bot.RunCancelled
+		case !out.Success:
+			j.Status, j.Error = bot.JobFailed, out.Error
+			dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusFailed, bot.RunFailed
 		}
 		if err := t.putJob(seq, j); err != nil {
 			return err
@@ -359,7 +374,7 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 			if err := t.putDispatch(dSeq, d); err != nil {
 				return err
 			}
-			_, err = t.setItemStatus(d, wStatus, now, func(wi *bot.WorkItem) {
+			wi, err := t.setItemStatus(d, wStatus, now, func(wi *bot.WorkItem) {
 				wi.Summary = out.Summary
 				wi.Error = ""
 				if !out.Success {
@@ -370,8 +385,13 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 			if err != nil {
 				return err
 			}
+			if wi != nil {
+				if err := t.childEnded(wi, rStatus, out.Summary, wi.Error, now); err != nil {
+					return err
+				}
+			}
 		}
-		return t.freeUnit(unitKey(j.Thread, firstOf(j.WorkItemIDs)), seq)
+		return t.freeUnit(jobUnit(j), seq)
 	})
 }
 
@@ -409,7 +429,7 @@ func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Ti
 				return err
 			}
 		}
-		return t.freeUnit(unitKey(j.Thread, firstOf(j.WorkItemIDs)), seq)
+		return t.freeUnit(jobUnit(j), seq)
 	})
 }
 

@@ -83,7 +83,7 @@ func (t txn) putDispatch(seq uint64, d *bot.Dispatch) error {
 // addPending puts a dispatch into both pending indexes; its key is its
 // sequence, so a dispatch given back keeps its place in the queue.
 func (t txn) addPending(seq uint64, d *bot.Dispatch) error {
-	unit := unitKey(d.Thread, d.WorkItemID)
+	unit := dispatchUnit(d)
 	if err := t.bucket(bucketPending).Put(seqKey(seq), pendingValue(unit, d.Agent)); err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (t txn) removePending(seq uint64, d *bot.Dispatch) error {
 	if err := t.bucket(bucketPending).Delete(seqKey(seq)); err != nil {
 		return err
 	}
-	return t.bucket(bucketPendingByThread).Delete(indexKey(unitKey(d.Thread, d.WorkItemID), seq))
+	return t.bucket(bucketPendingByThread).Delete(indexKey(dispatchUnit(d), seq))
 }
 
 func (t txn) job(id string) (*bot.Job, uint64, error) {
