@@ -92,6 +92,12 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		inherited:     passed,
 		target:        targetOf(caller.sessionKey, callee.Name),
 		skills:        &loadedSkills{},
+		thread:        caller.thread,
+		jobItem:       caller.jobItem,
+		dispatchID:    caller.dispatchID,
+		owner:         caller.owner,
+		rootWorkItem:  caller.rootWorkItem,
+		spawnDepth:    caller.spawnDepth,
 	}
 	for _, c := range passed {
 		child.ceilings = appendCeiling(child.ceilings, c)
@@ -115,9 +121,11 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 	t.rt.preload(ctx, child, callee.Skills)
 
 	started := t.rt.opts.Now()
+	rec := t.rt.recordCall(ctx, caller, child, in.Task, in.Context)
 	out := t.rt.invoke(ctx, child, nil, invocationText(caller.def.Name, in.Task, ic), "")
 	resp := t.rt.redactResponse(out.resp)
 	t.rt.saveTranscript(context.WithoutCancel(ctx), child, out, resp, 0, started)
+	t.rt.endCall(context.WithoutCancel(ctx), rec, resp)
 	caller.addChildTokens(resp.TokensUsed)
 	log.LogAttrs(ctx, slog.LevelInfo, "agent returned", append(child.attrs(),
 		slog.String("caller", caller.def.Name), slog.String("status", resp.Status),
@@ -231,6 +239,7 @@ func (t *handoffTool) Run(ctx context.Context, _ tools.CallContext, input json.R
 		return "", fmt.Errorf("handoff to %s: %w", target.Name, err)
 	}
 	rn.setHandoff(hop)
+	t.rt.recordHandoff(ctx, rn, hop)
 	t.rt.log.LogAttrs(ctx, slog.LevelInfo, "work item handed off", append(rn.attrs(),
 		slog.String("work_item", rn.workItemID), slog.String("to", target.Name), slog.String("reason", in.Reason))...)
 	return fmt.Sprintf("handed off to %s; your run ends after this turn", target.Name), nil

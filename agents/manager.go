@@ -254,7 +254,8 @@ const HandoffTool = "handoff_to"
 func (m *Manager) Validate(k Known) error {
 	list := m.List()
 	if k.Tools != nil {
-		k.Tools = append(slices.Clone(k.Tools), HandoffTool, EnableSkillTool, DisableSkillTool)
+		k.Tools = append(slices.Clone(k.Tools), EnableSkillTool, DisableSkillTool)
+		k.Tools = append(k.Tools, ControlTools()...)
 		for _, d := range list {
 			if d.Mode == ModeTool {
 				k.Tools = append(k.Tools, ToolName(d.Name))

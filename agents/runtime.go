@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -107,6 +108,11 @@ type RuntimeOptions struct {
 	// in status messages, stored conversations, transcripts and replies;
 	// nil masks common token shapes only.
 	Redactor *bot.Redactor
+	// Subagents keeps the ledger of subagents, agent calls and handoffs;
+	// nil leaves spawn_subagent and its tools out.
+	Subagents *Subagents
+	// SubagentLimits bound spawning; zero fields take the defaults.
+	SubagentLimits SubagentLimits
 	// Limits apply to agents that set none.
 	Limits     Limits
 	MaxDepth   int
@@ -121,6 +127,7 @@ type Runtime struct {
 	opts     RuntimeOptions
 	redactor *bot.Redactor
 	log      *slog.Logger
+	children *Subagents // nil without subagents
 }
 
 var _ bot.Runner = (*Runtime)(nil)
@@ -160,7 +167,7 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 	if opts.Redactor == nil {
 		opts.Redactor = bot.NewRedactor()
 	}
-	return &Runtime{opts: opts, redactor: opts.Redactor, log: opts.Logger}, nil
+	return &Runtime{opts: opts, redactor: opts.Redactor, log: opts.Logger, children: opts.Subagents}, nil
 }
 
 // Access maps requesters to ceilings and says what an agent may do under
@@ -202,6 +209,18 @@ type run struct {
 	// enabled; skills is its record of the skills it loaded.
 	target skills.Target
 	skills *loadedSkills
+
+	// Where the run sits in its tree, for what it spawns and records:
+	// the job's thread, lead work item and dispatch (an agent it calls
+	// shares them), the owner of what it starts, the tree's root, how many
+	// spawns deep it is, and for a subagent's run its record.
+	thread       bot.Thread
+	jobItem      string
+	dispatchID   string
+	owner        bot.Owner
+	rootWorkItem string
+	spawnDepth   int
+	child        *bot.ChildRun
 
 	mu          sync.Mutex
 	children    int
@@ -256,6 +275,9 @@ func (rn *run) attrs() []slog.Attr {
 // conversation store failed); an agent that ran and failed is a RunResult
 // with status error.
 func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Progress) (bot.RunResult, error) {
+	if len(req.WorkItems) > 0 && req.WorkItems[0].IsChild() {
+		return r.runChild(ctx, req, progress)
+	}
 	name := req.Agent
 	if name == "" {
 		name = req.Job.Agent
@@ -288,6 +310,9 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 	if msg := r.packageDisabled(rn); msg != "" {
 		return bot.RunResult{Status: bot.ResultError, Reply: msg, Error: msg}, nil
 	}
+	rn.thread, rn.jobItem, rn.rootWorkItem = thread, rn.workItemID, rn.workItemID
+	rn.dispatchID = firstID(req.Job.DispatchIDs)
+	rn.owner = bot.Owner{SessionKey: rn.sessionKey, AgentID: def.Name}
 	if err := r.bound(ctx, rn, req.WorkItems, thread); err != nil {
 		return bot.RunResult{}, err
 	}
@@ -298,6 +323,12 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 			return bot.RunResult{}, err
 		}
 		rn.workspace = dir
+		rn.owner.SandboxName = filepath.Base(dir)
+	}
+	if r.children != nil {
+		defer r.children.watchTree(rn.jobItem, func(lines []string) {
+			r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressChildren, Children: lines})
+		})()
 	}
 	history, err := r.loadConversation(ctx, rn.sessionKey, def.Name)
 	if err != nil {
@@ -529,6 +560,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			return finish(resp)
 		}
 		resp.TokensUsed += res.Usage.Total()
+		r.used(rn, resp.TokensUsed)
 		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: res.Text, ToolCalls: res.ToolCalls})
 		if res.Text != "" {
 			said = res.Text
@@ -546,9 +578,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			resp.Status, resp.Content = bot.ResultSuccess, res.Text
 			return finish(resp)
 		}
-		for _, call := range res.ToolCalls {
-			msgs = append(msgs, r.call(ctx, runCtx, rn, ts, cc, turn, call))
-		}
+		msgs = append(msgs, r.calls(ctx, runCtx, rn, ts, cc, turn, res.ToolCalls)...)
 		resp.TokensUsed += rn.takeChildTokens()
 		if hop := rn.handedOff(); hop != nil {
 			resp.Status = bot.ResultSuccess
@@ -666,12 +696,15 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 			extra = append(extra, &agentTool{rt: r, caller: rn, callee: d})
 		}
 	}
-	if r.opts.Rerouter != nil && rn.workItemID != "" {
+	if r.opts.Rerouter != nil && rn.workItemID != "" && rn.child == nil {
 		extra = append(extra, &handoffTool{rt: r, rn: rn})
 	}
 	extra = append(extra, r.skillTools(rn)...)
 	if r.opts.CommandTools != nil {
 		extra = append(extra, r.opts.CommandTools.CommandTools(rn.target)...)
+	}
+	if r.children != nil && rn.jobItem != "" {
+		extra = append(extra, r.subagentTools(rn)...)
 	}
 	var approver tools.Approver
 	if r.opts.Approver != nil {

@@ -70,6 +70,9 @@ type loadedSkills struct {
 	mu     sync.Mutex
 	active []*skills.Skill // in effect this turn, in the order loaded
 	next   []*skills.Skill // in effect from the next turn
+	// pinned are the skills a subagent was spawned with: its parent fixed
+	// its tools with them, and it cannot unload them.
+	pinned []string
 }
 
 // current returns the skills in effect this turn.
@@ -394,6 +397,7 @@ func (t *disableSkillTool) Run(ctx context.Context, _ tools.CallContext, input j
 	if !slices.ContainsFunc(pending, func(s *skills.Skill) bool { return s.Name == name }) {
 		return "", tools.Refuse("skill %q is not loaded (loaded: %s)", name, listOr(skillNames(pending), "none"))
 	}
+
 	gone := []string{name}
 	// Whatever requires a skill that goes, goes too.
 	for changed := true; changed; {
@@ -406,6 +410,11 @@ func (t *disableSkillTool) Run(ctx context.Context, _ tools.CallContext, input j
 				gone = append(gone, s.Name)
 				changed = true
 			}
+		}
+	}
+	for _, g := range gone {
+		if slices.Contains(rn.skills.pinned, g) {
+			return "", tools.Refuse("skill %q was given to you when you were spawned and stays loaded: the run that spawned you decided what you may do", g)
 		}
 	}
 	next := slices.DeleteFunc(slices.Clone(pending), func(s *skills.Skill) bool { return slices.Contains(gone, s.Name) })

@@ -120,6 +120,7 @@ type Run struct {
 	activity string
 	rights   string
 	skills   []string
+	children []string
 	done     bool
 	quiet    bool // a subagent's: nothing is posted
 
@@ -206,6 +207,11 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		}
 	}
 	run.mu.Lock()
+	if run.done {
+		// The job has ended: a late event must not undo its final status.
+		run.mu.Unlock()
+		return
+	}
 	switch ev.Kind {
 	case ProgressRights:
 		run.rights = ev.Text
@@ -214,6 +220,8 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		if ev.Text != "" {
 			run.activity = ev.Text
 		}
+	case ProgressChildren:
+		run.children = slices.Clone(ev.Children)
 	default:
 		run.activity = text
 	}
@@ -226,11 +234,11 @@ func (run *Run) push(ctx context.Context, state string) {
 		return
 	}
 	run.mu.Lock()
-	activity, rights, skills := run.activity, run.rights, run.skills
+	activity, rights, skills, children := run.activity, run.rights, run.skills, run.children
 	run.mu.Unlock()
 	view := &StatusView{
 		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights, Skills: skills,
-		Started: run.started, Updated: run.r.opts.Now(),
+		Started: run.started, Updated: run.r.opts.Now(), Children: children,
 	}
 	run.r.enqueue(ctx, OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
@@ -256,6 +264,9 @@ func statusText(v *StatusView, others []string) string {
 	}
 	if len(v.Skills) > 0 {
 		s += "\n🧩 " + strings.Join(v.Skills, " · ")
+	}
+	for _, c := range v.Children {
+		s += "\n  " + c
 	}
 	if v.Rights != "" {
 		s += "\nrights: " + v.Rights

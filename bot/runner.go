@@ -64,6 +64,9 @@ const (
 	// (none when it unloaded the last); the status message shows them for
 	// the rest of the run ("🧩 release-notes").
 	ProgressSkills = "skills"
+	// ProgressChildren is the tree of the subagents the run spawned, in
+	// Children; the status message shows the latest.
+	ProgressChildren = "children"
 )
 
 // ProgressEvent is one step of a run, in words a person reads in the thread.
@@ -76,6 +79,9 @@ type ProgressEvent struct {
 	// they were loaded.
 	Skills []string
 	At     time.Time
+	// Children are the lines of the subagent tree, nested by indentation,
+	// for ProgressChildren.
+	Children []string
 }
 
 // ErrNoRuntime is the answer of NoRuntime.

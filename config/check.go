@@ -64,6 +64,15 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 	if c.Dispatch.Lease < time.Second {
 		fail("dispatch.lease", "want at least 1s, got %s", c.Dispatch.Lease)
 	}
+	if n := c.Subagents.MaxConcurrent; n < 1 || n > 64 {
+		fail("subagents.max_concurrent", "want 1 to 64, got %d", n)
+	}
+	if n := c.Subagents.MaxDepth; n < 1 || n > 5 {
+		fail("subagents.max_depth", "want 1 to 5, got %d", n)
+	}
+	if c.Subagents.Timeout < time.Second {
+		fail("subagents.timeout", "want at least 1s, got %s", c.Subagents.Timeout)
+	}
 	if !slices.Contains(sandbox.Modes(), c.Sandbox.Mode) {
 		fail("sandbox.mode", "unknown mode %q (want required, or none to run commands without a sandbox)", c.Sandbox.Mode)
 	}

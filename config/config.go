@@ -56,6 +56,8 @@ type Config struct {
 	// Skills enable packages and skills, and set packages' settings, per
 	// scope (global, org:<o>, repo:<o>/<r>, agent:<a>).
 	Skills skills.Config `yaml:"skills" json:"skills"`
+	// Subagents bound what agents' runs spawn.
+	Subagents Subagents `yaml:"subagents" json:"subagents"`
 	// GitHub connects a GitHub App; nil (the section absent) disables it.
 	GitHub *GitHub `yaml:"github,omitempty" json:"github,omitempty"`
 	// Slack connects a Slack app; nil (the section absent) disables it.
@@ -112,6 +114,20 @@ type Sandbox struct {
 	// under bubblewrap, and are refused where it cannot run) or "none"
 	// (they run as plain processes, and the daemon warns at every start).
 	Mode sandbox.Mode `yaml:"mode" json:"mode"`
+}
+
+// Subagents bound spawn_subagent; agents may set their own in their
+// frontmatter.
+type Subagents struct {
+	// MaxConcurrent is how many of a run's subagents may be open at once;
+	// a spawn beyond it is refused. Default 4.
+	MaxConcurrent int `yaml:"max_concurrent" json:"max_concurrent"`
+	// MaxDepth is how deep spawns may nest: 1 (the default) lets runs
+	// spawn and their children not.
+	MaxDepth int `yaml:"max_depth" json:"max_depth"`
+	// Timeout is the longest a subagent may take from its spawn; a spawn
+	// may ask for less. Default 10m.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 }
 
 // Dispatch tunes the dispatch queue.

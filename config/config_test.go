@@ -114,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key, close to a known one", "workrs: 4\n",
 			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
 		{"unknown key", "frobnicate: 1\n",
-			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, skills, slack, workers"},
+			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, skills, slack, subagents, workers"},
 		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
 			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
 		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
@@ -199,6 +199,10 @@ func TestParseErrors(t *testing.T) {
 			"c.yaml:2: dispatch.lease: want at least 1s, got 10ms"},
 		{"max attempts", "dispatch:\n  max_attempts: 0\n",
 			"c.yaml:2: dispatch.max_attempts: want 1 to 100, got 0"},
+		{"subagent limits", "subagents:\n  max_concurrent: 0\n  max_depth: 9\n  timeout: 10ms\n",
+			"c.yaml:2: subagents.max_concurrent: want 1 to 64, got 0\n" +
+				"c.yaml:3: subagents.max_depth: want 1 to 5, got 9\n" +
+				"c.yaml:4: subagents.timeout: want at least 1s, got 10ms"},
 		{"access names an unknown profile", "access:\n  github:\n    read: reader\n",
 			`c.yaml:3: access.github.read: unknown profile "reader" (want read-only, contributor, maintainer, ops or one of profiles:)`},
 		{"access of a Slack group", "profiles:\n  sre:\n    extends: ops\naccess:\n  slack:\n    groups:\n      S0123: sre\n      S0456: sres\n",
@@ -261,7 +265,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: xoxb-1\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
-			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, skills, slack, workers`},
+			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, routing, sandbox, schedules, server, skills, slack, subagents, workers`},
 		{"merge of a scalar", "server:\n  <<: 3\n",
 			"c.yaml:2: server: << merges mappings, got an integer"},
 		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",

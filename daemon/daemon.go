@@ -80,6 +80,7 @@ type Daemon struct {
 	gen        atomic.Pointer[generation]
 	audit      *policy.Auditor
 	approvals  *policy.Approvals
+	subagents  *agents.Subagents
 	metrics    *bot.Metrics
 	registry   *prometheus.Registry
 	intake     *bot.Intake
@@ -223,6 +224,14 @@ func (d *Daemon) build() error {
 	if err := d.buildSkills(context.Background()); err != nil {
 		return err
 	}
+	// Subagents outlive a configuration like approvals. What a previous
+	// process left open and cannot go on is closed before anything runs.
+	d.subagents = agents.NewSubagents(agents.SubagentsOptions{Ledger: store, Wake: func() { d.dispatcher.Wake() }, Logger: d.log})
+	if n, err := d.subagents.Recover(context.Background()); err != nil {
+		return fmt.Errorf("close what the previous process left open: %w", err)
+	} else if n > 0 {
+		d.log.Warn("closed records a previous process left open", slog.Int("records", n))
+	}
 	gen, err := d.buildGeneration(context.Background(), setup, nil)
 	if err != nil {
 		return err
@@ -234,7 +243,7 @@ func (d *Daemon) build() error {
 		d.log.Info(setup.ModelNote)
 	}
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica,
+		Queue: store, Items: store, Open: d.subagents, Resets: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica,
 		Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts, Grace: d.opts.ShutdownGrace,
 		Metrics: d.metrics, Logger: d.log,
 	})

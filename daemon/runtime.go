@@ -46,6 +46,9 @@ type RunnerDeps struct {
 	// settings that enable them per scope. It outlives a configuration;
 	// the config's settings are put in it by reloads.
 	Skills *skills.Registry
+	// Subagents outlive a configuration too: a parent waiting for its
+	// child is woken whichever configuration the child ran under.
+	Subagents *agents.Subagents
 	// Redactor is the daemon's one redactor: every configured secret, the
 	// API tokens and credential shapes.
 	Redactor *bot.Redactor
@@ -76,12 +79,20 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 		Access: engine, Requesters: deps.Requesters,
 		Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 		Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
+		Subagents: deps.Subagents, SubagentLimits: SubagentLimits(cfg),
 		Redactor: deps.Redactor, Logger: deps.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return rt, nil
+}
+
+// SubagentLimits are the limits of spawning cfg sets.
+func SubagentLimits(cfg *config.Config) agents.SubagentLimits {
+	return agents.SubagentLimits{
+		MaxConcurrent: cfg.Subagents.MaxConcurrent, MaxDepth: cfg.Subagents.MaxDepth, Timeout: cfg.Subagents.Timeout,
+	}
 }
 
 // generation is what the daemon built for one configuration: its runner
@@ -141,7 +152,8 @@ func (d *Daemon) buildGeneration(ctx context.Context, s *Setup, prev *generation
 	}
 	r, err := newRunner(RunnerDeps{
 		Setup: s, Store: d.store, Tools: platform, Sandbox: g.sandbox,
-		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Redactor: d.redactor, Logger: d.log,
+		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Subagents: d.subagents,
+		Redactor: d.redactor, Logger: d.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent runtime: %w", err)

@@ -255,13 +255,37 @@ func (s *Store) AddRun(ctx context.Context, r bot.ChildRun) (bot.ChildRun, error
 	if r.UpdatedAt.IsZero() {
 		r.UpdatedAt = r.CreatedAt
 	}
+	now := r.CreatedAt
 	err := s.update("add run", func(t txn) error {
 		l, err := t.ledger()
 		if err != nil {
 			return err
 		}
-		_, err = l.addRun(&r)
-		return err
+		if r.Kind != bot.RunHandoff || r.ChildWorkItemID == "" {
+			_, err = l.addRun(&r)
+			return err
+		}
+		// A handoff moves with the work item it hands on, as a subagent
+		// with its own: the latest handoff of a work item is the one its
+		// next claim and end update. One it replaces ended with this one.
+		if v := l.byChild.Get([]byte(r.ChildWorkItemID)); v != nil {
+			prev, pseq, err := l.run(formatID(prefixRun, seqOf(v)))
+			if err != nil {
+				return err
+			}
+			if prev.Status.Open() {
+				prev.Status, prev.UpdatedAt, prev.FinishedAt = bot.RunDone, now, &now
+				prev.Result = "handed on to @" + r.Agent
+				if err := l.putRun(pseq, prev); err != nil {
+					return err
+				}
+			}
+		}
+		seq, err := l.addRun(&r)
+		if err != nil {
+			return err
+		}
+		return l.byChild.Put([]byte(r.ChildWorkItemID), seqKey(seq))
 	})
 	if err != nil {
 		return bot.ChildRun{}, err
@@ -408,9 +432,10 @@ func (t txn) cancelPending(dispatchID, reason string, now time.Time) error {
 	return err
 }
 
-// childRun returns the subagent record of work item wi, if it is one.
+// childRun returns the record a work item runs for: a subagent's, or the
+// latest handoff's.
 func (t txn) childRun(wi *bot.WorkItem) (ledger, *bot.ChildRun, uint64, error) {
-	if !wi.IsChild() || t.tx.Bucket(bucketLedger) == nil {
+	if t.tx.Bucket(bucketLedger) == nil {
 		return ledger{}, nil, 0, nil
 	}
 	l, err := t.ledger()
@@ -425,20 +450,23 @@ func (t txn) childRun(wi *bot.WorkItem) (ledger, *bot.ChildRun, uint64, error) {
 	return l, r, seq, err
 }
 
-// childClaimed marks the subagent of a claimed work item running in jobID.
-func (t txn) childClaimed(wi *bot.WorkItem, jobID string, now time.Time) error {
+// childClaimed marks the record of a claimed work item running in jobID.
+func (t txn) childClaimed(wi *bot.WorkItem, jobID, dispatchID string, now time.Time) error {
 	l, r, seq, err := t.childRun(wi)
 	if err != nil || r == nil || !r.Status.Open() {
 		return err
 	}
 	r.Status, r.ChildJobID, r.UpdatedAt = bot.RunRunning, jobID, now
+	if r.ChildDispatchID == "" {
+		r.ChildDispatchID = dispatchID
+	}
 	if r.StartedAt == nil {
 		r.StartedAt = &now
 	}
 	return l.putRun(seq, r)
 }
 
-// childRequeued marks the subagent of a work item given back queued.
+// childRequeued marks the record of a work item given back queued.
 func (t txn) childRequeued(wi *bot.WorkItem, now time.Time) error {
 	l, r, seq, err := t.childRun(wi)
 	if err != nil || r == nil || r.Status != bot.RunRunning {
@@ -448,7 +476,7 @@ func (t txn) childRequeued(wi *bot.WorkItem, now time.Time) error {
 	return l.putRun(seq, r)
 }
 
-// childEnded ends the subagent of a finished work item, unless its run
+// childEnded ends the record of a finished work item, unless its run
 // recorded how it ended first.
 func (t txn) childEnded(wi *bot.WorkItem, status bot.RunStatus, result, errText string, now time.Time) error {
 	l, r, seq, err := t.childRun(wi)

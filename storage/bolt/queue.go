@@ -281,7 +281,7 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 			return nil, nil, err
 		}
 		if wi != nil {
-			if err := t.childClaimed(wi, job.ID, req.Now); err != nil {
+			if err := t.childClaimed(wi, job.ID, d.ID, req.Now); err != nil {
 				return nil, nil, err
 			}
 			items = append(items, *wi)

@@ -238,6 +238,42 @@ func testLedger(t *testing.T, open Opener) {
 		requireCode(t, bot.ENOTFOUND, err)
 	})
 
+	t.Run("a handoff moves with the work item it hands on", func(t *testing.T) {
+		h := newHarness(t, open)
+		wi := h.submit(bot.LocalThread("h"), "triage", "deploy please")
+		j1 := h.mustClaim("w1", epoch()).Job
+		handoff := func(from, to string, job *bot.Job, now time.Time) bot.ChildRun {
+			_, err := h.s.RerouteWorkItem(h.ctx, wi.ID, bot.Hop{From: from, To: to, Reason: "theirs", At: now})
+			require.NoError(t, err)
+			r, err := h.s.AddRun(h.ctx, bot.ChildRun{Kind: bot.RunHandoff, Owner: bot.Owner{SessionKey: "local:h", AgentID: from},
+				ParentLinks:     bot.ParentLinks{WorkItemID: wi.ID, JobID: job.ID, DispatchID: job.DispatchIDs[0]},
+				ChildWorkItemID: wi.ID, Agent: to, Task: "theirs", Status: bot.RunQueued, CreatedAt: now})
+			require.NoError(t, err)
+			return r
+		}
+		first := handoff("triage", "ops", j1, at(time.Second))
+		h.finish(j1, at(2*time.Second), "handed off")
+		require.Equal(t, bot.RunQueued, h.run(first.ID).Status, "the handing job's end is not the handoff's")
+
+		j2 := h.mustClaim("w2", at(3*time.Second)).Job
+		rec := h.run(first.ID)
+		require.Equal(t, bot.RunRunning, rec.Status)
+		require.Equal(t, j2.ID, rec.ChildJobID)
+		require.Equal(t, j2.DispatchIDs[0], rec.ChildDispatchID)
+
+		second := handoff("ops", "coder", j2, at(4*time.Second))
+		rec = h.run(first.ID)
+		require.Equal(t, bot.RunDone, rec.Status)
+		require.Equal(t, "handed on to @coder", rec.Result)
+		h.finish(j2, at(5*time.Second), "handed off again")
+		j3 := h.mustClaim("w3", at(6*time.Second)).Job
+		h.finish(j3, at(7*time.Second), "deployed")
+		rec = h.run(second.ID)
+		require.Equal(t, bot.RunDone, rec.Status)
+		require.Equal(t, "deployed", rec.Result)
+		require.Equal(t, j3.ID, rec.ChildJobID)
+	})
+
 	t.Run("listing by owner, agent, status and openness, paged newest first", func(t *testing.T) {
 		h := newHarness(t, open)
 		p1 := h.submit(bot.LocalThread("a"), "coder", "x")

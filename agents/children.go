@@ -1,0 +1,453 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Subagent limits, used when neither the config nor the agent says.
+const (
+	DefaultMaxConcurrent = 4
+	// DefaultMaxSpawnDepth lets top-level runs spawn and their children not.
+	DefaultMaxSpawnDepth = 1
+	DefaultChildTimeout  = 10 * time.Minute
+)
+
+// SubagentLimits bound what a run may spawn; zero fields take the defaults.
+type SubagentLimits struct {
+	// MaxConcurrent is how many of a run's children may be open (queued or
+	// running) at once; a spawn beyond it is refused.
+	MaxConcurrent int
+	// MaxDepth is how many spawns deep a tree may go below the agent that
+	// spawns: 1 means its children cannot spawn.
+	MaxDepth int
+	// Timeout is the longest a child may take, counted from its spawn; a
+	// spawn may ask for less.
+	Timeout time.Duration
+}
+
+func (l SubagentLimits) withDefaults() SubagentLimits {
+	if l.MaxConcurrent <= 0 {
+		l.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxSpawnDepth
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultChildTimeout
+	}
+	return l
+}
+
+// over returns l with the agent's own settings in place of its fields.
+func (l SubagentLimits) over(own SubagentLimits) SubagentLimits {
+	if own.MaxConcurrent > 0 {
+		l.MaxConcurrent = own.MaxConcurrent
+	}
+	if own.MaxDepth > 0 {
+		l.MaxDepth = own.MaxDepth
+	}
+	if own.Timeout > 0 {
+		l.Timeout = own.Timeout
+	}
+	return l
+}
+
+// Why a subagent's run was stopped, as the causes of its context.
+var (
+	errChildTimedOut  = errors.New("its timeout passed")
+	errChildCancelled = errors.New("it was cancelled")
+)
+
+// Subagents is what the process knows of subagents beyond the ledger: the
+// runs of this process (to cancel them and show what they do), who waits
+// for which record to end, and the trees status messages show. The ledger
+// stays the truth; this is how the process learns of changes at once. One
+// serves every runtime the daemon builds, so a parent and its child meet
+// across a reload of the configuration.
+type Subagents struct {
+	store bot.LedgerStore
+	wake  func()
+	now   func() time.Time
+	log   *slog.Logger
+
+	spawnMu sync.Mutex // spawns one at a time: the concurrency limit is counted, then written
+
+	mu       sync.Mutex
+	waiters  map[string][]chan struct{} // record id → closed when it may have ended
+	live     map[string]*liveChild      // subagents running in this process
+	trees    map[string]*treeWatch      // parent work item → the tree its run shows
+	treeWait time.Duration
+}
+
+// liveChild is a subagent running in this process.
+type liveChild struct {
+	cancel   context.CancelCauseFunc
+	activity string
+	tokens   int
+}
+
+// SubagentsOptions configure Subagents; Ledger is required.
+type SubagentsOptions struct {
+	Ledger bot.LedgerStore
+	// Wake tells the dispatcher a subagent's work item waits; nil leaves
+	// it to the dispatcher's poll.
+	Wake   func()
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// NewSubagents returns the subagents of a process.
+func NewSubagents(opts SubagentsOptions) *Subagents {
+	if opts.Wake == nil {
+		opts.Wake = func() {}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Subagents{
+		store: opts.Ledger, wake: opts.Wake, now: opts.Now, log: opts.Logger,
+		waiters: map[string][]chan struct{}{}, live: map[string]*liveChild{}, trees: map[string]*treeWatch{},
+		treeWait: 250 * time.Millisecond,
+	}
+}
+
+// signal wakes whoever waits for record id, and the tree it is part of.
+func (c *Subagents) signal(id, parentWorkItem string) {
+	c.mu.Lock()
+	ws := c.waiters[id]
+	delete(c.waiters, id)
+	c.mu.Unlock()
+	for _, w := range ws {
+		close(w)
+	}
+	c.treeChanged(parentWorkItem)
+}
+
+// subscribe returns a channel closed at the next signal of id.
+func (c *Subagents) subscribe(id string) chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.waiters[id] = append(c.waiters[id], ch)
+	c.mu.Unlock()
+	return ch
+}
+
+func (c *Subagents) unsubscribe(id string, ch chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.waiters[id]
+	if i := slices.Index(ws, ch); i >= 0 {
+		c.waiters[id] = slices.Delete(ws, i, i+1)
+		if len(c.waiters[id]) == 0 {
+			delete(c.waiters, id)
+		}
+	}
+}
+
+// childPoll is how often a waiter reads the ledger besides being signalled:
+// a record can end where no signal is sent (the store abandons a work item
+// whose workers kept dying).
+const childPoll = 2 * time.Second
+
+// wait blocks until record id is no longer open, until deadline (zero: no
+// deadline), or until ctx ends, and returns the record as it then is.
+func (c *Subagents) wait(ctx context.Context, id string, deadline time.Time) (*bot.ChildRun, error) {
+	var timer <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timer = t.C
+	}
+	poll := time.NewTicker(childPoll)
+	defer poll.Stop()
+	for {
+		ch := c.subscribe(id)
+		r, err := c.store.GetRun(ctx, id)
+		if err != nil || !r.Status.Open() {
+			c.unsubscribe(id, ch)
+			return r, err
+		}
+		select {
+		case <-ch:
+		case <-poll.C:
+			c.unsubscribe(id, ch)
+		case <-timer:
+			c.unsubscribe(id, ch)
+			return r, nil
+		case <-ctx.Done():
+			c.unsubscribe(id, ch)
+			return r, context.Cause(ctx)
+		}
+	}
+}
+
+// started records a subagent's run in this process; the returned function
+// forgets it.
+func (c *Subagents) started(rec *bot.ChildRun, cancel context.CancelCauseFunc) func() {
+	c.mu.Lock()
+	c.live[rec.ID] = &liveChild{cancel: cancel, activity: "starting"}
+	c.mu.Unlock()
+	c.treeChanged(rec.ParentLinks.WorkItemID)
+	return func() {
+		c.mu.Lock()
+		delete(c.live, rec.ID)
+		c.mu.Unlock()
+	}
+}
+
+// progress notes what a running subagent does, for its parent's tree.
+func (c *Subagents) progress(rec *bot.ChildRun, activity string, tokens int) {
+	c.mu.Lock()
+	if l := c.live[rec.ID]; l != nil {
+		if activity != "" {
+			l.activity = activity
+		}
+		if tokens > 0 {
+			l.tokens = tokens
+		}
+	}
+	c.mu.Unlock()
+	c.treeChanged(rec.ParentLinks.WorkItemID)
+}
+
+// cancelLive stops a subagent running in this process; false when it runs
+// nowhere here.
+func (c *Subagents) cancelLive(id string, cause error) bool {
+	c.mu.Lock()
+	l := c.live[id]
+	c.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	l.cancel(cause)
+	return true
+}
+
+// errNotOpen refuses to change a record that ended meanwhile.
+var errNotOpen = errors.New("the record ended meanwhile")
+
+// finish records how a subagent's run ended, unless the record ended first
+// (cancelled, timed out by its parent), and wakes its waiters.
+func (c *Subagents) finish(ctx context.Context, rec *bot.ChildRun, status bot.RunStatus, result, errText string, tokens int) *bot.ChildRun {
+	now := c.now().UTC()
+	out, err := c.store.UpdateRun(ctx, rec.ID, func(r *bot.ChildRun) error {
+		r.Tokens = max(r.Tokens, tokens)
+		if !r.Status.Open() {
+			return nil
+		}
+		r.Status, r.Result, r.Error, r.FinishedAt = status, clip(result, maxResult), errText, &now
+		return nil
+	})
+	if err != nil {
+		c.log.LogAttrs(ctx, slog.LevelError, "record a subagent's end", slog.String("run", rec.ID), slog.String("error", err.Error()))
+		out = rec
+	}
+	c.signal(rec.ID, rec.ParentLinks.WorkItemID)
+	return out
+}
+
+// maxResult bounds the answer kept in a record; the transcript keeps it all.
+const maxResult = 16 << 10
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// cancel ends an open subagent with a receipt: a queued one leaves the
+// queue, a running one here is stopped. by and reason go on the receipt.
+func (c *Subagents) cancel(ctx context.Context, rec *bot.ChildRun, reason, by string) (*bot.ChildRun, error) {
+	now := c.now().UTC()
+	receipt := bot.Receipt{Reason: reason, By: by, At: now}
+	var out *bot.ChildRun
+	var err error
+	switch {
+	case rec.Kind != bot.RunSubagent || rec.Status == bot.RunQueued:
+		out, err = c.store.CancelRun(ctx, rec.ID, receipt)
+	default:
+		out, err = c.store.UpdateRun(ctx, rec.ID, func(r *bot.ChildRun) error {
+			if !r.Status.Open() {
+				return bot.Errorf(bot.ECONFLICT, "%s is %s already", r.ID, r.Status)
+			}
+			receipt.RecordID, receipt.Kind, receipt.Action = r.ID, string(r.Kind), bot.ReceiptCancelled
+			receipt.PreviousStatus, receipt.Owner, receipt.Creator = string(r.Status), r.Owner, r.Creator
+			r.Status, r.Receipt, r.FinishedAt = bot.RunCancelled, &receipt, &now
+			r.Error = "cancelled: " + reason
+			return nil
+		})
+		if err == nil {
+			c.cancelLive(rec.ID, errChildCancelled)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.signal(rec.ID, rec.ParentLinks.WorkItemID)
+	return out, nil
+}
+
+// treeWatch is the status of a run that spawned: its tree is rendered
+// again, at most every treeWait, whenever one of its children changes.
+type treeWatch struct {
+	report  func(lines []string)
+	pending bool // guarded by children.mu
+
+	mu     sync.Mutex // serialises renders: the last one is the run's final tree
+	closed bool
+}
+
+// watchTree shows the tree under parentWorkItem through report until the
+// returned function is called, which shows it one last time when there is
+// one: a run's final status shows how its children ended.
+func (c *Subagents) watchTree(parentWorkItem string, report func(lines []string)) func() {
+	if parentWorkItem == "" {
+		return func() {}
+	}
+	w := &treeWatch{report: report}
+	c.mu.Lock()
+	c.trees[parentWorkItem] = w
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.trees[parentWorkItem] == w {
+			delete(c.trees, parentWorkItem)
+		}
+		c.mu.Unlock()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.closed = true
+		if lines := c.treeLines(context.Background(), parentWorkItem); len(lines) > 0 {
+			w.report(lines)
+		}
+	}
+}
+
+// treeChanged renders the tree of parentWorkItem again soon, if a run
+// shows it.
+func (c *Subagents) treeChanged(parentWorkItem string) {
+	if parentWorkItem == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.trees[parentWorkItem]
+	if w == nil || w.pending {
+		return
+	}
+	w.pending = true
+	time.AfterFunc(c.treeWait, func() {
+		c.mu.Lock()
+		w.pending = false
+		c.mu.Unlock()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.closed {
+			w.report(c.treeLines(context.Background(), parentWorkItem))
+		}
+	})
+}
+
+// maxTreeLines bounds the tree a status message shows; the rest is counted.
+const maxTreeLines = 20
+
+// treeLines is the tree under parentWorkItem, one line per record, nested
+// by indentation, newest spawns last: its agent, what it was asked, its
+// status, what it is doing, its tokens and its time.
+func (c *Subagents) treeLines(ctx context.Context, parentWorkItem string) []string {
+	var lines []string
+	total := 0
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		if depth > 4 {
+			return
+		}
+		rs, _, err := c.store.ListRuns(ctx, bot.RunFilter{ParentWorkItemID: parent, Limit: 200})
+		if err != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "render the subagent tree", slog.String("work_item", parent), slog.String("error", err.Error()))
+			return
+		}
+		for _, r := range slices.Backward(rs) {
+			if r.Kind != bot.RunSubagent {
+				continue
+			}
+			total++
+			if len(lines) < maxTreeLines {
+				lines = append(lines, strings.Repeat("  ", depth)+c.treeLine(&r))
+			}
+			if r.ChildWorkItemID != "" {
+				walk(r.ChildWorkItemID, depth+1)
+			}
+		}
+	}
+	walk(parentWorkItem, 0)
+	if total > len(lines) {
+		lines = append(lines, fmt.Sprintf("…and %d more", total-len(lines)))
+	}
+	return lines
+}
+
+func (c *Subagents) treeLine(r *bot.ChildRun) string {
+	c.mu.Lock()
+	l := c.live[r.ID]
+	var activity string
+	tokens := r.Tokens
+	if l != nil && r.Status.Open() {
+		activity = l.activity
+		tokens = max(tokens, l.tokens)
+	}
+	c.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s @%s: %s · %s", statusMark(r.Status), r.ID, r.Agent, oneLine(r.Task, 60), r.Status)
+	if activity != "" {
+		b.WriteString(" · " + oneLine(activity, 60))
+	}
+	if tokens > 0 {
+		b.WriteString(" · " + bot.Count(tokens, "token", "tokens"))
+	}
+	if d, ok := c.took(r); ok {
+		b.WriteString(" · " + d)
+	}
+	return b.String()
+}
+
+// took is how long a record has run, or ran.
+func (c *Subagents) took(r *bot.ChildRun) (string, bool) {
+	if r.StartedAt == nil {
+		return "", false
+	}
+	end := c.now()
+	if r.FinishedAt != nil {
+		end = *r.FinishedAt
+	}
+	return bot.Ago(end.Sub(*r.StartedAt)), true
+}
+
+func statusMark(s bot.RunStatus) string {
+	switch s {
+	case bot.RunQueued:
+		return "⏸"
+	case bot.RunRunning:
+		return "⏳"
+	case bot.RunDone:
+		return "✅"
+	case bot.RunCancelled:
+		return "🚫"
+	case bot.RunTimedOut:
+		return "⌛"
+	}
+	return "❌"
+}

@@ -1,0 +1,516 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/skills"
+)
+
+// Control tools of subagents.
+const (
+	SpawnTool        = "spawn_subagent"
+	ListChildrenTool = "list_children"
+	AwaitChildTool   = "await_child"
+	CancelChildTool  = "cancel_child"
+)
+
+// ControlTools are the control tools an agent with an empty tools list
+// sees, and may name in its tools list.
+func ControlTools() []string {
+	return []string{HandoffTool, SpawnTool, ListChildrenTool, AwaitChildTool, CancelChildTool}
+}
+
+var (
+	spawnSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"task":{"type":"string","description":"What the subagent should do, self-contained: it sees only this and context, not this conversation"},` +
+		`"context":{"type":"string","description":"A short summary of what it needs to know: file names, decisions, constraints"},` +
+		`"agent":{"type":"string","description":"The agent to run; default yourself"},` +
+		`"skills":{"type":"array","items":{"type":"string"},"description":"Skills the subagent works with; its tools are narrowed to what they allow"},` +
+		`"timeout":{"type":["integer","string"],"description":"Seconds (or a duration such as \"5m\") it may take; default and most: the configured timeout"},` +
+		`"background":{"type":"boolean","description":"Return at once with its id instead of waiting; collect the answer with await_child"}},` +
+		`"required":["task"],"additionalProperties":false}`)
+	listChildrenSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"open":{"type":"boolean","description":"Only those still queued or running"}},"additionalProperties":false}`)
+	awaitChildSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"id":{"type":"string","description":"The subagent's id (run_…)"},` +
+		`"timeout":{"type":["integer","string"],"description":"Seconds (or a duration such as \"2m\") to wait at most; default 5 minutes"}},` +
+		`"required":["id"],"additionalProperties":false}`)
+	cancelChildSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"id":{"type":"string","description":"The subagent's id (run_…)"}},"required":["id"],"additionalProperties":false}`)
+)
+
+// duration reads seconds as a JSON number or a Go duration string ("5m").
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.ParseFloat(string(b), 64); err == nil {
+		if n < 0 {
+			return errors.New("a timeout cannot be negative")
+		}
+		*d = duration(time.Duration(n * float64(time.Second)))
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("want seconds or a duration such as \"5m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q: want seconds or a duration such as \"5m\"", s)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// controlTool is one of a run's subagent tools.
+type controlTool struct {
+	rt     *Runtime
+	rn     *run
+	name   string
+	desc   string
+	schema json.RawMessage
+	run    func(ctx context.Context, cc tools.CallContext, input json.RawMessage) (string, error)
+}
+
+func (t *controlTool) Info() tools.Info {
+	return tools.Info{
+		Name: t.name, Description: t.desc, Schema: t.schema, Kind: tools.KindControl,
+		// What a subagent does is checked call by call under its own
+		// rights, which never exceed its parent's.
+		Permissions: []tools.Permission{tools.PermRead},
+	}
+}
+
+func (t *controlTool) Run(ctx context.Context, cc tools.CallContext, input json.RawMessage) (string, error) {
+	return t.run(ctx, cc, input)
+}
+
+// subagentTools are the control tools of rn.
+func (r *Runtime) subagentTools(rn *run) []tools.Tool {
+	return []tools.Tool{
+		&controlTool{rt: r, rn: rn, name: SpawnTool, schema: spawnSchema,
+			desc: "Start a subagent on a task in this thread's workspace, with its own conversation. Several spawns in one turn run in parallel; " +
+				"the answer comes back as the result unless background is set.",
+			run: func(ctx context.Context, cc tools.CallContext, in json.RawMessage) (string, error) {
+				return r.spawnCall(ctx, rn, cc, in)
+			}},
+		&controlTool{rt: r, rn: rn, name: ListChildrenTool, schema: listChildrenSchema,
+			desc: "List the subagents this thread's runs of you started, with their status, age and answer.",
+			run: func(ctx context.Context, _ tools.CallContext, in json.RawMessage) (string, error) {
+				return r.listChildren(ctx, rn, in)
+			}},
+		&controlTool{rt: r, rn: rn, name: AwaitChildTool, schema: awaitChildSchema,
+			desc: "Wait for a subagent (also one an earlier run started) and return its answer, or its status when the wait times out.",
+			run: func(ctx context.Context, _ tools.CallContext, in json.RawMessage) (string, error) {
+				return r.awaitChildCall(ctx, rn, in)
+			}},
+		&controlTool{rt: r, rn: rn, name: CancelChildTool, schema: cancelChildSchema,
+			desc: "Cancel a subagent that is still queued or running (also one an earlier run started).",
+			run: func(ctx context.Context, _ tools.CallContext, in json.RawMessage) (string, error) {
+				return r.cancelChildCall(ctx, rn, in)
+			}},
+	}
+}
+
+// spawnRequest is what spawn_subagent asks for.
+type spawnRequest struct {
+	Task       string   `json:"task"`
+	Context    string   `json:"context"`
+	Agent      string   `json:"agent"`
+	Skills     []string `json:"skills"`
+	Timeout    duration `json:"timeout"`
+	Background bool     `json:"background"`
+}
+
+// childAnswer is what the model reads of a subagent.
+type childAnswer struct {
+	ID      string `json:"id"`
+	Agent   string `json:"agent"`
+	Status  string `json:"status"`
+	Content string `json:"content,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Tokens  int    `json:"tokens_used"`
+	Note    string `json:"note,omitempty"`
+}
+
+func answerOf(rec *bot.ChildRun) childAnswer {
+	return childAnswer{ID: rec.ID, Agent: rec.Agent, Status: string(rec.Status), Content: rec.Result, Error: rec.Error, Tokens: rec.Tokens}
+}
+
+func (a childAnswer) json() string {
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+func (r *Runtime) spawnCall(ctx context.Context, rn *run, cc tools.CallContext, input json.RawMessage) (string, error) {
+	var in spawnRequest
+	if err := tools.DecodeInput(input, &in); err != nil {
+		return "", err
+	}
+	in.Task = strings.TrimSpace(in.Task)
+	if in.Task == "" {
+		return "", errors.New("invalid input: task is required")
+	}
+	rec, rebound, err := r.spawn(ctx, rn, cc.CallID, in)
+	if err != nil {
+		return "", err
+	}
+	if in.Background {
+		a := answerOf(rec)
+		a.Note = "runs in the background; await_child with its id collects the answer, cancel_child stops it"
+		if rebound {
+			a.Note = "spawned before the restart, not again; " + a.Note
+		}
+		return a.json(), nil
+	}
+	limits := r.subagentLimits(rn.def)
+	rec, err = r.awaitChild(ctx, rec, rec.CreatedAt.Add(childTimeout(rec, limits)+childGrace))
+	if err != nil {
+		return "", err
+	}
+	if rec.Status.Open() {
+		// Its own run stops it at its timeout; one that never got a worker
+		// is cancelled here.
+		if rec, err = r.children.cancel(ctx, rec, "its timeout passed before it finished", "@"+rn.def.Name); err != nil {
+			return "", err
+		}
+	}
+	a := answerOf(rec)
+	if rebound {
+		a.Note = "spawned before the restart and awaited again, not run twice"
+	}
+	if rec.Status != bot.RunDone {
+		return a.json(), fmt.Errorf("subagent %s (@%s) %s", rec.ID, rec.Agent, statusWords(rec))
+	}
+	return a.json(), nil
+}
+
+// childGrace is how long past a child's timeout its parent waits for the
+// child's own run to record that it stopped.
+const childGrace = 30 * time.Second
+
+func childTimeout(rec *bot.ChildRun, l SubagentLimits) time.Duration {
+	if rec.TimeoutSeconds > 0 {
+		return time.Duration(rec.TimeoutSeconds) * time.Second
+	}
+	return l.Timeout
+}
+
+func statusWords(rec *bot.ChildRun) string {
+	switch rec.Status {
+	case bot.RunTimedOut:
+		return "timed out and was cancelled"
+	case bot.RunCancelled:
+		return "was cancelled"
+	case bot.RunInterrupted:
+		return "was interrupted"
+	case bot.RunFailed:
+		return "failed"
+	}
+	return "is " + string(rec.Status)
+}
+
+// subagentLimits are the limits a run of d spawns under.
+func (r *Runtime) subagentLimits(d Definition) SubagentLimits {
+	return r.opts.SubagentLimits.withDefaults()
+}
+
+// spawn starts a subagent for rn's call callID, or finds the one it started
+// before (a resumed run asks again): rebound is then true. Limits, an
+// unknown agent or skills that do not go together are refusals the model
+// reads, before anything starts.
+func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnRequest) (rec *bot.ChildRun, rebound bool, err error) {
+	c := r.children
+	if c == nil || rn.jobItem == "" {
+		return nil, false, tools.Refuse("subagents are not available in this run")
+	}
+	limits := r.subagentLimits(rn.def)
+	if depth := rn.spawnDepth + 1; depth > limits.MaxDepth {
+		if rn.spawnDepth > 0 {
+			return nil, false, tools.Refuse("spawn refused: this run is a subagent %d deep and max_depth is %d, so it cannot spawn; do the task yourself or answer with what you have",
+				rn.spawnDepth, limits.MaxDepth)
+		}
+		return nil, false, tools.Refuse("spawn refused: max_depth is %d for @%s; do the task yourself", limits.MaxDepth, rn.def.Name)
+	}
+	agent := strings.TrimPrefix(strings.TrimSpace(in.Agent), "@")
+	if agent == "" {
+		agent = rn.def.Name
+	}
+	def, ok := r.opts.Agents.Get(agent)
+	if !ok {
+		return nil, false, tools.Refuse("spawn refused: there is no agent %q (agents: %s)", agent, strings.Join(r.agentNames(), ", "))
+	}
+	timeout := limits.Timeout
+	if t := time.Duration(in.Timeout); t > 0 {
+		timeout = min(t, limits.Timeout)
+	}
+	names := dedup(in.Skills)
+	if len(names) > 0 {
+		if _, err := r.spawnSkills(targetOf(rn.sessionKey, def.Name), names); err != nil {
+			return nil, false, tools.Refuse("spawn refused: %v", err)
+		}
+	}
+
+	c.spawnMu.Lock()
+	defer c.spawnMu.Unlock()
+	siblings, err := r.openChildren(ctx, rn.jobItem)
+	if err != nil {
+		return nil, false, err
+	}
+	if callID != "" {
+		if prev := findCall(siblings, callID); prev != nil {
+			return prev, true, nil
+		}
+	}
+	open := 0
+	for _, s := range siblings {
+		if s.Status.Open() {
+			open++
+		}
+	}
+	if open >= limits.MaxConcurrent {
+		return nil, false, tools.Refuse("spawn refused: %s already open and max_concurrent is %d; "+
+			"await_child or cancel_child one of them before spawning another",
+			bot.Count(open, "subagent of this run is", "subagents of this run are"), limits.MaxConcurrent)
+	}
+	now := r.opts.Now().UTC()
+	created, err := c.store.SpawnChild(ctx, bot.SpawnRequest{
+		Run: bot.ChildRun{
+			Owner:       rn.owner,
+			Creator:     bot.Creator{JobID: rn.jobID, DispatchID: rn.dispatchID, WorkItemID: rn.jobItem},
+			ParentLinks: bot.ParentLinks{WorkItemID: rn.jobItem, JobID: rn.jobID, DispatchID: rn.dispatchID},
+			// The child gets the parent's ceilings and its profile:
+			// never more than the parent.
+			RootWorkItemID: rn.rootWorkItem, Agent: def.Name, Task: in.Task, Context: strings.TrimSpace(in.Context),
+			Skills: names, CallID: callID, Depth: rn.spawnDepth + 1, Background: in.Background,
+			TimeoutSeconds: int(timeout / time.Second), Ceilings: rn.passedOn("spawned by"),
+		},
+		Thread: rn.thread, Requester: rn.requester, Now: now,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("spawn %s: %w", def.Name, err)
+	}
+	c.wake()
+	c.treeChanged(rn.jobItem)
+	r.log.LogAttrs(ctx, slog.LevelInfo, "subagent spawned", append(rn.attrs(),
+		slog.String("run", created.ID), slog.String("child_agent", def.Name), slog.String("child_work_item", created.ChildWorkItemID),
+		slog.Bool("background", in.Background), slog.Duration("timeout", timeout))...)
+	return &created, false, nil
+}
+
+// openChildren lists the subagents of parentWorkItem (all of them, open or
+// not: a resumed run looks its calls up among them).
+func (r *Runtime) openChildren(ctx context.Context, parentWorkItem string) ([]bot.ChildRun, error) {
+	var out []bot.ChildRun
+	f := bot.RunFilter{ParentWorkItemID: parentWorkItem, Limit: 1000}
+	for {
+		rs, next, err := r.children.store.ListRuns(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("list the subagents of %s: %w", parentWorkItem, err)
+		}
+		for _, rec := range rs {
+			if rec.Kind == bot.RunSubagent {
+				out = append(out, rec)
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		f.Cursor = next
+	}
+}
+
+func findCall(rs []bot.ChildRun, callID string) *bot.ChildRun {
+	for i := range rs {
+		if rs[i].CallID == callID {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+func dedup(names []string) []string {
+	var out []string
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// awaitChild waits, holding no worker, until rec ends or deadline.
+func (r *Runtime) awaitChild(ctx context.Context, rec *bot.ChildRun, deadline time.Time) (*bot.ChildRun, error) {
+	var out *bot.ChildRun
+	err := bot.Await(ctx, func() error {
+		var err error
+		out, err = r.children.wait(ctx, rec.ID, deadline)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for %s: %w", rec.ID, err)
+	}
+	return out, nil
+}
+
+// owned returns record id if rn's owner owns it, and refuses otherwise:
+// knowing an id is not owning it.
+func (r *Runtime) owned(ctx context.Context, rn *run, id string) (*bot.ChildRun, error) {
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return nil, errors.New("invalid input: id is required")
+	}
+	if r.children == nil {
+		return nil, tools.Refuse("subagents are not available in this run")
+	}
+	rec, err := r.children.store.GetRun(ctx, id)
+	if bot.ErrorCode(err) == bot.ENOTFOUND {
+		return nil, tools.Refuse("there is no subagent %q; list_children lists yours", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !rn.owner.Owns(rec.Owner) {
+		return nil, tools.Refuse("%s is not yours: it belongs to another thread or agent, and only the runs of its owner may manage it", id)
+	}
+	return rec, nil
+}
+
+// defaultAwait is how long await_child waits when not told.
+const defaultAwait = 5 * time.Minute
+
+func (r *Runtime) awaitChildCall(ctx context.Context, rn *run, input json.RawMessage) (string, error) {
+	var in struct {
+		ID      string   `json:"id"`
+		Timeout duration `json:"timeout"`
+	}
+	if err := tools.DecodeInput(input, &in); err != nil {
+		return "", err
+	}
+	rec, err := r.owned(ctx, rn, in.ID)
+	if err != nil {
+		return "", err
+	}
+	wait := defaultAwait
+	if t := time.Duration(in.Timeout); t > 0 {
+		wait = t
+	}
+	if rec.Status.Open() {
+		if rec, err = r.awaitChild(ctx, rec, r.opts.Now().Add(wait)); err != nil {
+			return "", err
+		}
+	}
+	a := answerOf(rec)
+	if rec.Status.Open() {
+		a.Note = fmt.Sprintf("still %s after waiting %s; await again later, or cancel_child", rec.Status, wait)
+		return a.json(), nil
+	}
+	if rec.Status != bot.RunDone {
+		return a.json(), fmt.Errorf("subagent %s (@%s) %s", rec.ID, rec.Agent, statusWords(rec))
+	}
+	return a.json(), nil
+}
+
+func (r *Runtime) cancelChildCall(ctx context.Context, rn *run, input json.RawMessage) (string, error) {
+	var in struct {
+		ID string `json:"id"`
+	}
+	if err := tools.DecodeInput(input, &in); err != nil {
+		return "", err
+	}
+	rec, err := r.owned(ctx, rn, in.ID)
+	if err != nil {
+		return "", err
+	}
+	if !rec.Status.Open() {
+		a := answerOf(rec)
+		a.Note = "it had ended already; nothing was cancelled"
+		return a.json(), nil
+	}
+	rec, err = r.children.cancel(ctx, rec, fmt.Sprintf("cancelled by @%s (%s)", rn.def.Name, rn.jobID), "@"+rn.def.Name)
+	if err != nil {
+		return "", err
+	}
+	return answerOf(rec).json(), nil
+}
+
+func (r *Runtime) listChildren(ctx context.Context, rn *run, input json.RawMessage) (string, error) {
+	var in struct {
+		Open bool `json:"open"`
+	}
+	if err := tools.DecodeInput(input, &in); err != nil {
+		return "", err
+	}
+	if r.children == nil {
+		return "", tools.Refuse("subagents are not available in this run")
+	}
+	rs, _, err := r.children.store.ListRuns(ctx, bot.RunFilter{
+		OwnerSessionKey: rn.owner.SessionKey, OwnerAgent: rn.owner.AgentID, Open: in.Open, Unarchived: true, Limit: 50,
+	})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	n := 0
+	now := r.opts.Now()
+	for _, rec := range rs {
+		if rec.Kind != bot.RunSubagent {
+			continue
+		}
+		n++
+		fmt.Fprintf(&b, "- %s @%s [%s, spawned %s ago", rec.ID, rec.Agent, rec.Status, bot.Ago(now.Sub(rec.CreatedAt)))
+		if rec.Tokens > 0 {
+			fmt.Fprintf(&b, ", %s", bot.Count(rec.Tokens, "token", "tokens"))
+		}
+		fmt.Fprintf(&b, "] %s", oneLine(rec.Task, 120))
+		switch {
+		case rec.Result != "":
+			fmt.Fprintf(&b, " → %s", oneLine(rec.Result, 200))
+		case rec.Error != "":
+			fmt.Fprintf(&b, " → %s", oneLine(rec.Error, 200))
+		}
+		b.WriteByte('\n')
+	}
+	if n == 0 {
+		return "no subagents", nil
+	}
+	return b.String(), nil
+}
+
+// spawnSkills resolves the skills a subagent is spawned with, exactly as
+// named (duplicates merged): the set must be valid (known names, every
+// companion present, no incompatible pair) and each skill enabled where the
+// child runs. It is checked before anything starts, and again when the
+// child starts: a child whose skills cannot be loaded does not run, since
+// without them it would be allowed more than its parent meant.
+func (r *Runtime) spawnSkills(t skills.Target, names []string) ([]*skills.Skill, error) {
+	if r.opts.Skills == nil {
+		return nil, errors.New("this daemon has no skills registry, so a subagent cannot be given skills")
+	}
+	if v := r.opts.Skills.Validate(names); !v.Valid {
+		return nil, fmt.Errorf("the skills do not go together: %s", validationText(v))
+	}
+	out := make([]*skills.Skill, 0, len(names))
+	for _, name := range names {
+		s, ok := r.opts.Skills.Skill(name)
+		if !ok {
+			return nil, fmt.Errorf("there is no skill %q", name)
+		}
+		if e := r.opts.Skills.Enabled(t, name); !e.Enabled {
+			return nil, fmt.Errorf("skill %q is not enabled %s", name, where(t))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
