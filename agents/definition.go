@@ -59,6 +59,8 @@ type Definition struct {
 	// invocation.
 	MaxTokens  int
 	TimeBudget time.Duration
+	// Subagents are its own limits of spawning, over the config's.
+	Subagents SubagentLimits
 	// Instructions are the markdown body.
 	Instructions string
 
@@ -114,9 +116,19 @@ type Detail struct {
 	MaxTurns        int      `json:"max_turns,omitempty"`
 	MaxTokens       int      `json:"max_tokens,omitempty"`
 	TimeBudget      string   `json:"time_budget,omitempty"`
-	File            string   `json:"file"`
-	Overrides       []string `json:"overrides,omitempty"`
-	Instructions    string   `json:"instructions"`
+	// Subagents are the agent's own limits of spawning, when it sets any.
+	Subagents    *SubagentDetail `json:"subagents,omitempty"`
+	File         string          `json:"file"`
+	Overrides    []string        `json:"overrides,omitempty"`
+	Instructions string          `json:"instructions"`
+}
+
+// SubagentDetail is how `agents show --json` shows an agent's own limits of
+// spawning.
+type SubagentDetail struct {
+	MaxConcurrent int    `json:"max_concurrent,omitempty"`
+	MaxDepth      int    `json:"max_depth,omitempty"`
+	Timeout       string `json:"timeout,omitempty"`
 }
 
 // Detail returns the full description of d.
@@ -128,6 +140,12 @@ func (d Definition) Detail() Detail {
 	}
 	if d.TimeBudget > 0 {
 		det.TimeBudget = d.TimeBudget.String()
+	}
+	if l := d.Subagents; l != (SubagentLimits{}) {
+		det.Subagents = &SubagentDetail{MaxConcurrent: l.MaxConcurrent, MaxDepth: l.MaxDepth}
+		if l.Timeout > 0 {
+			det.Subagents.Timeout = l.Timeout.String()
+		}
 	}
 	return det
 }
@@ -187,6 +205,9 @@ func FromSkills(a skills.Agent) Definition {
 		ReasoningEffort: a.ReasoningEffort, Tools: a.Tools, Skills: a.Skills, Profile: a.Profile,
 		Mode: Mode(a.Mode), Keywords: a.Keywords, MaxTurns: a.MaxTurns, MaxTokens: a.MaxTokens,
 		TimeBudget: a.TimeBudget, Instructions: a.Instructions, File: a.File, lines: a.Lines(),
+	}
+	if sa := a.Subagents; sa != nil {
+		d.Subagents = SubagentLimits{MaxConcurrent: sa.MaxConcurrent, MaxDepth: sa.MaxDepth, Timeout: sa.Timeout}
 	}
 	if d.Profile == "" {
 		d.Profile = DefaultProfile

@@ -29,6 +29,7 @@ keywords: [SQL, Query]
 max_turns: 12
 max_tokens: 50000
 time_budget: 90s
+subagents: {max_concurrent: 8, timeout: 2m}
 ---
 
 You are a database specialist.
@@ -50,6 +51,7 @@ Never run destructive queries without confirmation.
 	require.Equal(t, 12, d.MaxTurns)
 	require.Equal(t, 50000, d.MaxTokens)
 	require.Equal(t, 90*time.Second, d.TimeBudget)
+	require.Equal(t, agents.SubagentLimits{MaxConcurrent: 8, Timeout: 2 * time.Minute}, d.Subagents, "max_depth left to the config")
 	require.Equal(t, "You are a database specialist.\n\nNever run destructive queries without confirmation.", d.Instructions)
 	require.Equal(t, "agents/database-agent.md", d.File)
 }
@@ -100,6 +102,11 @@ func TestParseErrors(t *testing.T) {
 		{"null description", "---\nname: x\ndescription:\n---\n", "agents/x.md:3: description: must not be empty"},
 		{"empty model", "---\nname: x\ndescription: y\nmodel: ' '\n---\n", "agents/x.md:4: model: must not be empty"},
 		{"zero budget", "---\nname: x\ndescription: y\ntime_budget: 0s\n---\n", "agents/x.md:4: time_budget: bad duration 0s"},
+		{"subagent limits", "---\nname: x\ndescription: y\nsubagents:\n  max_concurrent: 0\n  max_depth: 6\n  timeout: 1ms\n---\n",
+			"agents/x.md:5: subagents.max_concurrent: want 1 to 64, got 0"},
+		{"subagent depth", "---\nname: x\ndescription: y\nsubagents:\n  max_depth: 6\n---\n", "agents/x.md:5: subagents.max_depth: want 1 to 5, got 6"},
+		{"subagent timeout", "---\nname: x\ndescription: y\nsubagents: {timeout: 1ms}\n---\n", "agents/x.md:4: subagents.timeout: want at least 1s, got 1ms"},
+		{"subagent key", "---\nname: x\ndescription: y\nsubagents: {max_children: 2}\n---\n", "agents/x.md:4: subagents.max_children: unknown key"},
 		{"unknown field close to a known one", "---\nname: x\ndescription: y\nkeyword: [a]\n---\n", `agents/x.md:4: keyword: unknown key; did you mean "keywords"?`},
 		{"every problem at once", "---\nname: X\ndescription: y\nmode: auto\n---\n", `agents/x.md:4: mode: unknown mode "auto"`},
 	}

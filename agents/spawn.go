@@ -220,9 +220,10 @@ func statusWords(rec *bot.ChildRun) string {
 	return "is " + string(rec.Status)
 }
 
-// subagentLimits are the limits a run of d spawns under.
+// subagentLimits are the limits a run of d spawns under: the agent's own
+// where it sets them, the config's otherwise.
 func (r *Runtime) subagentLimits(d Definition) SubagentLimits {
-	return r.opts.SubagentLimits.withDefaults()
+	return r.opts.SubagentLimits.withDefaults().over(d.Subagents)
 }
 
 // spawn starts a subagent for rn's call callID, or finds the one it started

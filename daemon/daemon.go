@@ -718,10 +718,19 @@ func (c agentCatalog) GetAgent(name string) (any, bool) {
 	return d.Detail(), true
 }
 
-// threadResetter forgets the conversations agents had in a thread.
-type threadResetter struct{ store agents.ConversationStore }
+// threadResetter forgets the conversations agents had in a thread, and
+// what came before the reset is carried over into no later run.
+type threadResetter struct {
+	store interface {
+		agents.ConversationStore
+		MarkThreadReset(ctx context.Context, sessionKey string, at time.Time) error
+	}
+}
 
 func (r threadResetter) ResetThread(ctx context.Context, sessionKey string) (int, error) {
+	if err := r.store.MarkThreadReset(ctx, sessionKey, time.Now()); err != nil {
+		return 0, fmt.Errorf("reset %s: %w", sessionKey, err)
+	}
 	n, err := r.store.ResetConversations(ctx, sessionKey)
 	if err != nil {
 		return 0, fmt.Errorf("reset conversations of %s: %w", sessionKey, err)

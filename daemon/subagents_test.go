@@ -373,3 +373,27 @@ func TestAgentCallsAndHandoffsAreInTheLedger(t *testing.T) {
 	require.NotEqual(t, hop.ParentLinks.JobID, hop.ChildJobID)
 	require.Equal(t, []bot.Ceiling{{Profile: "contributor", Reason: "handed off by @lead, contributor"}}, hop.Ceilings)
 }
+
+func TestAnAgentsOwnLimitsWinOverTheConfigs(t *testing.T) {
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "lead" && req.turns() == 0:
+			return reply{Calls: []fakeCall{
+				{ID: "a", Name: agents.SpawnTool, Args: spawnArgs("part 1", "helper")},
+				{ID: "b", Name: agents.SpawnTool, Args: spawnArgs("part 2", "helper")},
+			}}
+		case req.Agent == "helper":
+			return reply{Text: partOf.FindString(req.first()) + " done"}
+		}
+		res := req.results()
+		return reply{Text: res["a"] + "\n" + res["b"]}
+	})
+	tr := startTree(t, model, treeOptions{workers: 4, subagents: config.Subagents{MaxConcurrent: 8}, agents: map[string]string{
+		"lead": "---\nname: lead\ndescription: Leads, one helper at a time.\nsubagents: {max_concurrent: 1}\n---\nLead.\n",
+	}})
+	id := tr.send(t, "own", "@lead two parts")
+	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
+	reply := tr.messages(t, "own")["reply"]
+	require.Equal(t, 1, strings.Count(reply, "max_concurrent is 1"), reply)
+	require.Equal(t, 1, strings.Count(reply, `"status":"done"`), reply)
+}

@@ -38,6 +38,17 @@ type AgentFields struct {
 	// MaxTokens bounds the tokens of one invocation, all turns.
 	MaxTokens  int           `yaml:"max_tokens" json:"max_tokens,omitempty"`
 	TimeBudget time.Duration `yaml:"time_budget" json:"time_budget,omitempty"`
+	// Subagents are the agent's own limits of spawn_subagent, over the
+	// config's subagents section.
+	Subagents *SubagentFields `yaml:"subagents" json:"subagents,omitempty"`
+}
+
+// SubagentFields are an agent's own limits of spawning; zero fields leave
+// the config's.
+type SubagentFields struct {
+	MaxConcurrent int           `yaml:"max_concurrent" json:"max_concurrent,omitempty"`
+	MaxDepth      int           `yaml:"max_depth" json:"max_depth,omitempty"`
+	Timeout       time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // Limits of agent fields.
@@ -113,6 +124,17 @@ func (a *AgentFields) check(d *yamldecode.Decoder, path string) {
 	if pos.Has(at("time_budget")) && a.TimeBudget <= 0 {
 		d.FailAt(at("time_budget"), "bad duration %s: want a positive number and a unit, such as 90s, 10m or 1h", a.TimeBudget)
 	}
+	if sa := a.Subagents; sa != nil {
+		if p := at("subagents.max_concurrent"); pos.Has(p) && (sa.MaxConcurrent < 1 || sa.MaxConcurrent > 64) {
+			d.FailAt(p, "want 1 to 64, got %d", sa.MaxConcurrent)
+		}
+		if p := at("subagents.max_depth"); pos.Has(p) && (sa.MaxDepth < 1 || sa.MaxDepth > 5) {
+			d.FailAt(p, "want 1 to 5, got %d", sa.MaxDepth)
+		}
+		if p := at("subagents.timeout"); pos.Has(p) && sa.Timeout < time.Second {
+			d.FailAt(p, "want at least 1s, got %s", sa.Timeout)
+		}
+	}
 }
 
 // checkList reports empty and repeated entries of a list of names, and
@@ -172,6 +194,9 @@ func (a AgentFields) over(b AgentFields) AgentFields {
 	}
 	if b.TimeBudget != 0 {
 		a.TimeBudget = b.TimeBudget
+	}
+	if b.Subagents != nil {
+		a.Subagents = b.Subagents
 	}
 	return a
 }
