@@ -292,7 +292,7 @@ func startTree(t *testing.T, model *fakeModel, opts treeOptions) *tree {
 		}
 	}})
 	require.NoError(t, err)
-	d, err := daemon.New(daemon.Options{Setup: setup, ShutdownGrace: time.Second})
+	d, err := daemon.New(t.Context(), daemon.Options{Setup: setup, ShutdownGrace: time.Second})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,0 +1,107 @@
+package agents_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/storage/bolt"
+)
+
+// tree is a fixture's runtime with subagents, run by a real dispatcher over
+// the fixture's store, so subagents are claimed like any work.
+type tree struct {
+	hub  *agents.Subagents
+	wake func()
+}
+
+// withSubagents gives the runtime subagents over the fixture's store.
+func (tr *tree) withSubagents(o *agents.RuntimeOptions) {
+	tr.hub = agents.NewSubagents(agents.SubagentsOptions{Ledger: o.Conversations.(*bolt.Store), Wake: func() {
+		if tr.wake != nil {
+			tr.wake()
+		}
+	}})
+	o.Subagents = tr.hub
+}
+
+// start runs the dispatcher until the test ends.
+func (tr *tree) start(t *testing.T, f *fixture) {
+	t.Helper()
+	d := bot.NewDispatcher(bot.DispatcherOptions{
+		Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+		Open: tr.hub, Resets: f.store, Workers: 2, Poll: 20 * time.Millisecond,
+	})
+	tr.wake = d.Wake
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// send makes a work item for agent, asked by the console's owner, and
+// waits for it to finish.
+func (tr *tree) send(t *testing.T, f *fixture, agent, text string) *bot.WorkItem {
+	t.Helper()
+	now := time.Now()
+	res, err := f.store.Ingest(context.Background(), bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: text, Thread: thread,
+			Requester: bot.Requester{Source: bot.SourceLocal, ID: "ana"}, ReceivedAt: now},
+		Route: &bot.Route{Agent: agent, Kind: bot.RouteMention, Reason: "mention @" + agent}, Now: now,
+	})
+	require.NoError(t, err)
+	tr.wake()
+	var wi *bot.WorkItem
+	require.Eventually(t, func() bool {
+		wi, err = f.store.GetWorkItem(context.Background(), res.WorkItem.ID)
+		require.NoError(t, err)
+		return wi.Status.Finished()
+	}, 30*time.Second, 10*time.Millisecond)
+	return wi
+}
+
+func TestASpawnWithSkillsIsValidatedFirstAndTheChildCannotShakeThemOff(t *testing.T) {
+	fake, model := newScriptedModel(t,
+		// The parent: a set missing a companion is refused before anything starts.
+		step{tool: agents.SpawnTool, args: `{"task":"implement the spec","agent":"coder","skills":["opencode-implementer"]}`},
+		// The complete set (a name twice counts once) starts a child held to it.
+		step{tool: agents.SpawnTool, args: `{"task":"implement the spec","agent":"coder","skills":["specification-engine","opencode-implementer","opencode-implementer"]}`},
+		// The child: what its skills forbid is refused, and they stay.
+		step{tool: "write_file", args: `{"path":"main.go","content":"x"}`},
+		step{tool: agents.DisableSkillTool, args: `{"name":"specification-engine"}`},
+		step{text: "could not write"},
+		// The parent again.
+		step{text: "the child could not write"},
+	)
+	tr := &tree{}
+	f := newFixture(t, model, nil, withSkills(t, skillSetup(t, "global")), tr.withSubagents)
+	tr.start(t, f)
+	wi := tr.send(t, f, "coder", "implement it with the spec skills")
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	require.Equal(t, "the child could not write", wi.Summary)
+
+	reqs := fake.requests()
+	require.Len(t, reqs, 6)
+	require.Equal(t, "refused: spawn refused: the skills do not go together: opencode-implementer requires specification-engine, which is not in the set; add it",
+		lastToolResult(t, reqs[1]))
+	// The child sees only what its skills allow: not write_file, nor what
+	// one of them does not allow (most restrictive wins).
+	require.NotContains(t, toolNames(reqs[2]), "write_file")
+	require.NotContains(t, toolNames(reqs[2]), "edit_file")
+	require.NotContains(t, toolNames(reqs[2]), "bash")
+	require.Contains(t, systemText(reqs[2]), "### opencode-implementer")
+	require.Equal(t, `refused: denied by skill "specification-engine": tool "write_file" is not in its allowed_tools`, lastToolResult(t, reqs[3]))
+	require.Equal(t, `refused: skill "specification-engine" was given to you when you were spawned and stays loaded: the run that spawned you decided what you may do`,
+		lastToolResult(t, reqs[4]))
+	require.True(t, strings.HasPrefix(lastToolResult(t, reqs[5]), `{"id":"run_1","agent":"coder","status":"done","content":"could not write"`), lastToolResult(t, reqs[5]))
+
+	rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+	require.NoError(t, err)
+	require.Len(t, rs, 1, "the refused spawn started nothing")
+	require.Equal(t, []string{"specification-engine", "opencode-implementer"}, rs[0].Skills)
+}
