@@ -72,7 +72,7 @@ type Skill struct {
 
 	// Package is the package that contributed the skill; "runtime" for
 	// one registered while the daemon runs.
-	Package string `yaml:"-" json:"package"`
+	Package string `yaml:"-" json:"package,omitempty"`
 }
 
 // OutputContract says what a skill's result looks like.
