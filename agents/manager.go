@@ -22,7 +22,8 @@ import (
 //go:embed builtin/*.md
 var builtinFS embed.FS
 
-// Builtin returns the built-in agents: coder, reviewer, ops, triage, docs.
+// Builtin returns the built-in agents: builder, coder, docs, ops, reviewer,
+// triage.
 func Builtin() ([]Definition, error) {
 	entries, err := fs.ReadDir(builtinFS, "builtin")
 	if err != nil {
@@ -254,7 +255,7 @@ const HandoffTool = "handoff_to"
 func (m *Manager) Validate(k Known) error {
 	list := m.List()
 	if k.Tools != nil {
-		k.Tools = append(slices.Clone(k.Tools), EnableSkillTool, DisableSkillTool)
+		k.Tools = append(slices.Clone(k.Tools), EnableSkillTool, DisableSkillTool, InstallPackageTool)
 		k.Tools = append(k.Tools, ControlTools()...)
 		for _, d := range list {
 			if d.Mode == ModeTool {

@@ -53,6 +53,7 @@ func TestBuiltinAgents(t *testing.T) {
 		"ops":      {"ops", agents.ModeHandoff, []string{"deploy", "rollback", "incident", "outage"}},
 		"triage":   {"read-only", agents.ModeTool, []string{"triage", "label"}},
 		"docs":     {"contributor", agents.ModeTool, []string{"docs", "documentation", "readme"}},
+		"builder":  {"contributor", agents.ModeHandoff, []string{"new agent", "create an agent"}},
 	}
 	list := m.List()
 	require.Len(t, list, len(want))
@@ -72,8 +73,8 @@ func TestBuiltinAgents(t *testing.T) {
 	}), "built-ins need no configuration")
 
 	info := m.RouterInfo()
-	require.Len(t, info, 5)
-	require.Equal(t, bot.AgentInfo{Name: "coder", Keywords: []string{"fix", "implement", "bug", "refactor", "build", "compile", "crash", "feature"}}, info[0])
+	require.Len(t, info, 6)
+	require.Equal(t, bot.AgentInfo{Name: "coder", Keywords: []string{"fix", "implement", "bug", "refactor", "build", "compile", "crash", "feature"}}, info[1])
 }
 
 func TestPriorityUserOverPackageOverBuiltin(t *testing.T) {
@@ -124,11 +125,11 @@ func TestPriorityUserOverPackageOverBuiltin(t *testing.T) {
 	require.NoError(t, err)
 	var list []map[string]any
 	require.NoError(t, json.Unmarshal(b, &list))
-	require.Len(t, list, 6)
+	require.Len(t, list, 7)
 	require.Equal(t, map[string]any{
 		"name": "coder", "description": "Our own coder.", "source": "user", "model": "fast",
 		"profile": "contributor", "mode": "tool", "tools": []any{"read_file"},
-	}, list[0])
+	}, list[1])
 
 	// The user's coder names a model that is not configured.
 	err = m.Validate(agents.Known{Models: []string{"default"}, Tools: tools.CoreNames()})
@@ -147,7 +148,7 @@ func TestUserDirErrors(t *testing.T) {
 
 	m, err := agents.NewManager(context.Background(), agents.ManagerOptions{Dir: filepath.Join(dir, "missing")})
 	require.NoError(t, err, "no agents_dir means no user agents")
-	require.Len(t, m.List(), 5)
+	require.Len(t, m.List(), 6)
 }
 
 func TestValidateAgentTools(t *testing.T) {

@@ -104,6 +104,9 @@ type RuntimeOptions struct {
 	// CommandTools gives each run the command tools of the packages
 	// enabled where it happens; nil means none.
 	CommandTools CommandTools
+	// Installer puts packages the builder writes into effect
+	// (install_package); nil leaves the tool out.
+	Installer PackageInstaller
 	// Redactor masks secrets in tool results before the model reads them,
 	// in status messages, stored conversations, transcripts and replies;
 	// nil masks common token shapes only.
@@ -699,10 +702,7 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 	if r.opts.Rerouter != nil && rn.workItemID != "" && rn.child == nil {
 		extra = append(extra, &handoffTool{rt: r, rn: rn})
 	}
-	extra = append(extra, r.skillTools(rn)...)
-	if r.opts.CommandTools != nil {
-		extra = append(extra, r.opts.CommandTools.CommandTools(rn.target)...)
-	}
+	extra = append(extra, r.packageTools(rn)...)
 	if r.children != nil && rn.jobItem != "" {
 		extra = append(extra, r.subagentTools(rn)...)
 	}

@@ -280,7 +280,7 @@ func TestNoModel(t *testing.T) {
 	res, err = f.rt.Run(context.Background(), request("nobody", "hi"), nil)
 	require.NoError(t, err)
 	require.Equal(t, bot.ResultError, res.Status)
-	require.Contains(t, res.Reply, `agent "nobody" is not defined (agents: coder, docs, fancy, ops, reviewer, triage)`)
+	require.Contains(t, res.Reply, `agent "nobody" is not defined (agents: builder, coder, docs, fancy, ops, reviewer, triage)`)
 }
 
 func TestToolRefusalsReachTheModel(t *testing.T) {

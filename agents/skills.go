@@ -530,3 +530,17 @@ func runSkills(def Definition, items []bot.WorkItem) []string {
 	}
 	return out
 }
+
+// packageTools are what packages give rn: enable_skill and disable_skill,
+// the command tools of the packages enabled where it happens, and the
+// builder's install_package.
+func (r *Runtime) packageTools(rn *run) []tools.Tool {
+	out := r.skillTools(rn)
+	if r.opts.CommandTools != nil {
+		out = append(out, r.opts.CommandTools.CommandTools(rn.target)...)
+	}
+	if r.opts.Installer != nil && rn.def.Name == BuilderAgent {
+		out = append(out, &installTool{rt: r, rn: rn})
+	}
+	return out
+}

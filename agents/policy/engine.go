@@ -189,12 +189,17 @@ func (e *Engine) Network(profile string) bool {
 	return ok && p.Network
 }
 
-// Approvers returns who may approve calls of the profile.
+// AdminApprover is the daemon's administrator, the identity of its own
+// API token: who decides the calls of a profile that names no approvers.
+const AdminApprover = "admin"
+
+// Approvers returns who may approve calls of the profile: its approvers, or
+// the daemon's administrator when it names none (the built-in profiles).
 func (e *Engine) Approvers(profile string) []string {
-	if p, ok := e.profiles[profile]; ok {
+	if p, ok := e.profiles[profile]; ok && len(p.Approvers) > 0 {
 		return slices.Clone(p.Approvers)
 	}
-	return nil
+	return []string{AdminApprover}
 }
 
 // Forbids implements tools.Profiles: whether the profile can never allow
@@ -319,6 +324,8 @@ func (e *Engine) under(p *Profile, ceiling *bot.Ceiling, call tools.Call) (Decis
 	var approval *finding
 	if p.toolNeedsApproval(t.Name) {
 		approval = &finding{rule: "approval:" + t.Name, reason: fmt.Sprintf("tool %q needs approval", t.Name)}
+	} else if listed, _ := p.allowsTool(t.Name); t.Approval && !listed {
+		approval = &finding{rule: "tool:" + t.Name + "/approval", reason: fmt.Sprintf("every call of tool %q waits for a person", t.Name)}
 	}
 	outside := false
 	if t.Kind == tools.KindCore {

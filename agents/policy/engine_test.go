@@ -292,3 +292,21 @@ func TestSensitiveToolsASkillBringsNeedApproval(t *testing.T) {
 		})
 	}
 }
+
+func TestToolsThatAskEveryTime(t *testing.T) {
+	f := newFixture(t, map[string]policy.ProfileConfig{
+		"installer": {Extends: "contributor", Tools: []string{"install_package", "read_file"}},
+		"guarded":   {Extends: "contributor", Approval: []string{"bash"}, Approvers: []string{"ana"}},
+	})
+	install := tools.Info{Name: "install_package", Kind: tools.KindControl, Permissions: []policy.Permission{policy.PermWrite}, Approval: true}
+	d := f.engine.Decide(f.call("builder", "contributor", install, map[string]any{}), nil)
+	require.Equal(t, tools.NeedsApproval, d.Verdict, d.Reason)
+	require.Equal(t, `profile "contributor" requires approval: every call of tool "install_package" waits for a person`, d.Reason)
+	d = f.engine.Decide(f.call("builder", "installer", install, map[string]any{}), nil)
+	require.Equal(t, tools.Allow, d.Verdict, "a profile that lists the tool decided for it")
+	d = f.engine.Decide(f.call("builder", "read-only", install, map[string]any{}), nil)
+	require.Equal(t, tools.Deny, d.Verdict, "asking a person never widens the profile")
+
+	require.Equal(t, []string{policy.AdminApprover}, f.engine.Approvers("contributor"), "the built-in profiles' calls are decided by the administrator")
+	require.Equal(t, []string{"ana"}, f.engine.Approvers("guarded"))
+}

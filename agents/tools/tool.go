@@ -42,6 +42,10 @@ type Info struct {
 	Package string
 	// RequiredAgent, when set, is the only agent that may see and call it.
 	RequiredAgent string
+	// Approval marks a tool every call of which waits for a person's
+	// approval, unless the profile's tools list names it: what it does
+	// reaches beyond the run (installing a package into the daemon).
+	Approval bool
 }
 
 // Tool is a named, schema-typed capability an agent may call. Run gets the

@@ -148,6 +148,6 @@ agents/helper.md:6: tools: unknown tool "rm_rf"
 	}
 	check = run(t, dir, append(env, "ANTHROPIC_API_KEY=sk-ant-test"), "config", "check")
 	require.Equal(t, 0, check.code, check.stderr)
-	require.Equal(t, "config.yaml: ok (6 rules, 1 schedule; agents: coder, docs, ops, reviewer, triage; models: default, local)\n", check.stdout)
+	require.Equal(t, "config.yaml: ok (6 rules, 1 schedule; agents: builder, coder, docs, ops, reviewer, triage; models: default, local)\n", check.stdout)
 	require.Empty(t, strings.TrimSpace(check.stderr))
 }

@@ -17,12 +17,12 @@ func TestMessagesSayWhatIsWrongOnce(t *testing.T) {
 
 	r = run(t, dir, hermeticEnv(), "config", "check")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "<defaults>: ok (0 rules, 0 schedules; agents: coder, docs, ops, reviewer, triage; models: none)\n", r.stdout)
+	require.Equal(t, "<defaults>: ok (0 rules, 0 schedules; agents: builder, coder, docs, ops, reviewer, triage; models: none)\n", r.stdout)
 	require.Equal(t, "warning: no model configured: ANTHROPIC_API_KEY and OPENAI_API_KEY are unset and no Ollama answered at "+
 		"http://127.0.0.1:1 (connection refused); agents cannot run until a model is configured\n", r.stderr)
 
 	r = run(t, dir, append(hermeticEnv(), "ANTHROPIC_API_KEY=sk-ant-test", "ANTHROPIC_MODEL=claude-test"), "config", "check")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "<defaults>: ok (0 rules, 0 schedules; agents: coder, docs, ops, reviewer, triage; models: default)\n"+
+	require.Equal(t, "<defaults>: ok (0 rules, 0 schedules; agents: builder, coder, docs, ops, reviewer, triage; models: default)\n"+
 		"ANTHROPIC_API_KEY is set: the default model is anthropic claude-test\n", r.stdout)
 }
