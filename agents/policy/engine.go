@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -383,22 +384,45 @@ func dedupSkills(skills []Skill) []Skill {
 }
 
 // SkillRefusal reports whether the loaded skills refuse the tool, with the
-// rule and the reason: a tool any of them forbids is refused, whatever
-// allows it; a tool that is not in the allowed_tools of each one that has
-// such a list is refused too, except control tools (enable_skill,
-// disable_skill, handoff_to), so a skill can always be unloaded. Most
-// restrictive wins. The Engine decides with it, and the runtime leaves
-// what it refuses out of the tools it shows the model.
+// rule and the reason, as skills compose (skills.Composition): a tool any
+// of them forbids is refused, whatever allows it, the same skill's
+// allowed_tools included; when any of them has an allowed_tools list, a
+// tool none of them allows is refused too, except control tools
+// (enable_skill, disable_skill, handoff_to), so a skill can always be
+// unloaded. The Engine decides with it, and the runtime leaves what it
+// refuses out of the tools it shows the model.
 func SkillRefusal(loaded []Skill, t tools.Info) (rule, reason string, refused bool) {
-	for _, sk := range dedupSkills(loaded) {
+	loaded = dedupSkills(loaded)
+	for _, sk := range loaded {
 		if skills.MatchTool(sk.ForbiddenTools, t.Name) {
 			return "skill:" + sk.Name + "/forbidden_tools", fmt.Sprintf("denied by skill %q: tool %q is forbidden (forbidden_tools)", sk.Name, t.Name), true
 		}
-		if sk.AllowedTools != nil && t.Kind != tools.KindControl && !skills.MatchTool(sk.AllowedTools, t.Name) {
-			return "skill:" + sk.Name + "/allowed_tools", fmt.Sprintf("denied by skill %q: tool %q is not in its allowed_tools", sk.Name, t.Name), true
-		}
 	}
-	return "", "", false
+	if t.Kind == tools.KindControl {
+		return "", "", false
+	}
+	var listing []string
+	for _, sk := range loaded {
+		if sk.AllowedTools == nil {
+			continue
+		}
+		if skills.MatchTool(sk.AllowedTools, t.Name) {
+			return "", "", false
+		}
+		listing = append(listing, sk.Name)
+	}
+	switch len(listing) {
+	case 0:
+		return "", "", false
+	case 1:
+		return "skill:" + listing[0] + "/allowed_tools", fmt.Sprintf("denied by skill %q: tool %q is not in its allowed_tools", listing[0], t.Name), true
+	}
+	quoted := make([]string, len(listing))
+	for i, n := range listing {
+		quoted[i] = strconv.Quote(n)
+	}
+	return "skill:" + strings.Join(listing, ",") + "/allowed_tools",
+		fmt.Sprintf("denied by skills %s: tool %q is in none of their allowed_tools", strings.Join(quoted, ", "), t.Name), true
 }
 
 // skillApproval makes an allowed call of a sensitive tool that only a
