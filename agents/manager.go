@@ -46,8 +46,9 @@ func Builtin() ([]Definition, error) {
 	return out, nil
 }
 
-// PackageSource lists the agents installed packages contribute. The skills
-// issue's package registry implements it; ParsePackage reads their files.
+// PackageSource lists the agents installed packages contribute:
+// FromPackages over the skills registry; ParsePackage reads an agent file
+// of a package.
 type PackageSource interface {
 	Agents(ctx context.Context) ([]Definition, error)
 }

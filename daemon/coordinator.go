@@ -48,10 +48,16 @@ type Coordinator struct {
 	load func(context.Context) (*Setup, error)
 	log  *slog.Logger
 	now  func() time.Time
+	// rebuild makes the configuration in effect again from its config
+	// (Refresh); nil until the daemon sets it.
+	rebuild func(context.Context, *Setup) (*Setup, error)
 
 	mu   sync.Mutex // one reload at a time; guards subs
 	subs []Subscriber
 	cur  atomic.Pointer[Setup]
+	// refresh is set by a Refresh that found the coordinator busy: whoever
+	// holds mu refreshes before letting go of it.
+	refresh atomic.Bool
 
 	successful  prometheus.Gauge
 	success     prometheus.Gauge
@@ -146,7 +152,7 @@ func (e *ReloadError) As(target any) bool {
 // outcome: problems at ERROR, one line each.
 func (c *Coordinator) Reload(ctx context.Context) (ReloadResult, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock(ctx)
 	prev := c.cur.Load()
 	next, err := c.load(ctx)
 	if err == nil {
@@ -175,12 +181,79 @@ func (c *Coordinator) Reload(ctx context.Context) (ReloadResult, error) {
 	return ReloadResult{}, rerr
 }
 
+// Refresh makes the configuration in effect again from the config in
+// effect, without reading the config file: what the daemon builds from
+// outside the config (installed packages: their agents, entry points and
+// command tools) changed. Every subscriber is prepared and committed as
+// for a reload, or none. A Refresh asked while a reload or another refresh
+// is under way (a reload that puts the config's package settings in
+// effect) runs right after it, by whoever holds the coordinator, and
+// returns at once.
+func (c *Coordinator) Refresh(ctx context.Context) error {
+	c.refresh.Store(true)
+	if !c.mu.TryLock() {
+		return nil
+	}
+	defer c.unlock(ctx)
+	return c.refreshLocked(ctx)
+}
+
+// unlock lets go of the coordinator, refreshing first while a Refresh
+// waits for it.
+func (c *Coordinator) unlock(ctx context.Context) {
+	for {
+		// Putting packages in effect must not change them again (a
+		// subscriber that sets what is set already); a few rounds end it.
+		for round := 0; c.refresh.Load(); round++ {
+			if round == maxRefreshRounds {
+				c.refresh.Store(false)
+				c.log.LogAttrs(ctx, slog.LevelError, "the packages changed again each time they were put in effect; stopped after a few rounds")
+				break
+			}
+			_ = c.refreshLocked(ctx)
+		}
+		c.mu.Unlock()
+		// A Refresh that came between the check and the unlock found the
+		// coordinator busy and left it to us.
+		if !c.refresh.Load() || !c.mu.TryLock() {
+			return
+		}
+	}
+}
+
+// maxRefreshRounds bounds the refreshes one holder of the coordinator makes
+// in a row.
+const maxRefreshRounds = 8
+
+// refreshLocked rebuilds the setup in effect and swaps to it; mu is held.
+func (c *Coordinator) refreshLocked(ctx context.Context) error {
+	c.refresh.Store(false)
+	if c.rebuild == nil {
+		return nil
+	}
+	prev := c.cur.Load()
+	next, err := c.rebuild(ctx, prev)
+	if err == nil {
+		var res ReloadResult
+		if res, err = c.swap(ctx, prev, next); err == nil {
+			c.log.LogAttrs(ctx, slog.LevelInfo, "packages changed; in effect", slog.String("changed", listOr(res.Changed, "nothing")))
+			return nil
+		}
+	}
+	c.log.LogAttrs(ctx, slog.LevelError, "packages changed, but what they contribute could not be put in effect; the agents, routes and tools in effect stay",
+		slog.String("error", err.Error()))
+	return err
+}
+
 // swap prepares every subscriber for next and commits them all, or none.
 func (c *Coordinator) swap(ctx context.Context, prev, next *Setup) (ReloadResult, error) {
 	res := ReloadResult{Config: next.Config.Source, RestartRequired: keepRestartOnly(prev.Config, next.Config)}
 	res.Changed = changedKeys("", reflect.ValueOf(prev.Config).Elem(), reflect.ValueOf(next.Config).Elem())
 	if !reflect.DeepEqual(prev.Agents.List(), next.Agents.List()) {
 		res.Changed = append(res.Changed, "agents")
+	}
+	if !reflect.DeepEqual(prev.Router.Entrypoints(), next.Router.Entrypoints()) {
+		res.Changed = append(res.Changed, "entry points")
 	}
 	if next.ModelNote != prev.ModelNote {
 		res.Changed = append(res.Changed, "models")

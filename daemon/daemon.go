@@ -181,7 +181,15 @@ func (d *Daemon) build() error {
 	if reload == nil {
 		reload = func(context.Context) (*Setup, error) { return nil, errNoReload }
 	}
-	d.config = NewCoordinator(setup, reload, d.registry, d.log)
+	// A reload reads the config again and completes it with what the
+	// installed packages contribute.
+	d.config = NewCoordinator(setup, func(ctx context.Context) (*Setup, error) {
+		s, err := reload(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return withPackages(ctx, s, d.skills, d.log)
+	}, d.registry, d.log)
 
 	sinks := map[string]bot.Sink{bot.SourceLocal: local.Sink{}}
 	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
@@ -231,6 +239,9 @@ func (d *Daemon) build() error {
 		return fmt.Errorf("close what the previous process left open: %w", err)
 	} else if n > 0 {
 		d.log.Warn("closed records a previous process left open", slog.Int("records", n))
+	}
+	if setup, err = d.startPackages(context.Background(), setup); err != nil {
+		return err
 	}
 	gen, err := d.buildGeneration(context.Background(), setup, nil)
 	if err != nil {
@@ -459,7 +470,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 	ao := admin.Options{
 		Store: d.store, Intake: d.intake, Logger: d.log,
-		Agents: agentCatalog{d.config}, Threads: threadResetter{d.store}, Config: configReloader{d},
+		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, Threads: threadResetter{d.store}, Config: configReloader{d},
 		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
 		Skills: d.skills, Installer: d.installer,
 	}
@@ -717,6 +728,11 @@ func (c agentCatalog) GetAgent(name string) (any, bool) {
 	}
 	return d.Detail(), true
 }
+
+// routingTable shows the router in effect to the admin API.
+type routingTable struct{ c *Coordinator }
+
+func (t routingTable) Routing() *bot.Router { return t.c.Current().Router }
 
 // threadResetter forgets the conversations agents had in a thread, and
 // what came before the reset is carried over into no later run.

@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
@@ -64,4 +65,10 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 
 	err = githubApprovals{&Daemon{}}.DecideApproval(ctx, github.ApprovalComment{ApprovalID: id, Login: "octocat", Thread: thread})
 	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err))
+}
+
+// The administrator the built-in profiles' calls are decided by is the
+// identity of the daemon's own API token.
+func TestBuiltinProfilesAreDecidedByTheAdministrator(t *testing.T) {
+	require.Equal(t, config.AdminIdentity, policy.AdminApprover)
 }

@@ -49,6 +49,12 @@ type RunnerDeps struct {
 	// Subagents outlive a configuration too: a parent waiting for its
 	// child is woken whichever configuration the child ran under.
 	Subagents *agents.Subagents
+	// Agents are the agents in effect, read at every turn of a run; nil
+	// means the Setup's.
+	Agents agents.AgentSource
+	// Installer puts packages the builder writes into effect; nil leaves
+	// install_package out.
+	Installer agents.PackageInstaller
 	// Redactor is the daemon's one redactor: every configured secret, the
 	// API tokens and credential shapes.
 	Redactor *bot.Redactor
@@ -62,7 +68,9 @@ type RunnerDeps struct {
 // runtime over its agents and models.
 func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 	cfg := deps.Setup.Config
-	engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Access: cfg.Access, Audit: deps.Audit, Logger: deps.Logger})
+	// Every call is decided with the skills its run has loaded.
+	engine, err := policy.New(policy.Options{Profiles: cfg.Profiles, Access: cfg.Access, Audit: deps.Audit, Logger: deps.Logger,
+		Skills: agents.LoadedSkills{}})
 	if err != nil {
 		return nil, err
 	}
@@ -73,15 +81,26 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
-	rt, err := agents.NewRuntime(agents.RuntimeOptions{
-		Agents: deps.Setup.Agents, Models: deps.Setup.Models, Tools: reg,
+	opts := agents.RuntimeOptions{
+		Agents: deps.Agents, Models: deps.Setup.Models, Tools: reg,
 		Policy: engine, Profiles: engine, Approver: deps.Approvals.With(engine, cfg.ApprovalTimeout),
 		Access: engine, Requesters: deps.Requesters,
 		Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 		Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
 		Subagents: deps.Subagents, SubagentLimits: SubagentLimits(cfg),
 		Redactor: deps.Redactor, Logger: deps.Logger,
-	})
+	}
+	if opts.Agents == nil {
+		opts.Agents = deps.Setup.Agents
+	}
+	if deps.Skills != nil {
+		// Packages' skills load on demand, and their command tools run
+		// in the sandbox, confined like bash, where they are enabled.
+		opts.Skills = deps.Skills
+		opts.CommandTools = newCommandTools(context.Background(), deps.Skills, deps.Sandbox, engine, deps.Logger)
+		opts.Installer = deps.Installer
+	}
+	rt, err := agents.NewRuntime(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +172,7 @@ func (d *Daemon) buildGeneration(ctx context.Context, s *Setup, prev *generation
 	r, err := newRunner(RunnerDeps{
 		Setup: s, Store: d.store, Tools: platform, Sandbox: g.sandbox,
 		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Subagents: d.subagents,
-		Redactor: d.redactor, Logger: d.log,
+		Redactor: d.redactor, Logger: d.log, Agents: currentAgents{d.config}, Installer: d.packageInstaller(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent runtime: %w", err)

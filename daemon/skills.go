@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"slices"
 
 	"github.com/switchyard/switchyard/agents/tools"
@@ -34,6 +35,9 @@ func (d *Daemon) buildSkills(ctx context.Context) error {
 	reg, err := skills.NewRegistry(ctx, skills.Options{
 		Store: d.store, Masker: d.redactor, Permissions: load.Permissions, Version: d.opts.Version, Logger: d.log,
 		KnownTools: func() []string { return ToolNames(d.config.Current().Config) },
+		// A package whose command tools need what the agents that would
+		// run them lack is refused when it is enabled.
+		CheckEnable: d.checkEnable,
 	})
 	if err != nil {
 		return err
@@ -54,10 +58,21 @@ func (d *Daemon) buildSkills(ctx context.Context) error {
 
 // prepareSkills checks the skills section of next against the packages
 // installed; its commit puts the settings in effect for the next run.
-func (d *Daemon) prepareSkills(_ context.Context, _, next *Setup) (func(), error) {
+func (d *Daemon) prepareSkills(_ context.Context, prev, next *Setup) (func(), error) {
+	if prev != nil && prev.Config == next.Config {
+		// A refresh after the packages changed: the config, and so its
+		// settings, are those in effect already. Setting them again would
+		// be a change of the packages, and another refresh.
+		return func() {}, nil
+	}
 	list := next.Config.SkillSettings()
 	if err := d.skills.CheckConfig(list); err != nil {
 		return nil, next.Config.SkillErrors(err)
+	}
+	if prev != nil && reflect.DeepEqual(prev.Config.SkillSettings(), list) {
+		// Unchanged: setting them again would only make the packages
+		// change, and the coordinator refresh once more.
+		return func() {}, nil
 	}
 	return func() {
 		if err := d.skills.SetConfig(list); err != nil {

@@ -31,6 +31,28 @@ type AgentCatalog interface {
 	GetAgent(name string) (any, bool)
 }
 
+// RoutingTable is the router in effect, for GET /api/v1/rules.
+type RoutingTable interface {
+	Routing() *bot.Router
+}
+
+// Rules is the answer of GET /api/v1/rules and of `switchyard rules list
+// --json`: the rules in the order they are tried (the config's, then
+// packages' entry points), the commands, the default agent, and the
+// entry points of the packages installed, which route where their package
+// is enabled.
+type Rules struct {
+	Rules        []bot.RuleInfo       `json:"rules"`
+	Commands     map[string]string    `json:"commands"`
+	DefaultAgent string               `json:"default_agent"`
+	Entrypoints  []bot.EntrypointInfo `json:"entrypoints"`
+}
+
+// RulesOf describes r.
+func RulesOf(r *bot.Router) Rules {
+	return Rules{Rules: r.Rules(), Commands: r.Commands(), DefaultAgent: r.DefaultAgent(), Entrypoints: r.Entrypoints()}
+}
+
 // ThreadResetter forgets the conversation agents had in a thread.
 type ThreadResetter interface {
 	ResetThread(ctx context.Context, sessionKey string) (int, error)
@@ -79,6 +101,7 @@ type Options struct {
 	Store     Store
 	Intake    Intake
 	Agents    AgentCatalog   // nil: the agents endpoints answer 503
+	Routing   RoutingTable   // nil: the rules endpoint answers 503
 	Threads   ThreadResetter // nil: reset answers 503
 	Audit     AuditLog       // nil: the audit endpoint answers 503
 	Approvals Approvals      // nil: the approvals endpoints answer 503
@@ -122,6 +145,7 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/explain", a.explain)
 	mux.HandleFunc("GET /api/v1/ingress", a.listIngress)
 	mux.HandleFunc("GET /api/v1/agents", a.listAgents)
+	mux.HandleFunc("GET /api/v1/rules", a.listRules)
 	mux.HandleFunc("GET /api/v1/agents/{name}", a.getAgent)
 	mux.HandleFunc("POST /api/v1/threads/{thread}/reset", a.resetThread)
 	mux.HandleFunc("GET /api/v1/audit", a.listAudit)
@@ -254,6 +278,16 @@ func (a *API) listAgents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.JSON(w, http.StatusOK, a.opts.Agents.ListAgents())
+}
+
+// listRules answers what the router in effect routes, packages' entry
+// points included.
+func (a *API) listRules(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Routing == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no router is loaded"))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, RulesOf(a.opts.Routing.Routing()))
 }
 
 func (a *API) getAgent(w http.ResponseWriter, r *http.Request) {

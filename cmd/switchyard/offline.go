@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/daemon"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
@@ -24,7 +26,7 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 		delivery, workItem, permission                    string
 		labels, paths                                     []string
 		number                                            int
-		isBot, asJSON                                     bool
+		isBot, asJSON, live                               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "explain [flags]",
@@ -67,10 +69,6 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				printReplay(cmd.OutOrStdout(), rep)
 				return nil
 			}
-			s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
-			if err != nil {
-				return err
-			}
 			if kind == "" {
 				kind = defaultKind(source)
 			}
@@ -88,6 +86,25 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				if number > 0 {
 					ev.Thread = bot.GitHubThread(owner, name, number)
 				}
+			}
+			if live {
+				// The daemon's own intake decides, with its packages.
+				if cfgPath != "" {
+					cl.config = cfgPath
+				}
+				var e bot.Explanation
+				if err := cl.client().do(cmd.Context(), "POST", "/api/v1/explain", ev, &e); err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), e)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), e)
+				return nil
+			}
+			s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
 			}
 			d, err := offlineIntake(s).Decide(cmd.Context(), ev)
 			if err != nil {
@@ -120,6 +137,9 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 	f.StringVar(&delivery, "delivery", "", "explain a stored delivery again (a GitHub delivery id, a Slack event id, a console message id), asking the running daemon")
 	f.StringVar(&workItem, "work-item", "", "explain the event a work item was made from again, asking the running daemon")
 	cmd.MarkFlagsMutuallyExclusive("delivery", "work-item")
+	f.BoolVar(&live, "daemon", false, "decide with the running daemon's intake, whose routes include its packages' entry points")
+	cmd.MarkFlagsMutuallyExclusive("daemon", "delivery")
+	cmd.MarkFlagsMutuallyExclusive("daemon", "work-item")
 	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs","rights"}, or {"then","now","differs",…} for a stored event`)
 	return cmd
 }
@@ -211,59 +231,78 @@ func defaultKind(source string) string {
 	return ""
 }
 
-func newRulesCmd() *cobra.Command {
+func newRulesCmd(cl *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "rules", Short: "Inspect routing rules"}
 	var (
-		cfgPath string
-		asJSON  bool
+		cfgPath      string
+		asJSON, live bool
 	)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List routing rules in the order they are tried, with commands and the default agent",
-		Args:  cobra.NoArgs,
+		Long: "List the routing rules in the order they are tried, the commands and the default agent, from\n" +
+			"the config file alone; with --daemon, those of the running daemon, which include the entry\n" +
+			"points (commands and event triggers) of the packages it has installed. An entry point routes\n" +
+			"only where its package is enabled.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
-			if err != nil {
-				return err
+			var rules admin.Rules
+			if live {
+				if cfgPath != "" {
+					cl.config = cfgPath // the daemon's, for its API token
+				}
+				if err := cl.client().do(cmd.Context(), "GET", "/api/v1/rules", nil, &rules); err != nil {
+					return err
+				}
+			} else {
+				s, err := loadSetup(cmd.Context(), cfgPath, slog.New(slog.DiscardHandler))
+				if err != nil {
+					return err
+				}
+				rules = admin.RulesOf(s.Router)
 			}
-			rules := s.Router.Rules()
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(out, map[string]any{
-					"rules": rules, "commands": s.Router.Commands(), "default_agent": s.Router.DefaultAgent(),
-				})
+				return printJSON(out, rules)
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PRIORITY\tRULE\tAGENT\tMATCH")
-			for _, r := range rules {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Priority, r.Name, r.Agent, r.Match)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if len(rules) == 0 {
-				fmt.Fprintln(out, "(no rules)")
-			}
-			cmds := s.Router.Commands()
-			names := slices.Sorted(func(yield func(string) bool) {
-				for k := range cmds {
-					if !yield(k) {
-						return
-					}
-				}
-			})
-			fmt.Fprintln(out, "\ncommands:")
-			for _, n := range names {
-				fmt.Fprintf(out, "  /%s → %s\n", n, cmds[n])
-			}
-			fmt.Fprintf(out, "default agent: %s\n", s.Router.DefaultAgent())
+			printRules(out, rules)
 			return nil
 		},
 	}
 	addConfigFlag(list, &cfgPath)
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	list.Flags().BoolVar(&asJSON, "json", false, `print {"rules","commands","default_agent","entrypoints"}`)
+	list.Flags().BoolVar(&live, "daemon", false, "ask the running daemon: its rules include its packages' entry points")
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// printRules shows a routing table: the rules with where each comes from,
+// the commands, the default agent.
+func printRules(out io.Writer, rules admin.Rules) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRIORITY\tRULE\tAGENT\tORIGIN\tMATCH")
+	for _, r := range rules.Rules {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Priority, r.Name, r.Agent, r.Origin, r.Match)
+	}
+	_ = tw.Flush()
+	if len(rules.Rules) == 0 {
+		fmt.Fprintln(out, "(no rules)")
+	}
+	origin := map[string]string{}
+	for _, ep := range rules.Entrypoints {
+		for _, c := range ep.Commands {
+			origin[c] = ep.Origin
+		}
+	}
+	fmt.Fprintln(out, "\ncommands:")
+	for _, n := range slices.Sorted(maps.Keys(rules.Commands)) {
+		line := fmt.Sprintf("  /%s → %s", n, rules.Commands[n])
+		if o := origin[n]; o != "" {
+			line += " (" + o + ", where it is enabled)"
+		}
+		fmt.Fprintln(out, line)
+	}
+	fmt.Fprintf(out, "default agent: %s\n", rules.DefaultAgent)
 }
 
 func newConfigCmd(cl *clientFlags) *cobra.Command {

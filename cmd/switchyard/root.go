@@ -42,7 +42,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newAuditCmd(cl),
 		newApprovalsCmd(cl),
 		newExplainCmd(cl),
-		newRulesCmd(),
+		newRulesCmd(cl),
 		newConfigCmd(cl),
 		newHealthcheckCmd(cl),
 		newVersionCmd(),
