@@ -383,7 +383,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 		a, err := slack.New(slack.Options{
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
-			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames,
+			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames, Skills: d.skillNames,
 			Approvals: slackApprovals{d}, UserGroups: slackGroups(d.cfg), Redactor: d.redactor, Logger: d.log,
 		})
 		if err != nil {

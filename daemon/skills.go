@@ -93,3 +93,15 @@ func builtinToolNames() []string {
 	}
 	return slices.Clip(out)
 }
+
+// skillNames lists the skills for Slack's /switchyard skills.
+func (d *Daemon) skillNames(context.Context) ([]string, error) {
+	if d.skills == nil {
+		return nil, nil
+	}
+	var names []string
+	for _, s := range d.skills.Skills() {
+		names = append(names, s.Name)
+	}
+	return names, nil
+}

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -232,4 +240,29 @@ func keysOfAny(m map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Slack's /switchyard skills lists the skills of every package.
+func TestSkillsInSlack(t *testing.T) {
+	p, _, _ := slackDaemon(t, time.Minute)
+	body := url.Values{"command": {"/switchyard"}, "text": {"skills"}, "user_id": {"UANA01"}, "channel_id": {"C1"},
+		"team_id": {"T1"}, "trigger_id": {"t-skills"}}.Encode()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.addr+"/slack/commands", strings.NewReader(body))
+	require.NoError(t, err)
+	stamp := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(e2eSigningSecret))
+	fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", stamp)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var answer struct {
+		ResponseType string `json:"response_type"`
+		Text         string `json:"text"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
+	require.Equal(t, "ephemeral", answer.ResponseType)
+	require.Equal(t, "*Skills*: `code-review-checklist`, `incident-triage`, `opencode-implementer`, `release-notes`, `specification-engine`", answer.Text)
 }

@@ -232,7 +232,7 @@ func (t *tree) untar(r io.Reader) error {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			err = t.dir(hdr.Name)
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg:
 			err = t.file(hdr.Name, mode, hdr.Size, tr)
 		case tar.TypeXGlobalHeader:
 			continue // pax metadata for the whole archive, as git archive writes
