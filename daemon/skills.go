@@ -46,7 +46,7 @@ func (d *Daemon) buildSkills(ctx context.Context) error {
 	if err := reg.SetConfig(cfg.SkillSettings()); err != nil {
 		return cfg.SkillErrors(err)
 	}
-	in, err := install.New(install.Options{
+	in, err := install.New(ctx, install.Options{
 		Registry: reg, Dir: filepath.Join(cfg.DataDir, PackagesDir), Load: load, Logger: d.log,
 	})
 	if err != nil {

@@ -352,7 +352,7 @@ func (s *Skill) check(d *yamldecode.Decoder, path string) {
 			if pos.Has(at(f.field)) {
 				d.FailAt(at(f.field), "must not be empty")
 			} else {
-				d.FailAt(path, "%s: required: %s", f.field, f.what)
+				missing(d, path, f.field, "required: "+f.what)
 			}
 		}
 	}
@@ -368,10 +368,10 @@ func (s *Skill) check(d *yamldecode.Decoder, path string) {
 	case inline && file:
 		d.FailAt(path, "give one of instructions and instructions_file")
 	case !inline && !file:
-		d.FailAt(path, "instructions: required: what the agent reads once it loads the skill (or instructions_file)")
+		missing(d, path, "instructions", "required: what the agent reads once it loads the skill (or instructions_file)")
 	}
 	if s.AllowedTools == nil && !d.Failed(at("allowed_tools")) {
-		d.FailAt(path, "allowed_tools: required: list the tools the skill allows, [] for none; a skill never grants a tool it does not list")
+		missing(d, path, "allowed_tools", "required: list the tools the skill allows, [] for none; a skill never grants a tool it does not list")
 	}
 	if s.AllowedTools == nil {
 		s.AllowedTools = []string{}
@@ -388,7 +388,7 @@ func (s *Skill) check(d *yamldecode.Decoder, path string) {
 	checkList(d, at("allowed_tools"), s.AllowedTools, toolName)
 	checkList(d, at("forbidden_tools"), s.ForbiddenTools, toolName)
 	if len(s.ExecutionProtocol) == 0 && !d.Failed(at("execution_protocol")) {
-		d.FailAt(path, "execution_protocol: required: the skill's steps, in order")
+		missing(d, path, "execution_protocol", "required: the skill's steps, in order")
 	}
 	checkList(d, at("execution_protocol"), s.ExecutionProtocol, nil)
 	checkList(d, at("preconditions"), s.Preconditions, nil)
@@ -456,12 +456,12 @@ func (a *DeclarativeAgent) check(d *yamldecode.Decoder, path string) {
 	switch a.IntegrationMode {
 	case ModeTool, ModeHandoff:
 	case "":
-		d.FailAt(path, "integration_mode: required: tool or handoff")
+		missing(d, path, "integration_mode", "required: tool or handoff")
 	default:
 		d.FailAt(at("integration_mode"), "unknown mode %q (want tool or handoff)", a.IntegrationMode)
 	}
 	if strings.TrimSpace(a.Instructions) == "" && !d.Failed(at("instructions")) {
-		d.FailAt(path, "instructions: required: the agent's system prompt, inline or the path of a file of the package")
+		missing(d, path, "instructions", "required: the agent's system prompt, inline or the path of a file of the package")
 	}
 	f := a.Fields("", "")
 	f.check(d, path)
@@ -488,18 +488,18 @@ func (t *ToolSpec) check(d *yamldecode.Decoder, path string, perms []string) {
 	pos := d.Positions()
 	t.Name, t.Description = strings.TrimSpace(t.Name), strings.TrimSpace(t.Description)
 	if t.Name == "" && !d.Failed(at("name")) {
-		d.FailAt(path, "name: required")
+		missing(d, path, "name", "required")
 	} else if t.Name != "" && !ValidToolName(t.Name) {
 		d.FailAt(at("name"), "%q is not a valid tool name: want 1 to 64 letters, digits, '_' or '-'", t.Name)
 	} else if strings.HasPrefix(t.Name, "agent_") {
 		d.FailAt(at("name"), "the agent_ prefix is reserved for agents called as tools")
 	}
 	if t.Description == "" && !d.Failed(at("description")) {
-		d.FailAt(path, "description: required: what the model reads to decide to call it")
+		missing(d, path, "description", "required: what the model reads to decide to call it")
 	}
 	switch {
 	case len(t.Command) == 0 && !d.Failed(at("command")):
-		d.FailAt(path, "command: required: the program and its arguments, such as [bin/lint, --json]")
+		missing(d, path, "command", "required: the program and its arguments, such as [bin/lint, --json]")
 	case len(t.Command) > 0:
 		prog := t.Command[0]
 		switch {
@@ -525,7 +525,7 @@ func (t *ToolSpec) check(d *yamldecode.Decoder, path string, perms []string) {
 		d.FailAt(at("required_agent"), "%q is not a valid agent name", t.RequiredAgent)
 	}
 	if len(t.Permissions) == 0 && !d.Failed(at("permissions")) {
-		d.FailAt(path, "permissions: required: what the command needs at the least, such as [read] or [exec]")
+		missing(d, path, "permissions", "required: what the command needs at the least, such as [read] or [exec]")
 	}
 	checkList(d, at("permissions"), t.Permissions, func(p string) string {
 		if !slices.Contains(perms, p) {
@@ -546,7 +546,7 @@ func (e *EntrypointSpec) check(d *yamldecode.Decoder, path string) {
 		d.FailAt(path, "%s is not a valid entry point name", name)
 	}
 	if e.Handler.Agent == "" && !d.Failed(at("handler.agent")) {
-		d.FailAt(path, "handler.agent: required: the agent that handles it")
+		missing(d, path, "handler.agent", "required: the agent that handles it")
 	} else if e.Handler.Agent != "" && !ValidAgentName(e.Handler.Agent) {
 		d.FailAt(at("handler.agent"), "%q is not a valid agent name", e.Handler.Agent)
 	}
@@ -599,4 +599,10 @@ func join(path, field string) string {
 		path = yamldecode.JoinPath(path, f)
 	}
 	return path
+}
+
+// missing reports a required field that is not there, at the line of the
+// entry it belongs in.
+func missing(d *yamldecode.Decoder, path, field, why string) {
+	d.Fail(d.Positions().Line(path), join(path, field), "%s", why)
 }

@@ -55,7 +55,7 @@ func (e *env) open(limits install.Limits) {
 	load := skills.LoadOptions{Masker: bot.NewRedactor(), Permissions: permissions}
 	reg, err := skills.NewRegistry(e.t.Context(), skills.Options{Store: e.store, Masker: load.Masker, Permissions: permissions})
 	require.NoError(e.t, err)
-	in, err := install.New(install.Options{
+	in, err := install.New(context.Background(), install.Options{
 		Registry: reg, Dir: filepath.Join(e.data, "packages"), Load: load, Limits: limits,
 		Env: func() []string { return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1") },
 	})
@@ -374,7 +374,7 @@ func sum(data []byte) string {
 func envWithClient(t *testing.T, srv *httptest.Server, limits install.Limits) *env {
 	t.Helper()
 	e := newEnv(t, limits)
-	in, err := install.New(install.Options{
+	in, err := install.New(context.Background(), install.Options{
 		Registry: e.reg, Dir: filepath.Join(e.data, "packages"), Limits: limits, HTTP: srv.Client(),
 		Load: skills.LoadOptions{Masker: bot.NewRedactor(), Permissions: permissions},
 	})

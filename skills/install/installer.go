@@ -58,7 +58,7 @@ const (
 
 // New returns an installer over dir, removing what an install or an
 // uninstall that was cut short (the daemon killed) left behind.
-func New(opts Options) (*Installer, error) {
+func New(ctx context.Context, opts Options) (*Installer, error) {
 	if opts.Registry == nil || opts.Dir == "" {
 		return nil, errors.New("install: a registry and a packages directory are required")
 	}
@@ -86,6 +86,9 @@ func New(opts Options) (*Installer, error) {
 		return nil, fmt.Errorf("packages directory: %w", err)
 	}
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if strings.HasPrefix(e.Name(), stagingPrefix) || strings.HasPrefix(e.Name(), trashPrefix) {
 			if err := os.RemoveAll(filepath.Join(opts.Dir, e.Name())); err != nil {
 				in.log.Warn("could not remove what an interrupted install left", slog.String("dir", e.Name()), slog.String("error", err.Error()))

@@ -74,7 +74,7 @@ func TestInstallNPM(t *testing.T) {
 	srv := npmRegistry(t, "@acme/release-kit", map[string][]byte{"1.2.0": tarball("1.2.0"), "1.3.1": tarball("1.3.1"), "2.0.0": tarball("2.0.0")})
 	e := newEnv(t, install.Limits{})
 	home := t.TempDir()
-	in, err := install.New(install.Options{
+	in, err := install.New(context.Background(), install.Options{
 		Registry: e.reg, Dir: filepath.Join(e.data, "packages"),
 		Load: skills.LoadOptions{Masker: bot.NewRedactor(), Permissions: permissions},
 		// npm uses the registry it is configured for: here, through its
