@@ -107,6 +107,7 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 	saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelSave()
 	r.saveTranscript(saveCtx, rn, out, resp, 0, started)
+	r.endRun(saveCtx, rn)
 
 	status, errText := bot.RunFailed, resp.Error
 	switch cause := context.Cause(runCtx); {
@@ -167,6 +168,16 @@ func (p subagentProgress) Report(ctx context.Context, ev bot.ProgressEvent) {
 	}
 	if p.next != nil {
 		p.next.Report(ctx, ev)
+	}
+}
+
+// endRun stops the background tasks rn's job started that end with its run.
+func (r *Runtime) endRun(ctx context.Context, rn *run) {
+	if r.opts.Background == nil || rn.jobID == "" {
+		return
+	}
+	if n := r.opts.Background.EndRun(ctx, rn.jobID); n > 0 {
+		r.log.LogAttrs(ctx, slog.LevelInfo, "background tasks stopped with their run", append(rn.attrs(), slog.Int("tasks", n))...)
 	}
 }
 

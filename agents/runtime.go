@@ -116,6 +116,9 @@ type RuntimeOptions struct {
 	Subagents *Subagents
 	// SubagentLimits bound spawning; zero fields take the defaults.
 	SubagentLimits SubagentLimits
+	// Background stops the background tasks a job started with
+	// cleanup_on_run_end when its run ends; nil when there are none.
+	Background RunEnder
 	// Limits apply to agents that set none.
 	Limits     Limits
 	MaxDepth   int
@@ -171,6 +174,12 @@ func NewRuntime(opts RuntimeOptions) (*Runtime, error) {
 		opts.Redactor = bot.NewRedactor()
 	}
 	return &Runtime{opts: opts, redactor: opts.Redactor, log: opts.Logger, children: opts.Subagents}, nil
+}
+
+// RunEnder is told when a job's run ends; *tools.Background stops the
+// background tasks the job started that end with their run.
+type RunEnder interface {
+	EndRun(ctx context.Context, jobID string) int
 }
 
 // Access maps requesters to ceilings and says what an agent may do under
@@ -350,6 +359,7 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 	defer cancel()
 	r.saveConversation(saveCtx, rn, append(history, out.messages...))
 	r.saveTranscript(saveCtx, rn, out, resp, len(history), started)
+	r.endRun(saveCtx, rn)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "agent run finished", append(rn.attrs(),
 		slog.String("status", resp.Status), slog.Int("tokens", resp.TokensUsed), slog.Int("turns", resp.TurnsUsed),
 		slog.String("error", resp.Error))...)
@@ -535,6 +545,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 	cc := tools.CallContext{
 		SessionKey: rn.sessionKey, JobID: rn.jobID, WorkItemID: rn.workItemID,
 		CorrelationID: rn.correlationID, Workspace: rn.workspace, Requester: rn.requester,
+		Owner: rn.owner, Creator: bot.Creator{JobID: rn.jobID, DispatchID: rn.dispatchID, WorkItemID: rn.jobItem},
 	}
 	var resp AgentResponse
 	var said string // the latest text the model wrote, for a run stopped early

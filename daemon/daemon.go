@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
+	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
@@ -81,6 +82,7 @@ type Daemon struct {
 	audit      *policy.Auditor
 	approvals  *policy.Approvals
 	subagents  *agents.Subagents
+	background *tools.Background
 	metrics    *bot.Metrics
 	registry   *prometheus.Registry
 	intake     *bot.Intake
@@ -235,10 +237,18 @@ func (d *Daemon) build() error {
 	// Subagents outlive a configuration like approvals. What a previous
 	// process left open and cannot go on is closed before anything runs.
 	d.subagents = agents.NewSubagents(agents.SubagentsOptions{Ledger: store, Wake: func() { d.dispatcher.Wake() }, Logger: d.log})
-	if n, err := d.subagents.Recover(context.Background()); err != nil {
-		return fmt.Errorf("close what the previous process left open: %w", err)
-	} else if n > 0 {
-		d.log.Warn("closed records a previous process left open", slog.Int("records", n))
+	d.background, err = tools.NewBackground(tools.BackgroundOptions{Store: store, Dir: filepath.Join(cfg.DataDir, "tasks"), Logger: d.log})
+	if err != nil {
+		return err
+	}
+	for _, rec := range []interface {
+		Recover(context.Context) (int, error)
+	}{d.subagents, d.background} {
+		if n, err := rec.Recover(context.Background()); err != nil {
+			return fmt.Errorf("close what the previous process left open: %w", err)
+		} else if n > 0 {
+			d.log.Warn("closed records a previous process left open", slog.Int("records", n))
+		}
 	}
 	if setup, err = d.startPackages(context.Background(), setup); err != nil {
 		return err
@@ -625,6 +635,9 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	cancel()
 	stopWork()
 	work.Wait()
+	// Background tasks die with the daemon; stopping them says so in their
+	// records.
+	d.background.Shutdown(context.Background())
 
 	// Run and Flush must not deliver at the same time: stop Run first.
 	stopDelivery()

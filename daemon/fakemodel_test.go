@@ -352,22 +352,24 @@ func (tr *tree) children(t *testing.T, parent string) []bot.ChildRun {
 	return out
 }
 
-// messages reads what the bot wrote in a console thread, once its reply
-// is there.
-func (tr *tree) messages(t *testing.T, thread string) map[string]string {
+// messages reads the status and the reply the bot wrote for a work item in
+// a console thread, once its reply is there.
+func (tr *tree) messages(t *testing.T, thread, workItem string) map[string]string {
 	t.Helper()
 	var out map[string]string
 	require.Eventually(t, func() bool {
 		code, body := tr.do(t, "GET", "/api/v1/threads/"+thread+"/messages", "")
 		require.Equal(t, 200, code, string(body))
-		var msgs []struct{ Kind, Text string }
+		var msgs []struct{ ID, Kind, Text string }
 		require.NoError(t, json.Unmarshal(body, &msgs))
 		out = map[string]string{}
 		for _, m := range msgs {
-			out[m.Kind] = m.Text
+			if strings.HasPrefix(m.ID, workItem+"/") {
+				out[m.Kind] = m.Text
+			}
 		}
 		return out["reply"] != ""
-	}, 10*time.Second, 10*time.Millisecond, "no reply in %s", thread)
+	}, 10*time.Second, 10*time.Millisecond, "no reply to %s in %s", workItem, thread)
 	return out
 }
 

@@ -55,6 +55,9 @@ type RunnerDeps struct {
 	// Installer puts packages the builder writes into effect; nil leaves
 	// install_package out.
 	Installer agents.PackageInstaller
+	// Background runs bash's background tasks, which outlive a
+	// configuration as they outlive a run.
+	Background *tools.Background
 	// Redactor is the daemon's one redactor: every configured secret, the
 	// API tokens and credential shapes.
 	Redactor *bot.Redactor
@@ -76,7 +79,7 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 	}
 	// bash runs in the daemon's sandbox, confined by the rights of the
 	// agent that calls it.
-	core := tools.Core(tools.CoreOptions{Sandbox: deps.Sandbox, Confiner: engine})
+	core := tools.Core(tools.CoreOptions{Sandbox: deps.Sandbox, Confiner: engine, Background: deps.Background})
 	reg, err := tools.NewRegistry(slices.Concat(core, deps.Tools)...)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
@@ -87,7 +90,7 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 		Access: engine, Requesters: deps.Requesters,
 		Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 		Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
-		Subagents: deps.Subagents, SubagentLimits: SubagentLimits(cfg),
+		Subagents: deps.Subagents, SubagentLimits: SubagentLimits(cfg), Background: runEnder(deps.Background),
 		Redactor: deps.Redactor, Logger: deps.Logger,
 	}
 	if opts.Agents == nil {
@@ -105,6 +108,14 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 		return nil, err
 	}
 	return rt, nil
+}
+
+// runEnder is b as the runtime's RunEnder, nil when there is none.
+func runEnder(b *tools.Background) agents.RunEnder {
+	if b == nil {
+		return nil
+	}
+	return b
 }
 
 // SubagentLimits are the limits of spawning cfg sets.
@@ -171,7 +182,7 @@ func (d *Daemon) buildGeneration(ctx context.Context, s *Setup, prev *generation
 	}
 	r, err := newRunner(RunnerDeps{
 		Setup: s, Store: d.store, Tools: platform, Sandbox: g.sandbox,
-		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Subagents: d.subagents,
+		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Subagents: d.subagents, Background: d.background,
 		Redactor: d.redactor, Logger: d.log, Agents: currentAgents{d.config}, Installer: d.packageInstaller(),
 	})
 	if err != nil {

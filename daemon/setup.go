@@ -154,7 +154,7 @@ const DetectedModel = agents.DefaultModel
 // and Slack tools when those are configured. Agent and control tools are
 // added by the agents' own check.
 func ToolNames(cfg *config.Config) []string {
-	names := append(tools.CoreNames(), builtinToolNames()...)
+	names := slices.Concat(tools.CoreNames(), tools.BackgroundNames(), builtinToolNames())
 	var platform []tools.Info
 	if cfg.GitHub != nil {
 		platform = append(platform, github.ToolInfos()...)

@@ -129,7 +129,7 @@ func TestSubagentsSpawnedInOneTurnRunInParallelAndTheNinthIsRefused(t *testing.T
 	}
 	// Children post nothing of their own: the one status message shows the
 	// tree, and the reply is the lead's.
-	msgs := tr.messages(t, "split")
+	msgs := tr.messages(t, "split", id)
 	require.Equal(t, "9 parts done", msgs["reply"])
 	require.Contains(t, msgs["status"], "@helper: part 1 · done · 110 tokens")
 	require.Equal(t, 9, strings.Count(msgs["status"], "@helper:"), msgs["status"])
@@ -141,7 +141,7 @@ func TestSubagentsNeverOverlapBeyondMaxConcurrent(t *testing.T) {
 	id := tr.send(t, "two", "@lead do the eight parts")
 	wi := tr.finished(t, id, time.Minute)
 	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
-	require.Equal(t, "8 parts done", tr.messages(t, "two")["reply"])
+	require.Equal(t, "8 parts done", tr.messages(t, "two", id)["reply"])
 	require.LessOrEqual(t, model.maxInFlight("helper"), 2)
 	refused := 0
 	for _, req := range model.seen("lead") {
@@ -160,7 +160,7 @@ func TestOneWorkerStillFinishesTheTree(t *testing.T) {
 	id := tr.send(t, "one", "@lead do the three parts")
 	wi := tr.finished(t, id, time.Minute)
 	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
-	require.Equal(t, "3 parts done", tr.messages(t, "one")["reply"])
+	require.Equal(t, "3 parts done", tr.messages(t, "one", id)["reply"])
 	require.Equal(t, 1, model.maxInFlight("helper"))
 	require.Len(t, tr.children(t, id), 3)
 }
@@ -216,7 +216,7 @@ func TestAChildPastItsTimeoutIsCancelledAndReported(t *testing.T) {
 	child, err := tr.d.Store().GetWorkItem(context.Background(), kid.ChildWorkItemID)
 	require.NoError(t, err)
 	require.Equal(t, bot.StatusFailed, child.Status)
-	require.Contains(t, tr.messages(t, "slow")["reply"], "lead heard:")
+	require.Contains(t, tr.messages(t, "slow", id)["reply"], "lead heard:")
 }
 
 func TestBackgroundChildrenAreAwaitedListedAndCancelledByTheirOwnerOnly(t *testing.T) {
@@ -268,7 +268,7 @@ func TestBackgroundChildrenAreAwaitedListedAndCancelledByTheirOwnerOnly(t *testi
 	tr := startTree(t, model, treeOptions{})
 	first := tr.send(t, "bg", "@lead start two in the background")
 	require.Equal(t, bot.StatusDone, tr.finished(t, first, time.Minute).Status)
-	reply := tr.messages(t, "bg")["reply"]
+	reply := tr.messages(t, "bg", first)["reply"]
 	require.Contains(t, reply, `"status":"done"`)
 	require.Contains(t, reply, "quick one done")
 	kids := tr.children(t, first)
@@ -304,7 +304,7 @@ func TestBackgroundChildrenAreAwaitedListedAndCancelledByTheirOwnerOnly(t *testi
 	// Another thread knowing the id is refused.
 	other := tr.send(t, "elsewhere", "@lead steal "+quick.ID)
 	require.Equal(t, bot.StatusDone, tr.finished(t, other, time.Minute).Status)
-	stole := tr.messages(t, "elsewhere")["reply"]
+	stole := tr.messages(t, "elsewhere", other)["reply"]
 	require.Equal(t, 2, strings.Count(stole, "refused: "+quick.ID+" is not yours: it belongs to another thread or agent"), stole)
 
 	// A third run carries nothing open over.
@@ -393,7 +393,70 @@ func TestAnAgentsOwnLimitsWinOverTheConfigs(t *testing.T) {
 	}})
 	id := tr.send(t, "own", "@lead two parts")
 	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
-	reply := tr.messages(t, "own")["reply"]
+	reply := tr.messages(t, "own", id)["reply"]
 	require.Equal(t, 1, strings.Count(reply, "max_concurrent is 1"), reply)
 	require.Equal(t, 1, strings.Count(reply, `"status":"done"`), reply)
+}
+
+func TestABackgroundTaskOutlivesItsRunAndOnlyItsOwnerManagesIt(t *testing.T) {
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		task := regexp.MustCompile(`task_\d+`).FindString(req.first())
+		switch {
+		case strings.Contains(req.first(), "start the server") && req.turns() == 0:
+			return reply{Calls: []fakeCall{
+				{ID: "dev", Name: "bash", Args: `{"command":"echo serving; sleep 300","background":true,"cleanup_on_run_end":false}`},
+				{ID: "tmp", Name: "bash", Args: `{"command":"sleep 300","background":true}`},
+			}}
+		case strings.Contains(req.first(), "stop it") && req.turns() == 0:
+			id := regexp.MustCompile(`background_task (task_\d+) \[running`).FindStringSubmatch(req.System)
+			if id == nil {
+				return reply{Text: "nothing carried over"}
+			}
+			return reply{Calls: []fakeCall{{ID: "stop", Name: "stop_background_task", Args: `{"id":"` + id[1] + `"}`}}}
+		case strings.Contains(req.first(), "steal") && req.turns() == 0:
+			return reply{Calls: []fakeCall{
+				{ID: "read", Name: "read_background_output", Args: `{"id":"` + task + `"}`},
+				{ID: "stop", Name: "stop_background_task", Args: `{"id":"` + task + `"}`},
+			}}
+		}
+		var results []string
+		for _, id := range []string{"dev", "tmp", "read", "stop"} {
+			if r, ok := req.results()[id]; ok {
+				results = append(results, id+": "+r)
+			}
+		}
+		return reply{Text: strings.Join(results, "\n")}
+	})
+	tr := startTree(t, model, treeOptions{})
+	first := tr.send(t, "srv", "@lead start the server")
+	require.Equal(t, bot.StatusDone, tr.finished(t, first, time.Minute).Status)
+	ts, _, err := tr.d.Store().ListTasks(context.Background(), bot.TaskFilter{OwnerSessionKey: "local:srv"})
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	slices.SortFunc(ts, func(a, b bot.BackgroundTask) int { return strings.Compare(a.ID, b.ID) })
+	dev, tmp := ts[0], ts[1]
+	if dev.CleanupOnRunEnd {
+		dev, tmp = tmp, dev
+	}
+	require.Equal(t, bot.TaskRunning, dev.Status, "cleanup_on_run_end: false outlives its run")
+	require.Equal(t, bot.TaskStopped, tmp.Status, "the other ended with its run")
+	require.Equal(t, first, dev.Creator.WorkItemID)
+	require.Equal(t, "lead", dev.AgentID)
+
+	// Another thread cannot touch it, even knowing its id.
+	other := tr.send(t, "elsewhere", "@lead steal "+dev.ID)
+	require.Equal(t, bot.StatusDone, tr.finished(t, other, time.Minute).Status)
+	stole := tr.messages(t, "elsewhere", other)["reply"]
+	require.Equal(t, 2, strings.Count(stole, "refused: "+dev.ID+" is not yours"), stole)
+
+	// The next run of the thread is told about it, with its age, and stops it.
+	second := tr.send(t, "srv", "@lead stop it")
+	require.Equal(t, bot.StatusDone, tr.finished(t, second, time.Minute).Status)
+	sys := lastOf(model.seen("lead"), "stop it", 0).System
+	require.Regexp(t, `- background_task `+dev.ID+` \[running, started \d+s ago\] `+"`echo serving; sleep 300`", sys)
+	require.Contains(t, tr.messages(t, "srv", second)["reply"], "stop: stopped "+dev.ID)
+	rec, err := tr.d.Store().GetTask(context.Background(), dev.ID)
+	require.NoError(t, err)
+	require.Equal(t, bot.TaskStopped, rec.Status)
+	require.Equal(t, "@lead", rec.Receipt.By)
 }

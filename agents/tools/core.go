@@ -54,6 +54,9 @@ type CoreOptions struct {
 	// rights of the agent making it; nil means no network and the
 	// workspace writable.
 	Confiner Confiner
+	// Background runs bash's background: true commands and gives the
+	// tools that manage them; nil refuses background commands.
+	Background *Background
 }
 
 // CommandSandbox builds the program, arguments and directory that run a
@@ -103,7 +106,7 @@ func (o CoreOptions) withDefaults() CoreOptions {
 func Core(opts CoreOptions) []Tool {
 	opts = opts.withDefaults()
 	read, write := []Permission{PermRead}, []Permission{PermWrite}
-	return []Tool{
+	ts := []Tool{
 		&funcTool{info: Info{Name: ReadFile, Kind: KindCore, Permissions: read, Schema: readFileSchema,
 			Description: "Read a text file in the workspace. Optional offset (first line, 1-based) and limit (number of lines) read part of a long file."},
 			run: readFile},
@@ -120,10 +123,22 @@ func Core(opts CoreOptions) []Tool {
 			Description: "Replace exact text in a workspace file. old_string must occur exactly once (include surrounding lines to make it unique) unless replace_all is true."},
 			run: editFile},
 		&funcTool{info: Info{Name: Bash, Kind: KindCore, Permissions: read, Schema: bashSchema,
-			Description: fmt.Sprintf("Run a bash command in the workspace directory and return its combined output and exit code. Default time limit %s, at most %s (timeout_seconds). Output is capped at %d KiB.",
+			Description: fmt.Sprintf("Run a bash command in the workspace directory and return its combined output and exit code. Default time limit %s, at most %s (timeout_seconds). Output is capped at %d KiB. "+
+				"With background: true it starts a long-lived process (a watcher, a dev server) and returns its task id at once; "+
+				"it stops when your run ends unless cleanup_on_run_end is false.",
 				opts.BashTimeout, opts.BashMaxTimeout, opts.BashOutput>>10)},
 			run: bash(opts)},
 	}
+	if opts.Background != nil {
+		ts = append(ts, opts.Background.Tools()...)
+	}
+	return ts
+}
+
+// BackgroundNames are the tools that manage background tasks, offered
+// beside the core tools where background commands can run.
+func BackgroundNames() []string {
+	return []string{ListBackgroundTasks, ReadBackgroundOutput, StopBackgroundTask}
 }
 
 // CoreInfo returns the Info of the core tool called name, for calls
@@ -174,7 +189,9 @@ var (
 		`"required":["path","old_string","new_string"],"additionalProperties":false}`)
 	bashSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"command":{"type":"string","description":"The command line, run with bash -c"},` +
-		`"timeout_seconds":{"type":"integer","minimum":1}},` +
+		`"timeout_seconds":{"type":"integer","minimum":1},` +
+		`"background":{"type":"boolean","description":"Start it as a background task and return its id at once"},` +
+		`"cleanup_on_run_end":{"type":"boolean","description":"For background: stop it when this run ends (default true); false keeps it for later runs of this thread"}},` +
 		`"required":["command"],"additionalProperties":false}`)
 )
 

@@ -121,11 +121,19 @@ func (c *capped) String() string {
 func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) (string, error) {
 	return func(ctx context.Context, cc CallContext, input json.RawMessage) (string, error) {
 		var in struct {
-			Command        string `json:"command"`
-			TimeoutSeconds int    `json:"timeout_seconds"`
+			Command         string `json:"command"`
+			TimeoutSeconds  int    `json:"timeout_seconds"`
+			Background      bool   `json:"background"`
+			CleanupOnRunEnd *bool  `json:"cleanup_on_run_end"`
 		}
 		if err := DecodeInput(input, &in); err != nil {
 			return "", err
+		}
+		if in.CleanupOnRunEnd != nil && !in.Background {
+			return "", errors.New("invalid input: cleanup_on_run_end is for background commands")
+		}
+		if in.Background && opts.Background == nil {
+			return "", Refuse("background commands are not available here")
 		}
 		if strings.TrimSpace(in.Command) == "" {
 			return "", errors.New("invalid input: command is required")
@@ -144,6 +152,19 @@ func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) 
 		env := opts.Env
 		if env == nil {
 			env = baseEnv(dir)
+		}
+		if in.Background {
+			cleanup := in.CleanupOnRunEnd == nil || *in.CleanupOnRunEnd
+			t, err := opts.Background.start(ctx, cc, in.Command, argv, dir, env, cleanup)
+			if err != nil {
+				return "", err
+			}
+			when := "it stops when this run ends"
+			if !cleanup {
+				when = "it keeps running after this run ends; later runs of this thread manage it"
+			}
+			return fmt.Sprintf("started background task %s; %s. read_background_output reads its output, stop_background_task stops it, list_background_tasks lists your tasks.",
+				t.ID, when), nil
 		}
 		out, err := process{
 			name: argv[0], args: argv[1:], dir: dir, env: env, timeout: timeout, output: opts.BashOutput,

@@ -91,6 +91,10 @@ type CallContext struct {
 	CallID string
 	// Requester is who asked for the work, for the audit log.
 	Requester bot.Requester
+	// Owner may manage what the call starts across runs (a background
+	// task); Creator started it, for receipts.
+	Owner   bot.Owner
+	Creator bot.Creator
 }
 
 // RefusedError is a call refused before anything executed.
