@@ -57,7 +57,7 @@ func referenceRoute(t *testing.T, r *Router, cfg RoutingConfig, agents []AgentIn
 func referenceRouteOf(t *testing.T, cfg RoutingConfig, agents []AgentInfo, ev *Event) Route {
 	for _, m := range ev.Mentions {
 		for _, a := range agents {
-			if strings.ToLower(a.Name) == strings.ToLower(m) {
+			if strings.EqualFold(a.Name, m) {
 				return Route{Agent: a.Name, Kind: RouteMention, Reason: "mention @" + a.Name}
 			}
 		}

@@ -499,7 +499,7 @@ func historyHandler(c *checker, inv *invocation) cwds {
 	if !c.needBecause(inv, need, "it reads or writes a history file") {
 		return inv.cwd
 	}
-	target := litWord("~/.bash_history")
+	var target word
 	if v, ok := c.vals["HISTFILE"]; ok {
 		if v.kind != valText {
 			c.denyf("shell:dynamic-path", "history %s is not allowed: $HISTFILE is not known, so the policy cannot check the file", "-"+map[access]string{accRead: "r", accWrite: "w"}[acc])

@@ -345,8 +345,6 @@ type interpreter struct {
 	valsLong []string
 	// noScript means operands are not a script file (sqlite3's database).
 	noScript bool
-	// writes are options that make it write files (perl -i, sed -i).
-	writes string
 }
 
 // interpHandler checks an interpreter: it needs exec, its program is read

@@ -222,7 +222,8 @@ func sedScript(s string) sedEffects {
 			}
 			d := s[i]
 			i++
-			if !skipDelimited(d) || !skipDelimited(d) {
+			// The pattern, then the replacement.
+			if ok := skipDelimited(d); !ok || !skipDelimited(d) {
 				eff.unknown = true
 				return eff
 			}

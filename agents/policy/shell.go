@@ -1018,12 +1018,6 @@ func (c *checker) rules(inv *invocation) {
 	// git's and gh's subcommand words are known exactly, so a rule for
 	// "git push" does not catch git stash push.
 	exact := inv.name == "git" || inv.name == "gh"
-	matches := func(pt cmdPattern) bool {
-		if exact {
-			return pt.match(inv.name, inv.sub)
-		}
-		return pt.matchAny(inv.name, inv.sub)
-	}
 	// A rule's subcommand may hide in an argument the policy cannot see
 	// (kubectl $(…), npm "$@"): such a call is taken to match.
 	dynamic := false
@@ -1035,7 +1029,7 @@ func (c *checker) rules(inv *invocation) {
 			}
 		}
 	}
-	matches = func(pt cmdPattern) bool {
+	matches := func(pt cmdPattern) bool {
 		if exact {
 			return pt.match(inv.name, inv.sub) && c.carries(inv, pt.opts)
 		}

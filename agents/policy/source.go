@@ -85,11 +85,11 @@ func (c *checker) redirectedStdin(r *syntax.Redirect, cwd cwds) *source {
 func heredocText(r *syntax.Redirect) (string, bool) {
 	quoted := false
 	for _, p := range r.Word.Parts {
-		switch p.(type) {
+		switch p := p.(type) {
 		case *syntax.SglQuoted, *syntax.DblQuoted:
 			quoted = true
 		case *syntax.Lit:
-			if strings.ContainsAny(p.(*syntax.Lit).Value, `\`) {
+			if strings.ContainsAny(p.Value, `\`) {
 				quoted = true
 			}
 		}

@@ -73,7 +73,8 @@ func scanBefore(b *bolt.Bucket, prefix []byte, suffixLen int, before []byte, fn 
 		return scanPrefix(b, prefix, suffixLen, true, fn)
 	}
 	c := b.Cursor()
-	k, v := c.Seek(append(append([]byte(nil), prefix...), before...))
+	var v []byte
+	k, _ := c.Seek(append(append([]byte(nil), prefix...), before...))
 	if k == nil {
 		k, v = c.Last()
 	} else {

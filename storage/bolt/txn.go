@@ -122,17 +122,6 @@ func (t txn) freeUnit(unit string, jobSeq uint64) error {
 	return nil
 }
 
-// scanIndex calls fn with the sequence of each key of b under prefix +
-// 0x00, oldest first or, with reverse, newest first, until fn returns false.
-func scanIndex(b *bolt.Bucket, prefix string, reverse bool, fn func(seq uint64) (bool, error)) error {
-	p := make([]byte, 0, len(prefix)+1)
-	p = append(p, prefix...)
-	p = append(p, 0)
-	return scanPrefix(b, p, 8, reverse, func(k, _ []byte) (bool, error) {
-		return fn(seqOf(k[len(p):]))
-	})
-}
-
 // scanPrefix calls fn with each key of b that is prefix followed by exactly
 // suffixLen bytes, in key order or, with reverse, in reverse order.
 func scanPrefix(b *bolt.Bucket, prefix []byte, suffixLen int, reverse bool, fn func(k, v []byte) (bool, error)) error {
