@@ -36,9 +36,9 @@ func MarkupOf(source string) Markup {
 // Spoken returns text with everything the author did not say in their own
 // words blanked: code, quotes and comments are replaced by spaces, byte for
 // byte, with line breaks kept, so positions and lines in the result are
-// those of text. Text without any markup character is returned as it is.
+// those of text. Text without any markup is returned as it is.
 func (m Markup) Spoken(text string) string {
-	if !strings.ContainsAny(text, "`~><") {
+	if !strings.ContainsAny(text, "`~><") && (m != Markdown || !mayIndentCode(text)) {
 		return text
 	}
 	b := []byte(text)
@@ -49,6 +49,7 @@ func (m Markup) Spoken(text string) string {
 	blankSpans(b, m == Markdown)
 	if m == Markdown {
 		blankComments(b)
+		blankHTMLCode(b)
 	}
 	return string(b)
 }
@@ -128,7 +129,22 @@ func (m Markup) blankBlocks(b []byte) {
 	quoted := make([]bool, len(ls))
 	var fence byte
 	fenceLen := 0
+	// An indented code block starts after a blank line (or at the top) and
+	// goes on over blank lines while its lines are indented.
+	afterBlank, inIndented := true, false
 	for i, l := range ls {
+		if m == Markdown && fence == 0 {
+			switch {
+			case isBlank(b, l):
+				afterBlank = true
+				continue
+			case codeIndent(b, l) && (afterBlank || inIndented):
+				blank(b, l.start, l.end)
+				inIndented, afterBlank = true, false
+				continue
+			}
+			inIndented, afterBlank = false, false
+		}
 		if fence != 0 {
 			at := indent(b, l)
 			closing := at >= 0 && run(b[at:l.end], fence) >= fenceLen && isBlank(b, line{at + run(b[at:l.end], fence), l.end})
@@ -163,6 +179,28 @@ func (m Markup) blankBlocks(b []byte) {
 	if m == Markdown {
 		blankReplyHeaders(b, ls, quoted)
 	}
+}
+
+// mayIndentCode reports whether a line of text starts with four spaces or
+// a tab.
+func mayIndentCode(text string) bool {
+	return strings.HasPrefix(text, "    ") || strings.HasPrefix(text, "\t") ||
+		strings.Contains(text, "\n    ") || strings.Contains(text, "\n\t")
+}
+
+// codeIndent reports whether l starts with four columns of spaces or a tab,
+// which makes it an indented code line in Markdown.
+func codeIndent(b []byte, l line) bool {
+	for i := l.start; i < l.end && i-l.start < 4; i++ {
+		switch b[i] {
+		case '\t':
+			return true
+		case ' ':
+		default:
+			return false
+		}
+	}
+	return l.end-l.start >= 4
 }
 
 // run counts the leading bytes of s equal to c.
@@ -299,6 +337,43 @@ func blankComments(b []byte) {
 		}
 		blank(b, open, end+3)
 		i = end + 3
+	}
+}
+
+// htmlCode are the HTML elements GitHub renders as code or as a quote.
+var htmlCode = [...]string{"code", "pre", "blockquote", "kbd", "samp", "tt"}
+
+// blankHTMLCode blanks the HTML elements Markdown may carry that show code
+// or quote (<code>, <pre>, <blockquote>, <kbd>, <samp>, <tt>), tags
+// included, matched case-insensitively; one left open runs to the end.
+func blankHTMLCode(b []byte) {
+	if bytes.IndexByte(b, '<') < 0 {
+		return
+	}
+	lower := bytes.ToLower(b)
+	for i := 0; i < len(b); i++ {
+		if lower[i] != '<' {
+			continue
+		}
+		for _, tag := range htmlCode {
+			rest := lower[i+1:]
+			if !bytes.HasPrefix(rest, []byte(tag)) || len(rest) == len(tag) {
+				continue
+			}
+			if c := rest[len(tag)]; c != '>' && c != ' ' && c != '\t' && c != '\n' && c != '/' {
+				continue
+			}
+			end := len(b)
+			if j := bytes.Index(lower[i:], []byte("</"+tag)); j >= 0 {
+				end = i + j + len("</"+tag)
+				if k := bytes.IndexByte(lower[end:], '>'); k >= 0 {
+					end += k + 1
+				}
+			}
+			blank(b, i, end)
+			i = end - 1
+			break
+		}
 	}
 }
 

@@ -51,6 +51,16 @@ func TestMentionsAPersonMeant(t *testing.T) {
 		{"Slack entities are no names", bot.Mrkdwn, "<@U7> and <!subteam^S1|@oncall> and <mailto:a@b.c|@x> ask @ops", []string{"ops"}},
 		{"Slack < that opens nothing", bot.Mrkdwn, "1 < 2 and @ops > 3", []string{"ops"}},
 		{"Markdown keeps HTML-ish text", bot.Markdown, "<@coder>", []string{"coder"}},
+		{"indented code at the top", bot.Markdown, "    @coder deploy\n\n@ops", []string{"ops"}},
+		{"indented code after a blank line", bot.Markdown, "try this:\n\n    @coder deploy\n\n    @reviewer\nthanks @ops", []string{"ops"}},
+		{"tab-indented code", bot.Markdown, "\t@coder\n@ops", []string{"ops"}},
+		{"an indented line continuing a paragraph is text", bot.Markdown, "please\n    @coder fix it", []string{"coder"}},
+		{"HTML code", bot.Markdown, "<code>@coder</code> is busy, @ops?", []string{"ops"}},
+		{"HTML pre over lines", bot.Markdown, "<PRE lang=\"sh\">\n@coder deploy\n</pre>\n@ops", []string{"ops"}},
+		{"HTML blockquote", bot.Markdown, "<blockquote>@coder fix it</blockquote>\n@ops", []string{"ops"}},
+		{"HTML kbd", bot.Markdown, "press <kbd>@coder</kbd> @ops", []string{"ops"}},
+		{"unclosed HTML code runs to the end", bot.Markdown, "@ops <code>@coder", []string{"ops"}},
+		{"a tag that only starts like one is text", bot.Markdown, "<codec> @coder", []string{"coder"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
