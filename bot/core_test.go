@@ -80,8 +80,8 @@ type coreOpts struct {
 	sinks       map[string]bot.Sink
 	now         func() time.Time // the clock of the dispatcher and reporter
 	refresh     time.Duration    // status refresh while running
-	// react, when false, leaves 👀 out of the intake's Accepted, as when a
-	// worker claims a work item before the intake has reacted to it.
+	// noReact leaves 👀 out of the intake, as for work items made without
+	// it (by a schedule, a hand-off): the reporter then makes sure of it.
 	noReact bool
 }
 
@@ -100,13 +100,8 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 		MaxAttempts: o.maxAttempts, Now: o.now,
 	})
 	c.intake = bot.NewIntake(bot.IntakeOptions{
-		Store: store, Router: toAgent("triage"),
-		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
-			if !o.noReact {
-				rep.Accepted(ctx, wi)
-			}
-			c.dispatcher.Wake()
-		},
+		Store: store, Router: toAgent("triage"), React: !o.noReact, Wake: c.deliverer.Wake,
+		Accepted: func(context.Context, *bot.WorkItem, *bot.Event) { c.dispatcher.Wake() },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

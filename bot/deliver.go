@@ -20,11 +20,22 @@ type DelivererOptions struct {
 	// default 1s. Only the latest text is sent, so the last state always
 	// arrives.
 	MinEditInterval time.Duration
-	// MaxAttempts before a message is given up; default 50, which with
-	// backoff capped at MaxBackoff rides out hours of a platform outage.
+	// MaxAttempts before a message is given up; default 50. Attempts made
+	// while its destination is down do not count.
 	MaxAttempts int
-	// MaxBackoff caps the exponential backoff; default 5m.
+	// MaxBackoff caps the exponential backoff of one message; default 5m.
 	MaxBackoff time.Duration
+	// Parallel is how many messages of one destination are delivered at
+	// once, each of another work item; default 8.
+	Parallel int
+	// DownAfter is how many failures in a row, whichever messages they were
+	// of, take a destination down; default 3. A destination that is down
+	// gets one message tried after DownBackoff, doubling up to
+	// MaxDownBackoff (defaults 1s and 30s), and nothing else until one goes
+	// through.
+	DownAfter      int
+	DownBackoff    time.Duration
+	MaxDownBackoff time.Duration
 	// Poll is how often due messages are looked for without a wake; default 500ms.
 	Poll time.Duration
 	// Timeout bounds one delivery; default 30s.
@@ -34,18 +45,43 @@ type DelivererOptions struct {
 	Now     func() time.Time
 }
 
+// dueLimit bounds the messages of one destination a round delivers.
+const dueLimit = 256
+
 // Deliverer sends outbox messages through their sinks, in order, with
 // retries. It is owned by the goroutine that calls Run.
 //
 // Each outbox message is one visible message on its platform. Before the
-// Deliverer first creates a message it records the attempt (MarkAttempt);
+// Deliverer first creates a message it records the attempt (MarkAttempts);
 // an attempt that may have reached the platform without its id being
 // recorded (the process was killed, the request timed out, shutdown cut it
 // short) makes the next delivery ask the sink's Finder for that message and
 // update it instead of posting another.
+//
+// Deliveries go out in rounds: each round takes the due messages of every
+// destination (Thread.Destination), delivers those of different work items
+// in parallel, and records how they went in one transaction per
+// destination. A destination whose platform fails DownAfter times in a row
+// is down: its messages wait, their attempts uncounted, while one of them
+// is tried now and then; the first that goes through brings it back. One
+// warning is logged when it goes down and one line when it is back.
 type Deliverer struct {
 	opts DelivererOptions
 	wake chan struct{}
+
+	mu    sync.Mutex
+	dests map[string]*destination
+}
+
+// destination is what the deliverer knows of one destination's health.
+type destination struct {
+	name     string
+	failures int       // failures in a row while up
+	down     bool      // down: only a try at retryAt
+	since    time.Time // when it went down
+	tries    int       // failed tries while down
+	retryAt  time.Time
+	lastErr  string
 }
 
 // NewDeliverer returns a Deliverer.
@@ -58,6 +94,18 @@ func NewDeliverer(opts DelivererOptions) *Deliverer {
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Minute
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 8
+	}
+	if opts.DownAfter <= 0 {
+		opts.DownAfter = 3
+	}
+	if opts.DownBackoff <= 0 {
+		opts.DownBackoff = time.Second
+	}
+	if opts.MaxDownBackoff <= 0 {
+		opts.MaxDownBackoff = 30 * time.Second
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 500 * time.Millisecond
@@ -74,7 +122,7 @@ func NewDeliverer(opts DelivererOptions) *Deliverer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Deliverer{opts: opts, wake: make(chan struct{}, 1)}
+	return &Deliverer{opts: opts, wake: make(chan struct{}, 1), dests: map[string]*destination{}}
 }
 
 // Wake makes Run look for due messages now.
@@ -85,15 +133,32 @@ func (d *Deliverer) Wake() {
 	}
 }
 
+// Down returns the destinations that are down, with the last error of each.
+func (d *Deliverer) Down() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out map[string]string
+	for name, ds := range d.dests {
+		if ds.down {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = ds.lastErr
+		}
+	}
+	return out
+}
+
 // Run delivers until ctx is cancelled. A delivery in flight when ctx ends
 // is finished (within Timeout), not cut short: a post the platform is
 // already making is recorded, so the next start neither repeats nor has to
-// look for it. Run then returns without starting another.
+// look for it. A try of a destination that is down is cut short. Run then
+// returns without starting another.
 func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.opts.Poll)
 	defer t.Stop()
 	for {
-		if _, err := d.deliverDue(ctx, context.WithoutCancel(ctx)); err != nil && ctx.Err() == nil {
+		if _, err := d.deliverDue(ctx, context.WithoutCancel(ctx), true); err != nil && ctx.Err() == nil {
 			d.opts.Logger.LogAttrs(ctx, slog.LevelError, "outbox delivery", slog.String("error", err.Error()))
 		}
 		select {
@@ -108,11 +173,12 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // Flush delivers until nothing is due and no edit is waiting out its
 // interval, or ctx ends. The daemon calls it at shutdown, after Run has
 // returned (the two must not deliver at once), so the last state reaches the
-// thread. A delivery ctx cuts short is handed over: its attempt is recorded,
-// so the next start finds what it made.
+// thread. Destinations that are down are not tried: their messages wait
+// for the next start. A delivery ctx cuts short is handed over: its attempt
+// is recorded, so the next start finds what it made.
 func (d *Deliverer) Flush(ctx context.Context) error {
 	for {
-		n, err := d.DeliverDue(ctx)
+		n, err := d.deliverDue(ctx, ctx, false)
 		if err != nil {
 			return err
 		}
@@ -120,7 +186,20 @@ func (d *Deliverer) Flush(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if pending == 0 {
+		waiting := 0
+		for name := range d.Down() {
+			w, err := d.opts.Store.OutboxWaiting(ctx, name)
+			if err != nil {
+				return err
+			}
+			pending -= w
+			waiting += w
+		}
+		if pending <= 0 {
+			if waiting > 0 {
+				d.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "outbox messages wait for their destination to come back; they are sent after the next start",
+					slog.Int("messages", waiting))
+			}
 			return nil
 		}
 		if n == 0 {
@@ -136,83 +215,248 @@ func (d *Deliverer) Flush(ctx context.Context) error {
 }
 
 // DeliverDue sends every message due now and returns how many it tried.
-// Messages of different sources go out in parallel; within a source, in
-// order, and a message whose delivery fails holds back the later messages
-// of its work item until it is delivered.
+// Messages of different destinations go out in parallel, and within one
+// those of different work items; a work item's messages go out in order, and
+// one whose delivery fails holds back the later messages of its work item
+// until it is delivered.
 func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
-	return d.deliverDue(ctx, ctx)
+	return d.deliverDue(ctx, ctx, true)
 }
 
 // deliverDue is DeliverDue; no message is started once stop ends, and calls
-// to sinks run under call.
-func (d *Deliverer) deliverDue(stop, call context.Context) (int, error) {
-	due, err := d.opts.Store.Due(stop, d.opts.Now(), 256)
+// to sinks run under call. Without probe, destinations that are down are
+// left alone.
+func (d *Deliverer) deliverDue(stop, call context.Context, probe bool) (int, error) {
+	now := d.opts.Now()
+	due, err := d.opts.Store.Due(stop, now, dueLimit, func(name string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ds := d.dests[name]
+		return ds != nil && ds.down && (!probe || now.Before(ds.retryAt))
+	})
 	if err != nil {
 		return 0, fmt.Errorf("list due outbox messages: %w", err)
 	}
-	bySource := map[string][]OutboxMessage{}
+	byDest := map[string][]OutboxMessage{}
 	for _, m := range due {
-		bySource[m.Thread.Source] = append(bySource[m.Thread.Source], m)
+		name := m.Thread.Destination()
+		byDest[name] = append(byDest[name], m)
 	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
+		n    int
 	)
-	for source, msgs := range bySource {
+	for name, msgs := range byDest {
 		wg.Go(func() {
-			held := map[string]bool{} // work items with a message that did not go out
-			for _, m := range msgs {
-				if stop.Err() != nil {
-					return
-				}
-				if m.WorkItemID != "" && held[m.WorkItemID] {
-					continue
-				}
-				ok, err := d.deliver(call, source, m)
-				if !ok && m.WorkItemID != "" {
-					held[m.WorkItemID] = true
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
+			tried, err := d.deliverTo(stop, call, name, msgs)
+			mu.Lock()
+			defer mu.Unlock()
+			n += tried
+			if err != nil {
+				errs = append(errs, err)
 			}
 		})
 	}
 	wg.Wait()
-	return len(due), errors.Join(errs...)
+	return n, errors.Join(errs...)
 }
 
-// deliver sends one message and records the outcome; ok reports whether the
-// platform now shows it.
-func (d *Deliverer) deliver(ctx context.Context, source string, m OutboxMessage) (ok bool, err error) {
+// attempt is one delivery of a round.
+type attempt struct {
+	outcome DeliveryOutcome
+	// failure says the platform failed (unreachable, a server error): it
+	// counts towards taking the destination down.
+	failure bool
+	err     error
+}
+
+// deliverTo delivers one round of a destination's due messages, in Seq
+// order per work item, and records how they went.
+func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []OutboxMessage) (int, error) {
+	source := msgs[0].Thread.Source
 	sink, configured := d.opts.Sinks[source]
 	if !configured {
-		err := d.opts.Store.MarkFailed(ctx, m.Key, fmt.Sprintf("no sink for %q threads is configured", source), d.opts.Now(), true)
-		d.opts.Metrics.OutboxFailures.WithLabelValues(source, "true").Inc()
-		return false, err
+		now := d.opts.Now()
+		outcomes := make([]DeliveryOutcome, len(msgs))
+		for i, m := range msgs {
+			outcomes[i] = DeliveryOutcome{Key: m.Key, Error: fmt.Sprintf("no sink for %q threads is configured", source), Dead: true, At: now, Next: now}
+		}
+		return len(msgs), d.record(call, source, outcomes)
 	}
-	if m.RemoteID == "" {
-		if m.Attempted {
-			if err := d.adopt(ctx, source, sink, &m); err != nil {
-				return false, d.failed(ctx, source, m, err)
+	d.mu.Lock()
+	ds := d.dests[name]
+	if ds == nil {
+		ds = &destination{name: name}
+		d.dests[name] = ds
+		d.opts.Metrics.SinkUp.WithLabelValues(name).Set(1)
+	}
+	trying := ds.down
+	d.mu.Unlock()
+	if trying {
+		return d.try(stop, source, sink, ds, msgs[0])
+	}
+
+	var creating []string
+	for _, m := range msgs {
+		if m.RemoteID == "" && !m.Attempted && m.Kind != OutboxReaction {
+			creating = append(creating, m.Key)
+		}
+	}
+	// Recorded before the platform sees anything, in one transaction for
+	// the round: from here on a crash leaves a trace the next delivery
+	// looks for. A message the round does not get to (shutdown, its
+	// destination going down) is looked for once before it is created.
+	if err := d.opts.Store.MarkAttempts(call, creating); err != nil {
+		return 0, fmt.Errorf("record delivery attempts to %s: %w", name, err)
+	}
+
+	// Each work item's messages are one queue; queues run in parallel.
+	var queues [][]OutboxMessage
+	index := map[string]int{}
+	for _, m := range msgs {
+		id := m.WorkItemID
+		if id == "" {
+			id = "\x00" + m.Key
+		}
+		i, ok := index[id]
+		if !ok {
+			i = len(queues)
+			index[id] = i
+			queues = append(queues, nil)
+		}
+		queues[i] = append(queues[i], m)
+	}
+	var (
+		mu       sync.Mutex
+		attempts []attempt
+		wentDown bool
+		work     = make(chan []OutboxMessage)
+		wg       sync.WaitGroup
+	)
+	for range min(d.opts.Parallel, len(queues)) {
+		wg.Go(func() {
+			for q := range work {
+				for _, m := range q {
+					mu.Lock()
+					halt := wentDown
+					mu.Unlock()
+					if halt || stop.Err() != nil {
+						break
+					}
+					a := d.deliver(call, sink, m)
+					mu.Lock()
+					if a.err == nil || !a.failure {
+						ds.failures = 0
+					} else if ds.failures++; ds.failures >= d.opts.DownAfter && !wentDown {
+						wentDown = true
+						ds.lastErr = a.err.Error()
+					}
+					attempts = append(attempts, a)
+					mu.Unlock()
+					if a.err != nil {
+						break // the rest of its work item waits for it
+					}
+				}
 			}
-		} else {
-			// Recorded before the platform sees anything: from here on a
-			// crash leaves a trace the next delivery looks for.
-			if err := d.opts.Store.MarkAttempt(ctx, m.Key); err != nil {
-				return false, fmt.Errorf("record delivery attempt of %s: %w", m.Key, err)
-			}
-			m.Attempted = true
+		})
+	}
+	for _, q := range queues {
+		work <- q
+	}
+	close(work)
+	wg.Wait()
+
+	outcomes := make([]DeliveryOutcome, 0, len(attempts))
+	for _, a := range attempts {
+		if a.failure && wentDown {
+			continue // the platform's fault, not the message's: no attempt counted
+		}
+		if a.outcome.Key == "" {
+			continue // cut short by shutdown: the message stays as it is
+		}
+		outcomes = append(outcomes, a.outcome)
+	}
+	err := d.record(call, source, outcomes)
+	if wentDown {
+		d.goDown(call, ds, source)
+	}
+	return len(attempts), err
+}
+
+// try delivers one message of a destination that is down, when its time has
+// come, under stop: shutdown does not wait for it. Any answer from the
+// platform other than a failure brings the destination back.
+func (d *Deliverer) try(stop context.Context, source string, sink Sink, ds *destination, m OutboxMessage) (int, error) {
+	if m.RemoteID == "" && !m.Attempted && m.Kind != OutboxReaction {
+		if err := d.opts.Store.MarkAttempts(stop, []string{m.Key}); err != nil {
+			return 0, fmt.Errorf("record delivery attempt of %s: %w", m.Key, err)
+		}
+	}
+	a := d.deliver(stop, sink, m)
+	now := d.opts.Now()
+	if stop.Err() != nil {
+		return 1, nil
+	}
+	if a.failure {
+		d.mu.Lock()
+		ds.tries++
+		ds.lastErr = a.err.Error()
+		ds.retryAt = now.Add(d.downBackoff(ds.tries + 1))
+		d.mu.Unlock()
+		d.opts.Logger.LogAttrs(stop, slog.LevelDebug, "destination still down",
+			slog.String("destination", ds.name), slog.Int("tries", ds.tries), slog.String("error", a.err.Error()))
+		return 1, nil
+	}
+	err := d.record(context.WithoutCancel(stop), source, []DeliveryOutcome{a.outcome})
+	d.mu.Lock()
+	downFor, tries := now.Sub(ds.since).Round(time.Second), ds.tries+1
+	ds.down, ds.failures, ds.tries, ds.lastErr = false, 0, 0, ""
+	d.mu.Unlock()
+	d.opts.Metrics.SinkUp.WithLabelValues(ds.name).Set(1)
+	waiting, werr := d.opts.Store.OutboxWaiting(stop, ds.name)
+	if werr != nil {
+		waiting = -1
+	}
+	d.opts.Logger.LogAttrs(stop, slog.LevelInfo, ds.name+" is back: delivering what waited",
+		slog.String("destination", ds.name), slog.Duration("down_for", downFor),
+		slog.Int("tries", tries), slog.Int("waiting", waiting))
+	d.Wake()
+	return 1, err
+}
+
+// goDown takes a destination down after DownAfter failures in a row.
+func (d *Deliverer) goDown(ctx context.Context, ds *destination, source string) {
+	now := d.opts.Now()
+	d.mu.Lock()
+	ds.down, ds.since, ds.tries = true, now, 0
+	ds.retryAt = now.Add(d.downBackoff(1))
+	lastErr := ds.lastErr
+	d.mu.Unlock()
+	d.opts.Metrics.SinkUp.WithLabelValues(ds.name).Set(0)
+	waiting, err := d.opts.Store.OutboxWaiting(ctx, ds.name)
+	if err != nil {
+		waiting = -1
+	}
+	d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, ds.name+" is down: its messages wait and one is tried now and then",
+		slog.String("destination", ds.name), slog.String("sink", source), slog.Int("failures", d.opts.DownAfter),
+		slog.Int("waiting", waiting), slog.Duration("max_wait", d.opts.MaxDownBackoff), slog.String("error", lastErr))
+}
+
+// deliver sends one message and says how it went.
+func (d *Deliverer) deliver(ctx context.Context, sink Sink, m OutboxMessage) attempt {
+	source := m.Thread.Source
+	if m.RemoteID == "" && m.Attempted {
+		if err := d.adopt(ctx, source, sink, &m); err != nil {
+			return d.failed(ctx, m, err)
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	remote, err := sink.Deliver(dctx, m)
 	cancel()
 	if err != nil {
-		return false, d.failed(ctx, source, m, err)
+		return d.failed(ctx, m, err)
 	}
 	now := d.opts.Now()
 	next := now
@@ -223,11 +467,7 @@ func (d *Deliverer) deliver(ctx context.Context, source string, m OutboxMessage)
 	if remote == "" {
 		remote = m.RemoteID
 	}
-	// The platform shows it: record that even if shutdown has begun.
-	if err := d.opts.Store.MarkDelivered(context.WithoutCancel(ctx), m.Key, m.Version, remote, now, next); err != nil {
-		return false, fmt.Errorf("record delivery of %s: %w", m.Key, err)
-	}
-	return true, nil
+	return attempt{outcome: DeliveryOutcome{Key: m.Key, Delivered: true, Version: m.Version, RemoteID: remote, At: now, Next: next}}
 }
 
 // adopt asks the sink for the message an earlier attempt of m may have
@@ -252,16 +492,19 @@ func (d *Deliverer) adopt(ctx context.Context, source string, sink Sink, m *Outb
 	return nil
 }
 
-// failed records a failed delivery: retried with backoff, or given up.
-func (d *Deliverer) failed(ctx context.Context, source string, m OutboxMessage, err error) error {
+// failed says how a failed delivery is recorded: retried with backoff, or
+// given up. A failure with no word from the platform (unreachable, a server
+// error) counts towards taking its destination down.
+func (d *Deliverer) failed(ctx context.Context, m OutboxMessage, err error) attempt {
 	if ctx.Err() != nil {
-		return nil // shutting down; the message stays pending and is sent after restart
+		// Shutting down: the message stays pending and is sent after restart.
+		return attempt{err: err}
 	}
 	now := d.opts.Now()
-	dead := false
+	dead, failure := false, true
 	next := now.Add(d.backoff(m.Attempts + 1))
-	if de, ok := AsDeliveryError(err); ok {
-		dead = de.Permanent
+	if de, ok := AsDeliveryError(err); ok && (de.Permanent || de.RetryAfter > 0) {
+		dead, failure = de.Permanent, false
 		if de.RetryAfter > 0 {
 			next = now.Add(de.RetryAfter)
 		}
@@ -269,21 +512,54 @@ func (d *Deliverer) failed(ctx context.Context, source string, m OutboxMessage, 
 	if m.Attempts+1 >= d.opts.MaxAttempts {
 		dead = true
 	}
-	d.opts.Metrics.OutboxFailures.WithLabelValues(source, strconv.FormatBool(dead)).Inc()
-	d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "outbox delivery failed",
-		slog.String("key", m.Key), slog.String("sink", source), slog.Int("attempt", m.Attempts+1),
-		slog.Bool("dead", dead), slog.Time("next", next), slog.String("error", err.Error()))
-	if err := d.opts.Store.MarkFailed(ctx, m.Key, err.Error(), next, dead); err != nil {
-		return fmt.Errorf("record failed delivery of %s: %w", m.Key, err)
+	return attempt{
+		outcome: DeliveryOutcome{Key: m.Key, Error: err.Error(), Dead: dead, At: now, Next: next},
+		failure: failure, err: err,
+	}
+}
+
+// record stores a round's outcomes of messages of source, counting and
+// logging what failed: a message given up at WARN, a failure that is
+// retried at DEBUG (its destination going down is logged instead).
+func (d *Deliverer) record(ctx context.Context, source string, outcomes []DeliveryOutcome) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	for _, o := range outcomes {
+		if o.Delivered {
+			continue
+		}
+		d.opts.Metrics.OutboxFailures.WithLabelValues(source, strconv.FormatBool(o.Dead)).Inc()
+		if o.Dead {
+			d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "outbox message given up",
+				slog.String("key", o.Key), slog.String("sink", source), slog.String("error", o.Error))
+		} else {
+			d.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "outbox delivery failed; trying again later",
+				slog.String("key", o.Key), slog.String("sink", source), slog.Time("next", o.Next), slog.String("error", o.Error))
+		}
+	}
+	if err := d.opts.Store.Record(context.WithoutCancel(ctx), outcomes); err != nil {
+		return fmt.Errorf("record %s: %w", Count(len(outcomes), "delivery", "deliveries"), err)
 	}
 	return nil
 }
 
 // backoff returns 1s, 2s, 4s ... capped at MaxBackoff.
 func (d *Deliverer) backoff(attempt int) time.Duration {
-	if attempt > 20 {
-		return d.opts.MaxBackoff
+	return doubling(time.Second, attempt, d.opts.MaxBackoff)
+}
+
+// downBackoff is how long a destination that is down waits before its
+// try number n: DownBackoff, doubling, capped at MaxDownBackoff.
+func (d *Deliverer) downBackoff(n int) time.Duration {
+	return doubling(d.opts.DownBackoff, n, d.opts.MaxDownBackoff)
+}
+
+// doubling is base doubled n-1 times, capped.
+func doubling(base time.Duration, n int, capped time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < capped; i++ {
+		d *= 2
 	}
-	b := time.Second << (attempt - 1)
-	return min(b, d.opts.MaxBackoff)
+	return min(d, capped)
 }

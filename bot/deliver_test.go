@@ -149,7 +149,7 @@ func TestDelivererFindsNothingAndPostsOnce(t *testing.T) {
 	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: p}})
 	enqueue(t, store, "wi_1/reply", "wi_1", bot.OutboxReply, "done")
 	// The attempt was recorded, and the process died before the request left.
-	require.NoError(t, store.MarkAttempt(ctx, "wi_1/reply"))
+	require.NoError(t, store.MarkAttempts(ctx, []string{"wi_1/reply"}))
 	_, err := d.DeliverDue(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"find wi_1/reply", "create wi_1/reply"}, p.log())
@@ -187,13 +187,13 @@ func TestDelivererHandsOverAnAttemptAcrossARestart(t *testing.T) {
 
 // TestDelivererRunFinishesThePostInFlight stops Run while a post is in
 // flight: the post completes and is recorded, so nothing is left to look
-// for or to repeat.
+// for or to repeat, and the post after it does not start.
 func TestDelivererRunFinishesThePostInFlight(t *testing.T) {
 	store := openStore(t, t.TempDir())
 	p := newPlatform()
 	p.hold, p.arrived = make(chan struct{}), make(chan string, 1)
 	enqueue(t, store, "wi_1/reply", "wi_1", bot.OutboxReply, "done")
-	enqueue(t, store, "wi_2/reply", "wi_2", bot.OutboxReply, "next")
+	enqueue(t, store, "wi_1/reaction/white_check_mark", "wi_1", bot.OutboxReaction, "")
 	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: p}})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
@@ -212,10 +212,10 @@ func TestDelivererRunFinishesThePostInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, m.Pending(), "the finished post is recorded")
 	require.Equal(t, "r1", m.RemoteID)
-	m, err = store.GetOutbox(context.Background(), "wi_2/reply")
+	m, err = store.GetOutbox(context.Background(), "wi_1/reaction/white_check_mark")
 	require.NoError(t, err)
 	require.True(t, m.Pending(), "nothing new starts after the stop")
-	require.False(t, m.Attempted)
+	require.Equal(t, []string{"create wi_1/reply"}, p.log())
 }
 
 // TestDelivererKeepsAWorkItemsOrder fails the 👀 reaction of a work item:

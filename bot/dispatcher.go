@@ -25,6 +25,10 @@ type DispatcherOptions struct {
 	// Resets say when a thread was last reset: its earlier work is not
 	// carried over past it. Nil carries everything over.
 	Resets ThreadResets
+	// Details read, by source, the stored events of a job's work items when
+	// the job starts, with the source's full model, and say what the run
+	// should know beyond their text (see Detailer).
+	Details map[string]Detailer
 	// Workers is how many runs may work at once; default 4. Runs waiting
 	// for a person (see Await) do not count.
 	Workers int
@@ -44,6 +48,15 @@ type DispatcherOptions struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	Now     func() time.Time
+}
+
+// Detailer reads an event as its source's full, typed model has it, when a
+// job of a work item made from it starts: the intake reads only what
+// deciding needs, and the run is told the rest (for GitHub: the title,
+// state and address of the issue or pull request). It returns "" when it
+// has nothing to add.
+type Detailer interface {
+	Details(ctx context.Context, ev *Event) (string, error)
 }
 
 // Dispatcher claims dispatches and runs them, at most Workers at a time.
@@ -204,11 +217,14 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	defer cancel(nil)
 
 	start := d.opts.Now()
-	log.Info("job started", slog.Int("attempt", job.Attempt), slog.String("work_items", strings.Join(job.WorkItemIDs, ",")))
+	// The job's work items are counted, not listed: a batched job may hold
+	// hundreds (switchyard workitems list --job lists them).
+	log.Info("job started", slog.Int("attempt", job.Attempt), slog.String("work_item", firstNonEmpty(job.WorkItemIDs...)),
+		slog.Int("requests", len(job.WorkItemIDs)))
 	run := d.opts.Reporter.Start(runCtx, job, claim.WorkItems)
 	defer run.Close()
 	req := RunRequest{
-		Job: *job, WorkItems: claim.WorkItems, Agent: job.Agent, Thread: job.Thread,
+		Job: *job, WorkItems: d.detailed(runCtx, claim.WorkItems, log), Agent: job.Agent, Thread: job.Thread,
 		Continuation: d.continuation(runCtx, job, claim.WorkItems, log),
 	}
 	res, err := d.safeRun(runCtx, req, run, log)
@@ -286,6 +302,35 @@ func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 			log.Warn("renew lease", slog.String("error", err.Error()))
 		}
 	}
+}
+
+// detailed returns items with what their sources' Detailers say of their
+// events ahead of their text. A detail that cannot be read is left out and
+// logged: the run goes on with the text.
+func (d *Dispatcher) detailed(ctx context.Context, items []WorkItem, log *slog.Logger) []WorkItem {
+	if len(d.opts.Details) == 0 || d.opts.Items == nil {
+		return items
+	}
+	out := slices.Clone(items)
+	for i, wi := range out {
+		dt := d.opts.Details[wi.Source]
+		if dt == nil || wi.EventRef == "" {
+			continue
+		}
+		ev, err := d.opts.Items.GetEvent(ctx, wi.EventRef)
+		var details string
+		if err == nil {
+			details, err = dt.Details(ctx, ev)
+		}
+		if err != nil {
+			log.Warn("read the event of a work item", slog.String("work_item", wi.ID), slog.String("error", err.Error()))
+			continue
+		}
+		if details != "" {
+			out[i].Text = strings.TrimSpace(details + "\n\n" + wi.Text)
+		}
+	}
+	return out
 }
 
 // ThreadResets say when a thread was last reset.

@@ -36,8 +36,12 @@ type IntakeOptions struct {
 	// finished the thread still goes to it; DefaultThreadWindow when zero.
 	// Use replaces it.
 	ThreadWindow time.Duration
+	// React acknowledges each work item Ingest makes with 👀 on its
+	// triggering message (where Reacts says there is one), written with
+	// the work item (IngestRequest.Reaction); Wake is called after.
+	React bool
 	// Accepted is called after a work item is persisted (not for
-	// duplicates): the reporter reacts, the dispatcher wakes up.
+	// duplicates): the dispatcher wakes up.
 	Accepted func(ctx context.Context, wi *WorkItem, ev *Event)
 	// Notices receives the one reply a person gets in their thread when
 	// they addressed Switchyard and nothing will run for them, or the
@@ -112,6 +116,9 @@ func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
 		req.Ignore = d.Ignore
 	} else {
 		req.Route = &d.Route
+		if in.opts.React && Reacts(ev.Thread, ev.SourceRef) {
+			req.Reaction = ReactionSeen
+		}
 	}
 	res, err := in.store(ctx, ev, req)
 	if err == nil && !res.Duplicate {
@@ -240,6 +247,9 @@ func (in *Intake) store(ctx context.Context, ev *Event, req IngestRequest) (Inge
 		in.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "work item accepted",
 			slog.String("work_item", res.WorkItem.ID), slog.String("thread", res.WorkItem.Thread.Key()),
 			slog.String("agent", res.WorkItem.Route.Agent), slog.String("reason", res.WorkItem.Route.Reason))
+		if req.Reaction != "" && in.opts.Wake != nil {
+			in.opts.Wake()
+		}
 		if in.opts.Accepted != nil {
 			in.opts.Accepted(ctx, res.WorkItem, ev)
 		}

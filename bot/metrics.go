@@ -14,6 +14,7 @@ type Metrics struct {
 	OutboxSent      *prometheus.CounterVec   // by source and kind
 	OutboxFailures  *prometheus.CounterVec   // by source and whether the message died
 	OutboxFound     *prometheus.CounterVec   // by source: messages an interrupted attempt had posted, adopted
+	SinkUp          *prometheus.GaugeVec     // by destination: 1 while deliveries go through, 0 while it is down
 	ScheduleFirings *prometheus.CounterVec   // by schedule
 	RunsAwaiting    prometheus.Gauge         // runs waiting for a person, holding no worker
 }
@@ -51,6 +52,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchyard_outbox_found_total",
 			Help: "Outbox messages an interrupted attempt had already posted, found on the platform and updated instead of posted again, by sink.",
 		}, []string{"sink"}),
+		SinkUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_sink_up",
+			Help: "Whether outbox messages reach a destination (1) or it is down and its messages wait (0), by destination: github/<owner> (one GitHub App installation), slack, local.",
+		}, []string{"sink"}),
 		ScheduleFirings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_schedule_firings_total", Help: "Schedule firings, by schedule.",
 		}, []string{"schedule"}),
@@ -60,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Events, m.Duplicates, m.Ignored, m.Routes, m.JobDuration, m.Jobs,
-			m.OutboxSent, m.OutboxFailures, m.OutboxFound, m.ScheduleFirings, m.RunsAwaiting)
+			m.OutboxSent, m.OutboxFailures, m.OutboxFound, m.SinkUp, m.ScheduleFirings, m.RunsAwaiting)
 	}
 	return m
 }

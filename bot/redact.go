@@ -555,6 +555,14 @@ func (o redactingOutbox) EnqueueNew(ctx context.Context, msg OutboxMessage) (Out
 	return o.next.EnqueueNew(ctx, o.redact(msg))
 }
 
+func (o redactingOutbox) EnqueueAll(ctx context.Context, msgs []OutboxMessage) error {
+	masked := make([]OutboxMessage, len(msgs))
+	for i, m := range msgs {
+		masked[i] = o.redact(m)
+	}
+	return o.next.EnqueueAll(ctx, masked)
+}
+
 func (o redactingOutbox) redact(msg OutboxMessage) OutboxMessage {
 	msg.Text = o.r.Redact(msg.Text)
 	if s := msg.Status; s != nil {

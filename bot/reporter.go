@@ -14,6 +14,7 @@ import (
 type Outboxer interface {
 	Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error)
 	EnqueueNew(ctx context.Context, msg OutboxMessage) (OutboxMessage, bool, error)
+	EnqueueAll(ctx context.Context, msgs []OutboxMessage) error
 }
 
 // DefaultStatusRefresh is how often a running job's status message is
@@ -63,25 +64,36 @@ func NewReporter(opts ReporterOptions) *Reporter {
 
 // Keys of a work item's outbox messages. They are stable, so a retried job
 // edits the same messages instead of posting new ones.
-func statusKey(wi string) string             { return wi + "/status" }
-func replyKey(wi string) string              { return wi + "/reply" }
-func reactionKey(wi, reaction string) string { return wi + "/reaction/" + reaction }
+func statusKey(wi string) string { return wi + "/status" }
+func replyKey(wi string) string  { return wi + "/reply" }
 
-// Accepted reacts with 👀 on the triggering message, where there is one.
-func (r *Reporter) Accepted(ctx context.Context, wi *WorkItem) {
-	r.react(ctx, wi, ReactionSeen)
+// ReactionKey is the outbox key of a work item's reaction: the intake
+// writes 👀 under it with the work item, the reporter ✅ or ❌.
+func ReactionKey(workItemID, reaction string) string { return workItemID + "/reaction/" + reaction }
+
+// Reacts reports whether a work item made from what happened in thread,
+// on the message ref names, gets reactions: where there is a message to
+// react to, and not in the local console.
+func Reacts(thread Thread, ref string) bool {
+	return ref != "" && !thread.IsZero() && thread.Source != SourceLocal
+}
+
+// ReactionMessage is the outbox message that puts reaction on the
+// triggering message of wi.
+func ReactionMessage(wi *WorkItem, reaction string) OutboxMessage {
+	return OutboxMessage{
+		Key: ReactionKey(wi.ID, reaction), Thread: wi.Thread, WorkItemID: wi.ID,
+		Kind: OutboxReaction, Reaction: reaction, Target: wi.SourceRef,
+	}
 }
 
 // react puts a reaction on the work item's triggering message. A reaction
 // is created once: enqueueing it again changes nothing.
 func (r *Reporter) react(ctx context.Context, wi *WorkItem, reaction string) {
-	if wi.SourceRef == "" || wi.Thread.Source == SourceLocal {
+	if !Reacts(wi.Thread, wi.SourceRef) {
 		return
 	}
-	msg := OutboxMessage{
-		Key: reactionKey(wi.ID, reaction), Thread: wi.Thread, WorkItemID: wi.ID,
-		Kind: OutboxReaction, Reaction: reaction, Target: wi.SourceRef,
-	}
+	msg := ReactionMessage(wi, reaction)
 	if _, created, err := r.opts.Outbox.EnqueueNew(ctx, msg); err != nil {
 		r.failed(ctx, msg.Key, err)
 	} else if created {
@@ -112,7 +124,8 @@ func (r *Reporter) failed(ctx context.Context, key string, err error) {
 type Run struct {
 	r       *Reporter
 	lead    WorkItem
-	others  []string
+	others  int    // the job's other work items
+	job     string // the job's id
 	agent   string
 	started time.Time
 
@@ -139,16 +152,13 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 	if started.IsZero() {
 		started = r.opts.Now()
 	}
-	run := &Run{r: r, lead: items[0], agent: job.Agent, started: started, activity: "starting", stop: make(chan struct{})}
+	run := &Run{r: r, lead: items[0], others: len(items) - 1, job: job.ID, agent: job.Agent, started: started, activity: "starting", stop: make(chan struct{})}
 	if run.lead.IsChild() {
 		// A subagent reports to the run that spawned it, whose status
 		// message shows the tree; it posts nothing in the thread itself.
 		run.quiet, run.done = true, true
 		close(run.stop)
 		return run
-	}
-	for _, wi := range items[1:] {
-		run.others = append(run.others, wi.ID)
 	}
 	if job.Attempt > 1 {
 		run.activity = fmt.Sprintf("starting (attempt %d)", job.Attempt)
@@ -233,6 +243,11 @@ func (run *Run) push(ctx context.Context, state string) {
 	if run.quiet {
 		return
 	}
+	run.r.enqueue(ctx, run.status(state))
+}
+
+// status is the job's status message in state.
+func (run *Run) status(state string) OutboxMessage {
 	run.mu.Lock()
 	activity, rights, skills, children := run.activity, run.rights, run.skills, run.children
 	run.mu.Unlock()
@@ -240,15 +255,15 @@ func (run *Run) push(ctx context.Context, state string) {
 		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights, Skills: skills,
 		Started: run.started, Updated: run.r.opts.Now(), Children: children,
 	}
-	run.r.enqueue(ctx, OutboxMessage{
+	return OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
-		Kind: OutboxStatus, Text: statusText(view, run.others), Status: view,
-	})
+		Kind: OutboxStatus, Text: statusText(view, run.others, run.job), Status: view,
+	}
 }
 
 // statusText is the status message in words; the elapsed time runs from
 // the job's start to the view's update.
-func statusText(v *StatusView, others []string) string {
+func statusText(v *StatusView, others int, job string) string {
 	elapsed := v.Updated.Sub(v.Started).Round(time.Second)
 	var s string
 	switch v.State {
@@ -259,8 +274,10 @@ func statusText(v *StatusView, others []string) string {
 	default:
 		s = fmt.Sprintf("⏳ %s is working on %s (%s): %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	}
-	if len(others) > 0 {
-		s += fmt.Sprintf(" (with %s: %s)", Count(len(others), "later message", "later messages"), strings.Join(others, ", "))
+	if others > 0 {
+		// The job's work items are listed where they are kept, not here:
+		// a batched job may hold hundreds.
+		s += fmt.Sprintf(" (%s in all: switchyard workitems list --job %s)", Count(others+1, "request", "requests"), job)
 	}
 	if len(v.Skills) > 0 {
 		s += "\n🧩 " + strings.Join(v.Skills, " · ")
@@ -289,7 +306,6 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 		run.activity = errText
 		run.mu.Unlock()
 	}
-	run.push(ctx, state)
 	text := reply
 	if !success {
 		text = fmt.Sprintf("%s could not finish %s: %s", run.agent, run.lead.ID, errText)
@@ -297,10 +313,16 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 			text += "\n\n" + reply
 		}
 	}
-	run.r.enqueue(ctx, OutboxMessage{
+	// The final status and the reply in one transaction.
+	final := []OutboxMessage{run.status(state), {
 		Key: replyKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
 		Kind: OutboxReply, Text: text,
-	})
+	}}
+	if err := run.r.opts.Outbox.EnqueueAll(ctx, final); err != nil {
+		run.r.failed(ctx, final[1].Key, err)
+	} else {
+		run.r.opts.Wake()
+	}
 	if success {
 		run.r.react(ctx, &run.lead, ReactionSuccess)
 	} else {
@@ -320,7 +342,7 @@ func (r *Reporter) Abandoned(ctx context.Context, wi WorkItem) {
 	}
 	r.enqueue(ctx, OutboxMessage{
 		Key: statusKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID,
-		Kind: OutboxStatus, Text: statusText(view, nil), Status: view,
+		Kind: OutboxStatus, Text: statusText(view, 0, ""), Status: view,
 	})
 	r.enqueue(ctx, OutboxMessage{
 		Key: replyKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID, Kind: OutboxReply,

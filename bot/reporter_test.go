@@ -67,9 +67,10 @@ func TestStatusElapsedTimeMovesDuringALongToolCall(t *testing.T) {
 	require.Equal(t, "✅ triage finished "+wi.ID+" in 1m30s", statusText(t, store, key))
 }
 
-// TestStatusNamesLaterMessagesInWords checks the status of a job that took
-// later messages along lists them as words, not as a Go slice.
-func TestStatusNamesLaterMessagesInWords(t *testing.T) {
+// TestStatusCountsTheRequestsOfABatchedJob checks the status of a job that
+// took later messages along counts them and says where they are listed,
+// instead of listing every id.
+func TestStatusCountsTheRequestsOfABatchedJob(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
@@ -87,14 +88,18 @@ func TestStatusNamesLaterMessagesInWords(t *testing.T) {
 	second, third, fourth := c.send(t, "t1", "two"), c.send(t, "t1", "three"), c.send(t, "t1", "four")
 	close(release)
 	c.waitFinished(t, fourth.ID)
-	require.Equal(t, "✅ triage finished "+second.ID+" in 0s (with 2 later messages: "+third.ID+", "+fourth.ID+")",
+	jobs, err := store.ListJobs(context.Background(), fourth.ID)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, []string{second.ID, third.ID, fourth.ID}, jobs[0].WorkItemIDs)
+	require.Equal(t, "✅ triage finished "+second.ID+" in 0s (3 requests in all: switchyard workitems list --job "+jobs[0].ID+")",
 		statusText(t, store, second.ID+"/status"))
 }
 
-// TestSeenComesBeforeTheStatusWhenTheWorkerWins claims and finishes a work
-// item before the intake gets to react to it: 👀 still goes out first and ✅
-// last, and the intake's late reaction adds nothing.
-func TestSeenComesBeforeTheStatusWhenTheWorkerWins(t *testing.T) {
+// TestSeenComesBeforeTheStatusWithoutTheIntakes runs a work item the intake
+// did not react to (as one a schedule or a hand-off makes): the reporter
+// makes sure of 👀, which still goes out first, and ✅ last.
+func TestSeenComesBeforeTheStatusWithoutTheIntakes(t *testing.T) {
 	store := openStore(t, t.TempDir())
 	sink := &orderSink{}
 	runner := runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
@@ -107,7 +112,6 @@ func TestSeenComesBeforeTheStatusWhenTheWorkerWins(t *testing.T) {
 	require.NoError(t, err)
 	wi := res.WorkItem
 	c.waitFinished(t, wi.ID)
-	c.reporter.Accepted(context.Background(), wi) // the intake, late
 	want := []string{wi.ID + "/reaction/eyes", wi.ID + "/status", wi.ID + "/reply", wi.ID + "/reaction/white_check_mark"}
 	require.Eventually(t, func() bool {
 		got := sink.delivered()

@@ -19,6 +19,11 @@ type IngestRequest struct {
 	ParentID   string    // parent work item, for work items made by agents
 	Now        time.Time //
 	DedupUntil time.Time // when the dedup key may be forgotten
+	// Reaction, on a routed event, is put on the triggering message
+	// (Event.SourceRef): an outbox message keyed ReactionKey(work item,
+	// Reaction), as ReactionMessage makes it, written in the same
+	// transaction as the work item. "" for none.
+	Reaction string
 }
 
 // IngressReason is why an event makes no work item.
@@ -40,8 +45,8 @@ type IngestResult struct {
 }
 
 // IngestStore persists events. Ingest is atomic: the raw payload, the dedup
-// key and the work item with its dispatch (or the ingress record) are written
-// in one transaction or not at all. An event whose dedup key is known and not
+// key and the work item with its dispatch and reaction (or the ingress
+// record) are written in one transaction or not at all. An event whose dedup key is known and not
 // expired writes nothing and returns the original with Duplicate set. Events
 // with an empty DedupKey are never duplicates.
 type IngestStore interface {
@@ -121,22 +126,26 @@ type OutboxStore interface {
 	// key exists: then it changes nothing and returns the stored message
 	// with created false.
 	EnqueueNew(ctx context.Context, msg OutboxMessage) (m OutboxMessage, created bool, err error)
+	// EnqueueAll enqueues each message as Enqueue does, in one transaction.
+	EnqueueAll(ctx context.Context, msgs []OutboxMessage) error
 	// Due returns pending messages whose NextAttemptAt is not after now, in
-	// Seq order, at most limit. A message is held back while an earlier
-	// message of its work item is pending but not due (waiting out a retry
-	// or an edit interval), so each work item's messages reach the platform
-	// in the order they were first enqueued.
-	Due(ctx context.Context, now time.Time, limit int) ([]OutboxMessage, error)
-	// MarkAttempt records, before a message is created on its platform, that
-	// the attempt may reach it (Attempted); MarkDelivered clears it.
-	MarkAttempt(ctx context.Context, key string) error
-	// MarkDelivered records that version of key is shown, with the platform's
-	// id for the message, and that the next delivery of key may not happen
-	// before next (edit throttling). It clears Attempted.
-	MarkDelivered(ctx context.Context, key string, version int, remoteID string, now, next time.Time) error
-	// MarkFailed records a failed attempt: next is when to try again; dead
-	// gives up on the message.
-	MarkFailed(ctx context.Context, key string, errText string, next time.Time, dead bool) error
+	// Seq order within each destination (Thread.Destination), at most limit
+	// of each, leaving out the destinations skip reports (nil: none). A
+	// message is held back while an earlier message of its work item is
+	// pending but not due (waiting out a retry or an edit interval), so each
+	// work item's messages reach the platform in the order they were first
+	// enqueued.
+	Due(ctx context.Context, now time.Time, limit int, skip func(destination string) bool) ([]OutboxMessage, error)
+	// MarkAttempts records, before messages are created on their platform,
+	// that the attempts may reach it (Attempted); a delivery clears it.
+	MarkAttempts(ctx context.Context, keys []string) error
+	// Record records how deliveries went, in one transaction: a delivered
+	// version with the platform's id for the message and when its next
+	// delivery may happen (edit throttling), which clears Attempted; or a
+	// failed attempt, with when to try again or that the message is given
+	// up. A key that does not exist or a version it never had fails the
+	// whole call and records nothing.
+	Record(ctx context.Context, outcomes []DeliveryOutcome) error
 	// ListOutbox returns a thread's messages in Seq order.
 	ListOutbox(ctx context.Context, thread string) ([]OutboxMessage, error)
 	// GetOutbox returns one message by key.
@@ -144,6 +153,24 @@ type OutboxStore interface {
 	// OutboxPending counts messages not yet delivered in their latest
 	// version, and dead ones.
 	OutboxPending(ctx context.Context) (pending, dead int, err error)
+	// OutboxWaiting counts the pending messages of one destination.
+	OutboxWaiting(ctx context.Context, destination string) (int, error)
+}
+
+// DeliveryOutcome is how one delivery of an outbox message went.
+type DeliveryOutcome struct {
+	Key string
+	// Delivered says the platform shows Version, as RemoteID (kept when
+	// empty); Next is when the key may be delivered again.
+	Delivered bool
+	Version   int
+	RemoteID  string
+	// Error is why an attempt failed; Next is when to try again, and Dead
+	// gives the message up.
+	Error string
+	Dead  bool
+	At    time.Time
+	Next  time.Time
 }
 
 // ScheduleStore remembers when each schedule last fired.

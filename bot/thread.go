@@ -74,6 +74,18 @@ func (t Thread) Key() string {
 
 func (t Thread) String() string { return t.Key() }
 
+// Destination names where a thread's messages are delivered, as far as one
+// can be down while another is up: "github/<owner>" (the account one GitHub
+// App installation covers), "slack" (the one workspace the bot token
+// speaks for), "local". The deliverer pauses per destination while its
+// platform fails, and the store keeps undelivered messages grouped by it.
+func (t Thread) Destination() string {
+	if t.Source == SourceGitHub && t.Owner != "" {
+		return SourceGitHub + "/" + strings.ToLower(t.Owner)
+	}
+	return t.Source
+}
+
 // IsZero reports whether t names no thread.
 func (t Thread) IsZero() bool { return t.Source == "" }
 

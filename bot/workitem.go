@@ -141,6 +141,7 @@ type WorkItemFilter struct {
 	// items, newest thread first.
 	Conversation string
 	Status       WorkStatus // one status
+	Job          string     // the work items one job ran (a batched job runs several)
 	Limit        int        // newest first; 0 means the store's default (100)
 	// Cursor continues a listing after the page that returned it; "" is
 	// the first page.

@@ -351,7 +351,7 @@ func Summarize(wi bot.WorkItem) WorkItemSummary {
 
 func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := bot.WorkItemFilter{Status: bot.WorkStatus(q.Get("status"))}
+	f := bot.WorkItemFilter{Status: bot.WorkStatus(q.Get("status")), Job: q.Get("job")}
 	if t := q.Get("thread"); t != "" {
 		th, err := bot.ParseThread(t)
 		if err != nil {

@@ -36,6 +36,7 @@ func newServeCmd() *cobra.Command {
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
 
+			daemon.TuneRuntime()
 			logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
 			if err != nil {
 				return err

@@ -18,9 +18,9 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 		Short:   "List and show work items",
 	}
 	var (
-		thread, status, cursor string
-		limit                  int
-		asJSON                 bool
+		thread, status, job, cursor string
+		limit                       int
+		asJSON                      bool
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -33,6 +33,9 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 			}
 			if status != "" {
 				q.Set("status", status)
+			}
+			if job != "" {
+				q.Set("job", job)
 			}
 			pagingQuery(q, limit, cursor)
 			var p page[admin.WorkItemSummary]
@@ -58,6 +61,7 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 	}
 	list.Flags().StringVar(&thread, "thread", "", "only this thread (session key or local name)")
 	list.Flags().StringVar(&status, "status", "", "only this status: queued, running, done, failed, cancelled")
+	list.Flags().StringVar(&job, "job", "", "only the work items this job ran (a job's status message names it)")
 	addPagingFlags(list, &limit, &cursor, 1000)
 	list.Flags().BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
 

@@ -37,3 +37,23 @@ func BenchmarkWebhookPullRequestOpened(b *testing.B) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns")
 }
+
+// BenchmarkReadDelivery compares the acknowledgement path's reader with
+// go-github's normalisation, on a 28 KB pull_request.opened.
+func BenchmarkReadDelivery(b *testing.B) {
+	body := fixture(b, "pull_request/opened.payload.json")
+	for _, r := range []struct {
+		name string
+		read func(event, id string, payload []byte) (*delivery, error)
+	}{{"reader", readDelivery}, {"go-github", normalize}} {
+		b.Run(r.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := r.read("pull_request", "d-1", body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v60/github"
@@ -49,7 +50,7 @@ type ClientOptions struct {
 // Client. It is safe for concurrent use.
 type Client struct {
 	appID         int64
-	key           *rsa.PrivateKey
+	jwt           *appJWT
 	base          *url.URL
 	tr            http.RoundTripper
 	installations InstallationStore
@@ -59,6 +60,20 @@ type Client struct {
 	mu      sync.Mutex
 	clients map[int64]*installationClient
 	repos   map[string]int64 // repositories GitHub resolved, when there is no store
+	// failed remembers, by repository, a lookup that failed, for
+	// lookupRetry: a backlog of messages to a repository GitHub cannot
+	// resolve asks once, not once a message.
+	failed map[string]failedLookup
+	now    func() time.Time
+}
+
+// lookupRetry is how long a failed installation lookup is answered from
+// memory.
+const lookupRetry = 30 * time.Second
+
+type failedLookup struct {
+	err   error
+	until time.Time
 }
 
 type installationClient struct {
@@ -91,11 +106,15 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{
-		appID: opts.AppID, key: key, base: base, tr: opts.Transport,
+		appID: opts.AppID, jwt: &appJWT{key: key, appID: opts.AppID, now: time.Now}, base: base, tr: opts.Transport,
 		installations: opts.Installations, logger: opts.Logger,
-		clients: map[int64]*installationClient{}, repos: map[string]int64{},
+		clients: map[int64]*installationClient{}, repos: map[string]int64{}, failed: map[string]failedLookup{}, now: time.Now,
 	}
-	c.app = c.newGitHubClient(ghinstallation.NewAppsTransportFromPrivateKey(c.tr, c.appID, c.key))
+	atr, err := c.appsTransport()
+	if err != nil {
+		return nil, err
+	}
+	c.app = c.newGitHubClient(atr)
 	return c, nil
 }
 
@@ -168,6 +187,15 @@ func (c *Client) newGitHubClient(rt http.RoundTripper) *gh.Client {
 	return g
 }
 
+// appsTransport authenticates as the App, with its shared JWT.
+func (c *Client) appsTransport() (*ghinstallation.AppsTransport, error) {
+	atr, err := ghinstallation.NewAppsTransportWithOptions(c.tr, c.appID, ghinstallation.WithSigner(c.jwt))
+	if err != nil {
+		return nil, fmt.Errorf("github app %d: %w", c.appID, err)
+	}
+	return atr, nil
+}
+
 // App returns a client authenticated as the App itself (a JWT), for the
 // /app endpoints.
 func (c *Client) App() *gh.Client { return c.app }
@@ -205,8 +233,12 @@ func (c *Client) installation(id int64) (*installationClient, error) {
 		return ic, nil
 	}
 	// Each installation gets its own AppsTransport: ghinstallation writes to
-	// it while refreshing a token, under the installation's own lock.
-	atr := ghinstallation.NewAppsTransportFromPrivateKey(c.tr, c.appID, c.key)
+	// it while refreshing a token, under the installation's own lock. They
+	// share the App's JWT.
+	atr, err := c.appsTransport()
+	if err != nil {
+		return nil, err
+	}
 	tr := ghinstallation.NewFromAppsTransport(atr, id)
 	tr.BaseURL = strings.TrimSuffix(c.base.String(), "/")
 	ic := &installationClient{tr: tr, gh: c.newGitHubClient(tr)}
@@ -259,14 +291,31 @@ func (c *Client) InstallationForRepo(ctx context.Context, owner, repo string) (i
 			return id, nil
 		}
 	}
+	key := strings.ToLower(full)
+	c.mu.Lock()
+	f, failed := c.failed[key]
+	c.mu.Unlock()
+	if failed && c.now().Before(f.until) {
+		return 0, f.err
+	}
 	inst, _, err := c.app.Apps.FindRepositoryInstallation(ctx, owner, repo)
 	if err != nil {
 		var er *gh.ErrorResponse
 		if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound {
-			return 0, bot.Errorf(bot.ENOTFOUND, "the GitHub App is not installed on %s", full)
+			err = bot.Errorf(bot.ENOTFOUND, "the GitHub App is not installed on %s", full)
+		} else {
+			err = fmt.Errorf("installation of %s: %w", full, err)
 		}
-		return 0, fmt.Errorf("installation of %s: %w", full, err)
+		if ctx.Err() == nil {
+			c.mu.Lock()
+			c.failed[key] = failedLookup{err: err, until: c.now().Add(lookupRetry)}
+			c.mu.Unlock()
+		}
+		return 0, err
 	}
+	c.mu.Lock()
+	delete(c.failed, key)
+	c.mu.Unlock()
 	id := inst.GetID()
 	if id <= 0 {
 		return 0, fmt.Errorf("installation of %s: GitHub answered without an id", full)

@@ -171,3 +171,61 @@ func TestNoCredentialsInErrors(t *testing.T) {
 		require.NotContains(t, msg, "Bearer")
 	}
 }
+
+// The App's JWT is signed once and used for its lifetime, by the App's own
+// calls and every installation's token exchange alike, then renewed before
+// it runs out.
+func TestAppJWTIsSignedOnceAndRenewed(t *testing.T) {
+	ctx := context.Background()
+	fake := newFakeGitHub(t, "")
+	c, err := NewClient(ClientOptions{AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: fake.url()})
+	require.NoError(t, err)
+	now := time.Now()
+	c.jwt.now = func() time.Time { return now }
+	for range 3 {
+		_, err := c.AppSlug(ctx)
+		require.NoError(t, err)
+	}
+	for id := int64(1); id <= 3; id++ {
+		_, err := c.Token(ctx, id)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, fake.callCount("POST /app/installations/{id}/access_tokens"))
+	require.Equal(t, 1, c.jwt.signed, "one JWT for six calls as the App")
+
+	now = now.Add(jwtLifetime - jwtRenew - time.Second)
+	_, err = c.AppSlug(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, c.jwt.signed)
+	now = now.Add(2 * time.Second)
+	_, err = c.AppSlug(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, c.jwt.signed, "renewed a minute before it expires")
+}
+
+// A failed installation lookup is answered from memory for a while: a
+// backlog of messages to a repository asks GitHub once, not once each.
+func TestFailedInstallationLookupIsRememberedForAWhile(t *testing.T) {
+	ctx := context.Background()
+	fake := newFakeGitHub(t, "")
+	fake.installs["octo/hello"] = 7
+	c, err := NewClient(ClientOptions{AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: fake.url()})
+	require.NoError(t, err)
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	const lookup = "GET /repos/{owner}/{repo}/installation"
+	fake.fail(lookup, failure{status: 502, body: `{"message":"Server Error"}`})
+	for range 5 {
+		_, err := c.InstallationForRepo(ctx, "octo", "hello")
+		require.ErrorContains(t, err, "installation of octo/hello")
+	}
+	require.Equal(t, 1, fake.callCount(lookup))
+
+	now = now.Add(lookupRetry)
+	id, err := c.InstallationForRepo(ctx, "octo", "hello")
+	require.NoError(t, err)
+	require.Equal(t, int64(7), id)
+	_, err = c.InstallationForRepo(ctx, "octo", "hello")
+	require.NoError(t, err)
+	require.Equal(t, 2, fake.callCount(lookup), "a found installation is remembered")
+}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,9 +63,6 @@ type env struct {
 	gate    *Gate
 	opts    WebhookOptions
 	handler http.Handler
-
-	mu       sync.Mutex
-	accepted func(ctx context.Context, wi *bot.WorkItem)
 }
 
 func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env {
@@ -88,15 +84,7 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env
 	}
 	e.gate = NewGate(gopts)
 	e.intake = bot.NewIntake(bot.IntakeOptions{
-		Store: store, Router: testRouter{}, Gates: map[string]bot.Gate{bot.SourceGitHub: e.gate}, Notices: store,
-		Accepted: func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
-			e.mu.Lock()
-			fn := e.accepted
-			e.mu.Unlock()
-			if fn != nil {
-				fn(ctx, wi)
-			}
-		},
+		Store: store, Router: testRouter{}, Gates: map[string]bot.Gate{bot.SourceGitHub: e.gate}, Notices: store, React: true,
 	})
 	e.opts.Intake, e.opts.Gate = e.intake, e.gate
 	e.handler = NewWebhookHandler(e.opts)

@@ -71,7 +71,7 @@ func TestSinkFindsTheCommentPostedBeforeACrash(t *testing.T) {
 	store := e.store
 	_, err := store.Enqueue(ctx, outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ reading main.go"))
 	require.NoError(t, err)
-	require.NoError(t, store.MarkAttempt(ctx, "wi_1/status")) // the attempt that crashed
+	require.NoError(t, store.MarkAttempts(ctx, []string{"wi_1/status"})) // the attempt that crashed
 	_, err = store.Enqueue(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
 	require.NoError(t, err)
 	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceGitHub: sink}})

@@ -145,7 +145,6 @@ func TestMentionBecomesWorkItemWithReactionAndStatusComment(t *testing.T) {
 	e := newEnv(t)
 	e.gh.setPermission("octo/hello", "alice", "write", "write")
 	reporter := bot.NewReporter(bot.ReporterOptions{Outbox: e.store})
-	e.accepted = func(ctx context.Context, wi *bot.WorkItem) { reporter.Accepted(ctx, wi) }
 	deliverer := bot.NewDeliverer(bot.DelivererOptions{
 		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)},
 		MinEditInterval: time.Millisecond,
@@ -392,12 +391,22 @@ func TestTriggerRules(t *testing.T) {
 			}
 			msgs, err := e.store.ListOutbox(context.Background(), "github:octo/hello#7")
 			require.NoError(t, err)
-			if tc.want.reply {
+			switch {
+			case tc.want.reply:
 				require.Len(t, msgs, 1)
 				require.Equal(t, "notice/github:octo/hello#7/unauthorized", msgs[0].Key)
 				require.Equal(t, bot.OutboxReply, msgs[0].Kind)
 				require.Contains(t, msgs[0].Text, "write access to octo/hello")
-			} else {
+			case tc.want.agent != "":
+				// 👀, written with the work item, in its thread.
+				wi := e.workItems()[0]
+				msgs, err := e.store.ListOutbox(context.Background(), wi.Thread.Key())
+				require.NoError(t, err)
+				require.Len(t, msgs, 1)
+				require.Equal(t, wi.ID+"/reaction/eyes", msgs[0].Key)
+				require.Equal(t, bot.OutboxReaction, msgs[0].Kind)
+				require.Equal(t, wi.SourceRef, msgs[0].Target)
+			default:
 				require.Empty(t, msgs)
 			}
 		})

@@ -45,18 +45,19 @@ func TestPipelineReportsInThread(t *testing.T) {
 				reporter   *bot.Reporter
 				dispatcher *bot.Dispatcher
 			)
-			accepted := func(ctx context.Context, wi *bot.WorkItem, _ *bot.Event) {
+			accepted := func(context.Context, *bot.WorkItem, *bot.Event) {
 				mu.Lock()
 				defer mu.Unlock()
-				reporter.Accepted(ctx, wi)
 				dispatcher.Wake()
 			}
 			gates := map[string]bot.Gate{}
+			var deliverer *bot.Deliverer
 			h := newHarnessWith(t, mode, fs, store, func(o *Options) {
-				o.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates, Accepted: accepted})
+				o.Intake = bot.NewIntake(bot.IntakeOptions{Store: store, Router: mentionDecider{}, Gates: gates, React: true,
+					Accepted: accepted, Wake: func() { deliverer.Wake() }})
 			})
 			gates[bot.SourceSlack] = h.a.Gate()
-			deliverer := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: h.a.Sink()},
+			deliverer = bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: h.a.Sink()},
 				MinEditInterval: 10 * time.Millisecond, Poll: 10 * time.Millisecond})
 			mu.Lock()
 			reporter = bot.NewReporter(bot.ReporterOptions{Outbox: store, Wake: deliverer.Wake})

@@ -12,8 +12,8 @@ import (
 )
 
 // Ingest persists an event in one group-committed transaction (DB.Batch):
-// the payload, the dedup key, and the work item with its pending dispatch or
-// the ingress record. A known, unexpired dedup key writes nothing and
+// the payload, the dedup key, and the work item with its pending dispatch
+// and its reaction, or the ingress record. A known, unexpired dedup key writes nothing and
 // returns the original.
 func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestResult, error) {
 	if err := ctx.Err(); err != nil {
@@ -46,7 +46,7 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 		return bot.IngestResult{}, err
 	}
 	var res bot.IngestResult
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.group.do(func(tx *bolt.Tx) error {
 		// bbolt may run this function more than once (when another function
 		// of the batch fails); it only assigns res, which the last, committed
 		// run leaves behind.
@@ -88,10 +88,15 @@ func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
 		if seqs.Dispatch, err = t.bucket(bucketDispatches).NextSequence(); err != nil {
 			return bot.IngestResult{}, err
 		}
+		if p.reaction != nil {
+			if seqs.Outbox, err = t.bucket(bucketOutbox).NextSequence(); err != nil {
+				return bot.IngestResult{}, err
+			}
+		}
 	} else if seqs.Ingress, err = t.bucket(bucketIngress).NextSequence(); err != nil {
 		return bot.IngestResult{}, err
 	}
-	records, res := p.records(seqs)
+	records, counts, res := p.records(seqs)
 	if stale != nil {
 		if err := t.bucket(bucketDedupExpiry).Delete(stale); err != nil {
 			return bot.IngestResult{}, err
@@ -99,6 +104,11 @@ func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
 	}
 	for _, r := range records {
 		if err := t.tx.Bucket(r.Bucket).Put(r.Key, r.Value); err != nil {
+			return bot.IngestResult{}, err
+		}
+	}
+	for _, c := range counts {
+		if err := t.add(c.name, c.delta); err != nil {
 			return bot.IngestResult{}, err
 		}
 	}
@@ -218,7 +228,7 @@ func (s *Store) GetEvent(ctx context.Context, ref string) (*bot.Event, error) {
 			return bot.Errorf(bot.ENOTFOUND, "event %q not found", ref)
 		}
 		var err error
-		ev, err = decodeEvent(v)
+		ev, err = decodeEvent(v, t.bucket(bucketPayloads).Get(seqKey(seq)))
 		return err
 	})
 	return ev, err

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the layout version this code writes, recorded in the meta
 // bucket. A file with a newer version is refused rather than misread.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Bucket names. Record keys named "seq" are the 8-byte big-endian bucket
 // sequence of the record, so records append in creation order; index keys
@@ -24,8 +24,12 @@ const (
 	bucketMeta = "meta" // "schema_version" → decimal version
 
 	// Intake. The raw payload is the large part of an event; it is written
-	// once under a sequential key and never touched again.
-	bucketEvents      = "events"       // seq → header length (4 bytes) + Event JSON + raw payload
+	// once under a sequential key, apart from the event, so it is stored
+	// as received (no copy on the way in) and retention can drop it alone.
+	// Events written before it had a bucket of its own carry it after
+	// their JSON.
+	bucketEvents      = "events"       // seq → header length (4 bytes) + Event JSON [+ raw payload]
+	bucketPayloads    = "payloads"     // event seq → raw payload
 	bucketDedup       = "dedup"        // DedupKey → expiry (8 bytes) + id of the work item or ingress record
 	bucketDedupExpiry = "dedup_expiry" // expiry (8 bytes) + DedupKey → ""
 	bucketIngress     = "ingress"      // seq → IngressRecord JSON
@@ -45,15 +49,28 @@ const (
 	bucketDispatches      = "dispatches"                   // seq → Dispatch JSON
 	bucketPending         = "dispatches_pending"           // seq → unit + 0x00 + agent
 	bucketPendingByThread = "dispatches_pending_by_thread" // unit + 0x00 + seq → agent
-	bucketJobs            = "jobs"                         // seq → Job JSON
+	bucketJobs            = "jobs"                         // seq → Job JSON without its id lists
+	bucketJobItems        = "job_items"                    // job seq → (dispatch seq, work item seq) pairs, 16 bytes each
 	bucketJobsByItem      = "jobs_by_work_item"            // work item seq + job seq → ""
-	bucketActive          = "jobs_active"                  // unit → job seq: the one running job of a thread
+	// bucketActive holds the one running job of each thread with its lease,
+	// so a claim reads no job record: unit → job seq (8) + lease expiry
+	// (8, timeKey).
+	bucketActive = "jobs_active"
 
 	// The outbox: key → OutboxMessage JSON, with indexes by seq.
+	bucketOutboxBySeq    = "outbox_by_seq" // seq → key
 	bucketOutbox         = "outbox"
 	bucketOutboxByThread = "outbox_by_thread" // thread key + 0x00 + seq → key
-	bucketOutboxPending  = "outbox_pending"   // seq → key, while Pending()
-	bucketOutboxDead     = "outbox_dead"      // seq → key
+	// bucketOutboxPending holds the messages still to deliver, grouped by
+	// destination so a destination that is down is skipped with one seek:
+	// destination + 0x00 + seq → key, while Pending().
+	bucketOutboxPending = "outbox_pending_by_destination"
+	bucketOutboxDead    = "outbox_dead" // seq → key
+
+	// bucketCounters holds counts kept in the transactions that change
+	// them, so gauges read a number instead of scanning: name → 8-byte
+	// big-endian count (see counters.go).
+	bucketCounters = "counters"
 
 	bucketSchedules = "schedules" // name → last firing (8-byte Unix nanoseconds)
 )
@@ -63,11 +80,11 @@ const (
 func Buckets() [][]byte {
 	names := []string{
 		bucketMeta,
-		bucketEvents, bucketDedup, bucketDedupExpiry, bucketIngress, bucketIngressBy, bucketDeliveries,
+		bucketEvents, bucketPayloads, bucketDedup, bucketDedupExpiry, bucketIngress, bucketIngressBy, bucketDeliveries,
 		bucketWorkItems, bucketItemsByThread, bucketItemsByStatus,
-		bucketDispatches, bucketPending, bucketPendingByThread, bucketJobs, bucketJobsByItem, bucketActive,
-		bucketOutbox, bucketOutboxByThread, bucketOutboxPending, bucketOutboxDead,
-		bucketSchedules,
+		bucketDispatches, bucketPending, bucketPendingByThread, bucketJobs, bucketJobItems, bucketJobsByItem, bucketActive,
+		bucketOutbox, bucketOutboxBySeq, bucketOutboxByThread, bucketOutboxPending, bucketOutboxDead,
+		bucketCounters, bucketSchedules,
 	}
 	out := make([][]byte, len(names))
 	for i, n := range names {
@@ -82,20 +99,26 @@ type Record struct {
 }
 
 // Seqs are the bucket sequences an ingested event takes: Event always,
-// WorkItem and Dispatch for a routed event, Ingress for an ignored one.
+// WorkItem and Dispatch for a routed event (and Outbox when it gets a
+// reaction), Ingress for an ignored one.
 type Seqs struct {
-	Event, WorkItem, Dispatch, Ingress uint64
+	Event, WorkItem, Dispatch, Outbox, Ingress uint64
 }
 
 // IngestRecords returns the records Ingest writes for a new (not duplicate)
 // event given the sequences it allocated. Ingest writes exactly these with
 // Put, so a raw bbolt loop over them is the baseline of the store's intake.
+// Counters are among them with the value Ingest adds to them; Ingest reads
+// each and writes the sum.
 func IngestRecords(req bot.IngestRequest, seqs Seqs) ([]Record, error) {
 	p, err := planIngest(&req)
 	if err != nil {
 		return nil, err
 	}
-	records, _ := p.records(seqs)
+	records, counts, _ := p.records(seqs)
+	for _, c := range counts {
+		records = append(records, Record{Bucket: []byte(bucketCounters), Key: []byte(c.name), Value: encodeCount(c.delta)})
+	}
 	return records, nil
 }
 
@@ -112,6 +135,9 @@ func validateIngest(req *bot.IngestRequest) error {
 	if req.Ignore != nil && req.Ignore.Code == "" {
 		return bot.Errorf(bot.EINVALID, "ingest: ignore reason has no code")
 	}
+	if req.Reaction != "" && (req.Route == nil || !bot.Reacts(req.Event.Thread, req.Event.SourceRef)) {
+		return bot.Errorf(bot.EINVALID, "ingest: a reaction needs a routed event with a message to react to")
+	}
 	return nil
 }
 
@@ -126,6 +152,7 @@ type ingestPlan struct {
 	dedupKey string
 	until    []byte // the dedup key's expiry, timeKey
 	event    []byte // the events value; it holds no id
+	payload  []byte // the raw payload, as received
 
 	// A routed event: the work item and its dispatch, with empty ids.
 	workItem *bot.WorkItem
@@ -133,6 +160,13 @@ type ingestPlan struct {
 	dispatch template // id, work_item_id
 	agent    string
 	thread   string // session key; "" for an event without a thread
+
+	// Its reaction, when it gets one: the outbox message with an empty
+	// key, seq and work item id.
+	reaction    *bot.OutboxMessage
+	reactionRec template // key, seq, work_item_id
+	reactionKey string   // the key's end after the work item id, escaped for JSON
+	destination string
 
 	// An ignored event: the ingress record with empty ids.
 	ingress    *bot.IngressRecord
@@ -153,7 +187,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ingestPlan{dedupKey: ev.DedupKey(), until: timeKey(dedupUntil), event: event, thread: ev.Thread.Key()}
+	p := &ingestPlan{dedupKey: ev.DedupKey(), until: timeKey(dedupUntil), event: event, payload: ev.Raw, thread: ev.Thread.Key()}
 	if req.Route != nil {
 		rec := workItemRecord{WorkItem: bot.WorkItem{
 			Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
@@ -171,6 +205,23 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 			return nil, err
 		}
 		p.workItem, p.agent = &rec.WorkItem, d.Agent
+		if req.Reaction != "" {
+			m := bot.ReactionMessage(&rec.WorkItem, req.Reaction)
+			m.Key = "" // ReactionKey of the work item's id, spliced in
+			// work_item_id is left out of the JSON when empty: a NUL keeps
+			// its place.
+			m.WorkItemID = "\x00"
+			m.Version, m.CreatedAt, m.UpdatedAt = 1, now, now
+			if p.reactionRec, err = newTemplate("reaction", &m, "key", "seq", "work_item_id"); err != nil {
+				return nil, err
+			}
+			escaped, err := json.Marshal(bot.ReactionKey("", req.Reaction))
+			if err != nil {
+				return nil, fmt.Errorf("encode reaction: %w", err)
+			}
+			p.reaction, p.destination = &m, ev.Thread.Destination()
+			p.reactionKey = string(escaped[1 : len(escaped)-1])
+		}
 		return p, nil
 	}
 	in := bot.IngressRecord{
@@ -184,13 +235,15 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 	return p, nil
 }
 
-// records returns what the plan writes with the given sequences, and the
-// result Ingest answers with. bbolt holds on to the keys and values of a Put
-// until the transaction commits and may run a batch function more than
-// once, so everything holding a sequence is allocated afresh on each call;
-// the event value, shared between calls, is never written to.
-func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
-	records := make([]Record, 0, 10)
+// records returns what the plan writes with the given sequences, the
+// counters it changes, and the result Ingest answers with. bbolt holds on
+// to the keys and values of a Put until the transaction commits and may run
+// a batch function more than once, so everything holding a sequence is
+// allocated afresh on each call; the event value, shared between calls, is
+// never written to.
+func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResult) {
+	records := make([]Record, 0, 14)
+	var counts []countDelta
 	put := func(bucket string, key, value []byte) {
 		if value == nil {
 			value = []byte{}
@@ -199,6 +252,9 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
 	}
 	evRef := formatID(prefixEvent, seqs.Event)
 	put(bucketEvents, seqKey(seqs.Event), p.event)
+	if len(p.payload) > 0 {
+		put(bucketPayloads, seqKey(seqs.Event), p.payload)
+	}
 
 	var id string
 	var res bot.IngestResult
@@ -214,9 +270,18 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
 		unit := unitKey(p.workItem.Thread, id)
 		put(bucketPending, seqKey(seqs.Dispatch), pendingValue(unit, p.agent))
 		put(bucketPendingByThread, indexKey(unit, seqs.Dispatch), []byte(p.agent))
+		counts = append(counts, countDelta{counterDispatchesPending, 1})
 		wi := *p.workItem
 		wi.ID, wi.EventRef = id, evRef
 		res.WorkItem = &wi
+		if p.reaction != nil {
+			key := bot.ReactionKey(id, p.reaction.Reaction)
+			put(bucketOutbox, []byte(key), p.reactionRec.fill(id+p.reactionKey, strconv.FormatUint(seqs.Outbox, 10), id))
+			put(bucketOutboxBySeq, seqKey(seqs.Outbox), []byte(key))
+			put(bucketOutboxByThread, indexKey(p.thread, seqs.Outbox), []byte(key))
+			put(bucketOutboxPending, indexKey(p.destination, seqs.Outbox), []byte(key))
+			counts = append(counts, countDelta{counterOutboxPending, 1}, countDelta{pendingAt(p.destination), 1})
+		}
 	} else {
 		id = formatID(prefixIngress, seqs.Ingress)
 		put(bucketIngress, seqKey(seqs.Ingress), p.ingressRec.fill(id, evRef))
@@ -231,49 +296,73 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, bot.IngestResult) {
 		put(bucketDedup, []byte(p.dedupKey), append(append(make([]byte, 0, 8+len(id)), p.until...), id...))
 		put(bucketDedupExpiry, append(append(make([]byte, 0, 8+len(p.dedupKey)), p.until...), p.dedupKey...), nil)
 	}
-	return records, res
+	return records, counts, res
 }
 
 // template is a record's JSON encoded with empty ids, and where each id
 // goes.
 type template struct {
 	json  []byte
-	holes []int // offsets of the ids, between the quotes of "", ascending
+	holes []hole // ascending
 }
 
-// newTemplate encodes v, whose fields named in ids are empty strings, and
-// finds where their values go, each after the one before. A key is found
-// only where it is a key: a quote that follows '{' or ',' opens a member
-// name, never text inside a string, where every quote is escaped.
+// hole is where an id goes: between the quotes of "", in place of the 0 of
+// a number member (skip 1), or in place of the \u0000 that holds the place
+// of a member left out when empty (skip 6).
+type hole struct {
+	at, skip int
+}
+
+// newTemplate encodes v, whose fields named in ids are empty strings, zero
+// numbers or, where an empty one would be left out, "\x00", and finds where
+// their values go, each after the one
+// before. A key is found only where it is a key: a quote that follows '{'
+// or ',' opens a member name, never text inside a string, where every
+// quote is escaped.
 func newTemplate(what string, v any, ids ...string) (template, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return template{}, fmt.Errorf("encode %s: %w", what, err)
 	}
-	t := template{json: b, holes: make([]int, 0, len(ids))}
+	t := template{json: b, holes: make([]hole, 0, len(ids))}
 	from := 0
 	for _, name := range ids {
-		member := `"` + name + `":""`
-		at := -1
-		for i := from; at < 0; {
-			j := bytes.Index(b[i:], []byte(member))
-			if j < 0 {
-				return template{}, fmt.Errorf("encode %s: no empty member %q in its JSON", what, name)
+		found := false
+		for _, member := range []struct {
+			text string
+			skip int
+		}{{`"` + name + `":""`, 0}, {`"` + name + `":0`, 1}, {`"` + name + `":"\u0000"`, 6}} {
+			for i := from; !found; {
+				j := bytes.Index(b[i:], []byte(member.text))
+				if j < 0 {
+					break
+				}
+				i += j
+				end := i + len(member.text)
+				quoted := member.text[len(member.text)-1] == '"'
+				if i > 0 && (b[i-1] == '{' || b[i-1] == ',') && (quoted || end < len(b) && (b[end] == ',' || b[end] == '}')) {
+					at := end - member.skip // the 0 of a number
+					if quoted {
+						at = end - 1 - member.skip // inside the quotes
+					}
+					t.holes = append(t.holes, hole{at: at, skip: member.skip})
+					from, found = end, true
+				}
+				i++
 			}
-			i += j
-			if i > 0 && (b[i-1] == '{' || b[i-1] == ',') {
-				at = i + len(member) - 1
+			if found {
+				break
 			}
-			i++
 		}
-		t.holes = append(t.holes, at)
-		from = at
+		if !found {
+			return template{}, fmt.Errorf("encode %s: no empty member %q in its JSON", what, name)
+		}
 	}
 	return t, nil
 }
 
-// fill returns the JSON with ids[i] at holes[i]. Ids are a prefix and a
-// decimal number and need no escaping.
+// fill returns the JSON with ids[i] at holes[i]; ids are escaped for JSON
+// already (a prefix and a decimal number need no escaping).
 func (t template) fill(ids ...string) []byte {
 	n := len(t.json)
 	for _, id := range ids {
@@ -281,10 +370,10 @@ func (t template) fill(ids ...string) []byte {
 	}
 	out := make([]byte, 0, n)
 	prev := 0
-	for i, at := range t.holes {
-		out = append(out, t.json[prev:at]...)
+	for i, h := range t.holes {
+		out = append(out, t.json[prev:h.at]...)
 		out = append(out, ids[i]...)
-		prev = at
+		prev = h.at + h.skip
 	}
 	return append(out, t.json[prev:]...)
 }
@@ -437,9 +526,8 @@ func decodeTime(b []byte) time.Time {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC()
 }
 
-// encodeEvent lays out an event as a 4-byte header length, the event's JSON
-// (which leaves out Raw) and the raw payload as is: nothing scans or
-// re-encodes the payload.
+// encodeEvent lays out an event as a 4-byte header length and the event's
+// JSON, which leaves out Raw: the payload is stored as is, apart.
 func encodeEvent(ev *bot.Event) ([]byte, error) {
 	h, err := json.Marshal(ev)
 	if err != nil {
@@ -448,13 +536,15 @@ func encodeEvent(ev *bot.Event) ([]byte, error) {
 	if uint64(len(h)) > math.MaxUint32 {
 		return nil, bot.Errorf(bot.ETOOLARGE, "event header of %d bytes", len(h))
 	}
-	v := make([]byte, 4, 4+len(h)+len(ev.Raw))
+	v := make([]byte, 4, 4+len(h))
 	binary.BigEndian.PutUint32(v, uint32(len(h)))
-	v = append(v, h...)
-	return append(v, ev.Raw...), nil
+	return append(v, h...), nil
 }
 
-func decodeEvent(v []byte) (*bot.Event, error) {
+// decodeEvent reads an events value and the payload stored apart (nil when
+// there is none: the event had none, retention dropped it, or it is an
+// older record carrying it after its JSON).
+func decodeEvent(v, payload []byte) (*bot.Event, error) {
 	if len(v) < 4 {
 		return nil, fmt.Errorf("decode event: %d bytes", len(v))
 	}
@@ -467,7 +557,10 @@ func decodeEvent(v []byte) (*bot.Event, error) {
 		return nil, fmt.Errorf("decode event: %w", err)
 	}
 	if raw := v[4+n:]; len(raw) > 0 {
-		ev.Raw = append([]byte(nil), raw...)
+		payload = raw
+	}
+	if len(payload) > 0 {
+		ev.Raw = append([]byte(nil), payload...)
 	}
 	return &ev, nil
 }

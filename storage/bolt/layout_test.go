@@ -14,10 +14,11 @@ import (
 // spliced into JSON encoded before the ids were known, are exactly the JSON
 // of the records with their ids, whatever the text of the event.
 func FuzzIngestRecords(f *testing.F) {
-	f.Add("local", "t1", "@coder please look", "alice", "id-1", "coder", "mention @coder", "", "", false, uint64(1), uint64(1), uint64(1))
-	f.Add("github", "", `","id":"","event_ref":"`, "bot", "", "", "", "no_route", `"event_ref":""`, true, uint64(7), uint64(1), uint64(1<<40))
-	f.Add("slack", `{"id":""}`, "\x00\"\\<>&\u2028", `,"dispatch_id":""}`, `"id":""`, "ops", `{"id":""`, "bot_actor", "", true, uint64(1<<63), uint64(2), uint64(3))
-	f.Fuzz(func(t *testing.T, source, thread, text, actor, delivery, agent, reason, code, detail string, ignored bool, evSeq, seq1, seq2 uint64) {
+	f.Add("local", "t1", "@coder please look", "alice", "id-1", "coder", "mention @coder", "", "", false, false, uint64(1), uint64(1), uint64(1), uint64(1))
+	f.Add("github", "", `","id":"","event_ref":"`, "bot", "", "", "", "no_route", `"event_ref":""`, true, false, uint64(7), uint64(1), uint64(1<<40), uint64(0))
+	f.Add("slack", `{"id":""}`, "\x00\"\\<>&\u2028", `,"dispatch_id":""}`, `"id":""`, "ops", `{"id":""`, "bot_actor", "", true, false, uint64(1<<63), uint64(2), uint64(3), uint64(0))
+	f.Add("github", "171.1", `"key":"","seq":0,`, "octocat", "d-1", "reviewer", "comment:12", "eyes", `"work_item_id":""`, false, true, uint64(9), uint64(4), uint64(5), uint64(1<<33))
+	f.Fuzz(func(t *testing.T, source, thread, text, actor, delivery, agent, reason, code, detail string, ignored, react bool, evSeq, seq1, seq2, seq3 uint64) {
 		now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		req := bot.IngestRequest{
 			Event: bot.Event{
@@ -29,26 +30,31 @@ func FuzzIngestRecords(f *testing.F) {
 		if thread != "" {
 			req.Event.Thread = bot.LocalThread(thread)
 		}
+		if react && !ignored {
+			// A reaction goes on the message SourceRef names.
+			req.Event.Thread = bot.SlackThread("T1", "C1", thread)
+			req.Reaction = code
+		}
 		seqs := Seqs{Event: evSeq}
 		if ignored {
 			req.Ignore = &bot.IngressReason{Code: code, Detail: detail}
 			seqs.Ingress = seq1
 		} else {
 			req.Route = &bot.Route{Agent: agent, Kind: bot.RouteKind(reason), Reason: reason, Rule: code}
-			seqs.WorkItem, seqs.Dispatch = seq1, seq2
+			seqs.WorkItem, seqs.Dispatch, seqs.Outbox = seq1, seq2, seq3
 		}
 		if validateIngest(&req) != nil {
 			return
 		}
 		p, err := planIngest(&req)
 		require.NoError(t, err)
-		records, res := p.records(seqs)
+		records, _, res := p.records(seqs)
 		got := map[string][]byte{}
 		for _, r := range records {
-			if string(r.Bucket) != bucketWorkItems && string(r.Bucket) != bucketDispatches && string(r.Bucket) != bucketIngress {
-				continue
+			switch string(r.Bucket) {
+			case bucketWorkItems, bucketDispatches, bucketIngress, bucketOutbox:
+				got[string(r.Bucket)] = r.Value
 			}
-			got[string(r.Bucket)] = r.Value
 		}
 
 		evRef := formatID(prefixEvent, evSeq)
@@ -73,6 +79,14 @@ func FuzzIngestRecords(f *testing.F) {
 			ID: dID, WorkItemID: wiID, Agent: agent, Thread: req.Event.Thread,
 			Status: bot.DispatchPending, CreatedAt: now, UpdatedAt: now,
 		}, got[bucketDispatches])
+		if req.Reaction == "" {
+			require.NotContains(t, got, bucketOutbox)
+			return
+		}
+		requireJSON(t, &bot.OutboxMessage{
+			Key: bot.ReactionKey(wiID, code), Seq: seq3, Thread: req.Event.Thread, WorkItemID: wiID,
+			Kind: bot.OutboxReaction, Reaction: code, Target: reason, Version: 1, CreatedAt: now, UpdatedAt: now,
+		}, got[bucketOutbox])
 	})
 }
 

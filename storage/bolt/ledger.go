@@ -218,7 +218,7 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Child
 		if err := t.bucket(bucketItemsByStatus).Put(indexKey(string(bot.StatusQueued), wiSeq), []byte{}); err != nil {
 			return err
 		}
-		if err := t.putDispatch(dSeq, d); err != nil {
+		if err := t.putDispatch(dSeq, "", d); err != nil {
 			return err
 		}
 		if err := t.addPending(dSeq, d); err != nil {
@@ -422,7 +422,7 @@ func (t txn) cancelPending(dispatchID, reason string, now time.Time) error {
 		return err
 	}
 	d.Status, d.LastError, d.UpdatedAt = bot.DispatchFailed, "cancelled: "+reason, now
-	if err := t.putDispatch(seq, d); err != nil {
+	if err := t.putDispatch(seq, bot.DispatchPending, d); err != nil {
 		return err
 	}
 	_, err = t.setItemStatus(d, bot.StatusCancelled, now, func(wi *bot.WorkItem) {

@@ -3,8 +3,6 @@ package bolt
 import (
 	"context"
 	"time"
-
-	"github.com/switchyard/switchyard/bot"
 )
 
 // ExpireOrphanedLeases ends, as of now, the lease of every job still marked
@@ -16,18 +14,32 @@ func (s *Store) ExpireOrphanedLeases(ctx context.Context, now time.Time) (int, e
 	n := 0
 	err := s.update("expire orphaned leases", func(t txn) error {
 		n = 0 // Update does not rerun fn, but keep the count honest if it ever does
-		c := t.bucket(bucketActive).Cursor()
-		for _, v := c.First(); v != nil; _, v = c.Next() {
-			var j bot.Job
-			found, err := t.get(bucketJobs, v, &j)
+		active := t.bucket(bucketActive)
+		type entry struct {
+			unit []byte
+			seq  uint64
+		}
+		var live []entry
+		c := active.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			seq, lease, ok := splitActive(v)
+			if ok && lease.After(now) {
+				live = append(live, entry{append([]byte(nil), k...), seq})
+			}
+		}
+		for _, e := range live {
+			j, err := t.jobAt(seqKey(e.seq))
 			if err != nil {
 				return err
 			}
-			if !found || !j.LeaseExpires.After(now) {
+			if j == nil {
 				continue
 			}
 			j.LeaseExpires = utc(now)
-			if err := putJSON(t.bucket(bucketJobs), v, &j); err != nil {
+			if err := t.putJob(e.seq, j); err != nil {
+				return err
+			}
+			if err := active.Put(e.unit, activeValue(e.seq, j.LeaseExpires)); err != nil {
 				return err
 			}
 			n++

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -19,11 +20,17 @@ func (t txn) outbox(key string) (*bot.OutboxMessage, error) {
 	return &m, nil
 }
 
-// putOutbox stores m and moves it between the thread, pending and dead
-// indexes according to how it differs from prev (nil for a new message).
+// putOutbox stores m and moves it between the seq, thread, pending and dead
+// indexes and the counters according to how it differs from prev (nil for
+// a new message).
 func (t txn) putOutbox(prev, m *bot.OutboxMessage) error {
 	key := []byte(m.Key)
 	seq := seqKey(m.Seq)
+	if prev == nil {
+		if err := t.bucket(bucketOutboxBySeq).Put(seq, key); err != nil {
+			return err
+		}
+	}
 	if prev == nil || prev.Thread.Key() != m.Thread.Key() {
 		byThread := t.bucket(bucketOutboxByThread)
 		if prev != nil {
@@ -35,25 +42,55 @@ func (t txn) putOutbox(prev, m *bot.OutboxMessage) error {
 			return err
 		}
 	}
-	for _, idx := range []struct {
-		bucket  string
-		was, is bool
-	}{
-		{bucketOutboxPending, prev != nil && prev.Pending(), m.Pending()},
-		{bucketOutboxDead, prev != nil && prev.Dead, m.Dead},
-	} {
-		var err error
-		switch {
-		case idx.is && !idx.was:
-			err = t.bucket(idx.bucket).Put(seq, key)
-		case idx.was && !idx.is:
-			err = t.bucket(idx.bucket).Delete(seq)
+	wasPending, isPending := prev != nil && prev.Pending(), m.Pending()
+	if wasPending && (!isPending || prev.Thread.Destination() != m.Thread.Destination()) {
+		if err := t.unpend(prev); err != nil {
+			return err
 		}
-		if err != nil {
+		wasPending = false
+	}
+	if isPending && !wasPending {
+		dest := m.Thread.Destination()
+		if err := t.bucket(bucketOutboxPending).Put(indexKey(dest, m.Seq), key); err != nil {
+			return err
+		}
+		if err := t.add(counterOutboxPending, 1); err != nil {
+			return err
+		}
+		if err := t.add(pendingAt(dest), 1); err != nil {
+			return err
+		}
+	}
+	wasDead := prev != nil && prev.Dead
+	switch {
+	case m.Dead && !wasDead:
+		if err := t.bucket(bucketOutboxDead).Put(seq, key); err != nil {
+			return err
+		}
+		if err := t.add(counterOutboxDead, 1); err != nil {
+			return err
+		}
+	case wasDead && !m.Dead:
+		if err := t.bucket(bucketOutboxDead).Delete(seq); err != nil {
+			return err
+		}
+		if err := t.add(counterOutboxDead, -1); err != nil {
 			return err
 		}
 	}
 	return putJSON(t.bucket(bucketOutbox), key, m)
+}
+
+// unpend takes a pending message out of the pending index and its counters.
+func (t txn) unpend(m *bot.OutboxMessage) error {
+	dest := m.Thread.Destination()
+	if err := t.bucket(bucketOutboxPending).Delete(indexKey(dest, m.Seq)); err != nil {
+		return err
+	}
+	if err := t.add(counterOutboxPending, -1); err != nil {
+		return err
+	}
+	return t.add(pendingAt(dest), -1)
 }
 
 // Enqueue creates the message of msg.Key or replaces its content, bumping
@@ -78,60 +115,51 @@ func (s *Store) EnqueueNew(ctx context.Context, msg bot.OutboxMessage) (bot.Outb
 	return s.enqueue(ctx, msg, false)
 }
 
+// EnqueueAll enqueues msgs as Enqueue does, in one transaction.
+func (s *Store) EnqueueAll(ctx context.Context, msgs []bot.OutboxMessage) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if err := validOutbox(&m); err != nil {
+			return err
+		}
+	}
+	return s.update("enqueue outbox messages", func(t txn) error {
+		for _, m := range msgs {
+			if _, _, err := t.enqueue(m, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func validOutbox(msg *bot.OutboxMessage) error {
+	switch {
+	case msg.Key == "":
+		return bot.Errorf(bot.EINVALID, "outbox message without a key")
+	case msg.Thread.IsZero():
+		return bot.Errorf(bot.EINVALID, "outbox message %q has no thread", msg.Key)
+	}
+	return nil
+}
+
 func (s *Store) enqueue(ctx context.Context, msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return bot.OutboxMessage{}, false, err
 	}
-	switch {
-	case msg.Key == "":
-		return bot.OutboxMessage{}, false, bot.Errorf(bot.EINVALID, "outbox message without a key")
-	case msg.Thread.IsZero():
-		return bot.OutboxMessage{}, false, bot.Errorf(bot.EINVALID, "outbox message %q has no thread", msg.Key)
+	if err := validOutbox(&msg); err != nil {
+		return bot.OutboxMessage{}, false, err
 	}
-	now := msg.UpdatedAt
-	if now.IsZero() {
-		now = time.Now()
-	}
-	now = utc(now)
 	var (
 		out     bot.OutboxMessage
 		created bool
 	)
 	err := s.update("enqueue outbox message", func(t txn) error {
-		prev, err := t.outbox(msg.Key)
-		if err != nil && bot.ErrorCode(err) != bot.ENOTFOUND {
-			return err
-		}
-		if prev != nil && !replace {
-			out, created = *prev, false
-			return nil
-		}
-		m := msg
-		m.UpdatedAt = now
-		m.NextAttemptAt = utc(m.NextAttemptAt)
-		if prev == nil {
-			if m.Seq, err = t.bucket(bucketOutbox).NextSequence(); err != nil {
-				return err
-			}
-			m.Version = 1
-			m.DeliveredVersion, m.RemoteID, m.Edits = 0, "", 0
-			m.Attempted, m.Attempts, m.LastError, m.Dead = false, 0, "", false
-			m.DeliveredAt = nil
-			if m.CreatedAt.IsZero() {
-				m.CreatedAt = now
-			}
-			m.CreatedAt = utc(m.CreatedAt)
-		} else {
-			m.Seq, m.CreatedAt = prev.Seq, prev.CreatedAt
-			m.Version = prev.Version + 1
-			m.DeliveredVersion, m.RemoteID, m.Edits, m.DeliveredAt = prev.DeliveredVersion, prev.RemoteID, prev.Edits, prev.DeliveredAt
-			m.Attempted, m.Attempts, m.LastError, m.Dead = prev.Attempted, prev.Attempts, prev.LastError, prev.Dead
-			if prev.NextAttemptAt.After(m.NextAttemptAt) {
-				m.NextAttemptAt = prev.NextAttemptAt
-			}
-		}
-		out, created = m, prev == nil
-		return t.putOutbox(prev, &m)
+		var err error
+		out, created, err = t.enqueue(msg, replace)
+		return err
 	})
 	if err != nil {
 		return bot.OutboxMessage{}, false, err
@@ -139,33 +167,98 @@ func (s *Store) enqueue(ctx context.Context, msg bot.OutboxMessage, replace bool
 	return out, created, nil
 }
 
+func (t txn) enqueue(msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bool, error) {
+	now := msg.UpdatedAt
+	if now.IsZero() {
+		now = time.Now()
+	}
+	now = utc(now)
+	prev, err := t.outbox(msg.Key)
+	if err != nil && bot.ErrorCode(err) != bot.ENOTFOUND {
+		return bot.OutboxMessage{}, false, err
+	}
+	if prev != nil && !replace {
+		return *prev, false, nil
+	}
+	m := msg
+	m.UpdatedAt = now
+	m.NextAttemptAt = utc(m.NextAttemptAt)
+	if prev == nil {
+		if m.Seq, err = t.bucket(bucketOutbox).NextSequence(); err != nil {
+			return bot.OutboxMessage{}, false, err
+		}
+		m.Version = 1
+		m.DeliveredVersion, m.RemoteID, m.Edits = 0, "", 0
+		m.Attempted, m.Attempts, m.LastError, m.Dead = false, 0, "", false
+		m.DeliveredAt = nil
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		m.CreatedAt = utc(m.CreatedAt)
+	} else {
+		m.Seq, m.CreatedAt = prev.Seq, prev.CreatedAt
+		m.Version = prev.Version + 1
+		m.DeliveredVersion, m.RemoteID, m.Edits, m.DeliveredAt = prev.DeliveredVersion, prev.RemoteID, prev.Edits, prev.DeliveredAt
+		m.Attempted, m.Attempts, m.LastError, m.Dead = prev.Attempted, prev.Attempts, prev.LastError, prev.Dead
+		if prev.NextAttemptAt.After(m.NextAttemptAt) {
+			m.NextAttemptAt = prev.NextAttemptAt
+		}
+	}
+	if err := t.putOutbox(prev, &m); err != nil {
+		return bot.OutboxMessage{}, false, err
+	}
+	return m, prev == nil, nil
+}
+
 // Due returns pending messages whose NextAttemptAt is not after now, in Seq
-// order. A message of a work item with an earlier pending message waits for
-// it. It walks the pending index only.
-func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]bot.OutboxMessage, error) {
+// order within each destination, at most limit of each, leaving out the
+// destinations skip reports. A message of a work item with an earlier
+// pending message waits for it. It walks the pending index only, and a
+// skipped destination costs one seek.
+func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(destination string) bool) ([]bot.OutboxMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	limit = listLimit(limit)
 	out := []bot.OutboxMessage{}
 	err := s.view("due outbox messages", func(t txn) error {
-		waiting := map[string]bool{} // work items with an earlier message not due yet
-		return scanAll(t.bucket(bucketOutboxPending), false, func(_, key []byte) (bool, error) {
-			m, err := t.outbox(string(key))
-			if err != nil {
-				return false, err
+		c := t.bucket(bucketOutboxPending).Cursor()
+		k, v := c.First()
+		for k != nil {
+			if len(k) < 9 || k[len(k)-9] != 0 {
+				k, v = c.Next()
+				continue
 			}
-			switch {
-			case m.WorkItemID != "" && waiting[m.WorkItemID]:
-			case m.NextAttemptAt.After(now):
-				if m.WorkItemID != "" {
-					waiting[m.WorkItemID] = true
+			dest := k[:len(k)-9]
+			prefix := append(append([]byte(nil), dest...), 0)
+			next := append(append([]byte(nil), dest...), 1) // the first key past the destination
+			if skip != nil && skip(string(dest)) {
+				k, v = c.Seek(next)
+				continue
+			}
+			waiting := map[string]bool{} // work items with an earlier message not due yet
+			n := 0
+			for ; k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, v = c.Next() {
+				m, err := t.outbox(string(v))
+				if err != nil {
+					return err
 				}
-			default:
-				out = append(out, *m)
+				switch {
+				case m.WorkItemID != "" && waiting[m.WorkItemID]:
+				case m.NextAttemptAt.After(now):
+					if m.WorkItemID != "" {
+						waiting[m.WorkItemID] = true
+					}
+				default:
+					out = append(out, *m)
+					n++
+				}
 			}
-			return len(out) < limit, nil
-		})
+			if k != nil && bytes.HasPrefix(k, prefix) {
+				k, v = c.Seek(next)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -173,78 +266,83 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int) ([]bot.Outbox
 	return out, nil
 }
 
-// MarkAttempt records that a creating delivery of key is about to be tried.
-func (s *Store) MarkAttempt(ctx context.Context, key string) error {
+// MarkAttempts records, in one transaction, that creating deliveries of
+// keys are about to be tried.
+func (s *Store) MarkAttempts(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.update("mark outbox message attempted", func(t txn) error {
-		prev, err := t.outbox(key)
-		if err != nil {
-			return err
+	if len(keys) == 0 {
+		return nil
+	}
+	now := utc(time.Now())
+	return s.update("mark outbox messages attempted", func(t txn) error {
+		for _, key := range keys {
+			prev, err := t.outbox(key)
+			if err != nil {
+				return err
+			}
+			if prev.Attempted {
+				continue
+			}
+			m := *prev
+			m.Attempted = true
+			m.UpdatedAt = now
+			if err := t.putOutbox(prev, &m); err != nil {
+				return err
+			}
 		}
-		if prev.Attempted {
-			return nil
-		}
-		m := *prev
-		m.Attempted = true
-		m.UpdatedAt = utc(time.Now())
-		return t.putOutbox(prev, &m)
+		return nil
 	})
 }
 
-// MarkDelivered records that the platform shows version of key. A version
-// older than the latest leaves the message pending, since the newer content
-// still has to go out; the remote id is kept either way so the next delivery
-// edits the message instead of posting another.
-func (s *Store) MarkDelivered(ctx context.Context, key string, version int, remoteID string, now, next time.Time) error {
+// Record records how deliveries went, in one transaction. A delivered
+// version older than the latest leaves the message pending, since the newer
+// content still has to go out; the remote id is kept either way so the next
+// delivery edits the message instead of posting another.
+func (s *Store) Record(ctx context.Context, outcomes []bot.DeliveryOutcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	now = utc(now)
-	return s.update("mark outbox message delivered", func(t txn) error {
-		prev, err := t.outbox(key)
-		if err != nil {
-			return err
-		}
-		if version < 1 || version > prev.Version {
-			return bot.Errorf(bot.EINVALID, "outbox message %q has no version %d (latest %d)", key, version, prev.Version)
-		}
-		m := *prev
-		if m.DeliveredVersion > 0 {
-			m.Edits++
-		}
-		if version > m.DeliveredVersion {
-			m.DeliveredVersion = version
-		}
-		if remoteID != "" {
-			m.RemoteID = remoteID
-		}
-		m.Attempted, m.Attempts, m.LastError = false, 0, ""
-		m.NextAttemptAt = utc(next)
-		m.DeliveredAt = &now
-		m.UpdatedAt = now
-		return t.putOutbox(prev, &m)
-	})
-}
-
-// MarkFailed records a failed delivery attempt.
-func (s *Store) MarkFailed(ctx context.Context, key string, errText string, next time.Time, dead bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	if len(outcomes) == 0 {
+		return nil
 	}
-	return s.update("mark outbox message failed", func(t txn) error {
-		prev, err := t.outbox(key)
-		if err != nil {
-			return err
+	return s.update("record outbox deliveries", func(t txn) error {
+		for _, o := range outcomes {
+			prev, err := t.outbox(o.Key)
+			if err != nil {
+				return err
+			}
+			m := *prev
+			at := utc(o.At)
+			if at.IsZero() {
+				at = utc(time.Now())
+			}
+			m.UpdatedAt = at
+			m.NextAttemptAt = utc(o.Next)
+			if o.Delivered {
+				if o.Version < 1 || o.Version > prev.Version {
+					return bot.Errorf(bot.EINVALID, "outbox message %q has no version %d (latest %d)", o.Key, o.Version, prev.Version)
+				}
+				if m.DeliveredVersion > 0 {
+					m.Edits++
+				}
+				m.DeliveredVersion = max(m.DeliveredVersion, o.Version)
+				if o.RemoteID != "" {
+					m.RemoteID = o.RemoteID
+				}
+				m.Attempted, m.Attempts, m.LastError = false, 0, ""
+				m.DeliveredAt = &at
+			} else {
+				m.Attempts++
+				m.LastError = o.Error
+				m.Dead = m.Dead || o.Dead
+			}
+			if err := t.putOutbox(prev, &m); err != nil {
+				return err
+			}
 		}
-		m := *prev
-		m.Attempts++
-		m.LastError = errText
-		m.NextAttemptAt = utc(next)
-		m.Dead = m.Dead || dead
-		m.UpdatedAt = utc(time.Now())
-		return t.putOutbox(prev, &m)
+		return nil
 	})
 }
 
@@ -289,15 +387,29 @@ func (s *Store) GetOutbox(ctx context.Context, key string) (*bot.OutboxMessage, 
 }
 
 // OutboxPending counts messages whose latest version is not shown yet, and
-// dead ones.
+// dead ones, from their counters.
 func (s *Store) OutboxPending(ctx context.Context) (pending, dead int, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
 	err = s.view("count outbox", func(t txn) error {
-		pending = countKeys(t.bucket(bucketOutboxPending))
-		dead = countKeys(t.bucket(bucketOutboxDead))
+		pending = int(t.count(counterOutboxPending))
+		dead = int(t.count(counterOutboxDead))
 		return nil
 	})
 	return pending, dead, err
+}
+
+// OutboxWaiting counts the pending messages of one destination, from its
+// counter.
+func (s *Store) OutboxWaiting(ctx context.Context, destination string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	err := s.view("count outbox", func(t txn) error {
+		n = int(t.count(pendingAt(destination)))
+		return nil
+	})
+	return n, err
 }

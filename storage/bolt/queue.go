@@ -69,16 +69,17 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 }
 
 // claimable reports whether a claim at now would change anything: a lease
-// has run out, or a pending dispatch's thread has no running job.
+// has run out, or a pending dispatch's thread has no running job. It reads
+// the running jobs' leases from jobs_active, never a job record.
 func (t txn) claimable(now time.Time) (bool, error) {
 	active := t.bucket(bucketActive)
 	c := active.Cursor()
-	for _, v := c.First(); v != nil; _, v = c.Next() {
-		var j bot.Job
-		if _, err := t.get(bucketJobs, v, &j); err != nil {
-			return false, err
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		_, lease, ok := splitActive(v)
+		if !ok {
+			return false, fmt.Errorf("jobs_active entry of %q is %d bytes", k, len(v))
 		}
-		if !j.LeaseExpires.After(now) {
+		if !lease.After(now) {
 			return true, nil
 		}
 	}
@@ -101,14 +102,21 @@ func (t txn) expireLeases(req bot.ClaimRequest) (expired []*bot.Job, abandoned [
 	var due []running
 	c := t.bucket(bucketActive).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		var j bot.Job
-		if _, err := t.get(bucketJobs, v, &j); err != nil {
-			return nil, nil, err
+		seq, lease, ok := splitActive(v)
+		if !ok {
+			return nil, nil, fmt.Errorf("jobs_active entry of %q is %d bytes", k, len(v))
 		}
-		if j.LeaseExpires.After(req.Now) {
+		if lease.After(req.Now) {
 			continue
 		}
-		due = append(due, running{unit: string(k), seq: seqOf(v), job: &j})
+		j, err := t.jobAt(v[:8])
+		if err != nil {
+			return nil, nil, err
+		}
+		if j == nil {
+			return nil, nil, fmt.Errorf("jobs_active names job_%d, which does not exist", seq)
+		}
+		due = append(due, running{unit: string(k), seq: seq, job: j})
 	}
 	for _, r := range due {
 		if err := t.freeUnit(r.unit, r.seq); err != nil {
@@ -152,7 +160,7 @@ func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.W
 	d.UpdatedAt = req.Now
 	d.Status = bot.DispatchFailed
 	d.LastError = fmt.Sprintf("lease expired after %d attempts (worker died)", d.Attempts)
-	if err := t.putDispatch(seq, d); err != nil {
+	if err := t.putDispatch(seq, bot.DispatchLeased, d); err != nil {
 		return nil, err
 	}
 	wi, err := t.setItemStatus(d, bot.StatusFailed, req.Now, func(wi *bot.WorkItem) {
@@ -174,14 +182,15 @@ func (t txn) requeue(seq uint64, d *bot.Dispatch, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	prev := d.Status
 	d.UpdatedAt = now
 	if rec.Dispatch != d.ID {
 		d.Status = bot.DispatchFailed
 		d.LastError = fmt.Sprintf("superseded by the handoff to @%s", rec.Route.Agent)
-		return t.putDispatch(seq, d)
+		return t.putDispatch(seq, prev, d)
 	}
 	d.Status = bot.DispatchPending
-	if err := t.putDispatch(seq, d); err != nil {
+	if err := t.putDispatch(seq, prev, d); err != nil {
 		return err
 	}
 	if err := t.addPending(seq, d); err != nil {
@@ -253,6 +262,7 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 		LeaseExpires: req.Now.Add(req.Lease), StartedAt: req.Now,
 	}
 	var items []bot.WorkItem
+	var itemSeqs []uint64
 	for i, seq := range seqs {
 		d, _, err := t.dispatch(formatID(prefixDispatch, seq))
 		if err != nil {
@@ -261,10 +271,11 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 		if err := t.removePending(seq, d); err != nil {
 			return nil, nil, err
 		}
+		prev := d.Status
 		d.Status = bot.DispatchLeased
 		d.Attempts++
 		d.UpdatedAt = req.Now
-		if err := t.putDispatch(seq, d); err != nil {
+		if err := t.putDispatch(seq, prev, d); err != nil {
 			return nil, nil, err
 		}
 		if i == 0 {
@@ -272,8 +283,13 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 			job.Attempt = d.Attempts
 			job.Lane = d.Lane
 		}
+		wiSeq, ok := parseID(prefixWorkItem, d.WorkItemID)
+		if !ok {
+			return nil, nil, fmt.Errorf("dispatch %s names work item %q", d.ID, d.WorkItemID)
+		}
 		job.DispatchIDs = append(job.DispatchIDs, d.ID)
 		job.WorkItemIDs = append(job.WorkItemIDs, d.WorkItemID)
+		itemSeqs = append(itemSeqs, wiSeq)
 		wi, err := t.setItemStatus(d, bot.StatusRunning, req.Now, func(wi *bot.WorkItem) {
 			wi.FinishedAt = nil
 		})
@@ -285,7 +301,6 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 				return nil, nil, err
 			}
 			items = append(items, *wi)
-			wiSeq, _ := parseID(prefixWorkItem, wi.ID)
 			if err := t.bucket(bucketJobsByItem).Put(binaryPair(wiSeq, jobSeq), []byte{}); err != nil {
 				return nil, nil, err
 			}
@@ -294,7 +309,10 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 	if err := t.putJob(jobSeq, job); err != nil {
 		return nil, nil, err
 	}
-	if err := active.Put([]byte(unit), seqKey(jobSeq)); err != nil {
+	if err := t.putJobItems(jobSeq, seqs, itemSeqs); err != nil {
+		return nil, nil, err
+	}
+	if err := active.Put([]byte(unit), activeValue(jobSeq, job.LeaseExpires)); err != nil {
 		return nil, nil, err
 	}
 	return job, items, nil
@@ -327,7 +345,10 @@ func (s *Store) RenewLease(ctx context.Context, jobID, owner string, until time.
 			return err
 		}
 		j.LeaseExpires = utc(until)
-		return t.putJob(seq, j)
+		if err := t.putJob(seq, j); err != nil {
+			return err
+		}
+		return t.setLease(unitKey(j.Thread, firstOf(j.WorkItemIDs)), seq, j.LeaseExpires)
 	})
 }
 
@@ -367,11 +388,12 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 			if err != nil {
 				return err
 			}
+			prev := d.Status
 			d.Status, d.UpdatedAt = dStatus, now
 			if !out.Success {
 				d.LastError = out.Error
 			}
-			if err := t.putDispatch(dSeq, d); err != nil {
+			if err := t.putDispatch(dSeq, prev, d); err != nil {
 				return err
 			}
 			wi, err := t.setItemStatus(d, wStatus, now, func(wi *bot.WorkItem) {
@@ -440,22 +462,25 @@ func firstOf(ids []string) string {
 	return ids[0]
 }
 
-// QueueDepth counts pending dispatches and those leased by running jobs.
+// QueueDepth counts pending dispatches and those leased by running jobs,
+// from their counters.
 func (s *Store) QueueDepth(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	n := 0
 	err := s.view("queue depth", func(t txn) error {
-		n = countKeys(t.bucket(bucketPending))
-		return t.bucket(bucketActive).ForEach(func(_, v []byte) error {
-			var j bot.Job
-			if _, err := t.get(bucketJobs, v, &j); err != nil {
-				return err
-			}
-			n += len(j.DispatchIDs)
-			return nil
-		})
+		n = int(t.count(counterDispatchesPending) + t.count(counterDispatchesLeased))
+		return nil
 	})
 	return n, err
+}
+
+// setLease records the lease of the running job with seq in jobs_active.
+func (t txn) setLease(unit string, jobSeq uint64, lease time.Time) error {
+	active := t.bucket(bucketActive)
+	if v := active.Get([]byte(unit)); len(v) < 8 || !bytes.Equal(v[:8], seqKey(jobSeq)) {
+		return fmt.Errorf("job_%d runs but is not the active job of %q", jobSeq, unit)
+	}
+	return active.Put([]byte(unit), activeValue(jobSeq, lease))
 }

@@ -17,32 +17,15 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-// Defaults of Options.
-//
-// The batch defaults are tuned for intake: webhook and Slack handlers each
-// wait for their own Ingest, so a batch rarely holds more callers than there
-// are concurrent requests. bbolt's 1000/10ms makes every caller of a partly
-// full batch wait the whole 10ms; 32/2ms commits as soon as a burst's worth
-// of events is in, and keeps a lone event's added latency at 2ms. With 64
-// concurrent clients, 32 lets one batch commit while the other half of the
-// clients do their HTTP work: bench/ measured 0.72 of raw bbolt against 0.53
-// with 64. BenchmarkIngest compares these with bbolt's defaults.
-const (
-	DefaultLockTimeout   = 2 * time.Second
-	DefaultMaxBatchSize  = 32
-	DefaultMaxBatchDelay = 2 * time.Millisecond
-)
+// DefaultLockTimeout is how long Open waits for another process holding
+// the file to let go, unless Options says otherwise.
+const DefaultLockTimeout = 2 * time.Second
 
-// Options configure Open. Zero fields take the defaults above.
+// Options configure Open. Zero fields take the defaults.
 type Options struct {
 	// LockTimeout is how long Open waits for another process holding the
 	// file to let go.
 	LockTimeout time.Duration
-	// MaxBatchSize and MaxBatchDelay tune the group commit of Ingest: a batch
-	// commits when it holds MaxBatchSize events or MaxBatchDelay after its
-	// first one, whichever is first.
-	MaxBatchSize  int
-	MaxBatchDelay time.Duration
 	// Logger receives what the store does on its own: opening the file,
 	// leases it expires, work it abandons.
 	Logger *slog.Logger
@@ -50,10 +33,11 @@ type Options struct {
 
 // Store is a bot.Store in one bbolt file.
 type Store struct {
-	db   *bolt.DB
-	path string
-	log  *slog.Logger
-	bus  bus
+	db    *bolt.DB
+	path  string
+	log   *slog.Logger
+	bus   bus
+	group *groupCommit
 
 	closeOnce sync.Once
 	closeErr  error
@@ -78,12 +62,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < opts.LockTimeout {
 		opts.LockTimeout = max(time.Until(dl), time.Millisecond)
 	}
-	if opts.MaxBatchSize <= 0 {
-		opts.MaxBatchSize = DefaultMaxBatchSize
-	}
-	if opts.MaxBatchDelay <= 0 {
-		opts.MaxBatchDelay = DefaultMaxBatchDelay
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,14 +75,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, path: path, log: opts.Logger}
+	s := &Store{db: db, path: path, log: opts.Logger, group: &groupCommit{db: db}}
 	created, err := s.prepare()
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	db.MaxBatchSize = opts.MaxBatchSize
-	db.MaxBatchDelay = opts.MaxBatchDelay
 	s.log.Info("store opened", slog.String("path", path), slog.Bool("created", created),
 		slog.Int("schema_version", SchemaVersion))
 	return s, nil
@@ -152,6 +128,7 @@ const schemaKey = "schema_version"
 // code knows.
 func (s *Store) prepare() (created bool, err error) {
 	var missing bool
+	version := uint64(SchemaVersion)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket([]byte(bucketMeta))
 		if meta == nil {
@@ -167,7 +144,7 @@ func (s *Store) prepare() (created bool, err error) {
 			return nil
 		}
 		raw := meta.Get([]byte(schemaKey))
-		version, err := strconv.ParseUint(string(raw), 10, 32)
+		version, err = strconv.ParseUint(string(raw), 10, 32)
 		if err != nil {
 			return fmt.Errorf("open %s: unreadable schema version %q", s.path, raw)
 		}
@@ -182,7 +159,7 @@ func (s *Store) prepare() (created bool, err error) {
 		}
 		return nil
 	})
-	if err != nil || !missing {
+	if err != nil || !missing && version == SchemaVersion {
 		return created, err
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
@@ -190,6 +167,12 @@ func (s *Store) prepare() (created bool, err error) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
+		}
+		if !created && version < SchemaVersion {
+			if err := (txn{tx}).migrate(version); err != nil {
+				return err
+			}
+			s.log.Info("store migrated", slog.String("path", s.path), slog.Uint64("from", version), slog.Int("to", SchemaVersion))
 		}
 		return tx.Bucket([]byte(bucketMeta)).Put([]byte(schemaKey), []byte(strconv.Itoa(SchemaVersion)))
 	})
@@ -203,11 +186,6 @@ var errStop = errors.New("stop")
 
 // Path returns the file the store lives in.
 func (s *Store) Path() string { return s.path }
-
-// BatchSettings returns the group-commit settings Ingest runs with.
-func (s *Store) BatchSettings() (maxSize int, maxDelay time.Duration) {
-	return s.db.MaxBatchSize, s.db.MaxBatchDelay
-}
 
 // Ping reports whether the store is open and readable.
 func (s *Store) Ping(ctx context.Context) error {

@@ -44,13 +44,7 @@ func checkAndClose(t testing.TB, s *Store) {
 	require.NoError(t, s.Close())
 }
 
-func checkTx(tx *bolt.Tx) error {
-	var errs []error
-	for err := range tx.Check() {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
+func checkTx(tx *bolt.Tx) error { return Check(tx) }
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, dir string) storetest.Store { return openTest(t, dir) })
@@ -69,19 +63,6 @@ func TestOpenCreatesFileAndDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), di.Mode().Perm())
 	require.NoError(t, s.Ping(t.Context()))
-
-	size, delay := s.BatchSettings()
-	require.Equal(t, DefaultMaxBatchSize, size)
-	require.Equal(t, DefaultMaxBatchDelay, delay)
-}
-
-func TestOpenBatchSettings(t *testing.T) {
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), Options{MaxBatchSize: 7, MaxBatchDelay: 3 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { checkAndClose(t, s) })
-	size, delay := s.BatchSettings()
-	require.Equal(t, 7, size)
-	require.Equal(t, 3*time.Millisecond, delay)
 }
 
 func TestOpenLockedFile(t *testing.T) {
@@ -324,7 +305,7 @@ func TestInvalidRequests(t *testing.T) {
 	_, err = s.Enqueue(ctx, bot.OutboxMessage{Key: "k", Thread: bot.LocalThread("t")})
 	require.NoError(t, err)
 	for _, v := range []int{0, 2} {
-		err := s.MarkDelivered(ctx, "k", v, "r", now, now)
+		err := s.Record(ctx, []bot.DeliveryOutcome{{Key: "k", Delivered: true, Version: v, RemoteID: "r", At: now, Next: now}})
 		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), "version %d", v)
 	}
 }

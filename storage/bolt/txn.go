@@ -2,8 +2,10 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -76,7 +78,21 @@ func (t txn) dispatch(id string) (*bot.Dispatch, uint64, error) {
 	return nil, 0, bot.Errorf(bot.ENOTFOUND, "dispatch %q not found", id)
 }
 
-func (t txn) putDispatch(seq uint64, d *bot.Dispatch) error {
+// putDispatch stores d, whose status was prev ("" for a new dispatch), and
+// keeps the counters of pending and leased dispatches.
+func (t txn) putDispatch(seq uint64, prev bot.DispatchStatus, d *bot.Dispatch) error {
+	if prev != d.Status {
+		if name := dispatchCounter(prev); name != "" {
+			if err := t.add(name, -1); err != nil {
+				return err
+			}
+		}
+		if name := dispatchCounter(d.Status); name != "" {
+			if err := t.add(name, 1); err != nil {
+				return err
+			}
+		}
+	}
 	return putJSON(t.bucket(bucketDispatches), seqKey(seq), d)
 }
 
@@ -100,23 +116,75 @@ func (t txn) removePending(seq uint64, d *bot.Dispatch) error {
 func (t txn) job(id string) (*bot.Job, uint64, error) {
 	seq, ok := parseID(prefixJob, id)
 	if ok {
-		var j bot.Job
-		found, err := t.get(bucketJobs, seqKey(seq), &j)
-		if err != nil || found {
-			return &j, seq, err
+		j, err := t.jobAt(seqKey(seq))
+		if err != nil || j != nil {
+			return j, seq, err
 		}
 	}
 	return nil, 0, bot.Errorf(bot.ENOTFOUND, "job %q not found", id)
 }
 
+// jobRecord is a job as stored: its id lists live once, in job_items.
+// Jobs stored before that carry them in the record, where these fields
+// read them.
+type jobRecord struct {
+	bot.Job
+	DispatchIDs []string `json:"dispatch_ids,omitempty"`
+	WorkItemIDs []string `json:"work_item_ids,omitempty"`
+}
+
+// jobAt returns the job under key with its id lists, or nil.
+func (t txn) jobAt(key []byte) (*bot.Job, error) {
+	var rec jobRecord
+	found, err := t.get(bucketJobs, key, &rec)
+	if err != nil || !found {
+		return nil, err
+	}
+	j := rec.Job
+	j.DispatchIDs, j.WorkItemIDs = rec.DispatchIDs, rec.WorkItemIDs
+	if items := t.bucket(bucketJobItems).Get(key); items != nil {
+		j.DispatchIDs, j.WorkItemIDs = nil, nil
+		for i := 0; i+16 <= len(items); i += 16 {
+			j.DispatchIDs = append(j.DispatchIDs, formatID(prefixDispatch, seqOf(items[i:i+8])))
+			j.WorkItemIDs = append(j.WorkItemIDs, formatID(prefixWorkItem, seqOf(items[i+8:i+16])))
+		}
+	}
+	return &j, nil
+}
+
+// putJob stores j without its id lists, which putJobItems stores once.
 func (t txn) putJob(seq uint64, j *bot.Job) error {
-	return putJSON(t.bucket(bucketJobs), seqKey(seq), j)
+	return putJSON(t.bucket(bucketJobs), seqKey(seq), &jobRecord{Job: *j})
+}
+
+// putJobItems stores the (dispatch, work item) pairs a job runs.
+func (t txn) putJobItems(jobSeq uint64, dispatches, items []uint64) error {
+	v := make([]byte, 0, 16*len(dispatches))
+	for i := range dispatches {
+		v = binary.BigEndian.AppendUint64(v, dispatches[i])
+		v = binary.BigEndian.AppendUint64(v, items[i])
+	}
+	return t.bucket(bucketJobItems).Put(seqKey(jobSeq), v)
+}
+
+// activeValue is a running job's entry in jobs_active: its sequence and
+// lease, so a claim learns which leases ran out without reading jobs.
+func activeValue(jobSeq uint64, lease time.Time) []byte {
+	return append(seqKey(jobSeq), timeKey(lease)...)
+}
+
+// splitActive reads an entry of jobs_active.
+func splitActive(v []byte) (jobSeq uint64, lease time.Time, ok bool) {
+	if len(v) != 16 {
+		return 0, time.Time{}, false
+	}
+	return seqOf(v[:8]), decodeTime(v[8:]), true
 }
 
 // freeUnit ends the active job of unit if it is the job with seq.
 func (t txn) freeUnit(unit string, jobSeq uint64) error {
 	active := t.bucket(bucketActive)
-	if bytes.Equal(active.Get([]byte(unit)), seqKey(jobSeq)) {
+	if v := active.Get([]byte(unit)); len(v) >= 8 && bytes.Equal(v[:8], seqKey(jobSeq)) {
 		return active.Delete([]byte(unit))
 	}
 	return nil

@@ -86,6 +86,8 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 			})
 		}
 		switch {
+		case f.Job != "":
+			return t.jobWorkItems(f.Job, f.Status, before, add)
 		case f.Conversation != "":
 			return scanConversation(t.bucket(bucketItemsByThread), f.Conversation, p.limit, add)
 		case f.Thread != "" && f.Status != "":
@@ -109,6 +111,35 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 		return nil, "", err
 	}
 	return out, p.next(cursorWorkItems), nil
+}
+
+// jobWorkItems calls add with the work items job ran, newest first, below
+// the cursor key before, those in status only when it is set.
+func (t txn) jobWorkItems(job string, status bot.WorkStatus, before []byte, add func(seq uint64) (bool, error)) error {
+	j, _, err := t.job(job)
+	if err != nil {
+		return err
+	}
+	var seqs []uint64
+	for _, id := range j.WorkItemIDs {
+		if seq, ok := parseID(prefixWorkItem, id); ok && !slices.Contains(seqs, seq) {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.SortFunc(seqs, func(a, b uint64) int { return cmp.Compare(b, a) })
+	byStatus := t.bucket(bucketItemsByStatus)
+	for _, seq := range seqs {
+		if before != nil && bytes.Compare(seqKey(seq), before) >= 0 {
+			continue
+		}
+		if status != "" && byStatus.Get(indexKey(string(status), seq)) == nil {
+			continue
+		}
+		if more, err := add(seq); err != nil || !more {
+			return err
+		}
+	}
+	return nil
 }
 
 // scanConversation calls add with the work items of every thread of a
@@ -154,11 +185,13 @@ func (s *Store) ListJobs(ctx context.Context, workItemID string) ([]bot.Job, err
 			return err
 		}
 		return scanPrefix(t.bucket(bucketJobsByItem), seqKey(wiSeq), 8, false, func(k, _ []byte) (bool, error) {
-			var j bot.Job
-			if _, err := t.get(bucketJobs, k[8:], &j); err != nil {
+			j, err := t.jobAt(k[8:])
+			if err != nil {
 				return false, err
 			}
-			out = append(out, j)
+			if j != nil {
+				out = append(out, *j)
+			}
 			return true, nil
 		})
 	})
@@ -206,7 +239,7 @@ func (s *Store) RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*b
 			ID: formatID(prefixDispatch, dSeq), WorkItemID: rec.ID, Agent: hop.To, Thread: rec.Thread,
 			Status: bot.DispatchPending, CreatedAt: hop.At, UpdatedAt: hop.At,
 		}
-		if err := t.putDispatch(dSeq, d); err != nil {
+		if err := t.putDispatch(dSeq, "", d); err != nil {
 			return err
 		}
 		if err := t.addPending(dSeq, d); err != nil {
@@ -252,7 +285,7 @@ func (t txn) supersede(dispatchID string, hop bot.Hop) error {
 	d.Status = bot.DispatchFailed
 	d.LastError = fmt.Sprintf("superseded by the handoff to @%s", hop.To)
 	d.UpdatedAt = hop.At
-	return t.putDispatch(seq, d)
+	return t.putDispatch(seq, bot.DispatchPending, d)
 }
 
 // ListIngress returns a page of ingress records, newest first, and the

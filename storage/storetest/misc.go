@@ -45,7 +45,7 @@ func testReopen(t *testing.T, open Opener) {
 	require.Equal(t, []string{running.ID, waiting.ID}, c2.Job.WorkItemIDs)
 
 	h.enqueue(statusMsg("s", tt, "v1"))
-	require.NoError(t, h.s.MarkDelivered(h.ctx, "s", 1, "ts-1", epoch(), epoch()))
+	require.NoError(t, h.markDelivered("s", 1, "ts-1", epoch(), epoch()))
 	h.enqueue(statusMsg("s", tt, "v2"))
 	h.enqueue(statusMsg("r", tt, "reply"))
 	require.NoError(t, h.s.SetLastFired(h.ctx, "nightly", at(time.Hour)))

@@ -33,7 +33,7 @@ func (h *harness) outbox(key string) *bot.OutboxMessage {
 
 func (h *harness) due(now time.Time, limit int) []string {
 	h.t.Helper()
-	msgs, err := h.s.Due(h.ctx, now, limit)
+	msgs, err := h.s.Due(h.ctx, now, limit, nil)
 	require.NoError(h.t, err)
 	keys := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -41,6 +41,16 @@ func (h *harness) due(now time.Time, limit int) []string {
 		keys[i] = m.Key
 	}
 	return keys
+}
+
+// markDelivered records that version of key is shown as remoteID.
+func (h *harness) markDelivered(key string, version int, remoteID string, now, next time.Time) error {
+	return h.s.Record(h.ctx, []bot.DeliveryOutcome{{Key: key, Delivered: true, Version: version, RemoteID: remoteID, At: now, Next: next}})
+}
+
+// markFailed records a failed attempt of key.
+func (h *harness) markFailed(key, errText string, next time.Time, dead bool) error {
+	return h.s.Record(h.ctx, []bot.DeliveryOutcome{{Key: key, Error: errText, Dead: dead, At: next, Next: next}})
 }
 
 func (h *harness) pending() (int, int) {
@@ -119,20 +129,20 @@ func testOutbox(t *testing.T, open Opener) {
 
 		// The reaction failed and waits for its retry: the rest of its work
 		// item waits with it, other messages do not.
-		require.NoError(t, h.s.MarkFailed(h.ctx, "wi_1/reaction/eyes", "timeout", at(time.Second), false))
+		require.NoError(t, h.markFailed("wi_1/reaction/eyes", "timeout", at(time.Second), false))
 		require.Equal(t, []string{"wi_2/status", "note"}, h.due(epoch(), 10))
 		require.Equal(t, []string{"wi_1/reaction/eyes", "wi_1/status", "wi_2/status", "wi_1/reply", "note"}, h.due(at(time.Second), 10))
 
 		// A status edit waiting out its interval holds back the reply that
 		// follows it; an edit keeps the message's place.
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "wi_1/reaction/eyes", 1, "r", at(time.Second), at(time.Second)))
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "wi_1/status", 1, "ts-1", at(time.Second), at(2*time.Second)))
+		require.NoError(t, h.markDelivered("wi_1/reaction/eyes", 1, "r", at(time.Second), at(time.Second)))
+		require.NoError(t, h.markDelivered("wi_1/status", 1, "ts-1", at(time.Second), at(2*time.Second)))
 		h.enqueue(msg("wi_1/status", "wi_1", bot.OutboxStatus))
 		require.Equal(t, []string{"wi_2/status", "note"}, h.due(at(time.Second), 10))
 		require.Equal(t, []string{"wi_1/status", "wi_2/status", "wi_1/reply", "note"}, h.due(at(2*time.Second), 10))
 
 		// A dead message holds nothing back.
-		require.NoError(t, h.s.MarkFailed(h.ctx, "wi_1/status", "gone", at(time.Hour), true))
+		require.NoError(t, h.markFailed("wi_1/status", "gone", at(time.Hour), true))
 		require.Equal(t, []string{"wi_2/status", "wi_1/reply", "note"}, h.due(at(2*time.Second), 10))
 	})
 
@@ -160,8 +170,8 @@ func testOutbox(t *testing.T, open Opener) {
 			Text: "ran /deploy", Payload: []byte(`{"command":"/deploy"}`)}
 		h.enqueue(opener)
 		require.False(t, h.outbox(opener.Key).Attempted)
-		require.NoError(t, h.s.MarkAttempt(h.ctx, opener.Key))
-		require.NoError(t, h.s.MarkAttempt(h.ctx, opener.Key), "marking twice is harmless")
+		require.NoError(t, h.s.MarkAttempts(h.ctx, []string{opener.Key}))
+		require.NoError(t, h.s.MarkAttempts(h.ctx, []string{opener.Key}), "marking twice is harmless")
 		m := h.outbox(opener.Key)
 		require.True(t, m.Attempted)
 		require.True(t, m.Pending())
@@ -169,14 +179,14 @@ func testOutbox(t *testing.T, open Opener) {
 		require.Equal(t, opener.Payload, m.Payload)
 
 		// It survives a failure, a new version and a restart.
-		require.NoError(t, h.s.MarkFailed(h.ctx, opener.Key, "timeout", epoch(), false))
+		require.NoError(t, h.markFailed(opener.Key, "timeout", epoch(), false))
 		h.enqueue(opener)
 		h.reopen()
 		m = h.outbox(opener.Key)
 		require.True(t, m.Attempted)
 		require.Equal(t, 2, m.Version)
 
-		require.NoError(t, h.s.MarkDelivered(h.ctx, opener.Key, 2, "1700.1", epoch(), epoch()))
+		require.NoError(t, h.markDelivered(opener.Key, 2, "1700.1", epoch(), epoch()))
 		m = h.outbox(opener.Key)
 		require.False(t, m.Attempted)
 		require.Equal(t, "1700.1", m.RemoteID)
@@ -184,13 +194,13 @@ func testOutbox(t *testing.T, open Opener) {
 		require.NoError(t, err)
 		require.Len(t, msgs, 1)
 
-		requireCode(t, bot.ENOTFOUND, h.s.MarkAttempt(h.ctx, "nope"))
+		requireCode(t, bot.ENOTFOUND, h.s.MarkAttempts(h.ctx, []string{"nope"}))
 	})
 
 	t.Run("delivery of the latest version", func(t *testing.T) {
 		h := newHarness(t, open)
 		h.enqueue(statusMsg("k", th, "queued"))
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 1, "ts-1", at(time.Second), at(3*time.Second)))
+		require.NoError(t, h.markDelivered("k", 1, "ts-1", at(time.Second), at(3*time.Second)))
 		m := h.outbox("k")
 		require.False(t, m.Pending())
 		require.Equal(t, 1, m.DeliveredVersion)
@@ -211,7 +221,7 @@ func testOutbox(t *testing.T, open Opener) {
 		require.Empty(t, h.due(at(2*time.Second), 10))
 		require.Equal(t, []string{"k"}, h.due(at(3*time.Second), 10))
 
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 2, "ts-1", at(3*time.Second), at(5*time.Second)))
+		require.NoError(t, h.markDelivered("k", 2, "ts-1", at(3*time.Second), at(5*time.Second)))
 		m = h.outbox("k")
 		require.False(t, m.Pending())
 		require.Equal(t, 2, m.DeliveredVersion)
@@ -222,7 +232,7 @@ func testOutbox(t *testing.T, open Opener) {
 		h := newHarness(t, open)
 		h.enqueue(statusMsg("k", th, "queued"))
 		h.enqueue(statusMsg("k", th, "running"))
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 1, "ts-1", at(time.Second), at(2*time.Second)))
+		require.NoError(t, h.markDelivered("k", 1, "ts-1", at(time.Second), at(2*time.Second)))
 		m := h.outbox("k")
 		require.True(t, m.Pending())
 		require.Equal(t, 1, m.DeliveredVersion)
@@ -234,7 +244,7 @@ func testOutbox(t *testing.T, open Opener) {
 		p, _ := h.pending()
 		require.Equal(t, 1, p)
 
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 2, "ts-1", at(2*time.Second), at(3*time.Second)))
+		require.NoError(t, h.markDelivered("k", 2, "ts-1", at(2*time.Second), at(3*time.Second)))
 		m = h.outbox("k")
 		require.False(t, m.Pending())
 		require.Equal(t, 1, m.Edits)
@@ -243,8 +253,8 @@ func testOutbox(t *testing.T, open Opener) {
 	t.Run("failed attempts back off and reset on delivery", func(t *testing.T) {
 		h := newHarness(t, open)
 		h.enqueue(statusMsg("k", th, "queued"))
-		require.NoError(t, h.s.MarkFailed(h.ctx, "k", "rate limited", at(time.Minute), false))
-		require.NoError(t, h.s.MarkFailed(h.ctx, "k", "timeout", at(2*time.Minute), false))
+		require.NoError(t, h.markFailed("k", "rate limited", at(time.Minute), false))
+		require.NoError(t, h.markFailed("k", "timeout", at(2*time.Minute), false))
 		m := h.outbox("k")
 		require.Equal(t, 2, m.Attempts)
 		require.Equal(t, "timeout", m.LastError)
@@ -258,7 +268,7 @@ func testOutbox(t *testing.T, open Opener) {
 		require.Empty(t, h.due(at(time.Minute), 10))
 		require.Equal(t, []string{"k"}, h.due(at(2*time.Minute), 10))
 
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "k", 2, "ts-1", at(2*time.Minute), at(2*time.Minute)))
+		require.NoError(t, h.markDelivered("k", 2, "ts-1", at(2*time.Minute), at(2*time.Minute)))
 		m = h.outbox("k")
 		require.Zero(t, m.Attempts)
 		require.Empty(t, m.LastError)
@@ -268,7 +278,7 @@ func testOutbox(t *testing.T, open Opener) {
 		h := newHarness(t, open)
 		h.enqueue(statusMsg("k", th, "queued"))
 		h.enqueue(statusMsg("live", th, "x"))
-		require.NoError(t, h.s.MarkFailed(h.ctx, "k", "channel_not_found", at(time.Minute), true))
+		require.NoError(t, h.markFailed("k", "channel_not_found", at(time.Minute), true))
 		m := h.outbox("k")
 		require.True(t, m.Dead)
 		require.False(t, m.Pending())
@@ -294,8 +304,8 @@ func testOutbox(t *testing.T, open Opener) {
 		h.enqueue(statusMsg("x", other, "x"))
 		h.enqueue(statusMsg("b", th, "b"))
 		h.enqueue(statusMsg("c", th, "c"))
-		require.NoError(t, h.s.MarkDelivered(h.ctx, "b", 1, "r", epoch(), epoch()))
-		require.NoError(t, h.s.MarkFailed(h.ctx, "c", "gone", epoch(), true))
+		require.NoError(t, h.markDelivered("b", 1, "r", epoch(), epoch()))
+		require.NoError(t, h.markFailed("c", "gone", epoch(), true))
 		h.enqueue(statusMsg("a", th, "a2"))
 
 		msgs, err := h.s.ListOutbox(h.ctx, th.Key())
@@ -317,8 +327,8 @@ func testOutbox(t *testing.T, open Opener) {
 		h := newHarness(t, open)
 		_, err := h.s.GetOutbox(h.ctx, "nope")
 		requireCode(t, bot.ENOTFOUND, err)
-		requireCode(t, bot.ENOTFOUND, h.s.MarkDelivered(h.ctx, "nope", 1, "r", epoch(), epoch()))
-		requireCode(t, bot.ENOTFOUND, h.s.MarkFailed(h.ctx, "nope", "x", epoch(), false))
+		requireCode(t, bot.ENOTFOUND, h.markDelivered("nope", 1, "r", epoch(), epoch()))
+		requireCode(t, bot.ENOTFOUND, h.markFailed("nope", "x", epoch(), false))
 		_, err = h.s.Enqueue(h.ctx, bot.OutboxMessage{Thread: th, Text: "no key"})
 		requireCode(t, bot.EINVALID, err)
 	})

@@ -61,6 +61,18 @@ func testQueue(t *testing.T, open Opener) {
 		require.Equal(t, []string{a1.ID, a2.ID, a3.ID}, first.Job.WorkItemIDs, "arrival order")
 		require.Equal(t, []string{a1.ID, a2.ID, a3.ID}, ids(first.WorkItems))
 		require.Len(t, first.Job.DispatchIDs, 3)
+		require.Equal(t, []string{a3.ID, a2.ID, a1.ID}, ids(h.list(bot.WorkItemFilter{Job: first.Job.ID})), "a job's work items, newest first")
+		require.Equal(t, []string{a3.ID, a2.ID}, ids(h.list(bot.WorkItemFilter{Job: first.Job.ID, Limit: 2})))
+		page, next, err := h.s.ListWorkItems(h.ctx, bot.WorkItemFilter{Job: first.Job.ID, Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, page, 2)
+		page, next, err = h.s.ListWorkItems(h.ctx, bot.WorkItemFilter{Job: first.Job.ID, Limit: 2, Cursor: next})
+		require.NoError(t, err)
+		require.Equal(t, []string{a1.ID}, ids(page))
+		require.Empty(t, next)
+		require.Empty(t, h.list(bot.WorkItemFilter{Job: first.Job.ID, Status: bot.StatusDone}))
+		_, _, err = h.s.ListWorkItems(h.ctx, bot.WorkItemFilter{Job: "job_999"})
+		requireCode(t, bot.ENOTFOUND, err)
 		for _, wi := range first.WorkItems {
 			require.Equal(t, bot.StatusRunning, wi.Status)
 		}

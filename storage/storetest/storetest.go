@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"Deliveries", testDeliveries},
 		{"Paging", testPaging},
 		{"Outbox", testOutbox},
+		{"Counts", testCounts},
 		{"Schedules", testSchedules},
 		{"Ledger", testLedger},
 		{"Budgets", testBudgets},

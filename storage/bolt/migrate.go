@@ -1,0 +1,103 @@
+package bolt
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// bucketOutboxPendingV1 was the pending outbox index of schema 1 (seq →
+// key), replaced by the index by destination.
+const bucketOutboxPendingV1 = "outbox_pending"
+
+// migrate brings a file of schema version from up to SchemaVersion, inside
+// the transaction that creates the buckets it lacked.
+func (t txn) migrate(from uint64) error {
+	if from < 2 {
+		if err := t.migrateV2(); err != nil {
+			return fmt.Errorf("migrate to schema 2: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrateV2 fills what schema 2 adds: the outbox's index by seq and its
+// pending index by destination, the counters, and running jobs' leases in
+// jobs_active. Jobs keep their id lists in their records, where they are
+// still read.
+func (t txn) migrateV2() error {
+	if t.bucket(bucketOutboxPendingV1) != nil {
+		if err := t.tx.DeleteBucket([]byte(bucketOutboxPendingV1)); err != nil {
+			return err
+		}
+	}
+	err := t.bucket(bucketOutbox).ForEach(func(k, v []byte) error {
+		var m bot.OutboxMessage
+		if err := json.Unmarshal(v, &m); err != nil {
+			return fmt.Errorf("decode outbox/%s: %w", k, err)
+		}
+		if err := t.bucket(bucketOutboxBySeq).Put(seqKey(m.Seq), k); err != nil {
+			return err
+		}
+		if m.Pending() {
+			dest := m.Thread.Destination()
+			if err := t.bucket(bucketOutboxPending).Put(indexKey(dest, m.Seq), k); err != nil {
+				return err
+			}
+			if err := t.add(counterOutboxPending, 1); err != nil {
+				return err
+			}
+			if err := t.add(pendingAt(dest), 1); err != nil {
+				return err
+			}
+		}
+		if m.Dead {
+			return t.add(counterOutboxDead, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = t.bucket(bucketDispatches).ForEach(func(k, v []byte) error {
+		var d bot.Dispatch
+		if err := json.Unmarshal(v, &d); err != nil {
+			return fmt.Errorf("decode dispatch %x: %w", k, err)
+		}
+		if name := dispatchCounter(d.Status); name != "" {
+			return t.add(name, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	type lease struct {
+		unit, value []byte
+	}
+	var leases []lease
+	err = t.bucket(bucketActive).ForEach(func(k, v []byte) error {
+		if len(v) != 8 {
+			return nil
+		}
+		j, err := t.jobAt(v)
+		if err != nil {
+			return err
+		}
+		if j == nil {
+			return fmt.Errorf("jobs_active names job_%d, which does not exist", seqOf(v))
+		}
+		leases = append(leases, lease{append([]byte(nil), k...), activeValue(seqOf(v), j.LeaseExpires)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if err := t.bucket(bucketActive).Put(l.unit, l.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
