@@ -19,8 +19,15 @@ test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 # Benchmarks print their figures as ratios against a baseline measured in the
-# same run; see bench/README.md.
+# same run; see bench/doc.go. The GitHub intake benchmark also runs a Node
+# peer (bench/peer), installed here from its lock file when node and npm are
+# on PATH; without them it says it skipped the peer.
 bench:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix bench/peer --no-audit --no-fund --loglevel=error || echo "bench: npm ci in bench/peer failed: the Node peer is skipped"; \
+	else \
+		echo "bench: node and npm are not on PATH: the Node peer is skipped (install Node.js 20 or later to compare with it)"; \
+	fi
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
 
 lint:

@@ -158,8 +158,12 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.opts.Poll)
 	defer t.Stop()
 	for {
-		if _, err := d.deliverDue(ctx, context.WithoutCancel(ctx), true); err != nil && ctx.Err() == nil {
+		n, err := d.deliverDue(ctx, context.WithoutCancel(ctx), true)
+		if err != nil && ctx.Err() == nil {
 			d.opts.Logger.LogAttrs(ctx, slog.LevelError, "outbox delivery", slog.String("error", err.Error()))
+		}
+		if n > 0 && err == nil && ctx.Err() == nil {
+			continue // a round that tried something: more may be due
 		}
 		select {
 		case <-ctx.Done():

@@ -68,8 +68,10 @@ type Client struct {
 }
 
 // lookupRetry is how long a failed installation lookup is answered from
-// memory.
-const lookupRetry = 30 * time.Second
+// memory: long enough that a burst of deliveries, permission checks or
+// tool calls for a repository asks once, short enough that a destination
+// coming back (the deliverer tries it after 1 s, 2 s, 4 s …) is noticed.
+const lookupRetry = 5 * time.Second
 
 type failedLookup struct {
 	err   error

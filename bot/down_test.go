@@ -1,0 +1,208 @@
+package bot_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// downSink is a platform that can be unreachable, per account.
+type downSink struct {
+	mu        sync.Mutex
+	down      map[string]bool // owner → unreachable
+	tries     map[string]int  // key → deliveries tried
+	delivered map[string]int  // key → deliveries that went through
+}
+
+func newDownSink() *downSink {
+	return &downSink{down: map[string]bool{}, tries: map[string]int{}, delivered: map[string]int{}}
+}
+
+func (s *downSink) Deliver(_ context.Context, m bot.OutboxMessage) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tries[m.Key]++
+	if s.down[m.Thread.Owner] {
+		return "", errors.New("dial tcp: connection refused")
+	}
+	s.delivered[m.Key]++
+	return "r-" + m.Key, nil
+}
+
+func (s *downSink) setDown(owner string, down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down[owner] = down
+}
+
+func (s *downSink) totals() (tries int, delivered map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.tries {
+		tries += n
+	}
+	out := map[string]int{}
+	for k, n := range s.delivered {
+		out[k] = n
+	}
+	return tries, out
+}
+
+// logLines counts what a test's deliverer logs, by level.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) at(level string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, "level="+level+" ") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// An account whose platform is down: after three failures in a row its
+// messages wait, attempts uncounted, while one is tried at 1 s, 2 s, 4 s …;
+// another account's messages go on; one warning when it goes down, one line
+// when it is back, and then every message is delivered once.
+func TestADestinationThatIsDownWaitsWithOneSharedBackoff(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	sink := newDownSink()
+	sink.setDown("acme", true)
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	logs := &logLines{}
+	metrics := bot.NewMetrics(prometheus.NewRegistry())
+	d := bot.NewDeliverer(bot.DelivererOptions{
+		Store: store, Sinks: map[string]bot.Sink{bot.SourceGitHub: sink}, Metrics: metrics,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Now:    func() time.Time { return now },
+	})
+	const waiting = 40
+	for i := range waiting {
+		for _, owner := range []string{"acme", "beta"} {
+			th := bot.GitHubThread(owner, "api", i+1)
+			_, err := store.Enqueue(ctx, bot.OutboxMessage{
+				Key: fmt.Sprintf("%s/wi_%d/reaction/eyes", owner, i), Thread: th, WorkItemID: fmt.Sprintf("%s-wi_%d", owner, i),
+				Kind: bot.OutboxReaction, Reaction: bot.ReactionSeen, Target: "issue:1",
+			})
+			require.NoError(t, err)
+		}
+	}
+
+	_, err := d.DeliverDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"github/acme": "dial tcp: connection refused"}, d.Down())
+	require.Equal(t, 0.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/acme")))
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/beta")))
+	tries, delivered := sink.totals()
+	require.Len(t, delivered, waiting, "beta's messages went out")
+	acmeTries := tries - waiting
+	require.LessOrEqual(t, acmeTries, 8+3, "a round stops trying once three failed in a row")
+	n, err := store.OutboxWaiting(ctx, "github/acme")
+	require.NoError(t, err)
+	require.Equal(t, waiting, n)
+	for i := range waiting {
+		m, err := store.GetOutbox(ctx, fmt.Sprintf("acme/wi_%d/reaction/eyes", i))
+		require.NoError(t, err)
+		require.Zero(t, m.Attempts, "the platform's failures are not the message's")
+	}
+
+	// While it is down: nothing until its time, then one message a try.
+	for _, step := range []time.Duration{500 * time.Millisecond, 600 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second} {
+		before, _ := sink.totals()
+		now = now.Add(step)
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		after, _ := sink.totals()
+		require.LessOrEqual(t, after-before, 1, "at most one try a round while down")
+	}
+	tries, _ = sink.totals()
+	require.Less(t, tries-waiting-acmeTries, 5, "1 s, 2 s, 4 s: three tries in 8 s")
+	require.Len(t, logs.at("WARN"), 1, "one warning")
+	require.Contains(t, logs.at("WARN")[0], "github/acme is down")
+	require.Contains(t, logs.at("WARN")[0], fmt.Sprintf("waiting=%d", waiting))
+
+	// Flushing at shutdown does not wait for it.
+	flushed := make(chan error, 1)
+	go func() { flushed <- d.Flush(ctx) }()
+	select {
+	case err := <-flushed:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Second):
+		t.Fatal("flush waited for a destination that is down")
+	}
+
+	// Back: the next try goes through and the rest follows, once each.
+	sink.setDown("acme", false)
+	infoBefore := len(logs.at("INFO"))
+	now = now.Add(30 * time.Second)
+	for range 5 {
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+	}
+	_, delivered = sink.totals()
+	require.Len(t, delivered, 2*waiting)
+	for k, n := range delivered {
+		require.Equal(t, 1, n, k)
+	}
+	require.Empty(t, d.Down())
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/acme")))
+	back := logs.at("INFO")[infoBefore:]
+	require.Len(t, back, 1, "one line when it is back")
+	require.Contains(t, back[0], "github/acme is back")
+	require.Len(t, logs.at("WARN"), 1)
+	pending, dead, err := store.OutboxPending(ctx)
+	require.NoError(t, err)
+	require.Zero(t, pending)
+	require.Zero(t, dead)
+}
+
+// A message that fails while its destination is up is retried on its own
+// backoff, its attempts counted, and never takes the destination down.
+func TestAMessageThatFailsAloneKeepsItsOwnBackoff(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	now := time.Now()
+	p := &orderSink{fail: map[string]int{"wi_1/status": 100}}
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: p}, Now: func() time.Time { return now }})
+	for i := range 5 {
+		enqueue(t, store, fmt.Sprintf("wi_%d/status", i+1), fmt.Sprintf("wi_%d", i+1), bot.OutboxStatus, "working")
+	}
+	for range 6 {
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		for i := 2; i <= 5; i++ {
+			enqueue(t, store, fmt.Sprintf("wi_%d/status", i), fmt.Sprintf("wi_%d", i), bot.OutboxStatus, fmt.Sprintf("at %s", now))
+		}
+		now = now.Add(time.Minute)
+	}
+	require.Empty(t, d.Down(), "the others went through")
+	m, err := store.GetOutbox(ctx, "wi_1/status")
+	require.NoError(t, err)
+	require.Equal(t, 6, m.Attempts)
+	require.False(t, m.Dead)
+}
