@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,11 +12,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	bbolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/integrations/local"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 // decideFunc routes every event with a function; the router has its own
@@ -38,27 +37,11 @@ func (f runnerFunc) Run(ctx context.Context, req bot.RunRequest, p bot.Progress)
 }
 
 // openStore opens the real store in dir; when the test ends it closes it
-// and checks the file's consistency (tx.Check). A test may close the store
-// itself to reopen the directory.
+// and checks the file's consistency. A test may close the store itself to
+// reopen the directory.
 func openStore(t *testing.T, dir string) *bolt.Store {
 	t.Helper()
-	path := filepath.Join(dir, "switchyard.db")
-	s, err := bolt.Open(context.Background(), path, bolt.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.Close()
-		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
-		require.NoError(t, err)
-		defer db.Close()
-		require.NoError(t, db.View(func(tx *bbolt.Tx) error {
-			var errs []error
-			for err := range tx.Check() {
-				errs = append(errs, err)
-			}
-			return errors.Join(errs...)
-		}), "consistency check of %s", path)
-	})
-	return s
+	return bolttest.Open(t, dir)
 }
 
 // core is the pipeline wired as the daemon wires it, on a real store.

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	bbolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/bot/admin"
@@ -21,29 +19,14 @@ import (
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 // openStore opens a store in a temporary directory and, when the test ends,
 // closes it and checks the file's consistency.
 func openStore(t *testing.T) *bolt.Store {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "switchyard.db")
-	s, err := bolt.Open(context.Background(), path, bolt.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, s.Close())
-		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
-		require.NoError(t, err)
-		defer db.Close()
-		require.NoError(t, db.View(func(tx *bbolt.Tx) error {
-			var errs []error
-			for err := range tx.Check() {
-				errs = append(errs, err)
-			}
-			return errors.Join(errs...)
-		}), "consistency check of %s", path)
-	})
-	return s
+	return bolttest.Open(t, t.TempDir())
 }
 
 func newRouter(t *testing.T) *bot.Router {
