@@ -102,7 +102,7 @@ func TestSIGHUPChangesRoutingWithoutARestart(t *testing.T) {
 	require.Contains(t, log, `level=ERROR msg="config problem: config.yaml:4: routing.rules[0].agent: unknown agent \"nobody\""`)
 	require.Contains(t, log, `level=INFO msg="config reloaded" config=config.yaml changed=routing.rules`)
 	require.Contains(t, log, `level=WARN msg="config changes that take effect at the next start: workers; until then their old values stay in effect"`)
-	require.Regexp(t, `(?m)msg="job started" .*work_items=wi_\d+$`, log, "a list of ids in words, not as a Go slice")
+	require.Regexp(t, `(?m)msg="job started" .*work_item=wi_\d+ requests=1$`, log, "the job's lead work item and how many it runs, not a list of ids")
 }
 
 func mustRead(t *testing.T, file string) string {
