@@ -3,8 +3,8 @@
 # non-root user, with its data on a volume. The base is not distroless
 # because agents need what their tools run: bash for the shell tool, git for
 # checkouts and pushes, bubblewrap for the sandbox (it needs unprivileged
-# user namespaces in the container; without them bash runs as a plain
-# process with limits and a warning at start).
+# user namespaces in the container; without them bash and command tools are
+# refused, with an ERROR at start saying why).
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

@@ -214,5 +214,8 @@ func (d *Daemon) sandboxOptions(cfg *config.Config) sandbox.Options {
 		}
 	}
 	opts.Hide = hide
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(cfg.DataDir, "sandbox")
+	}
 	return opts
 }

@@ -87,8 +87,19 @@ func (c *checker) assignedName(inv *invocation, w word) bool {
 }
 
 func readVarsHandler() handler {
-	t := optSpec{short: "adinNptuCcsOe", flags: "ersT"}.compile()
+	// read and mapfile spell their options alike but differ in which take
+	// a value (read -s and mapfile -t take none): read as the other, the
+	// name a flag is followed by would pass for that option's value,
+	// unchecked.
+	// An option neither knows takes no value, so the word after it is
+	// checked as a name.
+	readOpts := optSpec{short: "adinNptu", flags: "ers"}.compile()
+	mapfileOpts := optSpec{short: "dnOsuCc", flags: "t"}.compile()
 	return func(c *checker, inv *invocation) cwds {
+		t := readOpts
+		if inv.name != "read" {
+			t = mapfileOpts
+		}
 		opts, pos := parseOpts(inv.argv[1:], t)
 		if inv.name != "read" && hasOpt(opts, "-C") {
 			// mapfile -C runs its callback as shell code.
@@ -252,6 +263,10 @@ func unsetHandler(c *checker, inv *invocation) cwds {
 			f.sure = false
 		}
 		if base, _, _ := strings.Cut(w.s, "["); w.lit && !functions {
+			if sandboxVar(base) {
+				c.sandboxVarDeny("unsetting " + base)
+				return inv.cwd
+			}
 			if classifyEnv(base) == envCd {
 				c.envDeny(base, "it changes where cd goes, which the policy must follow", 0)
 				return inv.cwd
@@ -703,6 +718,11 @@ func execHandler(c *checker, inv *invocation) cwds {
 		if args[i].s == "--" {
 			i++
 			break
+		}
+		if strings.Contains(args[i].s, "c") && !strings.HasPrefix(args[i].s, "--") {
+			// exec -c runs the command with an empty environment.
+			c.sandboxVarDeny("exec -c, which clears the environment,")
+			return inv.cwd
 		}
 		if args[i].s == "-a" {
 			i++

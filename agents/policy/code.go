@@ -122,14 +122,19 @@ func (c *checker) arithVars(x syntax.ArithmExpr, cwd cwds) {
 		case *syntax.CmdSubst, *syntax.ProcSubst:
 			return false
 		case *syntax.BinaryArithm:
-			if y.Op == syntax.Assgn {
-				if w, ok := y.X.(*syntax.Word); ok && len(w.Parts) == 1 {
-					if l, ok := w.Parts[0].(*syntax.Lit); ok {
-						c.arithVars(y.Y, cwd)
-						c.setClean(l.Value, true)
-						return false
-					}
+			if name, ok := arithName(y.X); ok && arithAssign(y.Op) {
+				if !c.numberAssign(name) {
+					return false
 				}
+				if y.Op == syntax.Assgn {
+					c.arithVars(y.Y, cwd)
+					c.setClean(name, true)
+					return false
+				}
+			}
+		case *syntax.UnaryArithm:
+			if name, ok := arithName(y.X); ok && (y.Op == syntax.Inc || y.Op == syntax.Dec) && !c.numberAssign(name) {
+				return false
 			}
 		case *syntax.Word:
 			c.arithWord(y, cwd)
@@ -137,6 +142,38 @@ func (c *checker) arithVars(x syntax.ArithmExpr, cwd cwds) {
 		}
 		return true
 	})
+}
+
+// arithName returns the variable an arithmetic operand names, when it is a
+// plain name.
+func arithName(x syntax.ArithmExpr) (string, bool) {
+	w, ok := x.(*syntax.Word)
+	if !ok || len(w.Parts) != 1 {
+		return "", false
+	}
+	l, ok := w.Parts[0].(*syntax.Lit)
+	if !ok || !validName(l.Value) {
+		return "", false
+	}
+	return l.Value, true
+}
+
+// arithAssign reports the operators that assign to their left operand.
+func arithAssign(op syntax.BinAritOperator) bool {
+	switch op {
+	case syntax.Assgn, syntax.AddAssgn, syntax.SubAssgn, syntax.MulAssgn, syntax.QuoAssgn, syntax.RemAssgn,
+		syntax.AndAssgn, syntax.OrAssgn, syntax.XorAssgn, syntax.ShlAssgn, syntax.ShrAssgn, syntax.PowAssgn:
+		return true
+	}
+	return false
+}
+
+// numberAssign checks a variable a construct sets to a number: arithmetic
+// (let, (( )), $(( ))), a descriptor variable ({fd}>file), a coprocess's
+// name. A number is a name too: PATH=0 finds programs in a directory 0.
+func (c *checker) numberAssign(name string) bool {
+	base, _, _ := strings.Cut(name, "[")
+	return c.envAssign(base, word{number: true, dyn: "a number", src: name}, true, false)
 }
 
 // arithWord checks one operand of an arithmetic expression.
@@ -468,7 +505,12 @@ func (c *checker) assign(a *syntax.Assign, cwd cwds, exported, integer bool) {
 		hasVal, val = true, word{lit: true}
 	}
 	if a.Naked && a.Value == nil && a.Array == nil {
-		// declare NAME: keeps the value it had.
+		// declare NAME: keeps the value it had, but local, +x and -n
+		// unset, unexport or redirect it.
+		if sandboxVar(target) {
+			c.sandboxVarDeny("declaring " + target)
+			return
+		}
 		if exported {
 			c.envAssign(target, word{lit: true}, false, true)
 		}
@@ -585,6 +627,11 @@ func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 			continue
 		}
 		name := a.Name.Value
+		if sandboxVar(name) && a.Naked {
+			// local, +x and -n unset, unexport or redirect it.
+			c.sandboxVarDeny("declaring " + name)
+			return
+		}
 		if assoc || integer {
 			v := c.vals[name]
 			if c.vals == nil {

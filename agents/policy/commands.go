@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"slices"
 	"strings"
 )
@@ -582,7 +583,7 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 		if !c.need(inv, pRead) {
 			return inv.cwd
 		}
-		if inv.name == "ack" && !c.homeConfig(inv, ".ackrc") {
+		if inv.name == "ack" && !c.projectConfig(inv, ".ackrc") {
 			return inv.cwd
 		}
 		tree := hasOpt(opts, "-r", "-R", "--recursive", "--dereference-recursive") || inv.name == "rg" || inv.name == "ag" || inv.name == "ack"
@@ -611,17 +612,25 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 	}
 }
 
-// homeConfig refuses, for a profile without exec, a program that would
-// read a start-up file the workspace holds: the home directory is the
-// workspace, so a checked-out .gitconfig or .lesskey is the program's
-// configuration, and can make it run programs.
-func (c *checker) homeConfig(inv *invocation, files ...string) bool {
-	if c.perms.has(pExec) || inv.allowed || c.homeSet {
+// projectConfig refuses, for a profile without exec, a program that would
+// read a configuration file the workspace holds in the directory it runs
+// in or one above it (ack's .ackrc), which can make it run programs. Start-
+// up files in the home directory need no check: the sandbox's home is not
+// the workspace.
+func (c *checker) projectConfig(inv *invocation, files ...string) bool {
+	if c.perms.has(pExec) || inv.allowed {
 		return true
 	}
-	for _, f := range files {
-		if _, ok := c.stats.lstat(c.ws.home + "/" + f); ok {
-			return c.needBecause(inv, pExec, "the workspace holds "+f+", which "+inv.name+" reads as its configuration and which can make it run programs")
+	for _, dir := range inv.cwd {
+		for d := dir; ; d = path.Dir(d) {
+			for _, f := range files {
+				if _, ok := c.stats.lstat(d + "/" + f); ok {
+					return c.needBecause(inv, pExec, "the workspace holds "+f+", which "+inv.name+" reads as its configuration and which can make it run programs")
+				}
+			}
+			if _, in := c.ws.relative(d); !in || d == c.ws.real || d == c.ws.root || d == "/" {
+				break
+			}
 		}
 	}
 	return true
@@ -1089,7 +1098,7 @@ func lessHandler() handler {
 			}
 			c.scanCode(cmd, langEditor, inv.cwd)
 		}
-		if !c.need(inv, pRead) || !c.homeConfig(inv, ".lesskey", ".less", ".config/lesskey", ".config/less") {
+		if !c.need(inv, pRead) {
 			return inv.cwd
 		}
 		for _, w := range pos {
@@ -1155,7 +1164,7 @@ func manHandler() handler {
 				return inv.cwd
 			}
 		}
-		if !c.need(inv, pRead) || !c.homeConfig(inv, ".lesskey", ".less", ".config/lesskey", ".config/less", ".manpath") {
+		if !c.need(inv, pRead) {
 			return inv.cwd
 		}
 		if hasOpt(opts, "-l", "--local-file") {

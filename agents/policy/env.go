@@ -111,6 +111,25 @@ func noopCommand(v string) bool {
 	return false
 }
 
+// sandboxVar reports a variable the sandbox sets for every command: the
+// home, which is not the workspace, and git's global configuration, which
+// keeps git off a bare repository it comes upon. No command may change,
+// unexport or remove them, whatever its profile: the workspace would
+// configure the programs it runs again.
+func sandboxVar(name string) bool {
+	switch name {
+	case "HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM":
+		return true
+	}
+	return false
+}
+
+// sandboxVarDeny refuses what a command would do to the variables the
+// sandbox sets ("setting HOME", "env -i").
+func (c *checker) sandboxVarDeny(what string) {
+	c.denyf("shell:sandbox-environment", "%s is not allowed: the sandbox sets HOME, GIT_CONFIG_GLOBAL and GIT_CONFIG_NOSYSTEM so that no file in the workspace configures the programs a command runs", what)
+}
+
 // envDeny refuses setting a variable.
 func (c *checker) envDeny(name, why string, missing perms) {
 	if missing != 0 {
@@ -141,6 +160,10 @@ func (c *checker) sensitiveAssign(name string, exported bool) bool {
 // reports whether the check may go on.
 func (c *checker) envAssign(name string, val word, hasVal, exported bool) bool {
 	if c.deny != nil {
+		return false
+	}
+	if sandboxVar(name) && !(name == "GIT_CONFIG_NOSYSTEM" && hasVal && val.lit && val.s == "1") {
+		c.sandboxVarDeny("setting " + name)
 		return false
 	}
 	class := classifyEnv(name)
@@ -217,6 +240,9 @@ func (c *checker) envAssign(name string, val word, hasVal, exported bool) bool {
 				acc = accWrite
 			}
 			c.envPathValue(name, val, acc)
+			if name == "GIT_DIR" || name == "GIT_COMMON_DIR" {
+				c.gitDirConfig(val, c.curDirs)
+			}
 		}
 		return c.deny == nil
 	case envShell:
@@ -230,11 +256,6 @@ func (c *checker) envAssign(name string, val word, hasVal, exported bool) bool {
 				return false
 			}
 			c.pathSet = true
-		case "HOME":
-			if !c.envNeed(name, "programs read their configuration from it", pExec|pCI) {
-				return false
-			}
-			c.homeSet = true
 		}
 		return true
 	}

@@ -192,6 +192,31 @@ func gitGlobal(args []word) (gitGlobals, []word) {
 	return g, args[i:]
 }
 
+// gitDirConfig checks, for a profile with command rules, the configuration
+// of a repository git is pointed at with --git-dir or GIT_DIR: the
+// commands it sets (diff.external, core.pager, an alias) run as git's, and
+// the workspace may hold such a repository with any config in it. It is
+// scanned as code the policy does not parse.
+func (c *checker) gitDirConfig(d word, cwd cwds) {
+	if len(c.p.denyCmds) == 0 && len(c.p.approvalCmds) == 0 || !d.lit || c.deny != nil {
+		return
+	}
+	cfg := litWord(strings.TrimRight(d.s, "/") + "/config")
+	switch prog := c.fileText(cfg, cwd); prog.kind {
+	case progText:
+		c.scanCode(prog.text, langCode, cwd)
+	case progHidden:
+		c.denyf("shell:git-config", "git with the repository %s is not allowed: its config is %s, and may set commands the rules of profile %q would refuse", d.source(), prog.text, c.p.Name)
+	default:
+		for _, dir := range cwd {
+			if _, exists := c.stats.lstat(c.resolve(dir, cfg.s).abs); exists {
+				c.denyf("shell:git-config", "git with the repository %s is not allowed: the policy cannot read its config, which may set commands the rules of profile %q would refuse", d.source(), c.p.Name)
+				return
+			}
+		}
+	}
+}
+
 // gitCanonical is the subcommand git's other name for a command stands
 // for: its old names, and send-pack, the plumbing under git push, which
 // the rules for git push must catch too.
@@ -292,9 +317,14 @@ func gitHandler() handler {
 		inv = c.invocation(invocation{name: inv.name, argv: inv.argv, cwd: cwd, sub: inv.sub, allowed: inv.allowed})
 		for _, d := range g.gitDir {
 			c.usePath(inv, d, pathUse{acc: accRead})
-			if d.lit && path.Base(strings.TrimRight(d.s, "/")) != ".git" && !strings.HasSuffix(d.s, "/.git/") &&
-				!c.needBecause(inv, pExec, "--git-dir makes git read configuration from another repository, which can run programs") {
-				return inv.cwd
+			if d.lit && path.Base(strings.TrimRight(d.s, "/")) != ".git" && !strings.HasSuffix(d.s, "/.git/") {
+				if !c.needBecause(inv, pExec, "--git-dir makes git read configuration from another repository, which can run programs") {
+					return inv.cwd
+				}
+				c.gitDirConfig(d, cwd)
+				if c.deny != nil {
+					return inv.cwd
+				}
 			}
 		}
 		for _, d := range g.workTree {
@@ -357,9 +387,6 @@ func gitHandler() handler {
 			return inv.cwd
 		}
 		args := rest[1:]
-		if !c.homeConfig(inv, ".gitconfig", ".config/git/config", ".config/git/attributes") {
-			return inv.cwd
-		}
 		if t, ok := readTables[sub]; ok && gitSubclass(sub) == gitRead {
 			return gitReadSub(c, inv, sub, args, t)
 		}

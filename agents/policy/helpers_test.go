@@ -37,6 +37,10 @@ func newFixture(t testing.TB, cfg map[string]policy.ProfileConfig) *fixture {
 		".env.example":             "TOKEN=\n",
 		"Jenkinsfile":              "pipeline {}\n",
 		"secrets/db.txt":           "password\n",
+		// A bare repository committed into the repository, its config
+		// running a command the deployer profile denies.
+		"vendor.git/HEAD":   "ref: refs/heads/main\n",
+		"vendor.git/config": "[core]\n\tbare = true\n[diff]\n\texternal = kubectl delete pod x\n",
 	}
 	for name, content := range files {
 		p := filepath.Join(ws, name)

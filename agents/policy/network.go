@@ -46,7 +46,7 @@ func curlHandler() handler {
 				}
 			}
 		}
-		if !c.need(inv, need) || !c.homeConfig(inv, ".curlrc", ".config/curlrc") {
+		if !c.need(inv, need) {
 			return inv.cwd
 		}
 		for _, o := range opts {
@@ -116,7 +116,7 @@ func wgetHandler() handler {
 				return inv.cwd
 			}
 		}
-		if !c.need(inv, need) || !c.homeConfig(inv, ".wgetrc") {
+		if !c.need(inv, need) {
 			return inv.cwd
 		}
 		dest := litWord(".")
@@ -223,9 +223,6 @@ func sshHandler() handler {
 			if c.deny != nil {
 				return inv.cwd
 			}
-		}
-		if !c.homeConfig(inv, ".ssh/config") {
-			return inv.cwd
 		}
 		c.ruleScanWords(args[min(i+1, len(args)):])
 		return inv.cwd

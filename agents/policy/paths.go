@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/switchyard/switchyard/agents/sandbox"
 )
 
 // workspace is the directory a run is confined to, with its real path
@@ -17,7 +19,7 @@ import (
 type workspace struct {
 	root string // absolute and clean, as configured
 	real string // root with symbolic links resolved
-	home string // what ~ means: the workspace, as the bash tool sets HOME
+	home string // what ~ means: the sandbox's home, never the workspace
 	// dirs remembers the listings walks for links read, while their
 	// directories stay unchanged.
 	dirs *listings
@@ -35,7 +37,7 @@ func newWorkspace(dir string) (*workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", dir, err)
 	}
-	return &workspace{root: abs, real: real, home: real, dirs: newListings()}, nil
+	return &workspace{root: abs, real: real, home: sandbox.Home, dirs: newListings()}, nil
 }
 
 // resolved is a path as the kernel would reach it.
@@ -51,6 +53,11 @@ type resolved struct {
 	special bool
 	// network is bash's /dev/tcp or /dev/udp.
 	network bool
+	// home is in the sandbox's home directory, which holds nothing of the
+	// host's: it is not looked up on the host, may be read and may not be
+	// written (a start-up file written there would configure what runs
+	// next).
+	home bool
 }
 
 // maxLinks bounds the symbolic links followed for one path, as the kernel
@@ -102,6 +109,9 @@ func (w *workspace) resolveWith(stats statCache, links map[string]string, cwd, p
 		return r
 	case strings.HasPrefix(clean, "/dev/tcp/") || strings.HasPrefix(clean, "/dev/udp/"):
 		r.network, r.abs = true, clean
+		return r
+	case clean == w.home || under(clean, w.home):
+		r.home, r.abs = true, clean
 		return r
 	}
 	lexIn := w.within(filepath.Clean(p))
@@ -455,6 +465,10 @@ func (p *Profile) checkPath(r resolved, u pathUse, grant perms) (d *pathDenial, 
 		if !p.perms.has(pNetwork) {
 			return &pathDenial{rule: "path:network", reason: fmt.Sprintf("%q opens a network connection, and the profile has no network access", r.raw)}, false
 		}
+		return nil, false
+	case r.home && u.acc == accWrite:
+		return &pathDenial{rule: "path:home", reason: fmt.Sprintf("writing %q is not allowed: it is in the home directory, where a file configures the programs that run after it", r.raw)}, false
+	case r.home:
 		return nil, false
 	case r.escaped:
 		return &pathDenial{rule: "path:symlink-escape", reason: fmt.Sprintf("%s %q is not allowed: it leads outside the workspace through a symbolic link (to %s)", u.acc.verb(), r.raw, r.abs)}, false

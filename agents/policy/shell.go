@@ -92,10 +92,10 @@ type checker struct {
 	// cannot see (an archive extracted, a tree with links copied): paths
 	// under them are refused for the rest of the script.
 	murky []string
-	// homeSet, pathSet and ifsSet say the script assigned HOME (so ~ is
-	// no longer known), PATH (so command names may run other programs) or
-	// IFS (so an expansion splits where the policy does not know).
-	homeSet, pathSet, ifsSet bool
+	// pathSet and ifsSet say the script assigned PATH (so command names
+	// may run other programs) or IFS (so an expansion splits where the
+	// policy does not know). HOME it may not assign.
+	pathSet, ifsSet bool
 	// lenient counts the checks of code the policy reads only
 	// approximately (a script file run by a profile with exec, command
 	// lines found in another language's strings): there only the
@@ -138,7 +138,7 @@ func (c *checker) reset() {
 	c.depth, c.steps, c.cond, c.lenient, c.valGen, c.nextScope = 0, 0, 0, 0, 0, 0
 	clear(c.scopes)
 	c.scopes = c.scopes[:0]
-	c.stdin, c.homeSet, c.pathSet, c.ifsSet = nil, false, false, false
+	c.stdin, c.pathSet, c.ifsSet = nil, false, false
 	c.posArgs, c.posKnown = nil, false
 	c.deny, c.approval, c.used, c.outside = nil, nil, 0, false
 }
@@ -482,7 +482,10 @@ func (c *checker) command(cmd syntax.Command, cwd cwds) (succ, all cwds) {
 		defer c.leave()
 		if x.Name != nil {
 			c.subst(x.Name, cwd)
-			c.nameWord(c.expandOne(x.Name), "coproc", cwd)
+			// coproc NAME sets NAME to its descriptors' numbers.
+			if w := c.expandOne(x.Name); c.nameWord(w, "coproc", cwd) && !c.numberAssign(w.s) {
+				return cwd, cwd
+			}
 		}
 		c.stmt(x.Stmt, cwd)
 		return cwd, cwd
@@ -622,6 +625,13 @@ func (c *checker) redirect(r *syntax.Redirect, cwd cwds) {
 	if r.Hdoc != nil {
 		c.subst(r.Hdoc, cwd)
 	}
+	if r.N != nil && !isDigits(r.N.Value) {
+		// {fd}>file assigns a descriptor number to a variable.
+		c.nameArg(r.N.Value, "redirection", cwd)
+		if !c.numberAssign(strings.Trim(r.N.Value, "{}")) {
+			return
+		}
+	}
 	var acc access
 	switch r.Op {
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
@@ -641,10 +651,6 @@ func (c *checker) redirect(r *syntax.Redirect, cwd cwds) {
 	default:
 		// Here-documents and here-strings read no file.
 		return
-	}
-	if r.N != nil && !isDigits(r.N.Value) {
-		// {fd}>file assigns a descriptor number to a variable.
-		c.nameArg(r.N.Value, "redirection", cwd)
 	}
 	inv := c.invocation(invocation{name: "redirection", cwd: cwd})
 	ws := c.expand(r.Word)

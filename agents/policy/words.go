@@ -269,9 +269,7 @@ func (c *checker) paramText(p *syntax.ParamExp) (string, bool) {
 	}
 	switch name {
 	case "HOME":
-		if !c.homeSet {
-			return c.ws.home, true
-		}
+		return c.ws.home, true
 	case "PWD":
 		if len(c.curDirs) == 1 {
 			return c.curDirs[0], true
@@ -297,10 +295,6 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 			if i == 0 && strings.HasPrefix(v, "~") {
 				if name, _, _ := strings.Cut(v[1:], "/"); name != "" {
 					notLit("a tilde expansion of another user's home or of a directory stack entry")
-					continue
-				}
-				if c.homeSet {
-					notLit("a tilde expansion of a $HOME the script changed")
 					continue
 				}
 				out.tilde = true

@@ -72,7 +72,12 @@ func envHandler() handler {
 		i := 0
 		for i < len(args) {
 			w := args[i]
-			if !w.lit || w.s == "-" || !strings.HasPrefix(w.s, "-") {
+			if w.lit && w.s == "-" {
+				// env - is env -i.
+				c.sandboxVarDeny("env -, which clears the environment,")
+				return inv.cwd
+			}
+			if !w.lit || !strings.HasPrefix(w.s, "-") {
 				break
 			}
 			if w.s == "--" {
@@ -86,6 +91,18 @@ func envHandler() handler {
 			i = next
 			for _, o := range opts {
 				switch o.name {
+				case "-i", "--ignore-environment":
+					c.sandboxVarDeny("env " + o.name + ", which clears the environment,")
+					return inv.cwd
+				case "-u", "--unset":
+					switch {
+					case o.val != nil && o.val.lit && sandboxVar(o.val.s):
+						c.sandboxVarDeny("unsetting " + o.val.s)
+						return inv.cwd
+					case o.val != nil && !o.val.lit:
+						c.denyf("shell:sandbox-environment", "env -u %s is not allowed: the policy cannot see which variable it unsets, and the sandbox's HOME and GIT_CONFIG_GLOBAL must stay", o.val.source())
+						return inv.cwd
+					}
 				case "-S", "--split-string":
 					if o.val == nil {
 						continue

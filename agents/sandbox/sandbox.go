@@ -21,6 +21,21 @@ const (
 	probeTimeout        = 10 * time.Second
 )
 
+// Home is the home directory of every command under bubblewrap: an empty
+// directory of the command's own in its private /tmp, gone when it ends.
+// The workspace is never the home, so a file checked out in it
+// (.gitconfig, .npmrc, .curlrc, .ssh/config, .bashrc …) configures no
+// program a command runs. It holds only git's global configuration,
+// read-only (see gitConfig).
+const Home = "/tmp/home"
+
+// gitConfig is git's global configuration for every command, which it
+// finds through GIT_CONFIG_GLOBAL: a bare repository git comes upon by
+// itself (one committed into the workspace, with a config that runs
+// programs) is not used unless named with --git-dir. The system's
+// configuration is not read (GIT_CONFIG_NOSYSTEM).
+const gitConfig = "[safe]\n\tbareRepository = explicit\n"
+
 // Mode says whether commands may run without the sandbox.
 type Mode string
 
@@ -59,7 +74,12 @@ type Options struct {
 	// data directory, its config file, its home, its credentials. The
 	// workspace stays visible even inside a hidden directory. Paths that
 	// do not exist are skipped; DefaultHidden are always added.
-	Hide   []string
+	Hide []string
+	// Dir is where the sandbox keeps its own files: git's configuration
+	// bound into every command and, with ModeNone, the commands' home.
+	// "" makes a temporary directory. The daemon's is in its data
+	// directory, out of the commands' sight.
+	Dir    string
 	Logger *slog.Logger
 }
 
@@ -121,6 +141,10 @@ type Sandbox struct {
 	bwrap  string
 	ok     bool
 	reason string
+	// dir is the daemon's own directory for the sandbox: the git
+	// configuration bound into every command, and with ModeNone the
+	// home commands share.
+	dir string
 }
 
 // New returns the Sandbox. Unless the mode is none it probes bubblewrap by
@@ -150,6 +174,14 @@ func New(ctx context.Context, opts Options) (*Sandbox, error) {
 	}
 	opts.Hide = append(slices.Clone(opts.Hide), DefaultHidden()...)
 	s := &Sandbox{opts: opts}
+	// Descriptors the daemon inherited (a supervisor's pipe or socket)
+	// would be inherited by every command too.
+	closeInheritedOnExec()
+	dir, err := makeStateDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	s.dir = dir
 	if opts.Mode == ModeNone {
 		s.reason = "sandbox.mode is none"
 		opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sandbox.mode is none: bash and command tools run without a sandbox, "+
@@ -252,7 +284,7 @@ func (s *Sandbox) Argv(spec Spec) (argv []string, dir string, err error) {
 		argv, err = s.bwrapArgv(spec, dir)
 		return argv, dir, err
 	case s.opts.Mode == ModeNone:
-		return s.shellArgv(spec), dir, nil
+		return s.shellArgv(spec, false), dir, nil
 	}
 	return nil, "", &UnavailableError{Reason: s.reason}
 }
@@ -260,8 +292,14 @@ func (s *Sandbox) Argv(spec Spec) (argv []string, dir string, err error) {
 // shellArgv runs spec in a shell that first sets the limits, then replaces
 // itself with the shell that runs the script, or with the program, so the
 // limits bind everything the command starts and it cannot raise them.
-func (s *Sandbox) shellArgv(spec Spec) []string {
+func (s *Sandbox) shellArgv(spec Spec, bwrap bool) []string {
 	var b strings.Builder
+	if !bwrap {
+		// Under bubblewrap the environment is set by --setenv.
+		for _, kv := range s.env(false) {
+			fmt.Fprintf(&b, "export %s=%s; ", kv[0], shellQuote(kv[1]))
+		}
+	}
 	limit := func(flag string, v int64) {
 		// Lower both limits to v, or to the hard limit where that is
 		// already lower.
@@ -305,6 +343,10 @@ func (s *Sandbox) bwrapArgv(spec Spec, ws string) ([]string, error) {
 			argv = append(argv, "--ro-bind", "/dev/null", h.path)
 		}
 	}
+	argv = append(argv, "--dir", Home, "--ro-bind", filepath.Join(s.dir, "gitconfig"), Home+"/.gitconfig")
+	for _, kv := range s.env(true) {
+		argv = append(argv, "--setenv", kv[0], kv[1])
+	}
 	for _, p := range spec.Expose {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			argv = append(argv, "--ro-bind", real, real)
@@ -329,7 +371,12 @@ func (s *Sandbox) bwrapArgv(spec Spec, ws string) ([]string, error) {
 		argv = append(argv, "--ro-bind", p, p)
 	}
 	argv = append(argv, "--chdir", ws, "--")
-	return append(argv, s.shellArgv(spec)...), nil
+	return append(argv, s.shellArgv(spec, true)...), nil
+}
+
+// shellQuote quotes s for the shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 type hiddenPath struct {
@@ -367,6 +414,59 @@ func (s *Sandbox) hidden() []hiddenPath {
 		}
 	}
 	return out
+}
+
+// makeStateDir makes the sandbox's own directory: the git configuration
+// of every command, read-only, and a home for commands run without
+// bubblewrap.
+func makeStateDir(dir string) (string, error) {
+	var err error
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "switchyard-sandbox-")
+	} else {
+		dir, err = filepath.Abs(dir)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o700)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("make its directory: %w", err)
+	}
+	// Written aside and renamed into place: the file is read-only, and a
+	// command may be reading the one there.
+	tmp, err := os.CreateTemp(dir, "gitconfig.*")
+	if err == nil {
+		_, err = tmp.WriteString(gitConfig)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(tmp.Name(), 0o444)
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), filepath.Join(dir, "gitconfig"))
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("write its git configuration: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
+		return "", fmt.Errorf("make its home: %w", err)
+	}
+	return dir, nil
+}
+
+// env is what the sandbox sets in every command's environment, over the
+// caller's: the home and git's configuration, under bubblewrap or not.
+func (s *Sandbox) env(bwrap bool) [][2]string {
+	home, gitcfg := Home, Home+"/.gitconfig"
+	if !bwrap {
+		home, gitcfg = filepath.Join(s.dir, "home"), filepath.Join(s.dir, "gitconfig")
+	}
+	return [][2]string{{"HOME", home}, {"GIT_CONFIG_GLOBAL", gitcfg}, {"GIT_CONFIG_NOSYSTEM", "1"}}
 }
 
 // String describes the sandbox for logs.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,4 +362,103 @@ func TestSandboxHidesWhereCredentialsLive(t *testing.T) {
 	out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: "ls -A /run/user /run/secrets /var/run/secrets /run/credentials 2>/dev/null | grep -v ':$' | grep -c . || true"})
 	require.NoError(t, err, out)
 	require.Equal(t, "0\n", out, "nothing of the host's runtime directories or secrets is visible")
+}
+
+// hostileCheckout makes a workspace as a repository an attacker wrote
+// would check out: start-up files that make programs run commands, and a
+// bare repository committed into it whose config runs a program on every
+// diff. Each of them would touch a file named pwned-… in the workspace.
+func hostileCheckout(t *testing.T) string {
+	t.Helper()
+	git := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	}
+	ws, src := t.TempDir(), t.TempDir()
+	real, err := filepath.EvalSymlinks(ws)
+	require.NoError(t, err)
+	git(src, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("a\n"), 0o644))
+	git(src, "add", "f")
+	git(src, "commit", "-qm", "one")
+	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), []byte("b\n"), 0o644))
+	git(src, "commit", "-qam", "two")
+	git(ws, "clone", "-q", "--bare", src, "vendor.git")
+	git(filepath.Join(ws, "vendor.git"), "config", "diff.external", "touch "+real+"/pwned-bare")
+	git(filepath.Join(ws, "vendor.git"), "config", "core.fsmonitor", "touch "+real+"/pwned-fsmonitor")
+	files := map[string]string{
+		".gitconfig":         "[alias]\n\tst = !touch " + real + "/pwned-alias\n[diff]\n\texternal = touch " + real + "/pwned-home-diff\n",
+		".config/git/config": "[alias]\n\tlg = !touch " + real + "/pwned-xdg\n",
+		".bashrc":            "touch " + real + "/pwned-bashrc\n",
+		".curlrc":            "output = " + real + "/pwned-curlrc\n",
+		"README.md":          "read me\n",
+	}
+	for name, content := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644))
+	}
+	git(ws, "init", "-q")
+	git(ws, "add", "-A")
+	git(ws, "commit", "-qm", "checkout")
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "README.md"), []byte("changed\n"), 0o644))
+	return ws
+}
+
+// TestRepositoryContentConfiguresNoProgram runs, in a workspace an
+// attacker's repository filled, the commands its files would hijack if the
+// workspace were the home or git used a bare repository it came upon: the
+// home is the sandbox's own and git refuses such a repository, so nothing
+// runs.
+func TestRepositoryContentConfiguresNoProgram(t *testing.T) {
+	requireBwrap(t)
+	ws := hostileCheckout(t)
+	none, err := sandbox.New(context.Background(), sandbox.Options{Mode: sandbox.ModeNone})
+	require.NoError(t, err)
+	bwrap, err := sandbox.New(context.Background(), sandbox.Options{})
+	require.NoError(t, err)
+	for name, s := range map[string]*sandbox.Sandbox{"bubblewrap": bwrap, "none": none} {
+		for _, script := range []string{
+			"git diff; git st; git lg; git status",
+			"git -C vendor.git diff HEAD~1 HEAD; cd vendor.git && git log -p -1 && git diff HEAD~1 HEAD",
+			"bash -i -c true </dev/null; curl --version >/dev/null",
+		} {
+			out, _ := run(t, s, sandbox.Spec{Workspace: ws, Script: script})
+			matches, err := filepath.Glob(filepath.Join(ws, "pwned-*"))
+			require.NoError(t, err)
+			require.Empty(t, matches, "%s: %s ran what the repository configured: %s", name, script, out)
+		}
+		out, err := run(t, s, sandbox.Spec{Workspace: ws, Script: `echo "$HOME"; git config --get safe.bareRepository; git config --show-scope --get-regexp 'alias\..*' || echo no-alias`})
+		require.NoError(t, err, out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		real, _ := filepath.EvalSymlinks(ws)
+		require.NotEqual(t, real, lines[0], "%s: the home is not the workspace", name)
+		require.Equal(t, []string{"explicit", "no-alias"}, lines[1:], name)
+		if name == "bubblewrap" {
+			require.Equal(t, sandbox.Home, lines[0])
+		}
+	}
+	// Named explicitly, the bare repository is still a repository.
+	out, err := run(t, bwrap, sandbox.Spec{Workspace: ws, Script: "git --git-dir=vendor.git log --oneline | wc -l"})
+	require.NoError(t, err, out)
+	require.Equal(t, "2\n", out)
+}
+
+// TestCommandsInheritNoDescriptor opens a descriptor as a supervisor would
+// leave one to the daemon, without close-on-exec: no command sees it.
+func TestCommandsInheritNoDescriptor(t *testing.T) {
+	requireBwrap(t)
+	fd, err := syscall.Open(filepath.Join(t.TempDir(), "leaked"), syscall.O_CREAT|syscall.O_RDWR, 0o600)
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	for _, mode := range []sandbox.Mode{sandbox.ModeRequired, sandbox.ModeNone} {
+		s, err := sandbox.New(context.Background(), sandbox.Options{Mode: mode})
+		require.NoError(t, err)
+		out, err := run(t, s, sandbox.Spec{Workspace: t.TempDir(), Script: "ls /proc/self/fd"})
+		require.NoError(t, err, out)
+		require.NotContains(t, strings.Fields(out), strconv.Itoa(fd), "%s: descriptor %d reached the command", mode, fd)
+	}
 }

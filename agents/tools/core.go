@@ -43,9 +43,9 @@ type CoreOptions struct {
 	// BashOutput caps the output kept from a command; 0 means 64 KiB.
 	BashOutput int
 	// Env is the environment of commands, "KEY=value". Nil means a minimal
-	// one built here (PATH, HOME set to the workspace, LANG, TERM,
-	// NO_COLOR): the daemon's own environment holds its credentials and is
-	// never passed on.
+	// one built here (PATH, TMPDIR, LANG, TERM, NO_COLOR): the daemon's own
+	// environment holds its credentials and is never passed on. The
+	// sandbox sets HOME and git's configuration over it.
 	Env []string
 	// Sandbox builds the process bash runs. Required: without one, bash
 	// is refused rather than run unconfined.

@@ -67,13 +67,14 @@ func (p process) run(ctx context.Context) (string, error) {
 // baseEnv is the environment commands get when none is configured, built
 // here: enough to find programs, write temporary files and print UTF-8.
 // Nothing else of the daemon's own environment, which holds its
-// credentials, is passed on; its PATH names only where programs are.
-func baseEnv(workspace string) []string {
+// credentials, is passed on; its PATH names only where programs are. The
+// sandbox adds the home, which is never the workspace.
+func baseEnv() []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	return []string{"PATH=" + path, "HOME=" + workspace, "TMPDIR=/tmp", "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1"}
+	return []string{"PATH=" + path, "TMPDIR=/tmp", "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1"}
 }
 
 // capped keeps the first max bytes written and the last part, and counts
@@ -151,7 +152,7 @@ func bash(opts CoreOptions) func(context.Context, CallContext, json.RawMessage) 
 		}
 		env := opts.Env
 		if env == nil {
-			env = baseEnv(dir)
+			env = baseEnv()
 		}
 		if in.Background {
 			cleanup := in.CleanupOnRunEnd == nil || *in.CleanupOnRunEnd
@@ -295,7 +296,7 @@ func (t *commandTool) Run(ctx context.Context, cc CallContext, input json.RawMes
 	}
 	env := t.spec.Env
 	if env == nil {
-		env = append(baseEnv(dir),
+		env = append(baseEnv(),
 			"SWITCHYARD_AGENT="+cc.Agent,
 			"SWITCHYARD_SESSION_KEY="+cc.SessionKey,
 			"SWITCHYARD_CORRELATION_ID="+cc.CorrelationID,

@@ -133,7 +133,8 @@ func TestSandboxedBashGetsACleanEnvironment(t *testing.T) {
 	require.NotContains(t, res.Output, "SWITCHYARD_API_TOKEN")
 	real, err := filepath.EvalSymlinks(ws)
 	require.NoError(t, err)
-	require.Contains(t, res.Output, "HOME="+real+"\n")
+	require.NotContains(t, res.Output, "HOME="+real+"\n", "the home is never the workspace")
+	require.Contains(t, res.Output, "HOME="+sandbox.Home+"\n")
 	require.Contains(t, res.Output, "LANG=C.UTF-8\n")
 }
 
