@@ -179,6 +179,41 @@ type ScheduleStore interface {
 	SetLastFired(ctx context.Context, name string, at time.Time) error
 }
 
+// Retention is how long what is over is kept; a zero duration keeps it
+// forever.
+type Retention struct {
+	// Payloads is how long the raw payload of an event is kept; its record
+	// (what was decided from it) stays as long as what it made.
+	Payloads time.Duration
+	// Records is how long a finished work item is kept after it finished,
+	// with its dispatches, jobs and their transcripts, and its event; and
+	// ingress records and outbox messages delivered or given up.
+	Records time.Duration
+	// Audit is how long audit records are kept.
+	Audit time.Duration
+}
+
+// Default retention.
+const (
+	DefaultPayloadRetention = 30 * 24 * time.Hour
+	DefaultRecordRetention  = 90 * 24 * time.Hour
+	DefaultAuditRetention   = 365 * 24 * time.Hour
+)
+
+// Swept counts what a sweep removed.
+type Swept struct {
+	Payloads, WorkItems, Jobs, Dispatches, Ingress, Outbox, Audit int
+}
+
+// SweepStore forgets what retention lets go.
+type SweepStore interface {
+	// Sweep removes, as of now, what r lets go, and never anything live:
+	// an unfinished work item, a running job, a pending dispatch, a message
+	// still to be delivered. It works in transactions of bounded size, so
+	// intake never waits long behind it.
+	Sweep(ctx context.Context, now time.Time, r Retention) (Swept, error)
+}
+
 // Store is every store bot uses; it is what an implementation provides and
 // what the conformance suite tests.
 type Store interface {
@@ -192,6 +227,7 @@ type Store interface {
 	LedgerStore
 	BudgetStore
 	RunStateStore
+	SweepStore
 	// Ping reports whether the store is open and usable (readiness).
 	Ping(ctx context.Context) error
 	Close() error

@@ -64,6 +64,14 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 	if c.Dispatch.Lease < time.Second {
 		fail("dispatch.lease", "want at least 1s, got %s", c.Dispatch.Lease)
 	}
+	for _, r := range []struct {
+		key string
+		d   time.Duration
+	}{{"payloads", c.Retention.Payloads}, {"records", c.Retention.Records}, {"audit", c.Retention.Audit}} {
+		if r.d < 0 {
+			fail("retention."+r.key, "must not be negative (0 keeps forever), got %s", r.d)
+		}
+	}
 	if n := c.Subagents.MaxConcurrent; n < 1 || n > 64 {
 		fail("subagents.max_concurrent", "want 1 to 64, got %d", n)
 	}

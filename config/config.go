@@ -36,6 +36,9 @@ type Config struct {
 	DedupWindow time.Duration `yaml:"dedup_window" json:"dedup_window"`
 	// Dispatch tunes the dispatch queue.
 	Dispatch Dispatch `yaml:"dispatch" json:"dispatch"`
+	// Retention says how long what is over is kept; an hourly sweep
+	// removes what is older.
+	Retention Retention `yaml:"retention" json:"retention"`
 	// Models are the model endpoints agents refer to by name.
 	Models map[string]Model `yaml:"models,omitempty" json:"models,omitempty"`
 	// Routing decides which agent handles an event.
@@ -128,6 +131,24 @@ type Subagents struct {
 	// Timeout is the longest a subagent may take from its spawn; a spawn
 	// may ask for less. Default 10m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Retention says how long what is over is kept; 0 keeps it forever.
+type Retention struct {
+	// Payloads is how long an event's raw payload is kept (what was
+	// decided from it stays with what it made); default 720h (30 days).
+	Payloads time.Duration `yaml:"payloads" json:"payloads"`
+	// Records is how long finished work items, with their jobs, ingress
+	// records, and outbox messages delivered or given up are kept; default
+	// 2160h (90 days). Nothing unfinished or still to deliver is removed.
+	Records time.Duration `yaml:"records" json:"records"`
+	// Audit is how long audit records are kept; default 8760h (1 year).
+	Audit time.Duration `yaml:"audit" json:"audit"`
+}
+
+// Bot is the retention as the store takes it.
+func (r Retention) Bot() bot.Retention {
+	return bot.Retention{Payloads: r.Payloads, Records: r.Records, Audit: r.Audit}
 }
 
 // Dispatch tunes the dispatch queue.

@@ -611,7 +611,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	var work, delivery sync.WaitGroup
 	work.Go(func() { _ = d.dispatcher.Run(workCtx) })
 	work.Go(func() { _ = d.scheduler.Run(workCtx) })
-	work.Go(func() { d.expireDedup(workCtx) })
+	work.Go(func() { d.upkeep(workCtx) })
 	work.Go(func() { d.listen(workCtx) })
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
 	if d.slack != nil {
@@ -711,8 +711,10 @@ func replicaName() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// expireDedup forgets old delivery ids once an hour.
-func (d *Daemon) expireDedup(ctx context.Context) {
+// upkeep, at start and then once an hour, forgets old delivery ids and
+// sweeps what the retention of the config in effect lets go (the store logs
+// what it removed).
+func (d *Daemon) upkeep(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -720,6 +722,10 @@ func (d *Daemon) expireDedup(ctx context.Context) {
 			d.log.Warn("expire dedup keys", slog.String("error", err.Error()))
 		} else if n > 0 {
 			d.log.Info("expired dedup keys", slog.Int("count", n))
+		}
+		retention := d.config.Current().Config.Retention.Bot()
+		if _, err := d.store.Sweep(ctx, time.Now(), retention); err != nil && ctx.Err() == nil {
+			d.log.Warn("retention sweep", slog.String("error", err.Error()))
 		}
 		select {
 		case <-ctx.Done():

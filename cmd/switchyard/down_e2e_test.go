@@ -26,7 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 // unreachableGitHub speaks enough of GitHub's REST API for the outbox —
@@ -249,8 +249,7 @@ func TestAnUnreachableGitHubCostsLittle(t *testing.T) {
 
 	// 100,000 messages wait for GitHub, written straight into the store:
 	// 👀 on 90,000 comments and 10,000 status comments, on 1,000 issues.
-	store, err := bolt.Open(t.Context(), filepath.Join(dir, "data", "switchyard.db"), bolt.Options{})
-	require.NoError(t, err)
+	store := bolttest.Open(t, filepath.Join(dir, "data"))
 	var msgs []bot.OutboxMessage
 	flush := func() {
 		require.NoError(t, store.EnqueueAll(t.Context(), msgs))

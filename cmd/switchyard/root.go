@@ -44,6 +44,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newExplainCmd(cl),
 		newRulesCmd(cl),
 		newConfigCmd(cl),
+		newStorageCmd(cl),
 		newHealthcheckCmd(cl),
 		newVersionCmd(),
 	)

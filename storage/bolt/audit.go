@@ -153,42 +153,65 @@ func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string,
 }
 
 // PruneAudit removes the records made before cutoff and returns how many it
-// removed: the retention upkeep of the audit log.
+// removed: the retention upkeep of the audit log. It removes at most
+// sweepChunk records and as many index entries a transaction, and reads
+// each decision's index only as far as its old entries go.
 func (s *Store) PruneAudit(ctx context.Context, cutoff time.Time) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
 	end := timeKey(cutoff)
-	n := 0
-	err := s.update("prune audit records", func(t txn) error {
-		records, byDecision, err := auditBuckets(t.tx)
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var records, entries int
+		err := s.update("prune audit records", func(t txn) error {
+			rb, byDecision, err := auditBuckets(t.tx)
+			if err != nil {
+				return err
+			}
+			var old [][]byte
+			c := rb.Cursor()
+			for k, _ := c.First(); k != nil && len(old) < sweepChunk && bytes.Compare(k[:min(8, len(k))], end) < 0; k, _ = c.Next() {
+				old = append(old, bytes.Clone(k))
+			}
+			for _, k := range old {
+				if err := rb.Delete(k); err != nil {
+					return err
+				}
+			}
+			// The index is by decision, then time: each decision's old
+			// entries come first.
+			var idx [][]byte
+			ic := byDecision.Cursor()
+			for k, _ := ic.First(); k != nil && len(idx) < sweepChunk; {
+				i := bytes.IndexByte(k, 0)
+				if i < 0 {
+					k, _ = ic.Next()
+					continue
+				}
+				prefix := bytes.Clone(k[:i+1])
+				for ; k != nil && bytes.HasPrefix(k, prefix) && len(idx) < sweepChunk; k, _ = ic.Next() {
+					if len(k) != len(prefix)+auditKeyLen || bytes.Compare(k[len(prefix):len(prefix)+8], end) >= 0 {
+						break
+					}
+					idx = append(idx, bytes.Clone(k))
+				}
+				k, _ = ic.Seek(append(bytes.Clone(prefix[:i]), 1)) // the next decision
+			}
+			for _, k := range idx {
+				if err := byDecision.Delete(k); err != nil {
+					return err
+				}
+			}
+			records, entries = len(old), len(idx)
+			return nil
+		})
 		if err != nil {
-			return err
+			return total, err
 		}
-		var old [][]byte
-		c := records.Cursor()
-		for k, _ := c.First(); k != nil && bytes.Compare(k[:min(8, len(k))], end) < 0; k, _ = c.Next() {
-			old = append(old, bytes.Clone(k))
+		total += records
+		if records < sweepChunk && entries < sweepChunk {
+			return total, nil
 		}
-		for _, k := range old {
-			if err := records.Delete(k); err != nil {
-				return err
-			}
-		}
-		var idx [][]byte
-		ic := byDecision.Cursor()
-		for k, _ := ic.First(); k != nil; k, _ = ic.Next() {
-			if len(k) > auditKeyLen && bytes.Compare(k[len(k)-auditKeyLen:len(k)-auditKeyLen+8], end) < 0 {
-				idx = append(idx, bytes.Clone(k))
-			}
-		}
-		for _, k := range idx {
-			if err := byDecision.Delete(k); err != nil {
-				return err
-			}
-		}
-		n = len(old)
-		return nil
-	})
-	return n, err
+	}
 }

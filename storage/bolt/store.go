@@ -110,15 +110,43 @@ func openDB(path string, timeout time.Duration) (db *bolt.DB, err error) {
 			return f, err
 		},
 	})
+	if err == nil && !samePath(file, path) {
+		_ = db.Close()
+		err = errReplaced
+	}
 	switch {
 	case err == nil:
 		return db, nil
+	case errors.Is(err, errReplaced):
+		// The file was replaced while this process waited for its lock
+		// (storage compact renames its copy over it): open the new one.
+		return openDB(path, timeout)
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("open %s: locked by another process (waited %s)", path, timeout)
+		return nil, fmt.Errorf("open %s: %w (waited %s)", path, ErrLocked, timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("open %s: not a bbolt database, or a corrupt one: %w", path, err)
 	}
 	return nil, fmt.Errorf("open %s: %w", path, err)
+}
+
+// ErrLocked says another process holds the store file: a running daemon,
+// most likely.
+var ErrLocked = errors.New("locked by another process")
+
+// errReplaced says the file a lock was won on is no longer at its path.
+var errReplaced = errors.New("the file was replaced")
+
+// samePath reports whether f, once locked, is still the file at path.
+func samePath(f *os.File, path string) bool {
+	if f == nil {
+		return true
+	}
+	a, err := f.Stat()
+	if err != nil {
+		return true
+	}
+	b, err := os.Stat(path)
+	return err != nil || os.SameFile(a, b)
 }
 
 const schemaKey = "schema_version"

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"Paging", testPaging},
 		{"Outbox", testOutbox},
 		{"Counts", testCounts},
+		{"Retention", testRetention},
 		{"Schedules", testSchedules},
 		{"Ledger", testLedger},
 		{"Budgets", testBudgets},
