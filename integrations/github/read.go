@@ -19,7 +19,8 @@ import (
 // repository, sender, labels, the text that holds mentions and commands,
 // the installation), with github.com/tidwall/gjson, which skips what it
 // does not need instead of building go-github's whole object — for a 28 KB
-// pull request, a tenth of the time and almost none of the garbage.
+// pull request, a fifth of the time and 8 allocations instead of 815
+// (BenchmarkReadDelivery).
 // Installation events, rare and small, are read by normalize.
 //
 // It reads what normalize would: the same members, matched as
