@@ -119,7 +119,26 @@ func (g githubApprovals) DecideApproval(ctx context.Context, c github.ApprovalCo
 	if a.SessionKey != c.Thread.Key() {
 		return bot.Errorf(bot.EFORBIDDEN, "approval %q was not asked in this thread", c.ApprovalID)
 	}
-	_, err = ap.Decide(ctx, policy.ApprovalDecision{ID: c.ApprovalID, Approve: c.Approve, By: c.Login})
+	// Approver lists mix GitHub logins with Slack member ids and API token
+	// names, and anyone may comment on a public repository under a login
+	// that spells one of them ("admin", "U0123ABCD"): a comment decides
+	// only for a person with the permission asking for work needs, as
+	// GitHub says now, not minutes ago.
+	gate := g.d.ghGate
+	if gate == nil {
+		return bot.Errorf(bot.EUNAVAILABLE, "approvals from GitHub comments need the GitHub App, which is not set up")
+	}
+	th := c.Thread
+	repo := th.Owner + "/" + th.Repo
+	perm, err := gate.PermissionNow(ctx, &bot.Event{Repo: repo, Actor: c.Login, Thread: th})
+	if err != nil {
+		return bot.Errorf(bot.EUNAVAILABLE, "could not look up @%s's permission on %s, so nothing was decided; comment again later", c.Login, repo)
+	}
+	refused := ""
+	if min := gate.MinPermission(); !perm.AtLeast(min) {
+		refused = fmt.Sprintf("@%s has %s permission on %s, and deciding an approval there needs %s (github.min_permission)", c.Login, perm, repo, min)
+	}
+	_, err = ap.Decide(ctx, policy.ApprovalDecision{ID: c.ApprovalID, Approve: c.Approve, By: c.Login, Refused: refused})
 	return err
 }
 

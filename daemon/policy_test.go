@@ -2,7 +2,16 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,17 +25,90 @@ import (
 	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
+// fakeGitHubPermissions speaks the GitHub REST calls a permission lookup
+// makes (the repository's installation, an installation token, a
+// collaborator's permission); a login it does not know is not a
+// collaborator, one listed in broken gets a 502.
+type fakeGitHubPermissions struct {
+	mu     sync.Mutex
+	perms  map[string]string // login → permission on every repository
+	broken map[string]bool
+}
+
+func (f *fakeGitHubPermissions) set(login, perm string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.perms[strings.ToLower(login)] = perm
+}
+
+func (f *fakeGitHubPermissions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/access_tokens"):
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"token":"ghs_fakeInstallationToken","expires_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	case len(parts) == 4 && parts[0] == "repos" && parts[3] == "installation":
+		fmt.Fprintf(w, `{"id":1,"account":{"login":%q}}`, parts[1])
+	case len(parts) == 6 && parts[3] == "collaborators" && parts[5] == "permission":
+		login := strings.ToLower(parts[4]) // logins are case-insensitive
+		if f.broken[login] {
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, `{"message":"Server Error"}`)
+			return
+		}
+		perm, ok := f.perms[login]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"message":"Not Found"}`)
+			return
+		}
+		fmt.Fprintf(w, `{"permission":%q,"role_name":%q,"user":{"login":%q}}`, perm, perm, login)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"message":"Not Found"}`)
+	}
+}
+
+func fakeAppClient(t *testing.T, api http.Handler) *github.Client {
+	t.Helper()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	client, err := github.NewClient(github.ClientOptions{
+		AppID: 1, APIURL: srv.URL + "/",
+		PrivateKey: bot.Secret(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})),
+	})
+	require.NoError(t, err)
+	return client
+}
+
 // A GitHub comment decides an approval as the commenter's login, only in
-// the thread the approval was asked in.
+// the thread the approval was asked in, and only for a commenter who has
+// the permission asking for work needs, as GitHub says at that moment:
+// approver lists mix GitHub logins with Slack member ids and token names,
+// and anyone may comment on a public repository under a login that spells
+// one of them.
 func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 	profiles := map[string]policy.ProfileConfig{
-		"deployer": {Extends: "ops", Approval: []string{"bash"}, Approvers: []string{"octocat"}},
+		"deployer": {Extends: "ops", Approval: []string{"bash"}, Approvers: []string{"octocat", "U0123ABCD", "flaky"}},
 	}
 	engine, err := policy.New(policy.Options{Profiles: profiles})
 	require.NoError(t, err)
-	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Store: bolttest.Open(t, t.TempDir()), Approvers: engine, Timeout: time.Minute})
+	store := bolttest.Open(t, t.TempDir())
+	auditor, err := policy.NewAuditor(store, bot.NewRedactor())
 	require.NoError(t, err)
-	d := &Daemon{approvals: approvals}
+	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Store: store, Approvers: engine, Audit: auditor, Timeout: time.Minute})
+	require.NoError(t, err)
+	api := &fakeGitHubPermissions{
+		perms:  map[string]string{"octocat": "write", "mallory": "admin", "u0123abcd": "read"},
+		broken: map[string]bool{"flaky": true},
+	}
+	gate := github.NewGate(github.GateOptions{Client: fakeAppClient(t, api), MinPermission: github.PermissionWrite})
+	d := &Daemon{approvals: approvals, ghGate: gate}
 	g := githubApprovals{d}
 
 	thread := bot.GitHubThread("octo", "hello", 7)
@@ -49,17 +131,49 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 
 	ctx := context.Background()
-	err = g.DecideApproval(ctx, github.ApprovalComment{Approve: true, ApprovalID: id, Login: "octocat", Thread: bot.GitHubThread("octo", "other", 1)})
+	comment := func(login string, th bot.Thread) error {
+		return g.DecideApproval(ctx, github.ApprovalComment{Approve: true, ApprovalID: id, Login: login, Thread: th})
+	}
+	err = comment("octocat", bot.GitHubThread("octo", "other", 1))
 	require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err))
 	require.ErrorContains(t, err, "was not asked in this thread")
-	err = g.DecideApproval(ctx, github.ApprovalComment{Approve: true, ApprovalID: id, Login: "mallory", Thread: thread})
-	require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err))
+	err = comment("mallory", thread)
+	require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err), "an admin who is not an approver")
 	err = g.DecideApproval(ctx, github.ApprovalComment{Approve: true, ApprovalID: "ap_nope", Login: "octocat", Thread: thread})
 	require.Equal(t, bot.ENOTFOUND, bot.ErrorCode(err))
 
-	require.NoError(t, g.DecideApproval(ctx, github.ApprovalComment{Approve: true, ApprovalID: id, Login: "OctoCat", Thread: thread}))
-	require.True(t, <-result)
+	// A stranger whose login spells a Slack member id on the list.
+	err = comment("U0123ABCD", thread)
+	require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err))
+	require.EqualError(t, err, `U0123ABCD may not decide approval "`+id+`": @U0123ABCD has read permission on octo/hello, and deciding an approval there needs write (github.min_permission)`)
+	// A lookup that fails decides nothing.
+	err = comment("flaky", thread)
+	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err))
+	require.ErrorContains(t, err, "could not look up @flaky's permission on octo/hello")
+	// A demotion counts at once, whatever the cache remembers.
+	_, err = gate.Permission(ctx, &bot.Event{Repo: "octo/hello", Actor: "octocat", Thread: thread})
+	require.NoError(t, err)
+	api.set("octocat", "read")
+	err = comment("octocat", thread)
+	require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err))
+	require.ErrorContains(t, err, "@octocat has read permission on octo/hello")
+
 	got, err := approvals.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, bot.ApprovalPending, got.Status, "nothing was decided")
+	recs, _, err := auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditNotApprover})
+	require.NoError(t, err)
+	var reasons []string
+	for _, r := range recs {
+		reasons = append(reasons, r.Reason)
+	}
+	require.Len(t, reasons, 3, "mallory, U0123ABCD and the demoted octocat are on the record")
+	require.Contains(t, strings.Join(reasons, "\n"), "@U0123ABCD has read permission on octo/hello")
+
+	api.set("octocat", "maintain")
+	require.NoError(t, comment("OctoCat", thread))
+	require.True(t, <-result)
+	got, err = approvals.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "OctoCat", got.DecidedBy)
 

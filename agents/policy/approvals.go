@@ -419,6 +419,11 @@ type ApprovalDecision struct {
 	// Claimed is who the request said decides (the API's "by"), "" when
 	// it said nothing. A claim other than By is refused and audited.
 	Claimed string
+	// Refused, when set, is why the source found that By may not decide
+	// whatever the approver list says (a GitHub commenter without the
+	// permission on the repository that asking for work needs): the
+	// attempt is refused and audited as not_approver with this reason.
+	Refused string
 }
 
 // Decide records a person's decision, tells the thread and wakes the run
@@ -456,6 +461,12 @@ func (a *Approvals) Decide(ctx context.Context, d ApprovalDecision) (bot.Approva
 	}
 	if cur.Status != bot.ApprovalPending {
 		return cur, alreadyDecided(cur)
+	}
+	if d.Refused != "" {
+		refused := cur
+		refused.Reason = d.Refused
+		a.audit(ctx, refused, AuditNotApprover, by)
+		return bot.Approval{}, bot.Errorf(bot.EFORBIDDEN, "%s may not decide approval %q: %s", by, id, d.Refused)
 	}
 	if !mayApprove(cur.Approvers, by) {
 		// Someone tried to decide who may not: nothing changes, but it is

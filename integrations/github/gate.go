@@ -58,7 +58,9 @@ type GateOptions struct {
 //     agent works in, needs one of them.
 //   - A mention or a command needs MinPermission on the repository.
 //   - A new comment "/approve <id>" or "/deny <id>" by a person decides an
-//     approval and makes no work item; a bot's is ignored.
+//     approval and makes no work item; a bot's is ignored. The daemon asks
+//     PermissionNow whether the commenter has MinPermission before it
+//     counts.
 type Gate struct {
 	opts  GateOptions
 	rules atomic.Pointer[gateRules]
@@ -229,10 +231,17 @@ func (g *Gate) MinPermission() Permission { return g.rules.Load().min }
 // Permission returns ev's actor's permission on ev's repository, from the
 // cache or from GitHub within LookupTimeout.
 func (g *Gate) Permission(ctx context.Context, ev *bot.Event) (Permission, error) {
-	key := permissionKey(ev.Repo, ev.Actor)
-	if p, ok := g.perms.get(key, g.opts.Now()); ok {
+	if p, ok := g.perms.get(permissionKey(ev.Repo, ev.Actor), g.opts.Now()); ok {
 		return p, nil
 	}
+	return g.PermissionNow(ctx, ev)
+}
+
+// PermissionNow is Permission asked of GitHub whatever the cache holds, for
+// a decision a demotion minutes ago must already count for (an approval);
+// the answer refreshes the cache.
+func (g *Gate) PermissionNow(ctx context.Context, ev *bot.Event) (Permission, error) {
+	key := permissionKey(ev.Repo, ev.Actor)
 	ctx, cancel := context.WithTimeout(ctx, g.opts.LookupTimeout)
 	defer cancel()
 	c, err := clientFor(ctx, g.opts.Client, ev)
