@@ -451,3 +451,91 @@ func statusMark(s bot.RunStatus) string {
 	}
 	return "❌"
 }
+
+// Await waits until record id ends or timeout passes (zero: no limit),
+// holding no worker when called from a run, and returns the record as it
+// then is: open when the wait timed out.
+func (c *Subagents) Await(ctx context.Context, id string, timeout time.Duration) (*bot.ChildRun, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = c.now().Add(timeout)
+	}
+	var out *bot.ChildRun
+	err := bot.Await(ctx, func() error {
+		var err error
+		out, err = c.wait(ctx, id, deadline)
+		return err
+	})
+	return out, err
+}
+
+// Cancel ends an open record with a receipt saying who and why: a queued
+// subagent leaves the queue, a running one here is stopped. ECONFLICT when
+// it has ended already.
+func (c *Subagents) Cancel(ctx context.Context, id, reason, by string) (*bot.ChildRun, error) {
+	rec, err := c.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Status.Open() {
+		return nil, bot.Errorf(bot.ECONFLICT, "%s is %s already", id, rec.Status)
+	}
+	return c.cancel(ctx, rec, reason, by)
+}
+
+// CloseOwned cancels every open subagent sessionKey owns and, with
+// archive, archives every other record it owns that is not archived yet, so
+// that nothing of it is carried over again. Each gets a receipt, returned
+// in the order of the records. Agent calls and handoffs are archived, never
+// cancelled: the first ran inside a job, the second is the work item of the
+// agent it went to.
+func (c *Subagents) CloseOwned(ctx context.Context, sessionKey, reason, by string, archive bool) ([]bot.Receipt, error) {
+	var out []bot.Receipt
+	f := bot.RunFilter{OwnerSessionKey: sessionKey, Unarchived: true, Limit: 1000}
+	if !archive {
+		f.Open = true
+	}
+	for {
+		rs, next, err := c.store.ListRuns(ctx, f)
+		if err != nil {
+			return out, err
+		}
+		for _, rec := range rs {
+			if rec.Kind == bot.RunSubagent && rec.Status.Open() {
+				closed, err := c.cancel(ctx, &rec, reason, by)
+				switch {
+				case err == nil:
+					rec = *closed
+					out = append(out, *closed.Receipt)
+				case bot.ErrorCode(err) != bot.ECONFLICT:
+					return out, err
+				}
+			}
+			if !archive {
+				continue
+			}
+			now := c.now().UTC()
+			archived, err := c.store.UpdateRun(ctx, rec.ID, func(r *bot.ChildRun) error {
+				if r.ArchivedAt != nil {
+					return errNotOpen
+				}
+				r.ArchivedAt = &now
+				if r.Receipt == nil {
+					r.Receipt = &bot.Receipt{RecordID: r.ID, Kind: string(r.Kind), Action: bot.ReceiptArchived,
+						PreviousStatus: string(r.Status), Reason: reason, By: by, Owner: r.Owner, Creator: r.Creator, At: now}
+				}
+				return nil
+			})
+			switch {
+			case err == nil && archived.Receipt.Action == bot.ReceiptArchived:
+				out = append(out, *archived.Receipt)
+			case err != nil && !errors.Is(err, errNotOpen):
+				return out, err
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		f.Cursor = next
+	}
+}

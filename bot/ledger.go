@@ -119,7 +119,7 @@ type ChildRun struct {
 	Ceilings []Ceiling `json:"ceilings,omitempty"`
 	Status   RunStatus `json:"status"`
 	// Result is what it answered (the start of it); Error why it failed.
-	Result string `json:"result_summary,omitempty"`
+	Result string `json:"result_summary"`
 	Error  string `json:"error,omitempty"`
 	Tokens int    `json:"tokens"`
 	// Receipt says who closed or archived it, and why.

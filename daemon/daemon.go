@@ -398,6 +398,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
 			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames, Skills: d.skillNames,
 			Approvals: slackApprovals{d}, UserGroups: slackGroups(d.cfg), Redactor: d.redactor, Logger: d.log,
+			Resetter: slackResetter{d},
 		})
 		if err != nil {
 			return fmt.Errorf("slack: %w", err)
@@ -483,7 +484,8 @@ func (d *Daemon) routes() http.Handler {
 	}
 	ao := admin.Options{
 		Store: d.store, Intake: d.intake, Logger: d.log,
-		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, Threads: threadResetter{d.store}, Config: configReloader{d},
+		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, Threads: threadResetter{d}, Config: configReloader{d},
+		Runs: runsDesk{d}, Workspaces: workspaces{d},
 		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
 		Skills: d.skills, Installer: d.installer,
 	}
@@ -755,26 +757,6 @@ func (c agentCatalog) GetAgent(name string) (any, bool) {
 type routingTable struct{ c *Coordinator }
 
 func (t routingTable) Routing() *bot.Router { return t.c.Current().Router }
-
-// threadResetter forgets the conversations agents had in a thread, and
-// what came before the reset is carried over into no later run.
-type threadResetter struct {
-	store interface {
-		agents.ConversationStore
-		MarkThreadReset(ctx context.Context, sessionKey string, at time.Time) error
-	}
-}
-
-func (r threadResetter) ResetThread(ctx context.Context, sessionKey string) (int, error) {
-	if err := r.store.MarkThreadReset(ctx, sessionKey, time.Now()); err != nil {
-		return 0, fmt.Errorf("reset %s: %w", sessionKey, err)
-	}
-	n, err := r.store.ResetConversations(ctx, sessionKey)
-	if err != nil {
-		return 0, fmt.Errorf("reset conversations of %s: %w", sessionKey, err)
-	}
-	return n, nil
-}
 
 // configReloader reloads the config for the admin API.
 type configReloader struct{ d *Daemon }

@@ -526,3 +526,58 @@ func (l *taskLog) close() error {
 	defer l.mu.Unlock()
 	return l.f.Close()
 }
+
+// CloseOwned stops every running task sessionKey owns and, with archive,
+// archives the ended ones not archived yet, each with a receipt, so that
+// nothing of it is carried over again.
+func (b *Background) CloseOwned(ctx context.Context, sessionKey, reason, by string, archive bool) ([]bot.Receipt, error) {
+	var out []bot.Receipt
+	f := bot.TaskFilter{OwnerSessionKey: sessionKey, Unarchived: true, Limit: 1000}
+	if !archive {
+		f.Open = true
+	}
+	for {
+		ts, next, err := b.opts.Store.ListTasks(ctx, f)
+		if err != nil {
+			return out, err
+		}
+		for _, t := range ts {
+			if t.Status.Open() {
+				stopped, err := b.Stop(ctx, t.ID, reason, by)
+				if err != nil {
+					return out, err
+				}
+				if stopped.Receipt != nil && stopped.Receipt.Action == bot.ReceiptStopped && stopped.Status == bot.TaskStopped {
+					out = append(out, *stopped.Receipt)
+				}
+			}
+			if !archive {
+				continue
+			}
+			now := b.opts.Now().UTC()
+			var receipt *bot.Receipt
+			_, err := b.opts.Store.UpdateTask(ctx, t.ID, func(bt *bot.BackgroundTask) error {
+				if bt.ArchivedAt != nil {
+					return errTaskEnded
+				}
+				bt.ArchivedAt = &now
+				if bt.Receipt == nil {
+					bt.Receipt = &bot.Receipt{RecordID: bt.ID, Kind: bot.KindBackgroundTask, Action: bot.ReceiptArchived,
+						PreviousStatus: string(bt.Status), Reason: reason, By: by, Owner: bt.Owner, Creator: bt.Creator, At: now}
+					receipt = bt.Receipt
+				}
+				return nil
+			})
+			switch {
+			case err == nil && receipt != nil:
+				out = append(out, *receipt)
+			case err != nil && !errors.Is(err, errTaskEnded):
+				return out, err
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		f.Cursor = next
+	}
+}

@@ -53,9 +53,11 @@ func RulesOf(r *bot.Router) Rules {
 	return Rules{Rules: r.Rules(), Commands: r.Commands(), DefaultAgent: r.DefaultAgent(), Entrypoints: r.Entrypoints()}
 }
 
-// ThreadResetter forgets the conversation agents had in a thread.
+// ThreadResetter resets a thread: it forgets the conversations agents had
+// in it, cancels or archives everything it owns (receipts naming by), and
+// what came before is carried over into no later run.
 type ThreadResetter interface {
-	ResetThread(ctx context.Context, sessionKey string) (int, error)
+	ResetThread(ctx context.Context, sessionKey, by string) (ResetResult, error)
 }
 
 // AuditLog lists audit records, newest first; values render as JSON.
@@ -109,6 +111,11 @@ type Options struct {
 	// explains without them.
 	Rights Rights
 	Config ConfigReloader // nil: reload answers 503
+	// Runs are the ledger of subagents, agent calls and handoffs; nil:
+	// the runs endpoints answer 503 and work items show no children.
+	Runs Runs
+	// Workspaces deletes workspaces; nil: that answers 503.
+	Workspaces Workspaces
 	// Skills is the package registry: skills, packages, their settings
 	// per scope. Nil: the skills and packages endpoints answer 503.
 	Skills *skills.Registry
@@ -153,6 +160,7 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/approvals/{id}/{decision}", a.decideApproval)
 	mux.HandleFunc("POST /api/v1/config/reload", a.reloadConfig)
 	a.mountSkills(mux)
+	a.mountRuns(mux)
 }
 
 // reloadConfig reads the config file, the agents and the rules again and
@@ -308,6 +316,9 @@ func (a *API) getAgent(w http.ResponseWriter, r *http.Request) {
 type ResetResult struct {
 	Thread  string `json:"thread"`
 	Cleared int    `json:"cleared"` // conversations forgotten
+	// Receipts are one per record the thread owned that the reset
+	// cancelled, stopped or archived.
+	Receipts []bot.Receipt `json:"receipts"`
 }
 
 func (a *API) resetThread(w http.ResponseWriter, r *http.Request) {
@@ -320,12 +331,20 @@ func (a *API) resetThread(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no agent runtime is configured"))
 		return
 	}
-	n, err := a.opts.Threads.ResetThread(r.Context(), th.Key())
+	id, ok := httpapi.IdentityFrom(r.Context())
+	if !ok {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAUTHORIZED, "a reset is made by who authenticated, and this request did not"))
+		return
+	}
+	res, err := a.opts.Threads.ResetThread(r.Context(), th.Key(), id.Name)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	httpapi.JSON(w, http.StatusOK, ResetResult{Thread: th.Key(), Cleared: n})
+	if res.Receipts == nil {
+		res.Receipts = []bot.Receipt{}
+	}
+	httpapi.JSON(w, http.StatusOK, res)
 }
 
 // WorkItemSummary is one row of the work item list.
@@ -383,10 +402,14 @@ func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
 	httpapi.JSON(w, http.StatusOK, Page{Items: out, Next: next})
 }
 
-// WorkItemDetail is a work item with its jobs.
+// WorkItemDetail is a work item with its jobs, the record it runs for
+// when a run spawned it (its parent is parent_work_item_id), and the
+// records of what its runs started (children), from the ledger's links.
 type WorkItemDetail struct {
 	bot.WorkItem
-	Jobs []bot.Job `json:"jobs"`
+	Jobs     []bot.Job     `json:"jobs"`
+	Run      *bot.ChildRun `json:"run,omitempty"`
+	Children []RunSummary  `json:"children"`
 }
 
 func (a *API) getWorkItem(w http.ResponseWriter, r *http.Request) {
@@ -403,7 +426,22 @@ func (a *API) getWorkItem(w http.ResponseWriter, r *http.Request) {
 	if jobs == nil {
 		jobs = []bot.Job{}
 	}
-	httpapi.JSON(w, http.StatusOK, WorkItemDetail{WorkItem: *wi, Jobs: jobs})
+	detail := WorkItemDetail{WorkItem: *wi, Jobs: jobs, Children: []RunSummary{}}
+	if a.opts.Runs != nil {
+		rs, err := allRuns(r.Context(), a.opts.Runs, wi.ID)
+		if err != nil {
+			httpapi.Error(w, r, a.logger, err)
+			return
+		}
+		detail.Children = summarizeRuns(rs)
+		if wi.IsChild() {
+			if detail.Run, err = a.opts.Runs.RunOfWorkItem(r.Context(), wi.ID); err != nil && bot.ErrorCode(err) != bot.ENOTFOUND {
+				httpapi.Error(w, r, a.logger, err)
+				return
+			}
+		}
+	}
+	httpapi.JSON(w, http.StatusOK, detail)
 }
 
 // ExplainRequest is the body of POST /api/v1/explain: an event to decide,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -460,19 +461,21 @@ func TestAgents(t *testing.T) {
 	requireError(t, serve(t, h, http.MethodGet, "/api/v1/agents/coder", ""), http.StatusNotFound, `"coder"`)
 }
 
-// resetter records the session keys it was asked to reset.
+// resetter records the session keys it was asked to reset, and by whom.
 type resetter struct {
 	mu      sync.Mutex
 	keys    []string
+	by      []string
 	cleared int
 	err     error
 }
 
-func (r *resetter) ResetThread(_ context.Context, key string) (int, error) {
+func (r *resetter) ResetThread(_ context.Context, key, by string) (admin.ResetResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.keys = append(r.keys, key)
-	return r.cleared, r.err
+	r.by = append(r.by, by)
+	return admin.ResetResult{Thread: key, Cleared: r.cleared}, r.err
 }
 
 func TestResetThread(t *testing.T) {
@@ -490,23 +493,25 @@ func TestResetThread(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rs := &resetter{cleared: tt.cleared}
-			h := handler(admin.Options{Store: openStore(t), Threads: rs})
+			h := as("ana", handler(admin.Options{Store: openStore(t), Threads: rs}))
 			rec := serve(t, h, http.MethodPost, "/api/v1/threads/"+tt.thread+"/reset", "")
 			require.Equal(t, http.StatusOK, rec.Code, "body: %s", rec.Body)
-			require.Equal(t, admin.ResetResult{Thread: tt.key, Cleared: tt.cleared}, decode[admin.ResetResult](t, rec))
+			require.Equal(t, admin.ResetResult{Thread: tt.key, Cleared: tt.cleared, Receipts: []bot.Receipt{}}, decode[admin.ResetResult](t, rec))
+			require.JSONEq(t, fmt.Sprintf(`{"thread":%q,"cleared":%d,"receipts":[]}`, tt.key, tt.cleared), rec.Body.String())
 			require.Equal(t, []string{tt.key}, rs.keys)
+			require.Equal(t, []string{"ana"}, rs.by, "the reset is made by who authenticated")
 		})
 	}
 
 	t.Run("bad thread", func(t *testing.T) {
 		rs := &resetter{}
-		h := handler(admin.Options{Store: openStore(t), Threads: rs})
+		h := as("ana", handler(admin.Options{Store: openStore(t), Threads: rs}))
 		requireError(t, serve(t, h, http.MethodPost, "/api/v1/threads/slack:T1/reset", ""), http.StatusBadRequest, `thread "slack:T1"`)
 		require.Empty(t, rs.keys)
 	})
 	t.Run("runtime error is not shown", func(t *testing.T) {
 		rs := &resetter{err: errors.New("bbolt: bucket conversations damaged")}
-		h := handler(admin.Options{Store: openStore(t), Threads: rs})
+		h := as("ana", handler(admin.Options{Store: openStore(t), Threads: rs}))
 		rec := serve(t, h, http.MethodPost, "/api/v1/threads/t1/reset", "")
 		requireError(t, rec, http.StatusInternalServerError, "internal error")
 		require.NotContains(t, rec.Body.String(), "damaged")

@@ -35,6 +35,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSendCmd(cl),
 		newThreadCmd(cl),
 		newWorkItemsCmd(cl),
+		newRunsCmd(cl),
+		newWorkspacesCmd(cl),
 		newIngressCmd(cl),
 		newAgentsCmd(cl),
 		newSkillsCmd(cl),

@@ -68,7 +68,7 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 	var showJSON bool
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show a work item with its route, jobs and parent",
+		Short: "Show a work item with its route, jobs, parent and children",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var wi admin.WorkItemDetail
@@ -98,6 +98,19 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 			}
 			for _, j := range wi.Jobs {
 				fmt.Fprintf(out, "job:      %s attempt %d %s %s\n", j.ID, j.Attempt, j.Status, j.Error)
+			}
+			if wi.Run != nil {
+				fmt.Fprintf(out, "run:      %s, spawned by @%s in %s\n", wi.Run.ID, wi.Run.AgentID, wi.Run.ParentLinks.JobID)
+			}
+			for _, c := range wi.Children {
+				line := fmt.Sprintf("child:    %s %s @%s %s", c.ID, c.Kind, c.Agent, c.Status)
+				if c.WorkItemID != "" && c.WorkItemID != wi.ID {
+					line += " (" + c.WorkItemID + ")"
+				}
+				if c.Task != "" {
+					line += ": " + oneLine(c.Task, 80)
+				}
+				fmt.Fprintln(out, line)
 			}
 			if wi.Summary != "" {
 				fmt.Fprintf(out, "summary:\n%s\n", wi.Summary)

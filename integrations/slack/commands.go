@@ -252,10 +252,19 @@ func (a *Adapter) switchyard(ctx context.Context, cmd slack.SlashCommand, team s
 		if !ok {
 			return ephemeral("Usage: `/switchyard reset <thread>`, where the thread is its session key (`slack:T…/C…/1700000000.000100`) or a link to one of its messages.")
 		}
-		if err := a.opts.Resetter.ResetThread(ctx, th.Key()); err != nil {
+		receipts, err := a.opts.Resetter.ResetThread(ctx, th.Key(), cmd.UserID)
+		if err != nil {
 			return ephemeral("Could not reset `%s`: %s", th.Key(), escape(bot.ErrorMessage(err)))
 		}
-		return ephemeral("Reset `%s`: its next run starts fresh.", th.Key())
+		if len(receipts) == 0 {
+			return ephemeral("Reset `%s`: its next run starts fresh.", th.Key())
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "Reset `%s`: its next run starts fresh. Closed %s:", th.Key(), bot.Count(len(receipts), "record", "records"))
+		for _, r := range receipts {
+			fmt.Fprintf(&b, "\n• `%s` (%s, was %s) %s", r.RecordID, strings.ReplaceAll(r.Kind, "_", " "), r.PreviousStatus, r.Action)
+		}
+		return ephemeral("%s", escape(b.String()))
 	}
 	return ephemeral("%s", switchyardHelp)
 }

@@ -483,11 +483,11 @@ func (c *fakeCanceller) CancelWorkItem(_ context.Context, id, by string) error {
 	return nil
 }
 
-type fakeResetter struct{ key string }
+type fakeResetter struct{ key, by string }
 
-func (r *fakeResetter) ResetThread(_ context.Context, key string) error {
-	r.key = key
-	return nil
+func (r *fakeResetter) ResetThread(_ context.Context, key, by string) ([]bot.Receipt, error) {
+	r.key, r.by = key, by
+	return nil, nil
 }
 
 func TestSwitchyardCommand(t *testing.T) {
@@ -556,6 +556,7 @@ func TestSwitchyardCommand(t *testing.T) {
 	require.Equal(t, "wi_2", canceller.id)
 	require.Equal(t, "U1", canceller.by)
 	require.Equal(t, "slack:T1/C9/1700000000.000100", resetter.key)
+	require.Equal(t, "U1", resetter.by, "the reset is made by who asked")
 	// Queries store nothing and post nothing.
 	_, _, events, _ := bare.store.snapshot()
 	require.Empty(t, events)

@@ -43,9 +43,11 @@ type Canceller interface {
 	CancelWorkItem(ctx context.Context, id, by string) error
 }
 
-// Resetter forgets what a thread carries over, for /switchyard reset.
+// Resetter resets a thread for /switchyard reset: what it owns is
+// cancelled, stopped or archived, each with a receipt naming by (the Slack
+// user who asked), and nothing of it is carried over.
 type Resetter interface {
-	ResetThread(ctx context.Context, sessionKey string) error
+	ResetThread(ctx context.Context, sessionKey, by string) ([]bot.Receipt, error)
 }
 
 // Outbox keeps the messages that open commands' threads; bot.OutboxStore
