@@ -392,7 +392,11 @@ func TestToolNamesAreTheToolsTheDaemonRegisters(t *testing.T) {
 	})
 	var registered []string
 	d, err := daemon.New(t.Context(), daemon.Options{Setup: s, NewRunner: func(deps daemon.RunnerDeps) (bot.Runner, error) {
-		registered = tools.CoreNames()
+		// The core tools as the daemon's runner makes them: the
+		// background task tools come with the daemon's Background.
+		for _, tl := range tools.Core(tools.CoreOptions{Background: deps.Background}) {
+			registered = append(registered, tl.Info().Name)
+		}
 		for _, tl := range deps.Tools {
 			registered = append(registered, tl.Info().Name)
 		}
