@@ -46,6 +46,7 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 	if strings.TrimSpace(c.DataDir) == "" {
 		fail("data_dir", "must not be empty")
 	}
+	checkStorage(fail, &c.Storage)
 	if strings.TrimSpace(c.AgentsDir) == "" {
 		fail("agents_dir", "must not be empty")
 	}
@@ -403,5 +404,31 @@ func checkSkills(d *yamldecode.Decoder, sc skills.Config) {
 		if s.Enabled == skills.Inherit && len(s.Settings) == 0 && !d.FailedUnder(p) {
 			fail(p, "says nothing: give enabled (true or false) or settings")
 		}
+	}
+}
+
+// checkStorage checks the storage section; the DSN, a secret, is never
+// quoted.
+func checkStorage(fail func(path, format string, args ...any), s *Storage) {
+	switch s.Driver {
+	case StorageBolt:
+		if s.DSN.IsSet() {
+			fail("storage.dsn", "is for the postgres driver; the bolt driver keeps its file in data_dir")
+		}
+		if s.MaxConns != 0 {
+			fail("storage.max_conns", "is for the postgres driver")
+		}
+	case StoragePostgres:
+		if !s.DSN.IsSet() {
+			fail("storage.dsn", "required for the postgres driver: a connection string such as postgres://switchyard:${PGPASSWORD}@db:5432/switchyard")
+		}
+		if s.MaxConns == 0 {
+			s.MaxConns = DefaultMaxConns
+		}
+		if s.MaxConns < 2 || s.MaxConns > 1000 {
+			fail("storage.max_conns", "want 2 to 1000, got %d", s.MaxConns)
+		}
+	default:
+		fail("storage.driver", "unknown driver %q (want bolt, or postgres for several replicas)", s.Driver)
 	}
 }

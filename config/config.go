@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ type Config struct {
 	// DataDir holds the bbolt database and anything else Switchyard writes;
 	// default "./data".
 	DataDir string `yaml:"data_dir" json:"data_dir"`
+	// Storage says where the data lives: in a bbolt file in DataDir (the
+	// default, one process) or in PostgreSQL (several replicas).
+	Storage Storage `yaml:"storage" json:"storage"`
 	// Workers is how many jobs run at once; default 4, 1 to 256.
 	Workers int `yaml:"workers" json:"workers"`
 	// AgentsDir holds user agent definitions, which override packaged and
@@ -109,6 +113,53 @@ type APIToken struct {
 	Name string `yaml:"name" json:"name"`
 	// Token is the bearer token, at least 16 characters. Required.
 	Token bot.Secret `yaml:"token" json:"token"`
+}
+
+// Storage drivers.
+const (
+	StorageBolt     = "bolt"     // one bbolt file in data_dir: one process at a time
+	StoragePostgres = "postgres" // a PostgreSQL database several replicas share
+)
+
+// DefaultMaxConns is the size of one replica's PostgreSQL connection pool
+// when storage.max_conns says nothing.
+const DefaultMaxConns = 10
+
+// Storage configures where work items, events, the outbox, the audit log
+// and everything else Switchyard keeps are stored.
+type Storage struct {
+	// Driver is "bolt" (the default: data_dir/switchyard.db, one process)
+	// or "postgres" (a database several replicas share).
+	Driver string `yaml:"driver" json:"driver"`
+	// DSN is the PostgreSQL connection string, a URL
+	// (postgres://user:password@host:5432/switchyard) or key=value pairs;
+	// required for postgres. It holds a password: a secret.
+	DSN bot.Secret `yaml:"dsn,omitempty" json:"dsn,omitempty"`
+	// MaxConns caps one replica's connection pool; default 10, 2 to 1000.
+	// Each replica also holds one connection of its own for notifications.
+	MaxConns int `yaml:"max_conns,omitempty" json:"max_conns,omitempty"`
+}
+
+// Secrets returns the DSN and the password written in it, which the
+// redactor masks wherever they would show.
+func (s Storage) Secrets() []bot.Secret {
+	if !s.DSN.IsSet() {
+		return nil
+	}
+	dsn := s.DSN.Reveal()
+	out := []bot.Secret{s.DSN}
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, bot.Secret(pw))
+		}
+		return out
+	}
+	for _, field := range strings.Fields(dsn) {
+		if pw, ok := strings.CutPrefix(field, "password="); ok {
+			out = append(out, bot.Secret(strings.Trim(pw, "'")))
+		}
+	}
+	return out
 }
 
 // Sandbox configures where agents' commands run.
@@ -425,6 +476,7 @@ func (c *Config) BotSchedules() []bot.Schedule {
 type (
 	plainConfig   Config
 	plainServer   Server
+	plainStorage  Storage
 	plainAPIToken APIToken
 	plainModel    Model
 	plainGitHub   GitHub
@@ -436,6 +488,9 @@ func (c Config) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainConfig(
 
 // Format implements fmt.Formatter.
 func (s Server) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainServer(s), "Server") }
+
+// Format implements fmt.Formatter.
+func (s Storage) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainStorage(s), "Storage") }
 
 // Format implements fmt.Formatter.
 func (t APIToken) Format(f fmt.State, verb rune) { formatAsV(f, verb, plainAPIToken(t), "APIToken") }

@@ -114,7 +114,15 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key, close to a known one", "workrs: 4\n",
 			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
 		{"unknown key", "frobnicate: 1\n",
-			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, subagents, workers"},
+			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, storage, subagents, workers"},
+		{"unknown storage driver", "storage:\n  driver: sqlite\n",
+			`c.yaml:2: storage.driver: unknown driver "sqlite" (want bolt, or postgres for several replicas)`},
+		{"postgres without a dsn", "storage:\n  driver: postgres\n",
+			"c.yaml:1: storage.dsn: required for the postgres driver: a connection string such as postgres://switchyard:${PGPASSWORD}@db:5432/switchyard"},
+		{"dsn for bolt", "storage:\n  dsn: postgres://u:pw@db/x\n",
+			"c.yaml:2: storage.dsn: is for the postgres driver; the bolt driver keeps its file in data_dir"},
+		{"max_conns out of range", "storage:\n  driver: postgres\n  dsn: postgres://u:pw@db/x\n  max_conns: 1\n",
+			"c.yaml:4: storage.max_conns: want 2 to 1000, got 1"},
 		{"unknown nested key", "routing:\n  rules:\n    - name: a\n      agent: coder\n      match:\n        label: [bug]\n",
 			`c.yaml:6: routing.rules[0].match.label: unknown key; did you mean "labels"?`},
 		{"unknown key is not decoded", "server:\n  token: ${NOPE\n",
@@ -267,7 +275,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: xoxb-1\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
-			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, subagents, workers`},
+			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, storage, subagents, workers`},
 		{"merge of a scalar", "server:\n  <<: 3\n",
 			"c.yaml:2: server: << merges mappings, got an integer"},
 		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",
@@ -826,4 +834,21 @@ skills:
 	err = c.SkillErrors(skills.SettingErrors{{Index: 1, Field: "name", Msg: `no package or skill "release-helper"`}})
 	require.EqualError(t, err, `c.yaml:7: skills.settings[1].name: no package or skill "release-helper"`)
 	require.True(t, config.IsInvalid(err))
+}
+
+// The storage section: bolt by default, postgres with its DSN, which is a
+// secret the redactor learns with the password in it.
+func TestStorage(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("data_dir: /tmp/x\n"))
+	require.NoError(t, err)
+	require.Equal(t, config.Storage{Driver: config.StorageBolt}, cfg.Storage)
+
+	t.Setenv("TEST_DSN", "postgres://switchyard:s3cret-passw0rd@db:5432/switchyard")
+	cfg, err = config.Parse("c.yaml", []byte("storage:\n  driver: postgres\n  dsn: ${TEST_DSN}\n"))
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultMaxConns, cfg.Storage.MaxConns)
+	require.NotContains(t, fmt.Sprintf("%v %+v %#v", cfg.Storage, cfg.Storage, cfg), "s3cret")
+	require.ElementsMatch(t, []bot.Secret{"postgres://switchyard:s3cret-passw0rd@db:5432/switchyard", "s3cret-passw0rd"}, cfg.Storage.Secrets())
+	kv := config.Storage{Driver: config.StoragePostgres, DSN: "host=db user=switchyard password='kv-passw0rd' dbname=switchyard"}
+	require.Contains(t, kv.Secrets(), bot.Secret("kv-passw0rd"))
 }

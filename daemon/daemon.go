@@ -128,6 +128,12 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		opts.APIToken = cfg.Server.APIToken
 	}
 	tokenFile := ""
+	if !opts.APIToken.IsSet() && cfg.Storage.Driver == config.StoragePostgres {
+		// A token file is one replica's own: behind a load balancer each
+		// replica would accept a different token.
+		return nil, bot.Errorf(bot.EINVALID, "storage.driver is postgres: the replicas must share the API token, "+
+			"so set server.api_token (for example to ${SWITCHYARD_API_TOKEN}) or $SWITCHYARD_API_TOKEN instead of relying on each replica's %s file", APITokenFile)
+	}
 	if !opts.APIToken.IsSet() {
 		if opts.APIToken, err = LoadAPIToken(cfg.DataDir); err != nil {
 			return nil, err

@@ -508,3 +508,27 @@ func TestConsoleRequesterIsTheTokensName(t *testing.T) {
 		})
 	}
 }
+
+// Replicas on PostgreSQL share one API token: a daemon that would make a
+// token file of its own refuses to start, saying what to set, before it
+// connects to anything.
+func TestPostgresNeedsASharedAPIToken(t *testing.T) {
+	setup := setupFor(t, func(c *config.Config) {
+		c.Storage = config.Storage{Driver: config.StoragePostgres, DSN: "postgres://switchyard:pw-not-shown@127.0.0.1:1/switchyard", MaxConns: 4}
+	})
+	_, err := daemon.New(t.Context(), daemon.Options{Setup: setup})
+	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
+	require.ErrorContains(t, err, "the replicas must share the API token, so set server.api_token")
+	require.NotContains(t, err.Error(), "pw-not-shown")
+
+	// With one, an unreachable database is said in words, without the
+	// password, and nothing is written to the data directory.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = daemon.New(ctx, daemon.Options{Setup: setup, APIToken: "shared-token-0123456789"})
+	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err), "%v", err)
+	require.ErrorContains(t, err, "cannot reach the postgres database switchyard at 127.0.0.1:1")
+	require.NotContains(t, err.Error(), "pw-not-shown")
+	entries, _ := os.ReadDir(setup.Config.DataDir)
+	require.Empty(t, entries)
+}

@@ -181,6 +181,7 @@ func (s *Setup) Secrets() []bot.Secret {
 		out = append(out, m.APIKey)
 	}
 	out = append(out, s.detectedKey)
+	out = append(out, cfg.Storage.Secrets()...)
 	if g := cfg.GitHub; g != nil {
 		out = append(out, g.PrivateKey, g.WebhookSecret)
 		if g.PrivateKeyFile != "" {

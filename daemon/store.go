@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/postgres"
 )
 
 // Store is everything the daemon keeps, as the parts it wires use it:
@@ -63,11 +64,15 @@ type orphanReclaimer interface {
 var (
 	_ Store           = (*bolt.Store)(nil)
 	_ orphanReclaimer = (*bolt.Store)(nil)
+	_ Store           = (*postgres.Store)(nil)
 )
 
 // OpenStore opens the store the config's storage section names: the bbolt
 // file in data_dir, or the PostgreSQL database, whose migrations it applies
 // first.
 func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (Store, error) {
+	if cfg.Storage.Driver == config.StoragePostgres {
+		return postgres.Open(ctx, cfg.Storage.DSN.Reveal(), postgres.Options{MaxConns: cfg.Storage.MaxConns, Logger: log})
+	}
 	return bolt.Open(ctx, filepath.Join(cfg.DataDir, DataFile), bolt.Options{Logger: log})
 }

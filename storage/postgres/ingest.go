@@ -1,0 +1,520 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// notifyChannel is the one LISTEN/NOTIFY channel; a notification's payload
+// is its topic, a colon and the topic's payload.
+const notifyChannel = "switchyard"
+
+// Ingest writes an event in one statement: the dedup key first (the primary
+// key makes a concurrent delivery of the same event wait and then find it),
+// and, only when the key was free, the payload, the work item with its
+// pending dispatch (or the ingress record), the delivery index and a
+// notification that wakes idle workers on every replica. Events that
+// arrive together share a round trip and a commit (the group commit).
+const (
+	ingestRouted = `WITH ids AS MATERIALIZED (
+	SELECT nextval('events_seq_seq') AS ev, nextval('work_items_seq_seq') AS wi, nextval('dispatches_seq_seq') AS dp
+), d AS (%s), e AS (
+	INSERT INTO events (seq, header, raw) SELECT ids.ev, $4, NULLIF($5::bytea, ''::bytea) FROM ids, d RETURNING 1
+), w AS (
+	INSERT INTO work_items (seq, event_seq, thread, status, dispatch_seq, doc)
+	SELECT ids.wi, ids.ev, $6, 'queued', ids.dp, $7 FROM ids, d RETURNING 1
+), p AS (
+	INSERT INTO dispatches (seq, work_item_seq, unit, agent, status, doc)
+	SELECT ids.dp, ids.wi, CASE WHEN $6::text = '' THEN '!wi_' || ids.wi ELSE $6::text END, $8, 'pending', $9 FROM ids, d RETURNING 1
+)%s%s, n AS (
+	SELECT pg_notify('` + notifyChannel + `', '` + bot.TopicWork + `:') FROM d%s
+)
+SELECT ids.ev, ids.wi, ids.dp, EXISTS (SELECT 1 FROM d), (SELECT count(*) FROM n) FROM ids`
+
+	ingestIgnored = `WITH ids AS MATERIALIZED (
+	SELECT nextval('events_seq_seq') AS ev, nextval('ingress_seq_seq') AS inn
+), d AS (%s), e AS (
+	INSERT INTO events (seq, header, raw) SELECT ids.ev, $4, NULLIF($5::bytea, ''::bytea) FROM ids, d RETURNING 1
+), i AS (
+	INSERT INTO ingress (seq, event_seq, reason, doc) SELECT ids.inn, ids.ev, $6, $7 FROM ids, d RETURNING 1
+)%s
+SELECT ids.ev, ids.inn, 0::bigint, EXISTS (SELECT 1 FROM d), 0::bigint FROM ids`
+
+	// The dedup key of an event that has one: taken unless it is known
+	// and not expired at now.
+	dedupTake = `INSERT INTO dedup AS x (key, until, ref) SELECT $1, $2::bigint, '%s' || ids.%s FROM ids
+	ON CONFLICT (key) DO UPDATE SET until = EXCLUDED.until, ref = EXCLUDED.ref WHERE x.until < $3::bigint
+	RETURNING 1`
+	// An event without a dedup key is never a duplicate; $1 to $3 are
+	// then unused, but named so their types are known.
+	dedupNone = `SELECT $1::text AS key, $2::bigint AS until, $3::bigint AS now`
+	// The reaction of a routed event: its outbox message, whose key, work
+	// item and sequence are spliced into the document made beforehand.
+	reaction = `, r AS (
+	INSERT INTO outbox (key, seq, thread, destination, work_item, pending, dead, next_attempt, doc)
+	SELECT 'wi_' || ids.wi || $10::text, o.seq, $6, $11, 'wi_' || ids.wi, true, false, $12::bigint,
+		convert_to(jsonb_set(jsonb_set(jsonb_set($13::jsonb, '{key}', to_jsonb('wi_' || ids.wi || $10::text)),
+			'{work_item_id}', to_jsonb('wi_' || ids.wi)), '{seq}', to_jsonb(o.seq))::text, 'UTF8')
+	FROM ids, d, (SELECT nextval('outbox_seq') AS seq) o RETURNING 1
+)`
+	reactionNotify = `
+	UNION ALL SELECT pg_notify('` + notifyChannel + `', '` + bot.TopicOutbox + `:') FROM r`
+	delivery = `, l AS (
+	INSERT INTO deliveries (key, ref) SELECT $1, '%s' || ids.%s FROM ids, d
+	ON CONFLICT (key) DO UPDATE SET ref = EXCLUDED.ref RETURNING 1
+)`
+)
+
+// ingestSQL is the statement of an event routed or not, with a dedup key
+// or not, with a reaction or not.
+var ingestSQL = map[[3]bool]string{
+	{true, true, false}:   fmt.Sprintf(ingestRouted, fmt.Sprintf(dedupTake, "wi_", "wi"), fmt.Sprintf(delivery, "wi_", "wi"), "", ""),
+	{true, false, false}:  fmt.Sprintf(ingestRouted, dedupNone, "", "", ""),
+	{true, true, true}:    fmt.Sprintf(ingestRouted, fmt.Sprintf(dedupTake, "wi_", "wi"), fmt.Sprintf(delivery, "wi_", "wi"), reaction, reactionNotify),
+	{true, false, true}:   fmt.Sprintf(ingestRouted, dedupNone, "", reaction, reactionNotify),
+	{false, true, false}:  fmt.Sprintf(ingestIgnored, fmt.Sprintf(dedupTake, "in_", "inn"), fmt.Sprintf(delivery, "in_", "inn")),
+	{false, false, false}: fmt.Sprintf(ingestIgnored, dedupNone, ""),
+}
+
+// ID prefixes, as the bbolt store's: the number is the row's sequence.
+const (
+	prefixWorkItem = "wi_"
+	prefixDispatch = "d_"
+	prefixJob      = "job_"
+	prefixIngress  = "in_"
+	prefixEvent    = "ev_"
+)
+
+func formatID(prefix string, seq int64) string { return prefix + strconv.FormatInt(seq, 10) }
+
+func parseID(prefix, id string) (int64, bool) {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok || rest == "" || rest[0] == '0' || rest[0] == '+' || rest[0] == '-' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil
+}
+
+// unit is what one running job at a time is held over: the thread, or for
+// an event without a thread its own work item. Thread keys start with
+// their source and a colon, so "!" cannot be one.
+func unit(th bot.Thread, workItemID string) string {
+	if k := th.Key(); k != "" {
+		return k
+	}
+	return "!" + workItemID
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func utc(t time.Time) time.Time { return t.Round(0).UTC() }
+
+func validateIngest(req *bot.IngestRequest) error {
+	if (req.Route == nil) == (req.Ignore == nil) {
+		return bot.Errorf(bot.EINVALID, "ingest: exactly one of route and ignore must be set")
+	}
+	if req.Route != nil && req.Route.Agent == "" {
+		return bot.Errorf(bot.EINVALID, "ingest: route names no agent")
+	}
+	if req.Route != nil && req.Route.Kind == "" {
+		return bot.Errorf(bot.EINVALID, "ingest: route to %q has no kind", req.Route.Agent)
+	}
+	if req.Reaction != "" && (req.Route == nil || !bot.Reacts(req.Event.Thread, req.Event.SourceRef)) {
+		return bot.Errorf(bot.EINVALID, "ingest: a reaction needs a routed event with a message to react to")
+	}
+	if req.Ignore != nil && req.Ignore.Code == "" {
+		return bot.Errorf(bot.EINVALID, "ingest: ignore reason has no code")
+	}
+	return nil
+}
+
+// ingestPlan is one event's statement and what its result is made of.
+type ingestPlan struct {
+	sql      string
+	args     []any
+	key      string
+	workItem *bot.WorkItem
+	ingress  *bot.IngressRecord
+}
+
+func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
+	now := utc(req.Now)
+	until := req.DedupUntil
+	if until.IsZero() {
+		until = now.Add(bot.DefaultDedupWindow)
+	}
+	ev := &req.Event
+	header, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
+	}
+	key := ev.DedupKey()
+	p := &ingestPlan{key: key, sql: ingestSQL[[3]bool{req.Route != nil, key != "", req.Reaction != ""}]}
+	raw := ev.Raw
+	if raw == nil {
+		raw = []byte{}
+	}
+	args := []any{key, nanos(utc(until)), now.UnixNano(), header, raw}
+	if req.Route != nil {
+		wi := bot.WorkItem{
+			Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
+			Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID,
+			Actor: ev.Actor, Requester: ev.Requester, Text: ev.Text, SourceRef: ev.SourceRef,
+			CreatedAt: now, UpdatedAt: now,
+		}
+		d := bot.Dispatch{Agent: req.Route.Agent, Thread: ev.Thread, Status: bot.DispatchPending, CreatedAt: now, UpdatedAt: now}
+		wiDoc, err := json.Marshal(wi)
+		if err != nil {
+			return nil, fmt.Errorf("encode work item: %w", err)
+		}
+		dDoc, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("encode dispatch: %w", err)
+		}
+		p.args = append(args, ev.Thread.Key(), wiDoc, d.Agent, dDoc)
+		if req.Reaction != "" {
+			m := bot.ReactionMessage(&wi, req.Reaction)
+			m.Version, m.CreatedAt, m.UpdatedAt = 1, now, now
+			mDoc, err := json.Marshal(m)
+			if err != nil {
+				return nil, fmt.Errorf("encode reaction: %w", err)
+			}
+			p.args = append(p.args, bot.ReactionKey("", req.Reaction), ev.Thread.Destination(), m.NextAttemptAt.UnixNano(), mDoc)
+		}
+		p.workItem = &wi
+		return p, nil
+	}
+	in := bot.IngressRecord{
+		Source: ev.Source, Kind: ev.Kind, DeliveryID: ev.DeliveryID, Actor: ev.Actor,
+		Thread: ev.Thread, Reason: req.Ignore.Code, Detail: req.Ignore.Detail, CreatedAt: now,
+	}
+	inDoc, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode ingress record: %w", err)
+	}
+	p.args = append(args, in.Reason, inDoc)
+	p.ingress = &in
+	return p, nil
+}
+
+// ingestRow is what the statement answers.
+type ingestRow struct {
+	ev, rec, dispatch int64
+	stored            bool
+	notified          int64
+}
+
+func (r *ingestRow) scan(row pgx.Row) error {
+	return row.Scan(&r.ev, &r.rec, &r.dispatch, &r.stored, &r.notified)
+}
+
+// Ingest persists an event: the payload, the dedup key, and the work item
+// with its pending dispatch or the ingress record, in one transaction. A
+// known, unexpired dedup key writes nothing and returns the original.
+func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestResult, error) {
+	if err := s.open(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if err := validateIngest(&req); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	req.Now = utc(req.Now)
+	p, err := planIngest(&req)
+	if err != nil {
+		return bot.IngestResult{}, err
+	}
+	row, err := s.batch.do(ctx, p)
+	if err != nil {
+		return bot.IngestResult{}, s.wrap("ingest", err)
+	}
+	if !row.stored {
+		res, err := s.original(ctx, p.key)
+		return res, s.wrap("ingest", err)
+	}
+	evRef := formatID(prefixEvent, row.ev)
+	if p.workItem != nil {
+		wi := *p.workItem
+		wi.ID, wi.EventRef = formatID(prefixWorkItem, row.rec), evRef
+		return bot.IngestResult{WorkItem: &wi}, nil
+	}
+	in := *p.ingress
+	in.ID, in.EventRef = formatID(prefixIngress, row.rec), evRef
+	return bot.IngestResult{Ingress: &in}, nil
+}
+
+// original returns what the first delivery of a dedup key made.
+func (s *Store) original(ctx context.Context, key string) (bot.IngestResult, error) {
+	var ref string
+	if err := s.pool.QueryRow(ctx, "SELECT ref FROM dedup WHERE key = $1", key).Scan(&ref); err != nil {
+		return bot.IngestResult{}, fmt.Errorf("find the original of %s: %w", key, err)
+	}
+	res, err := s.made(ctx, s.pool, ref)
+	res.Duplicate = true
+	return res, err
+}
+
+// made returns the work item or ingress record of id.
+func (s *Store) made(ctx context.Context, q querier, id string) (bot.IngestResult, error) {
+	if seq, ok := parseID(prefixIngress, id); ok {
+		in, err := getIngress(ctx, q, seq)
+		if err != nil {
+			return bot.IngestResult{}, err
+		}
+		return bot.IngestResult{Ingress: in}, nil
+	}
+	wi, err := getWorkItem(ctx, q, id, false)
+	if err != nil {
+		return bot.IngestResult{}, err
+	}
+	return bot.IngestResult{WorkItem: &wi.WorkItem}, nil
+}
+
+// batcher is Ingest's group commit: events that arrive within delay of
+// each other, up to size, go to the server in one round trip and commit
+// together. Should the batch fail, each of its events is written on its
+// own, so one event's problem is its own.
+type batcher struct {
+	s     *Store
+	size  int
+	delay time.Duration
+
+	mu      sync.Mutex
+	pending []*batchItem
+	timer   *time.Timer
+	wg      sync.WaitGroup
+}
+
+type batchItem struct {
+	plan *ingestPlan
+	done chan batchResult
+}
+
+type batchResult struct {
+	row ingestRow
+	err error
+}
+
+func newBatcher(s *Store, size int, delay time.Duration) *batcher {
+	return &batcher{s: s, size: size, delay: delay}
+}
+
+// batchTimeout bounds one batch: its callers each wait at most until their
+// own context ends.
+const batchTimeout = 30 * time.Second
+
+func (b *batcher) do(ctx context.Context, p *ingestPlan) (ingestRow, error) {
+	if b.size <= 1 {
+		var row ingestRow
+		err := row.scan(b.s.pool.QueryRow(ctx, p.sql, p.args...))
+		return row, err
+	}
+	it := &batchItem{plan: p, done: make(chan batchResult, 1)}
+	b.mu.Lock()
+	b.pending = append(b.pending, it)
+	switch {
+	case len(b.pending) >= b.size:
+		b.flushLocked()
+	case len(b.pending) == 1:
+		b.timer = time.AfterFunc(b.delay, b.flush)
+	}
+	b.mu.Unlock()
+	select {
+	case r := <-it.done:
+		return r.row, r.err
+	case <-ctx.Done():
+		return ingestRow{}, ctx.Err()
+	}
+}
+
+func (b *batcher) flush() {
+	b.mu.Lock()
+	b.flushLocked()
+	b.mu.Unlock()
+}
+
+func (b *batcher) flushLocked() {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	items := b.pending
+	b.pending = nil
+	if len(items) == 0 {
+		return
+	}
+	b.wg.Go(func() { b.send(items) })
+}
+
+func (b *batcher) send(items []*batchItem) {
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	if len(items) > 1 {
+		var batch pgx.Batch
+		for _, it := range items {
+			batch.Queue(it.plan.sql, it.plan.args...)
+		}
+		// One Sync for the whole batch: one implicit transaction, one
+		// commit.
+		br := b.s.pool.SendBatch(ctx, &batch)
+		rows := make([]ingestRow, len(items))
+		var err error
+		for i := range items {
+			if err = rows[i].scan(br.QueryRow()); err != nil {
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			for i, it := range items {
+				it.done <- batchResult{row: rows[i]}
+			}
+			return
+		}
+		if !retryAlone(err) {
+			for _, it := range items {
+				it.done <- batchResult{err: err}
+			}
+			return
+		}
+	}
+	// Alone: one event, or a batch that failed as a whole.
+	for _, it := range items {
+		var row ingestRow
+		err := row.scan(b.s.pool.QueryRow(ctx, it.plan.sql, it.plan.args...))
+		it.done <- batchResult{row: row, err: err}
+	}
+}
+
+// retryAlone reports whether a failed batch is worth writing event by
+// event: not when the database cannot be reached at all.
+func retryAlone(err error) bool {
+	return !isNetError(err) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+func (b *batcher) stop() {
+	b.flush()
+	b.wg.Wait()
+}
+
+// ExpireDedup forgets dedup keys whose window ended before now, at most
+// 1,000 per statement so a large sweep does not hold locks long.
+func (s *Store) ExpireDedup(ctx context.Context, now time.Time) (int, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		tag, err := s.pool.Exec(ctx, `DELETE FROM dedup WHERE key IN (
+			SELECT key FROM dedup WHERE until < $1 ORDER BY until LIMIT 1000 FOR UPDATE SKIP LOCKED)`, now.UnixNano())
+		if err != nil {
+			return total, s.wrap("expire dedup keys", err)
+		}
+		n := int(tag.RowsAffected())
+		total += n
+		if n < 1000 {
+			return total, nil
+		}
+	}
+}
+
+// GetEvent returns a stored event with its raw payload.
+func (s *Store) GetEvent(ctx context.Context, ref string) (*bot.Event, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	seq, ok := parseID(prefixEvent, ref)
+	if !ok {
+		return nil, bot.Errorf(bot.ENOTFOUND, "event %q not found", ref)
+	}
+	var header, raw []byte
+	err := s.pool.QueryRow(ctx, "SELECT header, raw FROM events WHERE seq = $1", seq).Scan(&header, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, bot.Errorf(bot.ENOTFOUND, "event %q not found", ref)
+	}
+	if err != nil {
+		return nil, s.wrap("get event", err)
+	}
+	var ev bot.Event
+	if err := json.Unmarshal(header, &ev); err != nil {
+		return nil, fmt.Errorf("decode event %s: %w", ref, err)
+	}
+	if len(raw) > 0 {
+		ev.Raw = raw
+	}
+	return &ev, nil
+}
+
+// FindDelivery returns what the delivery with the id made.
+func (s *Store) FindDelivery(ctx context.Context, source, deliveryID string) (bot.IngestResult, error) {
+	if err := s.open(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if deliveryID == "" {
+		return bot.IngestResult{}, bot.Errorf(bot.EINVALID, "find delivery: no delivery id")
+	}
+	sources := []string{source}
+	if source == "" {
+		sources = []string{bot.SourceGitHub, bot.SourceSlack, bot.SourceLocal, bot.SourceSchedule}
+	}
+	var (
+		res   bot.IngestResult
+		found []string
+	)
+	for _, src := range sources {
+		key := (&bot.Event{Source: src, DeliveryID: deliveryID}).DedupKey()
+		var ref string
+		err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT ref FROM deliveries WHERE key = $1), (SELECT ref FROM dedup WHERE key = $1), '')`, key).Scan(&ref)
+		if err != nil {
+			return bot.IngestResult{}, s.wrap("find delivery", err)
+		}
+		if ref == "" {
+			continue
+		}
+		r, err := s.made(ctx, s.pool, ref)
+		if err != nil {
+			return bot.IngestResult{}, s.wrap("find delivery", err)
+		}
+		found = append(found, src)
+		res = r
+	}
+	switch len(found) {
+	case 0:
+		where := "any source"
+		if source != "" {
+			where = source
+		}
+		return bot.IngestResult{}, bot.Errorf(bot.ENOTFOUND, "no delivery %q from %s", deliveryID, where)
+	case 1:
+		return res, nil
+	}
+	return bot.IngestResult{}, bot.Errorf(bot.EINVALID, "delivery %q came from %s: name the source", deliveryID, strings.Join(found, " and "))
+}

@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// maxPayload keeps a notification under PostgreSQL's 8,000 bytes.
+const maxPayload = 7000
+
+// Notify tells every replica listening on the database, this one too:
+// NOTIFY on the switchyard channel, delivered when the statement commits.
+func (s *Store) Notify(ctx context.Context, topic, payload string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if topic == "" || strings.Contains(topic, ":") {
+		return bot.Errorf(bot.EINVALID, "notification topic %q: want a word without a colon", topic)
+	}
+	if len(payload) > maxPayload {
+		return bot.Errorf(bot.ETOOLARGE, "notification of %s: payload of %d bytes (at most %d)", topic, len(payload), maxPayload)
+	}
+	_, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, topic+":"+payload)
+	return s.wrap("notify", err)
+}
+
+// Listen holds a connection of its own that LISTENs on the switchyard
+// channel and calls fn with each notification until ctx ends. A lost
+// connection is made again after a pause, and fn is called with
+// bot.TopicResync, since notifications sent meanwhile are lost.
+func (s *Store) Listen(ctx context.Context, fn func(topic, payload string)) error {
+	backoff := 100 * time.Millisecond
+	for first := true; ; first = false {
+		if err := s.open(); err != nil {
+			return err
+		}
+		err := s.listen(ctx, fn, !first)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("notifications from the other replicas interrupted; listening again",
+			slog.String("database", s.where), slog.String("error", connErrorText(err)), slog.Duration("retry_in", backoff))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closed:
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func connErrorText(err error) string {
+	if err == nil {
+		return "connection closed"
+	}
+	return connError(err)
+}
+
+func (s *Store) listen(ctx context.Context, fn func(topic, payload string), resync bool) error {
+	conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	// The connection ends with the store, too.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	if resync {
+		fn(bot.TopicResync, "")
+	}
+	for {
+		n, err := conn.WaitForNotification(lctx)
+		if err != nil {
+			return err
+		}
+		topic, payload, _ := strings.Cut(n.Payload, ":")
+		fn(topic, payload)
+	}
+}
+
+// HoldLease takes or renews the lease called name for holder until
+// now+ttl: one statement, which takes it when it is free, expired or
+// holder's already.
+func (s *Store) HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error) {
+	if err := s.open(); err != nil {
+		return false, err
+	}
+	if name == "" || holder == "" || ttl <= 0 {
+		return false, bot.Errorf(bot.EINVALID, "lease %q for %q: a name, a holder and a positive time are required", name, holder)
+	}
+	var held bool
+	err := s.pool.QueryRow(ctx, `WITH t AS (
+		INSERT INTO leases AS l (name, holder, until) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+		WHERE l.holder = EXCLUDED.holder OR l.until <= $4
+		RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM t)`, name, holder, now.Add(ttl).UnixNano(), now.UnixNano()).Scan(&held)
+	return held, s.wrap("hold lease", err)
+}
+
+// ReleaseLease gives up holder's lease called name, if it has it.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, "DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
+	return s.wrap("release lease", err)
+}

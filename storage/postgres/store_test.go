@@ -1,0 +1,168 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/storage/postgres"
+	"github.com/switchyard/switchyard/storage/postgres/pgtest"
+	"github.com/switchyard/switchyard/storage/storetest"
+)
+
+var pg *pgtest.Server
+
+func TestMain(m *testing.M) { pgtest.Main(m, &pg) }
+
+// opener gives each directory the suite names a database of its own, and
+// the same one when it opens the directory again.
+func opener(t *testing.T) func(t *testing.T, dir string) *postgres.Store {
+	var (
+		mu  sync.Mutex
+		dbs = map[string]string{}
+	)
+	return func(t *testing.T, dir string) *postgres.Store {
+		t.Helper()
+		mu.Lock()
+		dsn, ok := dbs[dir]
+		if !ok {
+			dsn = pg.Database(t)
+			dbs[dir] = dsn
+		}
+		mu.Unlock()
+		s, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 4})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+}
+
+func TestConformance(t *testing.T) {
+	pg.Skip(t)
+	open := opener(t)
+	storetest.Run(t, func(t *testing.T, dir string) storetest.Store { return open(t, dir) })
+}
+
+func TestSkillsConformance(t *testing.T) {
+	pg.Skip(t)
+	open := opener(t)
+	storetest.RunSkills(t, func(t *testing.T, dir string) storetest.SkillStore { return open(t, dir) })
+}
+
+// Replicas starting together apply each migration once; a database whose
+// schema is newer than the build is refused, naming both versions.
+func TestMigrations(t *testing.T) {
+	dsn := pg.EmptyDatabase(t)
+	ctx := t.Context()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		applied []string
+	)
+	for range 4 {
+		wg.Go(func() {
+			names, err := postgres.Migrate(ctx, dsn)
+			require.NoError(t, err)
+			mu.Lock()
+			applied = append(applied, names...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Len(t, applied, postgres.SchemaVersion(), "each migration applied once: %v", applied)
+	names, err := postgres.Migrate(ctx, dsn)
+	require.NoError(t, err)
+	require.Empty(t, names)
+
+	s, err := postgres.Open(ctx, dsn, postgres.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Ping(ctx))
+	require.NoError(t, s.Close())
+
+	conn, err := pgxConnect(ctx, dsn)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future')")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	_, err = postgres.Open(ctx, dsn, postgres.Options{})
+	require.ErrorContains(t, err, "schema version 9999 is newer than this build supports")
+}
+
+// A server that cannot be reached is EUNAVAILABLE, named without the
+// password; a DSN that cannot be read is EINVALID, and not repeated.
+func TestOpenErrorsNameNoPassword(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := postgres.Open(ctx, "postgres://switchyard:hunter2-secret@127.0.0.1:1/switchyard?connect_timeout=2", postgres.Options{})
+	require.Error(t, err)
+	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err), "%v", err)
+	require.NotContains(t, err.Error(), "hunter2")
+	require.Contains(t, err.Error(), "127.0.0.1:1")
+
+	_, err = postgres.Open(ctx, "postgres://switchyard:hunter2-secret@host:notaport/db", postgres.Options{})
+	require.Equal(t, bot.EINVALID, bot.ErrorCode(err), "%v", err)
+	require.NotContains(t, err.Error(), "hunter2")
+	require.True(t, strings.HasPrefix(err.Error(), "storage.dsn: "), err.Error())
+}
+
+// Replicas listing due outbox messages together each get their own: a
+// message one lists is another's only after its outcome is recorded, and
+// the later messages of its work item wait with it, so each message is
+// sent by one replica, in its work item's order.
+func TestOutboxClaimsAcrossReplicas(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	ctx := t.Context()
+	open := func() *postgres.Store {
+		s, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 2})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	th := bot.LocalThread("t")
+	for _, m := range []bot.OutboxMessage{
+		{Key: "wi_1/status", Thread: th, WorkItemID: "wi_1", Kind: bot.OutboxStatus, Text: "running"},
+		{Key: "wi_1/reply", Thread: th, WorkItemID: "wi_1", Kind: bot.OutboxReply, Text: "done"},
+		{Key: "note", Thread: th, Kind: bot.OutboxReply, Text: "note"},
+	} {
+		_, err := a.Enqueue(ctx, m)
+		require.NoError(t, err)
+	}
+	keys := func(s *postgres.Store) []string {
+		t.Helper()
+		msgs, err := s.Due(ctx, time.Now(), 10, nil)
+		require.NoError(t, err)
+		out := []string{}
+		for _, m := range msgs {
+			out = append(out, m.Key)
+		}
+		return out
+	}
+	require.Equal(t, []string{"wi_1/status", "wi_1/reply", "note"}, keys(a))
+	require.Empty(t, keys(b), "every message is a's to send")
+	require.Equal(t, []string{"wi_1/status", "wi_1/reply", "note"}, keys(a), "a lists its own again")
+
+	now := time.Now()
+	require.NoError(t, a.Record(ctx, []bot.DeliveryOutcome{{Key: "wi_1/status", Delivered: true, Version: 1, RemoteID: "r1", At: now, Next: now}}))
+	require.Empty(t, keys(b), "the reply waits for its work item's message a still holds")
+
+	// The status changes again while a still holds the reply: b may send
+	// the new version, and the reply after it waits for b's delivery.
+	_, err := b.Enqueue(ctx, bot.OutboxMessage{Key: "wi_1/status", Thread: th, WorkItemID: "wi_1", Kind: bot.OutboxStatus, Text: "finished"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"wi_1/status"}, keys(b))
+	require.Equal(t, []string{"note"}, keys(a))
+	require.NoError(t, b.Record(ctx, []bot.DeliveryOutcome{{Key: "wi_1/status", Delivered: true, Version: 2, At: now, Next: now}}))
+	require.Equal(t, []string{"wi_1/reply", "note"}, keys(a))
+	require.Empty(t, keys(b))
+
+	// A replica that closes gives its claims up.
+	require.NoError(t, a.Close())
+	require.Equal(t, []string{"wi_1/reply", "note"}, keys(b))
+}
