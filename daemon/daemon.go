@@ -243,7 +243,9 @@ func (d *Daemon) build() error {
 		return err
 	}
 	// Subagents outlive a configuration like approvals. What a previous
-	// process left open and cannot go on is closed before anything runs.
+	// process left open and cannot go on is closed before anything runs,
+	// in a file only this process opens: in a database other replicas'
+	// open agent calls and background tasks are alive.
 	d.subagents = agents.NewSubagents(agents.SubagentsOptions{Ledger: store, Wake: func() { d.dispatcher.Wake() }, Logger: d.log})
 	d.background, err = tools.NewBackground(tools.BackgroundOptions{Store: store, Dir: filepath.Join(cfg.DataDir, "tasks"), Logger: d.log})
 	if err != nil {
@@ -252,6 +254,9 @@ func (d *Daemon) build() error {
 	for _, rec := range []interface {
 		Recover(context.Context) (int, error)
 	}{d.subagents, d.background} {
+		if _, single := store.(orphanReclaimer); !single {
+			break
+		}
 		if n, err := rec.Recover(context.Background()); err != nil {
 			return fmt.Errorf("close what the previous process left open: %w", err)
 		} else if n > 0 {
