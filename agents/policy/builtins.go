@@ -708,7 +708,7 @@ func commandHandler(c *checker, inv *invocation) cwds {
 	if i >= len(args) {
 		return inv.cwd
 	}
-	return c.run(args[i:], inv.cwd)
+	return c.runExternal(args[i:], inv.cwd)
 }
 
 func execHandler(c *checker, inv *invocation) cwds {
@@ -731,5 +731,5 @@ func execHandler(c *checker, inv *invocation) cwds {
 	if i >= len(args) {
 		return inv.cwd
 	}
-	return c.run(args[i:], inv.cwd)
+	return c.runExternal(args[i:], inv.cwd)
 }

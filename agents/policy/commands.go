@@ -65,7 +65,81 @@ func subcommands(dst []string, name string, args []word) []string {
 		}
 		dst = append(dst, w.s)
 	}
+	if name == "npm" && len(dst) > 0 {
+		dst[0] = npmCanonical(dst[0])
+	}
 	return dst
+}
+
+// npmCommands are npm's commands, and npmAliases its other names for them,
+// as npm 11 lists them (lib/utils/cmd-list.js).
+var (
+	npmCommands = []string{"access", "adduser", "approve-scripts", "audit", "bugs", "cache", "ci", "completion",
+		"config", "dedupe", "deny-scripts", "deprecate", "diff", "dist-tag", "docs", "doctor", "edit", "exec",
+		"explain", "explore", "find-dupes", "fund", "get", "help", "help-search", "init", "install",
+		"install-ci-test", "install-scripts", "install-test", "link", "ll", "login", "logout", "ls", "org",
+		"outdated", "owner", "pack", "ping", "pkg", "prefix", "profile", "prune", "publish", "query", "rebuild",
+		"repo", "restart", "root", "run", "sbom", "search", "set", "shrinkwrap", "stage", "star", "stars", "start",
+		"stop", "team", "test", "token", "trust", "undeprecate", "uninstall", "unpublish", "unstar", "update",
+		"version", "view", "whoami"}
+	npmAliases = map[string]string{"author": "owner", "home": "docs", "issues": "bugs", "info": "view",
+		"show": "view", "find": "search", "add": "install", "unlink": "uninstall", "remove": "uninstall",
+		"rm": "uninstall", "r": "uninstall", "un": "uninstall", "rb": "rebuild", "list": "ls", "ln": "link",
+		"create": "init", "i": "install", "it": "install-test", "cit": "install-ci-test", "u": "update",
+		"up": "update", "c": "config", "s": "search", "se": "search", "tst": "test", "t": "test", "ddp": "dedupe",
+		"v": "view", "run-script": "run", "clean-install": "ci", "clean-install-test": "install-ci-test",
+		"x": "exec", "why": "explain", "la": "ll", "verison": "version", "ic": "ci", "innit": "init",
+		"in": "install", "ins": "install", "inst": "install", "insta": "install", "instal": "install",
+		"isnt": "install", "isnta": "install", "isntal": "install", "isntall": "install", "install-clean": "ci",
+		"isntall-clean": "ci", "hlep": "help", "dist-tags": "dist-tag", "upgrade": "update", "udpate": "update",
+		"rum": "run", "sit": "install-ci-test", "urn": "run", "ogr": "org", "add-user": "adduser"}
+)
+
+// npmCanonical is the command npm runs for the word sub, as npm reads it:
+// camelCase as dashes, a command, an alias, or a prefix of exactly one of
+// them (npm pub is npm publish).
+func npmCanonical(sub string) string {
+	if strings.ContainsAny(sub, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		var b strings.Builder
+		for _, r := range sub {
+			if r >= 'A' && r <= 'Z' {
+				b.WriteByte('-')
+				r += 'a' - 'A'
+			}
+			b.WriteRune(r)
+		}
+		sub = b.String()
+	}
+	if slices.Contains(npmCommands, sub) {
+		return sub
+	}
+	if a, ok := npmAliases[sub]; ok {
+		return a
+	}
+	found := ""
+	for _, c := range npmCommands {
+		if strings.HasPrefix(c, sub) {
+			if found != "" {
+				return sub
+			}
+			found = c
+		}
+	}
+	for a := range npmAliases {
+		if strings.HasPrefix(a, sub) {
+			if found != "" {
+				return sub
+			}
+			found = a
+		}
+	}
+	if found == "" {
+		return sub
+	}
+	for npmAliases[found] != "" {
+		found = npmAliases[found]
+	}
+	return found
 }
 
 // literalWords appends to dst the values of ws until dst holds n or a word
@@ -598,7 +672,10 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 				c.usePath(inv, *o.val, pathUse{acc: accRead})
 			}
 		}
-		if !hasOpt(opts, "-e", "--regexp", "-f", "--file") && len(pos) > 0 {
+		// rg --files lists files and takes no pattern: every operand is a
+		// directory it reads.
+		listing := inv.name == "rg" && hasOpt(opts, "--files")
+		if !listing && !hasOpt(opts, "-e", "--regexp", "-f", "--file") && len(pos) > 0 {
 			pos = pos[1:]
 		}
 		for _, w := range pos {
@@ -1743,7 +1820,7 @@ func findHandler() handler {
 					c.denyf("shell:parse", "find -exec names no command")
 					return inv.cwd
 				}
-				c.run(inner, inv.cwd)
+				c.runExternal(inner, inv.cwd)
 			}
 		}
 		return inv.cwd

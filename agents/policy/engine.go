@@ -540,6 +540,9 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, appr
 		// commands in it still need permissions or commands.allow.
 		c := e.newChecker(p, ws)
 		c.script(cmd, c.dirs)
+		if c.deny == nil && c.used.has(pExec) {
+			c.payloadScan(cmd)
+		}
 		deny, approval, used, outside = c.deny, c.approval, c.used, c.outside
 		e.releaseChecker(c)
 		return deny, approval, used, outside, nil

@@ -574,7 +574,7 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 			if !c.need(inv, pWrite) || len(pos) < 2 {
 				return inv.cwd
 			}
-			return c.run(pos[1:], inv.cwd)
+			return c.runExternal(pos[1:], inv.cwd)
 		}
 		if first == "visualize" || first == "view" {
 			c.needBecause(inv, pExec, "git bisect visualize runs gitk or a pager")
@@ -716,6 +716,26 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 		}
 		if sub == "fast-export" {
 			c.need(inv, pRead)
+			return inv.cwd
+		}
+	case "bugreport", "diagnose":
+		// Both write their report into -o's directory, the current one by
+		// default.
+		if !c.needBecause(inv, pWrite, "git "+sub+" writes a report file") {
+			return inv.cwd
+		}
+		dir := litWord(".")
+		for _, o := range opts {
+			if (o.name == "-o" || o.name == "--output-directory") && o.val != nil {
+				dir = *o.val
+			}
+		}
+		c.usePath(inv, dir, pathUse{acc: accWrite})
+		return inv.cwd
+	case "merge-tree":
+		// Unless asked for the trivial merge of three trees, merge-tree
+		// writes the merged trees into the object database.
+		if !hasOpt(opts, "--trivial-merge") && len(pos) != 3 && !c.needBecause(inv, pWrite, "git merge-tree writes the merged tree into the repository") {
 			return inv.cwd
 		}
 	case "help":

@@ -249,12 +249,10 @@ func shellHandler(c *checker, inv *invocation) cwds {
 	}
 operands:
 	rest := args[min(i, len(args)):]
-	if hidden != "" {
-		// Start-up files, interactive mode, options that export every
-		// assignment: code the policy does not read.
-		if c.needBecause(inv, pExec, "option "+hidden+" runs code the policy cannot see") {
-			c.pathLikeArgs(inv, rest)
-		}
+	// Start-up files, interactive mode, options that export every
+	// assignment: code the policy does not read, beside the script it
+	// does, which is checked all the same (bash -lc 'kubectl delete …').
+	if hidden != "" && !c.needBecause(inv, pExec, "option "+hidden+" runs code the policy cannot see") {
 		return inv.cwd
 	}
 	switch {
@@ -548,7 +546,7 @@ func busyboxHandler(c *checker, inv *invocation) cwds {
 		c.need(inv, pRead)
 		return inv.cwd
 	}
-	return c.run(inv.argv[1:], inv.cwd)
+	return c.runExternal(inv.argv[1:], inv.cwd)
 }
 
 // editorHandler checks an editor run as a program: editors read start-up

@@ -37,6 +37,21 @@ func (c *checker) ruleScan(text string) {
 	}
 }
 
+// payloadEscapes are the escapes echo -e, printf and $'…' turn into the
+// blanks between the words of a command line.
+var payloadEscapes = strings.NewReplacer(`\n`, " ", `\t`, " ", `\r`, " ")
+
+// payloadScan is ruleScan over a whole script that ran a program whose
+// code the policy does not read (make, npm test, a script in the
+// workspace): what the script wrote for it to run (a recipe, a package
+// script, a test) is in the script's text or its literal words.
+func (c *checker) payloadScan(src string) {
+	c.ruleScan(payloadEscapes.Replace(src))
+	if c.deny == nil {
+		c.ruleScanWords(c.words)
+	}
+}
+
 // ruleScanWords is ruleScan over a command's literal arguments.
 func (c *checker) ruleScanWords(args []word) {
 	if len(c.p.denyCmds) == 0 && len(c.p.approvalCmds) == 0 {

@@ -934,7 +934,14 @@ func systemBinDir(dir string) bool {
 
 // run checks argv as a command and returns the directories the script may
 // be in once it succeeded.
-func (c *checker) run(argv []word, cwd cwds) cwds {
+func (c *checker) run(argv []word, cwd cwds) cwds { return c.runArgv(argv, cwd, true) }
+
+// runExternal checks argv as a program another one runs (command, exec,
+// env, xargs, find -exec…): never a shell function of its name, which
+// only the shell's own command words call.
+func (c *checker) runExternal(argv []word, cwd cwds) cwds { return c.runArgv(argv, cwd, false) }
+
+func (c *checker) runArgv(argv []word, cwd cwds, funcs bool) cwds {
 	if len(argv) == 0 || c.stop() {
 		return cwd
 	}
@@ -950,7 +957,7 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 		return cwd
 	}
 	name := w.s
-	if f, ok := c.funcs[name]; ok {
+	if f, ok := c.funcs[name]; ok && funcs {
 		args := slices.Clone(argv[1:])
 		if args == nil {
 			args = []word{}
@@ -972,6 +979,14 @@ func (c *checker) run(argv []word, cwd cwds) cwds {
 	if strings.Contains(name, "/") {
 		dir, base := path.Split(name)
 		if !systemBinDir(dir) || base == "" {
+			if base != "" {
+				inv := c.invocation(invocation{name: base, argv: argv, cwd: cwd})
+				inv.sub = subcommands(inv.subBuf[:0], base, argv[1:])
+				c.ruleMatch(inv, true)
+				if c.deny != nil {
+					return cwd
+				}
+			}
 			return c.program(argv, cwd)
 		}
 		name = base
@@ -1020,7 +1035,12 @@ func (c *checker) program(argv []word, cwd cwds) cwds {
 
 // rules applies the profile's commands.deny, commands.allow and approval
 // lists to inv.
-func (c *checker) rules(inv *invocation) {
+func (c *checker) rules(inv *invocation) { c.ruleMatch(inv, false) }
+
+// ruleMatch is rules; for a program named by a path outside the system's
+// directories (./kubectl, a copy, a link) named is true: the denial and
+// approval rules for its name hold it, commands.allow does not.
+func (c *checker) ruleMatch(inv *invocation, named bool) {
 	// git's and gh's subcommand words are known exactly, so a rule for
 	// "git push" does not catch git stash push.
 	exact := inv.name == "git" || inv.name == "gh"
@@ -1049,7 +1069,7 @@ func (c *checker) rules(inv *invocation) {
 		}
 	}
 	for _, pt := range c.p.allowCmds {
-		if pt.match(inv.name, inv.sub) {
+		if !named && pt.match(inv.name, inv.sub) {
 			inv.allowed = true
 			break
 		}

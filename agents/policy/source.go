@@ -236,7 +236,7 @@ func (c *checker) produceCall(ce *syntax.CallExpr, cwd cwds, in *source) *source
 	}
 	cmd := strings.TrimPrefix(strings.TrimPrefix(name.s, "/usr"), "/bin/")
 	for _, w := range argv[1:] {
-		if !w.lit || w.glob {
+		if !w.lit || w.glob && cmd != "ls" {
 			return hidden("the output of " + cmd + " with words the policy cannot see")
 		}
 	}
@@ -366,6 +366,14 @@ func (c *checker) listing(cmd string, args []word, dir string) word {
 		if len(args) == 0 || len(args) == 1 && (args[0].s == "-1" || args[0].s == "-a" || args[0].s == "-A") {
 			return entriesWord(litWord("."), false, nil)
 		}
+		// ls *.md, ls src: names of the current directory or of one
+		// inside it, a component each, so entries of its tree.
+		for _, a := range args {
+			if !a.lit || a.s != "-1" && (strings.HasPrefix(a.s, "-") || strings.Contains(a.s, "/") || a.s == ".." || a.s == "" || a.glob && strings.HasPrefix(a.s, ".")) {
+				return word{}
+			}
+		}
+		return entriesWord(litWord("."), false, nil)
 	}
 	return word{}
 }

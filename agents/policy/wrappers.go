@@ -53,7 +53,7 @@ func wrapper(spec optSpec, skip int) handler {
 			c.need(inv, pRead)
 			return inv.cwd
 		}
-		return c.run(args[i:], inv.cwd)
+		return c.runExternal(args[i:], inv.cwd)
 	}
 }
 
@@ -141,7 +141,7 @@ func envHandler() handler {
 			c.need(inv, pRead)
 			return inv.cwd
 		}
-		c.run(args[i:], cwd)
+		c.runExternal(args[i:], cwd)
 		return inv.cwd
 	}
 	return h
@@ -319,7 +319,7 @@ func xargsHandler() handler {
 			items = []word{stdin}
 		}
 		if replace == "" {
-			return c.run(append(cmd, items...), inv.cwd)
+			return c.runExternal(append(cmd, items...), inv.cwd)
 		}
 		for _, item := range items {
 			inner := slices.Clone(cmd)
@@ -335,7 +335,7 @@ func xargsHandler() handler {
 					}
 				}
 			}
-			c.run(inner, inv.cwd)
+			c.runExternal(inner, inv.cwd)
 			if c.deny != nil {
 				break
 			}
@@ -436,7 +436,7 @@ func watchHandler() handler {
 			return inv.cwd
 		}
 		if hasOpt(opts, "-x", "--exec") {
-			return c.run(rest, inv.cwd)
+			return c.runExternal(rest, inv.cwd)
 		}
 		return c.joinedScript(inv, rest, false)
 	}
@@ -477,7 +477,7 @@ func flockHandler() handler {
 		if len(rest) == 0 {
 			return inv.cwd
 		}
-		return c.run(rest, inv.cwd)
+		return c.runExternal(rest, inv.cwd)
 	}
 }
 
@@ -551,7 +551,7 @@ func parallelHandler(c *checker, inv *invocation) cwds {
 			if !replaced {
 				if !in.lit {
 					argv := append(slices.Clone(template), in)
-					c.run(argv, inv.cwd)
+					c.runExternal(argv, inv.cwd)
 					continue
 				}
 				parts = append(parts, quoteShell(in.s))
@@ -638,6 +638,6 @@ func runner(spec optSpec, sub int, shellOpt string) handler {
 			// direnv exec DIR COMMAND
 			i++
 		}
-		return c.run(args[i:], inv.cwd)
+		return c.runExternal(args[i:], inv.cwd)
 	}
 }
