@@ -119,6 +119,10 @@ type RuntimeOptions struct {
 	// Background stops the background tasks a job started with
 	// cleanup_on_run_end when its run ends; nil when there are none.
 	Background RunEnder
+	// Budgets count what runs spend and hold them to BudgetLimits; nil
+	// counts nothing.
+	Budgets      *Budgets
+	BudgetLimits BudgetLimits
 	// Limits apply to agents that set none.
 	Limits     Limits
 	MaxDepth   int
@@ -559,11 +563,24 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
 			return finish(resp)
 		}
+		if why := r.admitCall(ctx, runCtx, rn); why != "" {
+			r.stop(ctx, rn, turn-1, why)
+			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
+			return finish(resp)
+		}
 		prepare(turn)
 		r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressTurnStarted, Turn: turn, Text: fmt.Sprintf("turn %d", turn)})
 		req.Messages = msgs
 		res, err := provider.Chat(runCtx, req)
 		resp.TurnsUsed = turn
+		if err == nil {
+			if err := r.spent(ctx, rn, res.Usage.Total()); err != nil {
+				why := "stopped: " + err.Error()
+				r.stop(ctx, rn, turn, why)
+				resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
+				return finish(resp)
+			}
+		}
 		if err != nil {
 			if why := interruption(ctx, runCtx, limits); why != "" {
 				r.stop(ctx, rn, turn, why)

@@ -73,6 +73,18 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 			fail("retention."+r.key, "must not be negative (0 keeps forever), got %s", r.d)
 		}
 	}
+	for _, b := range []struct {
+		key string
+		n   int64
+	}{{"budgets.tree.tokens", c.Budgets.Tree.Tokens}, {"budgets.per_day.requester", c.Budgets.PerDay.Requester},
+		{"budgets.per_day.agent", c.Budgets.PerDay.Agent}, {"budgets.per_day.repo", c.Budgets.PerDay.Repo}} {
+		if b.n < 0 {
+			fail(b.key, "want 0 (no cap) or a number of tokens, got %d", b.n)
+		}
+	}
+	if w := c.Budgets.Tree.WallTime; w != 0 && w < time.Second {
+		fail("budgets.tree.wall_time", "want 0 (no cap) or at least 1s, got %s", w)
+	}
 	if n := c.Subagents.MaxConcurrent; n < 1 || n > 64 {
 		fail("subagents.max_concurrent", "want 1 to 64, got %d", n)
 	}

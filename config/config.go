@@ -65,6 +65,9 @@ type Config struct {
 	Skills skills.Config `yaml:"skills" json:"skills"`
 	// Subagents bound what agents' runs spawn.
 	Subagents Subagents `yaml:"subagents" json:"subagents"`
+	// Budgets cap what a request's tree of runs, and each requester,
+	// agent and repository per day, may spend; zero caps nothing.
+	Budgets Budgets `yaml:"budgets" json:"budgets"`
 	// GitHub connects a GitHub App; nil (the section absent) disables it.
 	GitHub *GitHub `yaml:"github,omitempty" json:"github,omitempty"`
 	// Slack connects a Slack app; nil (the section absent) disables it.
@@ -200,6 +203,31 @@ type Retention struct {
 // Bot is the retention as the store takes it.
 func (r Retention) Bot() bot.Retention {
 	return bot.Retention{Payloads: r.Payloads, Records: r.Records, Audit: r.Audit}
+}
+
+// Budgets cap spending, counted from the model provider's reported usage
+// and checked before every model call. A run at a cap pauses and asks in
+// its thread, through the approval mechanism, for as much again.
+type Budgets struct {
+	// Tree caps a work item tree: the request and every run it started.
+	Tree TreeBudget `yaml:"tree" json:"tree"`
+	// PerDay caps each requester, agent and repository per UTC day.
+	PerDay DailyBudgets `yaml:"per_day" json:"per_day"`
+}
+
+// TreeBudget is what one work item tree may spend.
+type TreeBudget struct {
+	// Tokens, as the provider counts them (input and output).
+	Tokens int64 `yaml:"tokens" json:"tokens"`
+	// WallTime counts from the tree's first model call.
+	WallTime time.Duration `yaml:"wall_time" json:"wall_time"`
+}
+
+// DailyBudgets are tokens per UTC day.
+type DailyBudgets struct {
+	Requester int64 `yaml:"requester" json:"requester"`
+	Agent     int64 `yaml:"agent" json:"agent"`
+	Repo      int64 `yaml:"repo" json:"repo"`
 }
 
 // Dispatch tunes the dispatch queue.

@@ -83,6 +83,7 @@ type Daemon struct {
 	audit      *policy.Auditor
 	approvals  *policy.Approvals
 	subagents  *agents.Subagents
+	budgets    *agents.Budgets
 	background *tools.Background
 	metrics    *bot.Metrics
 	registry   *prometheus.Registry
@@ -247,6 +248,7 @@ func (d *Daemon) build() error {
 	// in a file only this process opens: in a database other replicas'
 	// open agent calls and background tasks are alive.
 	d.subagents = agents.NewSubagents(agents.SubagentsOptions{Ledger: store, Wake: func() { d.dispatcher.Wake() }, Logger: d.log})
+	d.budgets = agents.NewBudgets(store, d.log)
 	d.background, err = tools.NewBackground(tools.BackgroundOptions{Store: store, Dir: filepath.Join(cfg.DataDir, "tasks"), Logger: d.log})
 	if err != nil {
 		return err

@@ -35,6 +35,10 @@ func (n outboxNotifier) ApprovalRequested(ctx context.Context, a bot.Approval) e
 	}
 	text := fmt.Sprintf("🔐 %s wants to run %s (%s): %s\n%s before %s; it is denied then.",
 		a.Agent, a.Tool, a.Arguments, a.Reason, how, a.ExpiresAt.Format(time.Kitchen))
+	if a.Tool == agents.BudgetTool {
+		// The reason is the question: "budget reached (N tokens): approve N more?"
+		text = fmt.Sprintf("🔐 @%s: %s\n%s before %s; the work stops then.", a.Agent, a.Reason, how, a.ExpiresAt.Format(time.Kitchen))
+	}
 	return n.post(ctx, th, a, text)
 }
 
@@ -44,12 +48,18 @@ func (n outboxNotifier) ApprovalResolved(ctx context.Context, a bot.Approval) er
 		return fmt.Errorf("approval %s: %w", a.ID, err)
 	}
 	var text string
-	switch a.Status {
-	case bot.ApprovalApproved:
+	switch {
+	case a.Tool == agents.BudgetTool && a.Status == bot.ApprovalApproved:
+		text = fmt.Sprintf("🔐 %s approved by %s: @%s goes on with more budget.", a.ID, a.DecidedBy, a.Agent)
+	case a.Tool == agents.BudgetTool && a.Status == bot.ApprovalRejected:
+		text = fmt.Sprintf("🔐 %s denied by %s: @%s stops with what it did so far.", a.ID, a.DecidedBy, a.Agent)
+	case a.Tool == agents.BudgetTool && a.Status == bot.ApprovalExpired:
+		text = fmt.Sprintf("🔐 %s expired: nobody decided in time, so @%s stops with what it did so far.", a.ID, a.Agent)
+	case a.Status == bot.ApprovalApproved:
 		text = fmt.Sprintf("🔐 %s approved by %s: %s runs %s.", a.ID, a.DecidedBy, a.Agent, a.Tool)
-	case bot.ApprovalRejected:
+	case a.Status == bot.ApprovalRejected:
 		text = fmt.Sprintf("🔐 %s denied by %s: %s does not run %s.", a.ID, a.DecidedBy, a.Agent, a.Tool)
-	case bot.ApprovalExpired:
+	case a.Status == bot.ApprovalExpired:
 		text = fmt.Sprintf("🔐 %s expired: nobody decided in time, so %s is denied.", a.ID, a.Tool)
 	default:
 		text = fmt.Sprintf("🔐 %s %s: the run ended before a decision.", a.ID, a.Status)

@@ -49,6 +49,9 @@ type RunnerDeps struct {
 	// Subagents outlive a configuration too: a parent waiting for its
 	// child is woken whichever configuration the child ran under.
 	Subagents *agents.Subagents
+	// Budgets count what runs spend across configurations; each
+	// configuration's budgets: section sets the caps.
+	Budgets *agents.Budgets
 	// Agents are the agents in effect, read at every turn of a run; nil
 	// means the Setup's.
 	Agents agents.AgentSource
@@ -91,6 +94,7 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 		Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 		Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
 		Subagents: deps.Subagents, SubagentLimits: SubagentLimits(cfg), Background: runEnder(deps.Background),
+		Budgets: deps.Budgets, BudgetLimits: BudgetLimits(cfg),
 		Redactor: deps.Redactor, Logger: deps.Logger,
 	}
 	if opts.Agents == nil {
@@ -123,6 +127,14 @@ func SubagentLimits(cfg *config.Config) agents.SubagentLimits {
 	return agents.SubagentLimits{
 		MaxConcurrent: cfg.Subagents.MaxConcurrent, MaxDepth: cfg.Subagents.MaxDepth, Timeout: cfg.Subagents.Timeout,
 	}
+}
+
+// BudgetLimits are the config's budgets: caps as the runtime holds runs
+// to them.
+func BudgetLimits(cfg *config.Config) agents.BudgetLimits {
+	b := cfg.Budgets
+	return agents.BudgetLimits{TreeTokens: b.Tree.Tokens, TreeWallTime: b.Tree.WallTime,
+		RequesterTokens: b.PerDay.Requester, AgentTokens: b.PerDay.Agent, RepoTokens: b.PerDay.Repo}
 }
 
 // generation is what the daemon built for one configuration: its runner
@@ -182,7 +194,7 @@ func (d *Daemon) buildGeneration(ctx context.Context, s *Setup, prev *generation
 	}
 	r, err := newRunner(RunnerDeps{
 		Setup: s, Store: d.store, Tools: platform, Sandbox: g.sandbox,
-		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Subagents: d.subagents, Background: d.background,
+		Audit: d.audit, Approvals: d.approvals, Requesters: d.requesters, Skills: d.skills, Subagents: d.subagents, Background: d.background, Budgets: d.budgets,
 		Redactor: d.redactor, Logger: d.log, Agents: currentAgents{d.config}, Installer: d.packageInstaller(),
 	})
 	if err != nil {

@@ -1,0 +1,261 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
+)
+
+// BudgetLimits are the caps runs are held to; a zero field caps nothing.
+type BudgetLimits struct {
+	// TreeTokens and TreeWallTime cap a work item tree: the request, the
+	// agents it calls and hands off to, and every subagent spawned under
+	// it. Wall time counts from the tree's first model call.
+	TreeTokens   int64
+	TreeWallTime time.Duration
+	// Tokens per UTC day of each requester, agent and repository.
+	RequesterTokens int64
+	AgentTokens     int64
+	RepoTokens      int64
+}
+
+// BudgetTool is the name an approval to spend more carries in place of a
+// tool's.
+const BudgetTool = "budget"
+
+// Budgets counts what runs spend and holds them to their caps. Usage is
+// added to the store after every model call, and the caps are checked
+// before every one: a run at a cap pauses and asks, through the approver,
+// for as much again, holding no worker while it waits. One Budgets serves
+// a daemon across configurations, so runs of one tree asking at once wait
+// for one decision.
+type Budgets struct {
+	store bot.BudgetStore
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu     sync.Mutex
+	asking map[string]chan struct{} // key → held while a run asks for it
+	denied map[string]string        // key@level → why more was refused
+}
+
+// NewBudgets returns the budgets kept in store.
+func NewBudgets(store bot.BudgetStore, log *slog.Logger) *Budgets {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]chan struct{}{}, denied: map[string]string{}}
+}
+
+// budgetCap is one cap a run is held to: the key its spending is counted
+// under and the cap before any approval.
+type budgetCap struct {
+	key    string
+	tokens int64
+	wall   time.Duration
+}
+
+// budgetKeys are the keys a run's calls are counted under, and the caps
+// among them.
+func budgetKeys(rn *run, l BudgetLimits, now time.Time) ([]string, []budgetCap) {
+	var keys []string
+	var caps []budgetCap
+	add := func(key string, c budgetCap) {
+		keys = append(keys, key)
+		if c.tokens > 0 || c.wall > 0 {
+			c.key = key
+			caps = append(caps, c)
+		}
+	}
+	if rn.rootWorkItem != "" {
+		add(bot.TreeBudgetKey(rn.rootWorkItem), budgetCap{tokens: l.TreeTokens, wall: l.TreeWallTime})
+	}
+	if r := rn.requester; r.Source != "" && r.ID != "" {
+		add(bot.DailyBudgetKey(now, bot.BudgetRequester, r.Source+":"+r.ID), budgetCap{tokens: l.RequesterTokens})
+	}
+	add(bot.DailyBudgetKey(now, bot.BudgetAgent, rn.def.Name), budgetCap{tokens: l.AgentTokens})
+	if th := rn.thread; th.Source == bot.SourceGitHub {
+		add(bot.DailyBudgetKey(now, bot.BudgetRepo, th.Owner+"/"+th.Repo), budgetCap{tokens: l.RepoTokens})
+	}
+	return keys, caps
+}
+
+// budgetHit is a cap reached: what was reached, what an approval adds, and
+// the level (the cap with what approvals added), in tokens or seconds.
+type budgetHit struct {
+	reached, more string
+	level         int64
+	wall          bool
+}
+
+// question is what the thread is asked.
+func (h budgetHit) question() string {
+	return fmt.Sprintf("budget reached (%s): approve %s more?", h.reached, h.more)
+}
+
+// over says whether s exceeds c.
+func (c budgetCap) over(s bot.Spend, now time.Time) (budgetHit, bool) {
+	if c.tokens > 0 {
+		if level := c.tokens + s.GrantedTokens; s.Tokens >= level {
+			return budgetHit{reached: fmt.Sprintf("%d tokens", level), more: fmt.Sprint(c.tokens), level: level}, true
+		}
+	}
+	if c.wall > 0 && !s.Since.IsZero() {
+		level := c.wall + time.Duration(s.GrantedSeconds)*time.Second
+		if now.Sub(s.Since) >= level {
+			return budgetHit{reached: level.String() + " of wall time", more: c.wall.String(), level: int64(level / time.Second), wall: true}, true
+		}
+	}
+	return budgetHit{}, false
+}
+
+// admit returns nil when rn may make its next model call, after asking for
+// more where a cap is reached; else why it may not, which stops the run.
+// Reading the counters failing stops it too: budgets fail closed.
+func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) error {
+	now := b.now()
+	_, caps := budgetKeys(rn, rt.opts.BudgetLimits, now)
+	for _, c := range caps {
+		for {
+			spent, err := b.store.Spent(ctx, []string{c.key})
+			if err != nil {
+				return fmt.Errorf("the budget cannot be read, so no model call is made: %w", err)
+			}
+			hit, over := c.over(spent[0], b.now())
+			if !over {
+				break
+			}
+			if err := b.ask(ctx, rt, rn, c, spent[0], hit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ask waits for one run of the process at a time to ask for more of c,
+// and asks unless another run got it meanwhile; approved, c's key may
+// spend another cap's worth.
+func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, spent bot.Spend, hit budgetHit) error {
+	mark := fmt.Sprintf("%s@%t%d", c.key, hit.wall, hit.level)
+	b.mu.Lock()
+	if refused, ok := b.denied[mark]; ok {
+		b.mu.Unlock()
+		return errors.New(refused)
+	}
+	turn, ok := b.asking[c.key]
+	if !ok {
+		turn = make(chan struct{}, 1)
+		b.asking[c.key] = turn
+	}
+	b.mu.Unlock()
+	// Waiting for the run that asks holds no worker either.
+	if err := bot.Await(ctx, func() error {
+		select {
+		case turn <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}); err != nil {
+		return err
+	}
+	defer func() { <-turn }()
+	// Another run may have been given more, or refused, while this one
+	// waited its turn.
+	cur, err := b.store.Spent(ctx, []string{c.key})
+	if err != nil {
+		return fmt.Errorf("the budget cannot be read, so no model call is made: %w", err)
+	}
+	if now, over := c.over(cur[0], b.now()); !over || now != hit {
+		return nil
+	}
+	b.mu.Lock()
+	refused, ok := b.denied[mark]
+	b.mu.Unlock()
+	if ok {
+		return errors.New(refused)
+	}
+
+	reached := "budget reached (" + hit.reached + ")"
+	if rt.opts.Approver == nil {
+		return b.refuse(mark, reached+", and no one can approve more here")
+	}
+	why := hit.question()
+	rt.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressNote, Text: why})
+	input, _ := json.Marshal(map[string]any{"budget": c.key, "level": hit.level, "spent_tokens": spent.Tokens})
+	call := tools.Call{
+		CallContext: tools.CallContext{Scope: tools.Scope{Agent: rn.def.Name, Profile: rn.def.Profile},
+			SessionKey: rn.sessionKey, JobID: rn.jobID, WorkItemID: rn.rootWorkItem,
+			CorrelationID: rn.correlationID, Requester: rn.requester},
+		Tool:  tools.Info{Name: BudgetTool, Description: "spend more than the budget allows"},
+		Input: input,
+	}
+	approved, err := rt.opts.Approver.Approve(ctx, call, why)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		return b.refuse(mark, fmt.Sprintf("%s, and more was not approved: %v", reached, err))
+	case !approved:
+		return b.refuse(mark, reached+", and more was denied")
+	}
+	g := bot.Grant{Tokens: c.tokens, At: b.now()}
+	if hit.wall {
+		g = bot.Grant{Seconds: int64(c.wall / time.Second), At: b.now()}
+	}
+	if _, err := b.store.GrantBudget(ctx, c.key, g); err != nil {
+		return fmt.Errorf("more budget was approved but cannot be recorded: %w", err)
+	}
+	b.log.LogAttrs(ctx, slog.LevelInfo, "budget raised", slog.String("budget", c.key), slog.Int64("tokens", g.Tokens),
+		slog.Int64("seconds", g.Seconds), slog.String("agent", rn.def.Name))
+	return nil
+}
+
+func (b *Budgets) refuse(mark, why string) error {
+	b.mu.Lock()
+	b.denied[mark] = why
+	b.mu.Unlock()
+	return errors.New(why)
+}
+
+// spend adds one call's usage to every key of rn. A failure to record it
+// stops the run: what it spends must be counted.
+func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, tokens int) error {
+	now := b.now()
+	keys, _ := budgetKeys(rn, rt.opts.BudgetLimits, now)
+	if err := b.store.AddUsage(ctx, bot.Usage{Keys: keys, Tokens: tokens, At: now}); err != nil {
+		return fmt.Errorf("a model call's usage cannot be recorded, so no more calls are made: %w", err)
+	}
+	return nil
+}
+
+// admitCall says why rn may not make its next model call, or "".
+func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) string {
+	if r.opts.Budgets == nil {
+		return ""
+	}
+	err := r.opts.Budgets.admit(runCtx, r, rn)
+	switch {
+	case err == nil:
+		return ""
+	case runCtx.Err() != nil:
+		return interruption(ctx, runCtx, r.limits(rn.def))
+	}
+	return "stopped: " + err.Error()
+}
+
+// spent counts a model call's tokens.
+func (r *Runtime) spent(ctx context.Context, rn *run, tokens int) error {
+	if r.opts.Budgets == nil {
+		return nil
+	}
+	return r.opts.Budgets.spend(context.WithoutCancel(ctx), r, rn, tokens)
+}

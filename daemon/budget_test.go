@@ -1,0 +1,104 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
+)
+
+// counting is a lead that spawns a helper, lists its workspace, then
+// answers: three model calls of its own and one of the helper, 110 tokens
+// each.
+func counting(ctx context.Context, req chatRequest) reply {
+	switch {
+	case req.Agent == "helper":
+		return reply{Text: "3 files"}
+	case req.turns() == 0:
+		return reply{Calls: []fakeCall{{ID: "count", Name: agents.SpawnTool, Args: spawnArgs("count the files", "helper")}}}
+	case req.turns() == 1:
+		return reply{Calls: []fakeCall{{ID: "ls", Name: "list_directory", Args: `{"path":"."}`}}}
+	}
+	return reply{Text: "counted"}
+}
+
+// pendingBudget waits for the thread's tree to ask for more budget and
+// returns the approval.
+func (tr *tree) pendingBudget(t *testing.T) bot.Approval {
+	t.Helper()
+	var pending []bot.Approval
+	require.Eventually(t, func() bool {
+		code, body := tr.do(t, "GET", "/api/v1/approvals", "")
+		require.Equal(t, 200, code, string(body))
+		pending = nil
+		require.NoError(t, json.Unmarshal(body, &pending))
+		return len(pending) == 1
+	}, 10*time.Second, 10*time.Millisecond, "no budget approval was asked for")
+	return pending[0]
+}
+
+func TestATreeAtItsBudgetPausesAsksAndResumesOrStops(t *testing.T) {
+	model := newFakeModel(t, counting)
+	tr := startTree(t, model, treeOptions{config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+
+	tests := []struct {
+		thread, decision string
+		status           bot.WorkStatus
+		reply            string
+		leadCalls        int
+	}{
+		{"approved", "approve", bot.StatusDone, "counted", 3},
+		{"denied", "deny", bot.StatusFailed, "stopped: budget reached (300 tokens), and more was denied", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.decision, func(t *testing.T) {
+			before := len(model.seen("lead"))
+			id := tr.send(t, tt.thread, "@lead count the files")
+			ap := tr.pendingBudget(t)
+			require.Equal(t, agents.BudgetTool, ap.Tool)
+			require.Equal(t, "budget reached (300 tokens): approve 300 more?", ap.Reason)
+			require.Equal(t, "local:"+tt.thread, ap.SessionKey)
+			// The tree stopped before its fourth model call: 330 tokens
+			// spent of 300, and the lead waits.
+			require.Equal(t, 2, len(model.seen("lead"))-before)
+			spent, err := tr.d.Store().Spent(context.Background(), []string{bot.TreeBudgetKey(id)})
+			require.NoError(t, err)
+			require.EqualValues(t, 330, spent[0].Tokens, "every call is counted, the helper's too")
+			wi, err := tr.d.Store().GetWorkItem(context.Background(), id)
+			require.NoError(t, err)
+			require.False(t, wi.Status.Finished())
+			// The thread is asked.
+			require.Eventually(t, func() bool {
+				_, body := tr.do(t, "GET", "/api/v1/threads/"+tt.thread+"/messages", "")
+				return strings.Contains(string(body), "🔐 @lead: budget reached (300 tokens): approve 300 more?\\nApprove with `switchyard approvals approve "+ap.ID)
+			}, 10*time.Second, 10*time.Millisecond, "the thread is not asked")
+
+			code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/"+tt.decision, "")
+			require.Equal(t, 200, code, string(body))
+			require.Equal(t, tt.status, tr.finished(t, id, time.Minute).Status)
+			require.Equal(t, tt.leadCalls, len(model.seen("lead"))-before)
+			msgs := tr.messages(t, tt.thread, id)
+			require.Contains(t, msgs["reply"], tt.reply)
+			t.Logf("status: %s\nreply: %s", msgs["status"], msgs["reply"])
+			kids := tr.children(t, id)
+			require.Len(t, kids, 1)
+			require.Equal(t, bot.RunDone, kids[0].Status, "what was done stays done")
+			spent, err = tr.d.Store().Spent(context.Background(), []string{bot.TreeBudgetKey(id)})
+			require.NoError(t, err)
+			if tt.decision == "approve" {
+				require.EqualValues(t, 440, spent[0].Tokens)
+				require.EqualValues(t, 300, spent[0].GrantedTokens)
+			} else {
+				require.EqualValues(t, 330, spent[0].Tokens)
+				require.Zero(t, spent[0].GrantedTokens)
+			}
+		})
+	}
+}
