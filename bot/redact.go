@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -52,8 +54,9 @@ type masks struct {
 }
 
 // NewRedactor returns a redactor for the given secrets; unset ones and
-// values shorter than 8 bytes are skipped. A value with several lines (a
-// PEM key) is also masked line by line, and in its JSON-escaped form.
+// values shorter than 8 bytes are skipped. A value is also masked in its
+// JSON-escaped, URL-escaped, hex and base64 forms, and one with several
+// lines (a PEM key) line by line.
 func NewRedactor(secrets ...Secret) *Redactor {
 	r := &Redactor{}
 	r.masks.Store(newMasks(nil, secrets))
@@ -121,13 +124,48 @@ func secretForms(value string) []string {
 		return nil
 	}
 	out := []string{value}
-	if strings.ContainsAny(value, "\r\n") {
-		esc, _ := json.Marshal(value)
+	if esc, err := json.Marshal(value); err == nil && string(esc[1:len(esc)-1]) != value {
 		out = append(out, string(esc[1:len(esc)-1]))
+	}
+	if strings.ContainsAny(value, "\r\n") {
 		for line := range strings.Lines(value) {
 			if line = strings.TrimSpace(line); len(line) >= minKeyLine && !strings.HasPrefix(line, "-----") {
 				out = append(out, line)
 			}
+		}
+	}
+	return append(out, encodedForms(value)...)
+}
+
+// minEncodedLen is the shortest encoded form of a secret that is masked:
+// shorter runs of base64 or hex occur in ordinary text.
+const minEncodedLen = 12
+
+// encodedForms returns value as a command's output may spell it encoded:
+// URL-escaped, in hex (xxd -p, od), and in base64 with either alphabet,
+// where the value may sit at any offset of a longer encoded text (base64
+// of a whole file that holds it), so each of the three alignments is given
+// by the characters that depend on the value alone.
+func encodedForms(value string) []string {
+	var out []string
+	add := func(f string) {
+		if len(f) >= minEncodedLen && f != value {
+			out = append(out, f)
+		}
+	}
+	add(url.QueryEscape(value))
+	add(url.PathEscape(value))
+	add(hex.EncodeToString([]byte(value)))
+	add(strings.ToUpper(hex.EncodeToString([]byte(value))))
+	buf := make([]byte, 0, len(value)+2)
+	for k := range 3 {
+		buf = append(buf[:0], make([]byte, k)...)
+		buf = append(buf, value...)
+		// Characters from the first that holds no bit of the k bytes
+		// before the value to the last that holds only bits of it.
+		from, to := (8*k+5)/6, 8*(k+len(value))/6
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			add(enc.EncodeToString(buf)[from:to])
 		}
 	}
 	return out

@@ -2,9 +2,12 @@ package bot_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -134,6 +137,37 @@ func TestRedactConfiguredValues(t *testing.T) {
 	with := r.With(bot.Secret(tok), bot.Base64Secret("x-access-token:"+tok))
 	require.Equal(t, "[REDACTED] and [REDACTED]", with.Redact(tok+" and "+bot.Base64Secret("x-access-token:"+tok).Reveal()))
 	require.Equal(t, tok, r.Redact(tok))
+}
+
+// A configured value is masked however a command's output spells it: the
+// base64 of a file that holds it at any offset (base64 .env, with either
+// alphabet), hex (xxd -p), URL-escaped, JSON-escaped.
+func TestRedactEncodedConfiguredValues(t *testing.T) {
+	secret := `sk-proj-Zq8"Xw3/Ab+9?&=Lm0`
+	r := bot.NewRedactor(bot.Secret(secret))
+	for pad := range 6 {
+		file := strings.Repeat("#", pad) + "OPENAI_API_KEY=" + secret + "\nDEBUG=1\n"
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
+			encoded := enc.EncodeToString([]byte(file))
+			out := r.Redact(encoded)
+			require.Contains(t, out, bot.Redacted, "offset %d", pad)
+			decoded, _ := enc.DecodeString(strings.ReplaceAll(out, bot.Redacted, ""))
+			require.NotContains(t, string(decoded), secret)
+		}
+	}
+	esc, _ := json.Marshal(secret)
+	for _, shown := range []string{
+		hex.EncodeToString([]byte(secret)),
+		strings.ToUpper(hex.EncodeToString([]byte(secret))),
+		url.QueryEscape(secret),
+		url.PathEscape(secret),
+		string(esc),
+	} {
+		require.NotContains(t, r.Redact("value: "+shown+" end"), shown)
+		require.Contains(t, r.Redact("value: "+shown+" end"), bot.Redacted)
+	}
+	// Ordinary text that happens to be base64 stays.
+	require.Equal(t, "aGVsbG8gd29ybGQ=", r.Redact("aGVsbG8gd29ybGQ="))
 }
 
 // Masking can join text around the placeholder; a configured value spelt
