@@ -40,17 +40,23 @@ routing:
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
 }
 
-// deliver posts a signed GitHub webhook delivery and returns the status.
-func deliver(t *testing.T, addr, event, delivery string, payload []byte) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/github", bytes.NewReader(payload))
-	require.NoError(t, err)
+// signGitHub sets the headers of a GitHub delivery, signed with the
+// tests' webhook secret.
+func signGitHub(req *http.Request, event, delivery string, payload []byte) {
 	mac := hmac.New(sha256.New, []byte("e2e-secret"))
 	mac.Write(payload)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", delivery)
 	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+}
+
+// deliver posts a signed GitHub webhook delivery and returns the status.
+func deliver(t *testing.T, addr, event, delivery string, payload []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/github", bytes.NewReader(payload))
+	require.NoError(t, err)
+	signGitHub(req, event, delivery, payload)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
