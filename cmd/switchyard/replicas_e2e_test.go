@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/storage/postgres/pgtest"
 )
 
@@ -415,4 +416,86 @@ func deliverTo(addr, event, delivery string, payload []byte) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// An approval a run asks for on one replica is decided through another,
+// and the run waiting on the first goes on: the decision is in the
+// database, and the first replica is told.
+func TestApprovalRequestedOnOneReplicaApprovedThroughAnother(t *testing.T) {
+	pg := startPostgres(t)
+	dsn := pg.Database(t)
+	fake := &fakeOpenAI{quick: true, steps: []toolStep{bashStep(`echo 'kubectl apply -f deploy.yaml; touch ran' | sh`)}}
+	modelAddr := listen(t, fake)
+	const (
+		admin    = "e2e-shared-token-0123456789"
+		anaToken = "ana-token-0123456789"
+	)
+	cfg := fmt.Sprintf(`server:
+  api_token: %s
+  api_tokens:
+    - {name: ana, token: %s}
+storage:
+  driver: postgres
+  dsn: %q
+models:
+  default:
+    provider: openai
+    base_url: http://%s/v1
+    model: fake
+profiles:
+  deployer:
+    extends: contributor
+    permissions: [deploy]
+    approval: ["kubectl apply"]
+    approvers: [ana]
+`, admin, anaToken, dsn, modelAddr)
+	replica := func() (string, string) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "shipper.md"), []byte(
+			"---\nname: shipper\ndescription: Ships releases.\nprofile: deployer\n---\nYou ship.\n"), 0o600))
+		return dir, freeAddr(t)
+	}
+	env := func(p *daemonProc, token string) []string {
+		return append(p.env(), "SWITCHYARD_API_TOKEN="+token)
+	}
+
+	// Alone, replica A takes the work item and its run asks.
+	dirA, addrA := replica()
+	a := serve(t, dirA, addrA)
+	r := run(t, dirA, env(a, admin), "send", "--thread", "ship", "@shipper deploy it")
+	require.Equal(t, 0, r.code, r.stderr)
+	var pending []struct{ ID, Tool, Status string }
+	require.Eventually(t, func() bool {
+		r := run(t, dirA, env(a, admin), "approvals", "list", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &pending) == nil && len(pending) == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, "bash", pending[0].Tool)
+	ws := filepath.Join(dirA, "data", "workspaces", tools.WorkspaceName("local:ship"))
+	_, err := os.Stat(filepath.Join(ws, "ran"))
+	require.True(t, os.IsNotExist(err), "nothing ran while the approval waits")
+
+	// Replica B sees the same approval and takes ana's decision.
+	dirB, addrB := replica()
+	b := serve(t, dirB, addrB)
+	r = run(t, dirB, env(b, admin), "approvals", "list", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, pending[0].ID)
+	r = run(t, dirB, env(b, anaToken), "approvals", "approve", pending[0].ID)
+	require.Equal(t, 0, r.code, r.stderr)
+
+	// The run on A goes on: the command runs in A's workspace, and the
+	// work item finishes, with one approval asked for.
+	require.Eventually(t, func() bool {
+		r := run(t, dirA, env(a, admin), "workitems", "list", "--thread", "ship", "--json")
+		var list struct{ Items []struct{ Status string } }
+		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Items) == 1 && list.Items[0].Status == "done"
+	}, 30*time.Second, 100*time.Millisecond)
+	_, err = os.Stat(filepath.Join(ws, "ran"))
+	require.NoError(t, err, "the approved command ran on the replica that asked")
+	r = run(t, dirB, env(b, admin), "approvals", "list", "--json", "--all")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, strings.Count(r.stdout, `"id"`), "one approval asked for: %s", r.stdout)
+	require.Contains(t, r.stdout, `"approved"`)
 }
