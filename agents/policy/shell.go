@@ -1033,6 +1033,22 @@ func (c *checker) program(argv []word, cwd cwds) cwds {
 	return c.runFile(inv, argv[0], argv[1:], langUnknown)
 }
 
+// aliasSub is the other subcommand a command's options make it, which deny
+// and approval rules for that subcommand hold too: terraform apply
+// -destroy is terraform destroy (which says it is its alias). nil for
+// most.
+func aliasSub(inv *invocation) []string {
+	if inv.name != "terraform" || len(inv.sub) == 0 || inv.sub[0] != "apply" {
+		return nil
+	}
+	for _, w := range inv.argv[1:] {
+		if w.lit && (w.s == "-destroy" || w.s == "--destroy" || strings.HasPrefix(w.s, "-destroy=") && w.s != "-destroy=false") {
+			return []string{"destroy"}
+		}
+	}
+	return nil
+}
+
 // rules applies the profile's commands.deny, commands.allow and approval
 // lists to inv.
 func (c *checker) rules(inv *invocation) { c.ruleMatch(inv, false) }
@@ -1055,11 +1071,13 @@ func (c *checker) ruleMatch(inv *invocation, named bool) {
 			}
 		}
 	}
+	alias := aliasSub(inv)
 	matches := func(pt cmdPattern) bool {
 		if exact {
 			return pt.match(inv.name, inv.sub) && c.carries(inv, pt.opts)
 		}
-		return (pt.matchAny(inv.name, inv.sub) || dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name)) &&
+		return (pt.matchAny(inv.name, inv.sub) || alias != nil && pt.matchAny(inv.name, alias) ||
+			dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name)) &&
 			c.carries(inv, pt.opts)
 	}
 	for _, pt := range c.p.denyCmds {
