@@ -69,8 +69,16 @@ func Main(m *testing.M, pg **Server) {
 
 // Start starts a server, or connects to the one EnvDSN names, and prepares
 // the template database. A machine without PostgreSQL gives a Server whose
-// tests skip (Available is false), not an error.
-func Start() (*Server, error) {
+// tests skip (Available is false), not an error. A server Start starts
+// trades durability for speed (no fsync): its data dies with it.
+func Start() (*Server, error) { return start(false) }
+
+// StartDurable is Start with a server that makes each commit durable
+// (fsync, synchronous commit), as a production server does: for
+// benchmarks set beside a store that syncs its commits.
+func StartDurable() (*Server, error) { return start(true) }
+
+func start(durable bool) (*Server, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &Server{prefix: "switchyard_test_" + hex.EncodeToString(b[:]), stop: func() {}}
@@ -83,7 +91,7 @@ func Start() (*Server, error) {
 				" to a server where the user may create databases"
 			return s, nil
 		}
-		admin, stop, err := startServer(bin)
+		admin, stop, err := startServer(bin, durable)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +235,7 @@ func findBinaries() (dir, why string) {
 // on a unix socket there. PostgreSQL refuses to run as root: then the
 // directory belongs to nobody, and the programs run as nobody. The
 // settings trade durability for speed: a test server's data dies with it.
-func startServer(bin string) (admin string, stop func(), err error) {
+func startServer(bin string, durable bool) (admin string, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "switchyard-pg-")
 	if err != nil {
 		return "", nil, err
@@ -251,10 +259,11 @@ func startServer(bin string) (admin string, stop func(), err error) {
 		return "", nil, err
 	}
 	const port = "5432"
-	opts := strings.Join([]string{
-		"-k", dir, "-p", port, "-c", "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=64MB",
-	}, " ")
+	flags := []string{"-k", dir, "-p", port, "-c", "listen_addresses=", "-c", "max_connections=300", "-c", "shared_buffers=64MB"}
+	if !durable {
+		flags = append(flags, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	opts := strings.Join(flags, " ")
 	if err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 		os.RemoveAll(dir)
