@@ -370,10 +370,9 @@ func goHandler(c *checker, inv *invocation) cwds {
 	}
 	switch sub {
 	case "version", "doc", "list", "help":
-		if c.need(inv, pRead) {
-			c.pathLikeArgs(inv, inv.argv[2:])
+		if goReadFlags(c, inv, sub) {
+			return inv.cwd
 		}
-		return inv.cwd
 	case "env":
 		for _, w := range inv.argv[2:] {
 			if w.lit && (w.s == "-w" || w.s == "-u") {
@@ -400,4 +399,99 @@ func goHandler(c *checker, inv *invocation) cwds {
 		}
 	}
 	return runsCode(0)(c, inv)
+}
+
+// goReadFlag is how a flag of go list, doc, version or help is read: a
+// boolean, a value, a path it reads, or a directory it runs in.
+type goReadFlag uint8
+
+const (
+	goNotRead goReadFlag = iota
+	goBool
+	goValue
+	goPath
+	goDir
+)
+
+// goReadFlagKind says how sub reads its flag name; goNotRead for a flag
+// that does more than read (go list -export and -compiled build, -toolexec
+// runs a program, go doc -http serves and downloads) or that sub does not
+// have.
+func goReadFlagKind(sub, name string) goReadFlag {
+	switch sub + " " + name {
+	case "list e", "list deps", "list test", "list find", "list m", "list u", "list versions", "list retracted",
+		"list json", "list v", "list trimpath", "list race", "list msan", "list asan", "list x", "list n",
+		"doc all", "doc c", "doc cmd", "doc short", "doc src", "doc u",
+		"version m", "version v", "version json":
+		return goBool
+	case "list f", "list tags", "list mod", "list compiler":
+		return goValue
+	case "list modfile", "list overlay", "list reuse":
+		return goPath
+	case "list C", "doc C":
+		return goDir
+	}
+	return goNotRead
+}
+
+// goReadFlags checks go list, doc, version or help when every flag is one
+// that only reads, and reports whether it did: false leaves the command to
+// be checked as one that runs code.
+func goReadFlags(c *checker, inv *invocation, sub string) bool {
+	args := inv.argv[2:]
+	var paths, dirs, operands []word
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case !w.lit || !strings.HasPrefix(w.s, "-") || w.s == "-":
+			operands = append(operands, w)
+			continue
+		case w.s == "--":
+			operands = append(operands, args[i+1:]...)
+			i = len(args)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(w.s, "-"), "=")
+		kind := goReadFlagKind(sub, name)
+		if kind == goNotRead {
+			return false
+		}
+		if kind == goBool {
+			continue // -json=Dir,Name takes its fields after "="
+		}
+		v := litWord(val)
+		if !hasVal {
+			if i+1 >= len(args) {
+				return false
+			}
+			i++
+			v = args[i]
+		}
+		switch {
+		case name == "mod" && (!v.lit || v.s == "mod"):
+			// -mod=mod rewrites go.mod and go.sum.
+			return false
+		case kind == goPath:
+			paths = append(paths, v)
+		case kind == goDir:
+			dirs = append(dirs, v)
+		}
+	}
+	if !c.need(inv, pRead) {
+		return true
+	}
+	cwd := inv.cwd
+	for _, d := range dirs {
+		if cwd = c.chdir(inv, d, cwd); c.deny != nil {
+			return true
+		}
+	}
+	in := c.invocation(invocation{name: inv.name, argv: inv.argv, cwd: cwd, sub: inv.sub})
+	for _, p := range paths {
+		c.usePath(in, p, pathUse{acc: accRead})
+	}
+	if c.deny == nil {
+		c.pathLikeArgs(in, operands)
+	}
+	return true
 }
