@@ -66,6 +66,12 @@ type ClaimRequest struct {
 	Now         time.Time     //
 	Lease       time.Duration // how long the claim holds without renewal
 	MaxAttempts int           // a dispatch claimed this often and expired again fails
+	// Abandon, when set, gives the messages that tell a work item's thread
+	// it was given up. ClaimNext writes them in the transaction that fails
+	// the work item, so no crash can leave it failed and untold. A message
+	// of Kind OutboxReaction is written only when its key is new (as
+	// EnqueueNew); the others replace what their keys hold (as Enqueue).
+	Abandon func(WorkItem) []OutboxMessage
 }
 
 // Claim is what ClaimNext hands a worker.
@@ -76,7 +82,8 @@ type Claim struct {
 	// running.
 	WorkItems []WorkItem
 	// Abandoned are work items failed during this claim because their
-	// dispatch's lease expired with no attempts left; the worker reports them.
+	// dispatch's lease expired with no attempts left, told to their threads
+	// with ClaimRequest.Abandon's messages.
 	Abandoned []WorkItem
 }
 

@@ -178,6 +178,7 @@ func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *
 		owner := d.opts.Name + "-" + strconv.Itoa(slot)
 		claim, err := d.opts.Queue.ClaimNext(jobCtx, ClaimRequest{
 			Owner: owner, Now: d.opts.Now(), Lease: d.opts.Lease, MaxAttempts: d.opts.MaxAttempts,
+			Abandon: d.opts.Reporter.Abandoned,
 		})
 		if err != nil {
 			d.opts.Logger.Error("claim dispatch", slog.String("worker", owner), slog.String("error", err.Error()))
@@ -185,7 +186,9 @@ func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *
 		for _, wi := range claim.Abandoned {
 			d.opts.Metrics.Jobs.WithLabelValues("abandoned").Inc()
 			d.opts.Logger.Warn("work item abandoned", slog.String("work_item", wi.ID), slog.String("error", wi.Error))
-			d.opts.Reporter.Abandoned(jobCtx, wi)
+		}
+		if len(claim.Abandoned) > 0 {
+			d.opts.Reporter.Wake()
 		}
 		if claim.Job != nil {
 			jobs.Go(func() { d.runJob(ctx, jobCtx, claim, pool, slot) })

@@ -330,23 +330,31 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 	}
 }
 
-// Abandoned reports a work item failed because its worker kept dying: its
-// status message says so too, so none is left saying it is working.
-func (r *Reporter) Abandoned(ctx context.Context, wi WorkItem) {
+// Abandoned gives the messages that report a work item failed because its
+// worker kept dying: the reply, the failure reaction, and the status saying
+// so too, so none is left saying it is working. The dispatcher hands it to
+// ClaimNext (ClaimRequest.Abandon), which writes them with the failure.
+func (r *Reporter) Abandoned(wi WorkItem) []OutboxMessage {
 	if wi.IsChild() {
-		return // its ledger record says interrupted; its parent reports it
+		return nil // its ledger record says interrupted; its parent reports it
 	}
 	view := &StatusView{
 		WorkItemID: wi.ID, Agent: wi.Route.Agent, State: "failed", Activity: wi.Error,
 		Started: wi.CreatedAt, Updated: r.opts.Now(),
 	}
-	r.enqueue(ctx, OutboxMessage{
+	msgs := []OutboxMessage{{
 		Key: statusKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID,
 		Kind: OutboxStatus, Text: statusText(view, 0, ""), Status: view,
-	})
-	r.enqueue(ctx, OutboxMessage{
+	}, {
 		Key: replyKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID, Kind: OutboxReply,
 		Text: fmt.Sprintf("%s could not finish %s: %s", wi.Route.Agent, wi.ID, wi.Error),
-	})
-	r.react(ctx, &wi, ReactionFailure)
+	}}
+	if Reacts(wi.Thread, wi.SourceRef) {
+		msgs = append(msgs, ReactionMessage(&wi, ReactionFailure))
+	}
+	return msgs
 }
+
+// Wake tells the deliverer there are messages to deliver, as each enqueue
+// of the Reporter does: for the messages a claim wrote with Abandoned's.
+func (r *Reporter) Wake() { r.opts.Wake() }

@@ -134,8 +134,12 @@ func (t txn) expireLeases(req bot.ClaimRequest) (expired []*bot.Job, abandoned [
 			if err != nil {
 				return nil, nil, err
 			}
-			if wi != nil {
-				abandoned = append(abandoned, *wi)
+			if wi == nil {
+				continue
+			}
+			abandoned = append(abandoned, *wi)
+			if err := t.tellAbandoned(req, *wi); err != nil {
+				return nil, nil, err
 			}
 		}
 		expired = append(expired, j)
@@ -159,7 +163,7 @@ func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.W
 	}
 	d.UpdatedAt = req.Now
 	d.Status = bot.DispatchFailed
-	d.LastError = fmt.Sprintf("lease expired after %d attempts (worker died)", d.Attempts)
+	d.LastError = fmt.Sprintf("lease expired after %s (worker died)", bot.Count(d.Attempts, "attempt", "attempts"))
 	if err := t.putDispatch(seq, bot.DispatchLeased, d); err != nil {
 		return nil, err
 	}
@@ -483,4 +487,24 @@ func (t txn) setLease(unit string, jobSeq uint64, lease time.Time) error {
 		return fmt.Errorf("job_%d runs but is not the active job of %q", jobSeq, unit)
 	}
 	return active.Put([]byte(unit), activeValue(jobSeq, lease))
+}
+
+// tellAbandoned writes the messages req.Abandon gives for wi, in the
+// transaction that failed it.
+func (t txn) tellAbandoned(req bot.ClaimRequest, wi bot.WorkItem) error {
+	if req.Abandon == nil {
+		return nil
+	}
+	for _, m := range req.Abandon(wi) {
+		if m.UpdatedAt.IsZero() {
+			m.UpdatedAt = req.Now
+		}
+		if err := validOutbox(&m); err != nil {
+			return fmt.Errorf("the message telling %s it was given up: %w", wi.ID, err)
+		}
+		if _, _, err := t.enqueue(m, m.Kind != bot.OutboxReaction); err != nil {
+			return err
+		}
+	}
+	return nil
 }

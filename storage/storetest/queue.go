@@ -286,6 +286,43 @@ func testLeases(t *testing.T, open Opener) {
 		require.Equal(t, []string{b.ID}, fifth.Job.WorkItemIDs)
 	})
 
+	t.Run("the claim that gives a work item up writes what tells its thread", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		a := h.submit(th, "coder", "a")
+		h.mustClaim("w1", epoch())
+		// The reaction is there already: it stays as it was.
+		h.enqueue(bot.OutboxMessage{Key: a.ID + "/reaction/x", Thread: th, WorkItemID: a.ID, Kind: bot.OutboxReaction,
+			Reaction: "x", Target: "m1", CreatedAt: epoch(), UpdatedAt: epoch()})
+		h.enqueue(bot.OutboxMessage{Key: a.ID + "/status", Thread: th, WorkItemID: a.ID, Kind: bot.OutboxStatus,
+			Text: "working", CreatedAt: epoch(), UpdatedAt: epoch()})
+		var told []string
+		req := claimReq("w2", at(5*time.Minute))
+		req.MaxAttempts = 1
+		req.Abandon = func(wi bot.WorkItem) []bot.OutboxMessage {
+			told = append(told, wi.ID)
+			return []bot.OutboxMessage{
+				{Key: wi.ID + "/status", Thread: wi.Thread, WorkItemID: wi.ID, Kind: bot.OutboxStatus, Text: "failed: " + wi.Error},
+				{Key: wi.ID + "/reply", Thread: wi.Thread, WorkItemID: wi.ID, Kind: bot.OutboxReply, Text: "could not finish"},
+				{Key: wi.ID + "/reaction/x", Thread: wi.Thread, WorkItemID: wi.ID, Kind: bot.OutboxReaction, Reaction: "x", Target: "m1"},
+			}
+		}
+		next := h.claim(req)
+		require.Equal(t, []string{a.ID}, ids(next.Abandoned))
+		require.Equal(t, []string{a.ID}, told)
+		status := h.outbox(a.ID + "/status")
+		require.Equal(t, "failed: lease expired after 1 attempt (worker died)", status.Text)
+		require.Equal(t, 2, status.Version, "the status is replaced")
+		require.Equal(t, "could not finish", h.outbox(a.ID+"/reply").Text)
+		require.Equal(t, 1, h.outbox(a.ID+"/reaction/x").Version, "a reaction is written once")
+		pending, _ := h.pending()
+		require.Equal(t, 3, pending)
+
+		// Given up once: a later claim tells nothing more.
+		h.claim(req)
+		require.Equal(t, []string{a.ID}, told)
+	})
+
 	t.Run("expiry frees the thread for work that waited", func(t *testing.T) {
 		h := newHarness(t, open)
 		th := bot.LocalThread("t")
