@@ -98,6 +98,7 @@ type Daemon struct {
 	requesters requesters
 	details    map[string]bot.Detailer
 	slack      *slack.Adapter
+	leader     slackLeader // Socket Mode on one replica at a time
 	sources    []source
 	github     http.Handler
 	handler    http.Handler
@@ -419,7 +420,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 		d.slack = a
 		gates[bot.SourceSlack] = a.Gate()
 		d.requesters[bot.SourceSlack] = a
-		d.sources = append(d.sources, source{name: bot.SourceSlack, health: a.Health})
+		d.sources = append(d.sources, source{name: bot.SourceSlack, health: d.slackHealth})
 		sinks[bot.SourceSlack] = a.Sink()
 		d.log.Info("slack configured", slog.String("mode", sc.Mode), slog.String("api_url", sc.APIURL))
 	}
@@ -630,11 +631,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	work.Go(func() { d.listen(workCtx) })
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
 	if d.slack != nil {
-		work.Go(func() {
-			if err := d.slack.Run(workCtx); err != nil {
-				d.log.Error("slack stopped", slog.String("error", err.Error()))
-			}
-		})
+		work.Go(func() { d.runSlack(workCtx) })
 	}
 
 	serveErr := make(chan error, 1)

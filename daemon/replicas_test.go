@@ -1,0 +1,66 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
+	"github.com/switchyard/switchyard/daemon"
+	"github.com/switchyard/switchyard/storage/postgres/pgtest"
+)
+
+var pg *pgtest.Server
+
+func TestMain(m *testing.M) { pgtest.Main(m, &pg) }
+
+// Two replicas on one database in Socket Mode: one holds Slack's
+// connection, the other stands by and is ready all the same; when the
+// first stops, the second connects.
+func TestSocketModeRunsOnOneReplicaAtATime(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	fake := newSocketSlack(t)
+	fake.open.Store(true)
+	replica := func() (*running, *syncBuffer) {
+		logs := &syncBuffer{}
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.Setup.Config.Slack = &config.Slack{Mode: config.SlackSocket, AppToken: "xapp-1-test", BotToken: "xoxb-test", APIURL: fake.srv.URL + "/api/"}
+			o.APIToken = "shared-token-0123456789"
+			o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}), logs
+	}
+	joined := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return fake.joined
+	}
+	ready := func(r *running) string {
+		_, body := r.do(t, "GET", "/readyz", "")
+		var st struct{ Status string }
+		require.NoError(t, json.Unmarshal(body, &st))
+		return st.Status
+	}
+
+	a, aLogs := replica()
+	require.Eventually(t, func() bool { return joined() == 1 }, 10*time.Second, 10*time.Millisecond)
+	b, bLogs := replica()
+	require.Eventually(t, func() bool { return ready(a) == "ready" && ready(b) == "ready" }, 10*time.Second, 10*time.Millisecond,
+		"the replica standing by is not down")
+	time.Sleep(6 * time.Second) // more than one renewal
+	require.Equal(t, 1, joined(), "one connection while a replica holds the lease")
+	require.Contains(t, aLogs.String(), "this replica holds Slack's Socket Mode connection")
+	require.NotContains(t, bLogs.String(), "this replica holds")
+
+	a.stop()
+	require.Eventually(t, func() bool { return joined() == 2 }, 10*time.Second, 10*time.Millisecond, "the other replica takes over")
+	require.Contains(t, bLogs.String(), "this replica holds Slack's Socket Mode connection")
+	require.Equal(t, "ready", ready(b))
+	require.False(t, strings.Contains(bLogs.String(), "xapp-1-test"))
+}
