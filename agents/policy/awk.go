@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -8,7 +9,9 @@ import (
 // "cmd" | getline run commands, print | "cmd" pipes into one, print >
 // "file" writes, getline < "file" reads, @include and @load load code, and
 // assigning ARGV or ARGC changes the files it reads. A literal command is
-// checked as the command it is; one built at run time is refused.
+// checked as the command it is; one built at run time is refused, and so
+// are gawk's indirect calls (@f(), which may name system) and ENVIRON in a
+// program that runs commands (gawk passes its changes on to them).
 
 // awkToken is one token of an awk program.
 type awkToken struct {
@@ -215,6 +218,12 @@ func awkScan(src string) (eff awkEffects, ok bool) {
 			}
 		case t.kind == 'n' && (t.text == "@include" || t.text == "@load"):
 			eff.code = t.text
+		case t.kind == 'n' && strings.HasPrefix(t.text, "@") && t.text != "@namespace":
+			// gawk's indirect call: @f() calls the function f names,
+			// system included.
+			if eff.dynamic == "" {
+				eff.dynamic = "an indirect function call (" + t.text + "), which may call system()"
+			}
 		case t.kind == 'n' && (t.text == "ARGV" || t.text == "ARGC"):
 			j := i + 1
 			if t.text == "ARGV" && j < len(toks) && toks[j].text == "[" {
@@ -291,6 +300,13 @@ func awkScan(src string) (eff awkEffects, ok bool) {
 				}
 			}
 		}
+	}
+	if (len(eff.commands) > 0 || len(eff.sinks) > 0) && eff.dynamic == "" && slices.ContainsFunc(toks, func(t awkToken) bool {
+		return t.kind == 'n' && t.text == "ENVIRON"
+	}) {
+		// gawk passes a changed ENVIRON to the commands it runs: PATH,
+		// LD_PRELOAD or BASH_ENV set there change what they run.
+		eff.dynamic = "ENVIRON beside the commands it runs, whose environment it may change"
 	}
 	return eff, true
 }
