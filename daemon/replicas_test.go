@@ -64,3 +64,26 @@ func TestSocketModeRunsOnOneReplicaAtATime(t *testing.T) {
 	require.Equal(t, "ready", ready(b))
 	require.False(t, strings.Contains(bLogs.String(), "xapp-1-test"))
 }
+
+// A database that stops answering makes the daemon unready and its intake
+// refuse (503), so a load balancer and the senders try elsewhere or later,
+// instead of acknowledging what cannot be stored.
+func TestUnreachableDatabaseIsNotReadyAndRefusesIntake(t *testing.T) {
+	own, err := pgtest.Start()
+	require.NoError(t, err)
+	t.Cleanup(own.Stop) // stopping twice is harmless
+	own.Skip(t)
+	dsn := own.Database(t)
+	r := start(t, func(o *daemon.Options) {
+		o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+		o.APIToken = "shared-token-0123456789"
+	})
+	require.Equal(t, 202, r.status(t, "POST", "/api/v1/messages", `{"thread":"t1","text":"@coder hi","id":"before"}`))
+
+	own.Stop()
+	code, body := r.do(t, "GET", "/readyz", "")
+	require.Equal(t, 503, code, string(body))
+	require.Contains(t, string(body), "store unavailable")
+	code, body = r.do(t, "POST", "/api/v1/messages", `{"thread":"t1","text":"@coder again","id":"after"}`)
+	require.Equal(t, 503, code, string(body))
+}
