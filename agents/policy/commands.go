@@ -466,7 +466,7 @@ func newCommandTable() map[string]handler {
 		[]string{"--pre", "--hostname-bin"}), "rg")
 	reg(grepHandler(optSpec{short: "GgmABC", long: []string{"--ignore", "--file-search-regex", "--max-count",
 		"--after", "--before", "--context", "--pager", "--ignore-dir", "--type-add", "--type-set", "--ackrc",
-		"--output", "--files-from", "--range-start", "--range-end"}}, []string{"--pager", "--ackrc", "--files-from"}), "ag", "ack")
+		"--output", "--files-from", "--range-start", "--range-end"}}, []string{"--pager", "--ackrc", "--files-from", "--output"}), "ag", "ack")
 	reg(jqHandler(), "jq", "gojq", "jaq")
 	reg(yqHandler(), "yq")
 	reg(sedHandler(), "sed", "gsed")
@@ -646,6 +646,9 @@ func grepHandler(spec optSpec, execOpts []string) handler {
 			if slices.Contains(execOpts, o.name) {
 				if o.name == "--pager" || o.name == "--pre" || o.name == "--hostname-bin" {
 					c.optionCommand(inv, o)
+				} else if o.name == "--output" {
+					// ack 2 evaluates it as Perl.
+					c.needBecause(inv, pExec, "option --output is a Perl expression to ack")
 				} else if !c.needBecause(inv, pExec, "option "+o.name+" reads options or paths the policy cannot see") {
 					return inv.cwd
 				}

@@ -370,7 +370,13 @@ func goHandler(c *checker, inv *invocation) cwds {
 	}
 	switch sub {
 	case "version", "doc", "list", "help":
-		if goReadFlags(c, inv, sub) {
+		if goReadFlags(c, inv, sub, inv.argv[2:]) {
+			return inv.cwd
+		}
+	case "mod":
+		// go mod graph and why read go.mod and the module cache.
+		if len(inv.argv) > 2 && inv.argv[2].lit && (inv.argv[2].s == "graph" || inv.argv[2].s == "why") &&
+			goReadFlags(c, inv, "mod "+inv.argv[2].s, inv.argv[3:]) {
 			return inv.cwd
 		}
 	case "env":
@@ -422,9 +428,9 @@ func goReadFlagKind(sub, name string) goReadFlag {
 	case "list e", "list deps", "list test", "list find", "list m", "list u", "list versions", "list retracted",
 		"list json", "list v", "list trimpath", "list race", "list msan", "list asan", "list x", "list n",
 		"doc all", "doc c", "doc cmd", "doc short", "doc src", "doc u",
-		"version m", "version v", "version json":
+		"version m", "version v", "version json", "mod graph x", "mod why m", "mod why vendor":
 		return goBool
-	case "list f", "list tags", "list mod", "list compiler":
+	case "list f", "list tags", "list mod", "list compiler", "mod graph go":
 		return goValue
 	case "list modfile", "list overlay", "list reuse":
 		return goPath
@@ -434,11 +440,11 @@ func goReadFlagKind(sub, name string) goReadFlag {
 	return goNotRead
 }
 
-// goReadFlags checks go list, doc, version or help when every flag is one
-// that only reads, and reports whether it did: false leaves the command to
-// be checked as one that runs code.
-func goReadFlags(c *checker, inv *invocation, sub string) bool {
-	args := inv.argv[2:]
+// goReadFlags checks go list, doc, version, help, mod graph or mod why
+// (sub) with args when every flag is one that only reads, and reports
+// whether it did: false leaves the command to be checked as one that runs
+// code.
+func goReadFlags(c *checker, inv *invocation, sub string, args []word) bool {
 	var paths, dirs, operands []word
 	for i := 0; i < len(args); i++ {
 		w := args[i]
