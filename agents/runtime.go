@@ -119,6 +119,9 @@ type RuntimeOptions struct {
 	// Background stops the background tasks a job started with
 	// cleanup_on_run_end when its run ends; nil when there are none.
 	Background RunEnder
+	// RunStates keep a job's run turn by turn, so a job retried after a
+	// crash goes on from its last turn; nil keeps nothing.
+	RunStates bot.RunStateStore
 	// Budgets count what runs spend and hold them to BudgetLimits; nil
 	// counts nothing.
 	Budgets      *Budgets
@@ -237,6 +240,10 @@ type run struct {
 	rootWorkItem string
 	spawnDepth   int
 	child        *bot.ChildRun
+
+	// kept says the run saved its state (or resumed from one), which its
+	// end deletes.
+	kept bool
 
 	mu          sync.Mutex
 	children    int
@@ -542,6 +549,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: input})
 	first := len(history)
 	finish := func(resp AgentResponse) outcome {
+		r.dropState(ctx, rn)
 		out.resp = resp
 		out.messages = msgs[first:]
 		return out
@@ -553,7 +561,20 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 	}
 	var resp AgentResponse
 	var said string // the latest text the model wrote, for a run stopped early
-	for turn := 1; ; turn++ {
+	start := 1
+	if st, ok := r.resumeState(ctx, rn); ok {
+		msgs, first, said = st.Messages, st.First, st.Said
+		resp.TokensUsed, resp.TurnsUsed, start = st.Tokens, st.Turn, st.Turn+1
+		if calls := unfinished(msgs); len(calls) > 0 {
+			prepare(st.Turn)
+			msgs = append(msgs, r.settle(ctx, runCtx, rn, ts, cc, st, calls)...)
+			resp.TokensUsed += rn.takeChildTokens()
+			r.saveState(ctx, rn, runState{Turn: st.Turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs})
+		} else {
+			r.resumed(ctx, rn, st, nil, nil)
+		}
+	}
+	for turn := start; ; turn++ {
 		why := interruption(ctx, runCtx, limits)
 		if why == "" {
 			why = exhausted(turn, resp.TokensUsed, limits)
@@ -596,6 +617,9 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 		if res.Text != "" {
 			said = res.Text
 		}
+		if len(res.ToolCalls) > 0 {
+			r.saveState(ctx, rn, runState{Turn: turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs})
+		}
 		if res.StopReason == llm.StopRefusal {
 			resp.Status, resp.Content, resp.Error = bot.ResultRefused, res.Refusal, "the model declined the task"
 			return finish(resp)
@@ -609,8 +633,10 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			resp.Status, resp.Content = bot.ResultSuccess, res.Text
 			return finish(resp)
 		}
-		msgs = append(msgs, r.calls(ctx, runCtx, rn, ts, cc, turn, res.ToolCalls)...)
+		results := r.calls(ctx, runCtx, rn, ts, cc, turn, res.ToolCalls)
 		resp.TokensUsed += rn.takeChildTokens()
+		r.saveState(ctx, rn, runState{Turn: turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs, Results: results})
+		msgs = append(msgs, results...)
 		if hop := rn.handedOff(); hop != nil {
 			resp.Status = bot.ResultSuccess
 			resp.Content = fmt.Sprintf("Handed off to @%s: %s", hop.To, hop.Reason)

@@ -43,6 +43,9 @@ type StatusView struct {
 	Started  time.Time `json:"started"`
 	Updated  time.Time `json:"updated"`
 	Children []string  `json:"children,omitempty"` // one line per open child run
+	// Resumed says the run went on after a restart, from where, and what
+	// became of the calls under way then.
+	Resumed string `json:"resumed,omitempty"`
 }
 
 // ApprovalView is the structured state behind an approval request posted

@@ -134,6 +134,7 @@ type Run struct {
 	rights   string
 	skills   []string
 	children []string
+	resumed  string
 	done     bool
 	quiet    bool // a subagent's: nothing is posted
 
@@ -232,6 +233,8 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		}
 	case ProgressChildren:
 		run.children = slices.Clone(ev.Children)
+	case ProgressResumed:
+		run.resumed = ev.Text
 	default:
 		run.activity = text
 	}
@@ -249,11 +252,11 @@ func (run *Run) push(ctx context.Context, state string) {
 // status is the job's status message in state.
 func (run *Run) status(state string) OutboxMessage {
 	run.mu.Lock()
-	activity, rights, skills, children := run.activity, run.rights, run.skills, run.children
+	activity, rights, skills, children, resumed := run.activity, run.rights, run.skills, run.children, run.resumed
 	run.mu.Unlock()
 	view := &StatusView{
 		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights, Skills: skills,
-		Started: run.started, Updated: run.r.opts.Now(), Children: children,
+		Started: run.started, Updated: run.r.opts.Now(), Children: children, Resumed: resumed,
 	}
 	return OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
@@ -284,6 +287,9 @@ func statusText(v *StatusView, others int, job string) string {
 	}
 	for _, c := range v.Children {
 		s += "\n  " + c
+	}
+	if v.Resumed != "" {
+		s += "\n↻ " + v.Resumed
 	}
 	if v.Rights != "" {
 		s += "\nrights: " + v.Rights

@@ -57,6 +57,9 @@ const (
 	ProgressToolFinished = "tool_finished"
 	ProgressLimitReached = "limit_reached"
 	ProgressNote         = "note"
+	// ProgressResumed says a run went on after a restart; the status
+	// message keeps saying so to its end.
+	ProgressResumed = "resumed"
 	// ProgressRights says what the agent may do in this run and why, in
 	// Text; the status message shows it for the rest of the run.
 	ProgressRights = "rights"

@@ -94,7 +94,7 @@ func NewAgentRuntime(deps RunnerDeps) (bot.Runner, error) {
 		Workspaces:    tools.Workspaces{Root: filepath.Join(cfg.DataDir, "workspaces")},
 		Conversations: deps.Store, Transcripts: deps.Store, Rerouter: deps.Store,
 		Subagents: deps.Subagents, SubagentLimits: SubagentLimits(cfg), Background: runEnder(deps.Background),
-		Budgets: deps.Budgets, BudgetLimits: BudgetLimits(cfg),
+		Budgets: deps.Budgets, BudgetLimits: BudgetLimits(cfg), RunStates: deps.Store,
 		Redactor: deps.Redactor, Logger: deps.Logger,
 	}
 	if opts.Agents == nil {

@@ -58,6 +58,9 @@ func statusBlocks(msg bot.OutboxMessage) []slack.Block {
 		}
 		blocks = append(blocks, mrkdwnSection(b.String()))
 	}
+	if v.Resumed != "" {
+		blocks = append(blocks, mrkdwnSection(":repeat: "+escape(v.Resumed)))
+	}
 	var ctx []string
 	if len(v.Skills) > 0 {
 		ctx = append(ctx, ":jigsaw: "+escape(strings.Join(v.Skills, " · ")))

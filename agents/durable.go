@@ -1,0 +1,198 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/switchyard/switchyard/agents/llm"
+	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
+)
+
+// Durable runs. A job's run (a top-level run or a subagent's) saves its
+// conversation after every model answer that asks for tools and after
+// those tools' results, under the job's lead work item. A job retried after
+// a crash finds it and goes on from the last saved point instead of
+// starting over: the model is not asked again for what it answered, a tool
+// that finished is not run again, and a call that had started without a
+// saved result is reported to the model as interrupted, never silently run
+// again, except the calls that find what they started before by their call
+// id (spawn_subagent is given the child it spawned; await_child waits for
+// it again).
+
+// runStateVersion is the version of the saved document.
+const runStateVersion = 1
+
+// runState is what a run saves between its turns.
+type runState struct {
+	Version int    `json:"version"`
+	Agent   string `json:"agent"`
+	JobID   string `json:"job_id"`
+	// Turn is how many model calls the run has made; Tokens what they
+	// used; Said the latest text the model wrote.
+	Turn   int    `json:"turn"`
+	Tokens int    `json:"tokens"`
+	Said   string `json:"said,omitempty"`
+	// First is where the run's own messages start: before it, the
+	// conversation it was given.
+	First    int           `json:"first"`
+	Messages []llm.Message `json:"messages"`
+	// Again says the last answer's calls were cut short by a shutdown
+	// that handed the job back: they are made again when it resumes, as
+	// they never ran to their end (a call waiting for a person finds its
+	// approval again).
+	Again bool `json:"again,omitempty"`
+	// Results are the last answer's results, kept with Messages unless
+	// the job was handed back; not saved.
+	Results []llm.Message `json:"-"`
+}
+
+// rebinds are the calls a resumed run makes again, as they find what they
+// started before instead of starting it twice.
+var rebinds = map[string]bool{SpawnTool: true, AwaitChildTool: true}
+
+// stateKey is the work item a run's state is kept under, or "" for a run
+// that keeps none (an agent called as a tool runs inside its caller's turn).
+func (rn *run) stateKey() string {
+	if len(rn.chain) != 1 {
+		return ""
+	}
+	return rn.jobItem
+}
+
+// saveState keeps where rn stands. A run whose state cannot be saved goes
+// on: it would start over after a crash, as before, and the log says so.
+func (r *Runtime) saveState(ctx context.Context, rn *run, st runState) {
+	key := rn.stateKey()
+	if r.opts.RunStates == nil || key == "" {
+		return
+	}
+	st.Version, st.Agent, st.JobID = runStateVersion, rn.def.Name, rn.jobID
+	if len(st.Results) > 0 {
+		if ctx.Err() != nil && bot.HandedBack(ctx) {
+			st.Again = true
+		} else {
+			st.Messages = append(slices.Clip(st.Messages), st.Results...)
+		}
+	}
+	doc, err := json.Marshal(st)
+	if err == nil {
+		err = r.opts.RunStates.SaveRunState(context.WithoutCancel(ctx), key, doc)
+	}
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "save the run's state", append(rn.attrs(), slog.String("error", err.Error()))...)
+		return
+	}
+	rn.kept = true
+}
+
+// dropState forgets rn's state once the run has ended, unless its job was
+// handed back to run again (a shutdown, a lease taken over), which goes on
+// from it.
+func (r *Runtime) dropState(ctx context.Context, rn *run) {
+	key := rn.stateKey()
+	if r.opts.RunStates == nil || key == "" || !rn.kept || (ctx.Err() != nil && bot.HandedBack(ctx)) {
+		return
+	}
+	if err := r.opts.RunStates.DeleteRunState(context.WithoutCancel(ctx), key); err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "forget the run's state", append(rn.attrs(), slog.String("error", err.Error()))...)
+	}
+}
+
+// resumeState returns the state rn's job saved before, or false. A state
+// of another agent (the work item was handed on since) or version is not
+// resumed.
+func (r *Runtime) resumeState(ctx context.Context, rn *run) (runState, bool) {
+	key := rn.stateKey()
+	if r.opts.RunStates == nil || key == "" {
+		return runState{}, false
+	}
+	doc, err := r.opts.RunStates.LoadRunState(ctx, key)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "read the run's state; starting over", append(rn.attrs(), slog.String("error", err.Error()))...)
+		return runState{}, false
+	}
+	if doc == nil {
+		return runState{}, false
+	}
+	var st runState
+	if err := json.Unmarshal(doc, &st); err != nil || st.Version != runStateVersion || st.Agent != rn.def.Name ||
+		st.First < 0 || st.First > len(st.Messages) {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "the run's saved state does not fit; starting over", rn.attrs()...)
+		rn.kept = true // deleted at the end, not read again
+		return runState{}, false
+	}
+	rn.kept = true
+	return st, true
+}
+
+// unfinished are the calls of the last assistant message of msgs that have
+// no result, in order.
+func unfinished(msgs []llm.Message) []llm.ToolCall {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != llm.RoleAssistant {
+		return nil
+	}
+	return msgs[len(msgs)-1].ToolCalls
+}
+
+// interrupted is the result a resumed run gives the model for a call that
+// had started before the restart.
+func interrupted(call llm.ToolCall) llm.Message {
+	return llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, IsError: true,
+		Content: "interrupted: the daemon stopped while " + call.Name + " ran, and it was not run again; " +
+			"check what it did before you repeat it"}
+}
+
+// resumedText is what the thread is told about a resumed run: after a
+// crash, the calls interrupted and those picked up again; after a shutdown,
+// the calls it cut short, made again.
+func resumedText(st runState, interruptedCalls, reboundCalls []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "resumed after a restart, after turn %d: nothing that had finished ran again", st.Turn)
+	if len(interruptedCalls) > 0 {
+		fmt.Fprintf(&b, "; interrupted, not run again: %s", strings.Join(interruptedCalls, ", "))
+	}
+	switch {
+	case len(reboundCalls) > 0 && st.Again:
+		fmt.Fprintf(&b, "; cut short by the shutdown and made again: %s", strings.Join(reboundCalls, ", "))
+	case len(reboundCalls) > 0:
+		fmt.Fprintf(&b, "; picked up again: %s", strings.Join(reboundCalls, ", "))
+	}
+	return b.String()
+}
+
+// settle gives the calls that had started before the restart their
+// results: those that find what they started are made again, the others are
+// interrupted. The thread is told.
+func (r *Runtime) settle(ctx, runCtx context.Context, rn *run, ts *tools.Toolset, cc tools.CallContext, st runState, calls []llm.ToolCall) []llm.Message {
+	out := make([]llm.Message, len(calls))
+	var again []llm.ToolCall
+	var at []int
+	var stopped, rebound []string
+	for i, c := range calls {
+		if rebinds[c.Name] || st.Again {
+			again, at = append(again, c), append(at, i)
+			rebound = append(rebound, c.Name)
+			continue
+		}
+		out[i] = interrupted(c)
+		stopped = append(stopped, c.Name)
+	}
+	r.resumed(ctx, rn, st, stopped, rebound)
+	for j, m := range r.calls(ctx, runCtx, rn, ts, cc, st.Turn, again) {
+		out[at[j]] = m
+	}
+	return out
+}
+
+// resumed tells the thread, and the log, that rn went on after a restart.
+func (r *Runtime) resumed(ctx context.Context, rn *run, st runState, stopped, rebound []string) {
+	text := resumedText(st, stopped, rebound)
+	r.log.LogAttrs(ctx, slog.LevelInfo, "agent run resumed", append(rn.attrs(), slog.Int("turn", st.Turn),
+		slog.String("previous_job", st.JobID), slog.Int("interrupted", len(stopped)), slog.Int("rebound", len(rebound)))...)
+	r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressResumed, Turn: st.Turn, Text: text})
+}
