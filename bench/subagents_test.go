@@ -115,16 +115,16 @@ func answer(w io.Writer, text string) {
 		"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, quoted)
 }
 
-// benchDaemon is a daemon serving on loopback with its agents on a
+// treeDaemon is a daemon serving on loopback with its agents on a
 // treeModel.
-type benchDaemon struct {
+type treeDaemon struct {
 	d     *daemon.Daemon
 	base  string
 	token string
 	stop  func()
 }
 
-func startBenchDaemon(b *testing.B, model treeModel, workers, maxConcurrent int) *benchDaemon {
+func startTreeDaemon(b *testing.B, model treeModel, workers, maxConcurrent int) *treeDaemon {
 	b.Helper()
 	srv := httptest.NewServer(model)
 	b.Cleanup(srv.Close)
@@ -170,7 +170,7 @@ func startBenchDaemon(b *testing.B, model treeModel, workers, maxConcurrent int)
 	if err != nil {
 		b.Fatal(err)
 	}
-	bd := &benchDaemon{d: d, base: "http://" + ln.Addr().String(), token: token.Reveal()}
+	bd := &treeDaemon{d: d, base: "http://" + ln.Addr().String(), token: token.Reveal()}
 	var once sync.Once
 	bd.stop = func() {
 		once.Do(func() {
@@ -198,7 +198,7 @@ func startBenchDaemon(b *testing.B, model treeModel, workers, maxConcurrent int)
 // run sends text to a thread of its own and waits until its work item and
 // every child work item of the thread have finished; it returns the work
 // item and how long that took.
-func (bd *benchDaemon) run(b *testing.B, thread, text string) (string, time.Duration) {
+func (bd *treeDaemon) run(b *testing.B, thread, text string) (string, time.Duration) {
 	b.Helper()
 	body, _ := json.Marshal(map[string]string{"thread": thread, "text": text})
 	req, err := http.NewRequest(http.MethodPost, bd.base+"/api/v1/messages", bytes.NewReader(body))
@@ -239,7 +239,7 @@ func (bd *benchDaemon) run(b *testing.B, thread, text string) (string, time.Dura
 }
 
 // children returns the records of what the work item's run spawned.
-func (bd *benchDaemon) children(b *testing.B, workItem string) []bot.ChildRun {
+func (bd *treeDaemon) children(b *testing.B, workItem string) []bot.ChildRun {
 	b.Helper()
 	rs, _, err := bd.d.Store().ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: workItem, Limit: 100})
 	if err != nil {
@@ -264,7 +264,7 @@ func BenchmarkSubagentSpawnOverhead(b *testing.B) {
 		rounds   = 15
 	)
 	for range b.N {
-		bd := startBenchDaemon(b, treeModel{}, 4, 4)
+		bd := startTreeDaemon(b, treeModel{}, 4, 4)
 		bd.run(b, "warm", fmt.Sprintf("@lead spawn %d", children))
 		var tree, base latencies
 		for i := range rounds {
@@ -299,7 +299,7 @@ func BenchmarkSubagentFanOut(b *testing.B) {
 		rounds   = 5
 	)
 	for range b.N {
-		bd := startBenchDaemon(b, treeModel{helperDelay: 200 * time.Millisecond}, children+1, children)
+		bd := startTreeDaemon(b, treeModel{helperDelay: 200 * time.Millisecond}, children+1, children)
 		var ratios []float64
 		var walls, slowests latencies
 		for i := range rounds {

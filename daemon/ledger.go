@@ -82,7 +82,7 @@ func (r threadResetter) ResetThread(ctx context.Context, sessionKey, by string) 
 type slackResetter struct{ d *Daemon }
 
 func (r slackResetter) ResetThread(ctx context.Context, sessionKey, by string) ([]bot.Receipt, error) {
-	res, err := threadResetter{r.d}.ResetThread(ctx, sessionKey, "slack:"+by)
+	res, err := threadResetter(r).ResetThread(ctx, sessionKey, "slack:"+by)
 	return res.Receipts, err
 }
 
