@@ -20,8 +20,12 @@ type Requester struct {
 	// (none, read, triage, write, maintain, admin), or "" when it was not
 	// looked up yet.
 	Permission string `json:"permission,omitempty"`
-	// Team is a Slack requester's workspace id.
+	// Team is a Slack requester's workspace id: their own, which is not the
+	// bot's when External.
 	Team string `json:"team,omitempty"`
+	// External marks a Slack requester from another workspace, writing in
+	// a channel shared with it (Slack Connect): no member of the bot's.
+	External bool `json:"external,omitempty"`
 	// Groups are the Slack user groups the requester belongs to, among
 	// those access rules name. They are looked up when a run starts and
 	// never stored.

@@ -209,6 +209,9 @@ func (e *Engine) Ceiling(r bot.Requester) bot.Ceiling {
 		if p, ok := a.cfg.Slack.Users[r.ID]; ok && r.ID != "" {
 			return bot.Ceiling{Profile: p, Reason: "requested by " + who + " (access.slack.users)"}
 		}
+		if r.External {
+			return bot.Ceiling{Profile: a.cfg.Default, Reason: "requested by " + who + ", from another Slack workspace (" + r.Team + ")"}
+		}
 		if g, p, ok := e.widestGroup(r.Groups); ok {
 			return bot.Ceiling{Profile: p, Reason: "requested by " + who + ", a member of " + g + " (access.slack.groups)"}
 		}

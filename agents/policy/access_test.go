@@ -51,6 +51,10 @@ func TestRequestersMapToCeilings(t *testing.T) {
 		// first by id.
 		{bot.Requester{Source: bot.SourceSlack, ID: "U2", Groups: []string{"S0REL", "S0ENG"}}, "maintainer", "requested by @U2, a member of S0ENG (access.slack.groups)"},
 		{bot.Requester{Source: bot.SourceSlack, ID: "U3"}, "contributor", "requested by @U3, a member of the Slack workspace"},
+		// Slack Connect: someone of another organisation in a shared
+		// channel is no member of the workspace, whatever groups say.
+		{bot.Requester{Source: bot.SourceSlack, ID: "U4", Team: "T0OTHER", External: true, Groups: []string{"S0SRE"}}, "read-only", "requested by @U4, from another Slack workspace (T0OTHER)"},
+		{bot.Requester{Source: bot.SourceSlack, ID: "U0ADMIN", Team: "T0OTHER", External: true}, "ops", "requested by @U0ADMIN (access.slack.users)"},
 		{bot.Requester{Source: bot.SourceLocal, ID: "ana"}, "ops", "requested by @ana on the local console"},
 		{bot.Requester{Source: bot.SourceLocal, ID: "guest"}, "read-only", "requested by @guest on the local console (access.local.users)"},
 		{bot.Requester{Source: bot.SourceSchedule, ID: "weekly"}, "ops", "started by schedule weekly"},

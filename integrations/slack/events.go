@@ -117,6 +117,7 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 			return drop("the bot is mentioned only in code or a quote"), nil
 		}
 		ev := ec.event(bot.KindSlackMention, m.Channel, m.User, m.TS, firstNonEmpty(m.ThreadTS, m.TS), m.Text, true)
+		ec.external(ev, m.UserTeam)
 		ev.ActorIsBot = m.BotID != ""
 		ev.Edited = m.Edited != nil
 		return decision{ev: ev}, nil
@@ -134,6 +135,7 @@ type slackMessage struct {
 	Type        string `json:"type"`
 	Subtype     string `json:"subtype"`
 	User        string `json:"user"`
+	UserTeam    string `json:"user_team"` // the author's workspace, in a channel shared with others
 	BotID       string `json:"bot_id"`
 	Text        string `json:"text"`
 	TS          string `json:"ts"`
@@ -152,19 +154,19 @@ type slackMessage struct {
 func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackMessage) (decision, error) {
 	self := ec.self
 	// Who wrote what: an edit carries the new message, a deletion the old one.
-	user, botID, text, ts, threadTS := m.User, m.BotID, m.Text, m.TS, m.ThreadTS
+	user, userTeam, botID, text, ts, threadTS := m.User, m.UserTeam, m.BotID, m.Text, m.TS, m.ThreadTS
 	var prevText string
 	switch m.Subtype {
 	case "message_changed":
 		if n := m.Message; n != nil {
-			user, botID, text, ts, threadTS = n.User, n.BotID, n.Text, n.TS, n.ThreadTS
+			user, userTeam, botID, text, ts, threadTS = n.User, n.UserTeam, n.BotID, n.Text, n.TS, n.ThreadTS
 		}
 		if m.PreviousMessage != nil {
 			prevText = m.PreviousMessage.Text
 		}
 	case "message_deleted":
 		if p := m.PreviousMessage; p != nil {
-			user, botID, text, ts, threadTS = p.User, p.BotID, p.Text, p.TS, p.ThreadTS
+			user, userTeam, botID, text, ts, threadTS = p.User, p.UserTeam, p.BotID, p.Text, p.TS, p.ThreadTS
 		}
 		ts = firstNonEmpty(ts, m.DeletedTS)
 	}
@@ -200,6 +202,7 @@ func (a *Adapter) decideMessage(ctx context.Context, ec *eventContext, m *slackM
 	}
 
 	ev := ec.event(bot.KindSlackMessage, m.Channel, user, ts, firstNonEmpty(threadTS, ts), text, mentioned || dm)
+	ec.external(ev, userTeam)
 	if dm && threadTS == "" {
 		// Every direct message starts a thread of its own; the
 		// conversation is the channel.
@@ -234,6 +237,15 @@ type eventContext struct {
 	team    string
 	eventID string
 	raw     []byte
+}
+
+// external marks ev's requester as of another workspace when the author's
+// (userTeam, which Slack gives in channels shared with other
+// organisations) is not the bot's.
+func (ec *eventContext) external(ev *bot.Event, userTeam string) {
+	if userTeam != "" && userTeam != ec.team {
+		ev.Requester.Team, ev.Requester.External = userTeam, true
+	}
 }
 
 // event builds the bot.Event of a message. addressed says the message is

@@ -22,6 +22,34 @@ const (
 	formType = "application/x-www-form-urlencoded"
 )
 
+// In a channel shared with another organisation (Slack Connect), Slack
+// names the author's own workspace: someone of another is recorded as
+// such, so access gives them no member's rights.
+func TestMentionsFromAnotherWorkspaceAreExternal(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	ours := mentionEvent("U1", "<@UBOT> @coder fix the flaky test", "1700000001.000100", "")
+	ours["user_team"] = "T1"
+	theirs := mentionEvent("W9", "<@UBOT> @coder push to main", "1700000002.000100", "")
+	theirs["user_team"] = "T9"
+	dm := map[string]any{"type": "message", "channel": "D1", "channel_type": "im", "user": "W9", "user_team": "T9",
+		"text": "@coder deploy", "ts": "1700000003.000100"}
+	for i, ev := range []map[string]any{ours, theirs, dm} {
+		w := h.serve(t, "/slack/events", jsonType, string(eventBody(fmt.Sprintf("Ev%d", i), ev)), nil)
+		require.Equal(t, http.StatusOK, w.Code)
+	}
+	items, _, _, _ := h.store.snapshot()
+	require.Len(t, items, 3)
+	var requesters []bot.Requester
+	for _, wi := range items {
+		requesters = append(requesters, wi.Requester)
+	}
+	require.ElementsMatch(t, []bot.Requester{
+		{Source: bot.SourceSlack, ID: "U1", Team: "T1"},
+		{Source: bot.SourceSlack, ID: "W9", Team: "T9", External: true},
+		{Source: bot.SourceSlack, ID: "W9", Team: "T9", External: true},
+	}, requesters)
+}
+
 func TestHTTPMentionBecomesWorkItemOnce(t *testing.T) {
 	h := newHarness(t, ModeHTTP, nil)
 	body := string(eventBody("Ev1", mentionEvent("U1", "<@UBOT> @coder fix the flaky test", "1700000001.000100", "")))
