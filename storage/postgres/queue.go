@@ -102,8 +102,12 @@ func expireLeases(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest) ([]*jobR
 			if err != nil {
 				return nil, nil, err
 			}
-			if wi != nil {
-				abandoned = append(abandoned, *wi)
+			if wi == nil {
+				continue
+			}
+			abandoned = append(abandoned, *wi)
+			if err := tellAbandoned(ctx, tx, req, *wi); err != nil {
+				return nil, nil, err
 			}
 		}
 		expired = append(expired, j)
@@ -128,7 +132,7 @@ func expireDispatch(ctx context.Context, tx pgx.Tx, id string, j *jobRow, req bo
 	now := req.Now
 	d.UpdatedAt = now
 	d.Status = bot.DispatchFailed
-	d.LastError = fmt.Sprintf("lease expired after %d attempts (worker died)", d.Attempts)
+	d.LastError = fmt.Sprintf("lease expired after %s (worker died)", bot.Count(d.Attempts, "attempt", "attempts"))
 	if err := putDispatch(ctx, tx, d); err != nil {
 		return nil, err
 	}
@@ -436,4 +440,24 @@ func (s *Store) QueueDepth(ctx context.Context) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM dispatches WHERE status IN ('pending', 'leased')").Scan(&n)
 	return n, s.wrap("queue depth", err)
+}
+
+// tellAbandoned writes the messages req.Abandon gives for wi, in the
+// transaction that failed it; a reaction that exists is left as it is.
+func tellAbandoned(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest, wi bot.WorkItem) error {
+	if req.Abandon == nil {
+		return nil
+	}
+	for _, m := range req.Abandon(wi) {
+		if m.UpdatedAt.IsZero() {
+			m.UpdatedAt = req.Now
+		}
+		if err := validOutbox(&m); err != nil {
+			return fmt.Errorf("the message telling %s it was given up: %w", wi.ID, err)
+		}
+		if _, _, err := enqueueTx(ctx, tx, m, m.Kind != bot.OutboxReaction); err != nil {
+			return err
+		}
+	}
+	return nil
 }
