@@ -368,6 +368,10 @@ func gitHandler() handler {
 			c.denyf("shell:dynamic-command", "git subcommand %s is not a literal (it contains %s)", rest[0].source(), rest[0].dyn)
 			return inv.cwd
 		}
+		if rest[0].glob {
+			c.denyf("shell:dynamic-command", "git subcommand %s is a glob pattern; the policy cannot see which subcommand it names", rest[0].source())
+			return inv.cwd
+		}
 		sub := gitCanonical(rest[0].s)
 		if a, ok := aliases[sub]; ok && !strings.HasPrefix(a, "!") {
 			// An alias for other git arguments: check what it expands to.

@@ -1033,6 +1033,32 @@ func (c *checker) program(argv []word, cwd cwds) cwds {
 	return c.runFile(inv, argv[0], argv[1:], langUnknown)
 }
 
+// globSpells reports an argument of inv that is a glob pattern matching a
+// subcommand word of pt (kubectl de*te): bash replaces it with the name
+// of a file, and the script may have made one called delete.
+func globSpells(pt cmdPattern, inv *invocation) bool {
+	if len(pt.words) < 2 || !globWord(pt.words[0], inv.name) {
+		return false
+	}
+	args := inv.argv[1:]
+	if inv.name == "git" {
+		// Only the subcommand: git add * is no git push.
+		_, rest := gitGlobal(args)
+		args = rest[:min(len(rest), 1)]
+	}
+	for _, w := range args {
+		if !w.glob {
+			continue
+		}
+		for _, pw := range pt.words[1:] {
+			if ok, _ := path.Match(w.pat, pw); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // aliasSub is the other subcommand a command's options make it, which deny
 // and approval rules for that subcommand hold too: terraform apply
 // -destroy is terraform destroy (which says it is its alias). nil for
@@ -1074,10 +1100,10 @@ func (c *checker) ruleMatch(inv *invocation, named bool) {
 	alias := aliasSub(inv)
 	matches := func(pt cmdPattern) bool {
 		if exact {
-			return pt.match(inv.name, inv.sub) && c.carries(inv, pt.opts)
+			return (pt.match(inv.name, inv.sub) || globSpells(pt, inv)) && c.carries(inv, pt.opts)
 		}
 		return (pt.matchAny(inv.name, inv.sub) || alias != nil && pt.matchAny(inv.name, alias) ||
-			dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name)) &&
+			dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name) || globSpells(pt, inv)) &&
 			c.carries(inv, pt.opts)
 	}
 	for _, pt := range c.p.denyCmds {
