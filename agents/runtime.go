@@ -371,6 +371,7 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 	r.saveConversation(saveCtx, rn, append(history, out.messages...))
 	r.saveTranscript(saveCtx, rn, out, resp, len(history), started)
 	r.endRun(saveCtx, rn)
+	r.summarize(saveCtx, rn, resp)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "agent run finished", append(rn.attrs(),
 		slog.String("status", resp.Status), slog.Int("tokens", resp.TokensUsed), slog.Int("turns", resp.TurnsUsed),
 		slog.String("error", resp.Error))...)

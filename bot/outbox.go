@@ -46,6 +46,9 @@ type StatusView struct {
 	// Resumed says the run went on after a restart, from where, and what
 	// became of the calls under way then.
 	Resumed string `json:"resumed,omitempty"`
+	// Summary is what a run that started others ends with: what it spent,
+	// its subagents' included, and what it owns that is still open.
+	Summary string `json:"summary,omitempty"`
 }
 
 // ApprovalView is the structured state behind an approval request posted

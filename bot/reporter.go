@@ -135,6 +135,7 @@ type Run struct {
 	skills   []string
 	children []string
 	resumed  string
+	summary  string
 	done     bool
 	quiet    bool // a subagent's: nothing is posted
 
@@ -235,6 +236,8 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		run.children = slices.Clone(ev.Children)
 	case ProgressResumed:
 		run.resumed = ev.Text
+	case ProgressSummary:
+		run.summary = ev.Text
 	default:
 		run.activity = text
 	}
@@ -252,11 +255,11 @@ func (run *Run) push(ctx context.Context, state string) {
 // status is the job's status message in state.
 func (run *Run) status(state string) OutboxMessage {
 	run.mu.Lock()
-	activity, rights, skills, children, resumed := run.activity, run.rights, run.skills, run.children, run.resumed
+	activity, rights, skills, children, resumed, summary := run.activity, run.rights, run.skills, run.children, run.resumed, run.summary
 	run.mu.Unlock()
 	view := &StatusView{
 		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights, Skills: skills,
-		Started: run.started, Updated: run.r.opts.Now(), Children: children, Resumed: resumed,
+		Started: run.started, Updated: run.r.opts.Now(), Children: children, Resumed: resumed, Summary: summary,
 	}
 	return OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
@@ -290,6 +293,9 @@ func statusText(v *StatusView, others int, job string) string {
 	}
 	if v.Resumed != "" {
 		s += "\n↻ " + v.Resumed
+	}
+	if v.Summary != "" {
+		s += "\n" + v.Summary
 	}
 	if v.Rights != "" {
 		s += "\nrights: " + v.Rights

@@ -60,6 +60,9 @@ const (
 	// ProgressResumed says a run went on after a restart; the status
 	// message keeps saying so to its end.
 	ProgressResumed = "resumed"
+	// ProgressSummary is what a run that started others spent and left
+	// open, which its final status message shows.
+	ProgressSummary = "summary"
 	// ProgressRights says what the agent may do in this run and why, in
 	// Text; the status message shows it for the rest of the run.
 	ProgressRights = "rights"

@@ -86,13 +86,13 @@ func TestATreeAtItsBudgetPausesAsksAndResumesOrStops(t *testing.T) {
 			require.Equal(t, tt.leadCalls, len(model.seen("lead"))-before)
 			msgs := tr.messages(t, tt.thread, id)
 			require.Contains(t, msgs["reply"], tt.reply)
-			t.Logf("status: %s\nreply: %s", msgs["status"], msgs["reply"])
 			kids := tr.children(t, id)
 			require.Len(t, kids, 1)
 			require.Equal(t, bot.RunDone, kids[0].Status, "what was done stays done")
 			spent, err = tr.d.Store().Spent(context.Background(), []string{bot.TreeBudgetKey(id)})
 			require.NoError(t, err)
 			if tt.decision == "approve" {
+				require.Contains(t, msgs["status"], "\nspent 440 tokens with its subagents; nothing left open")
 				require.EqualValues(t, 440, spent[0].Tokens)
 				require.EqualValues(t, 300, spent[0].GrantedTokens)
 			} else {

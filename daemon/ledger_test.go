@@ -49,6 +49,9 @@ func TestRunsAPIListsTreesAwaitsAndCancels(t *testing.T) {
 	id := tr.send(t, "api", "@lead leave things running")
 	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
 	kid := tr.children(t, id)[0]
+	// The final status says what the run spent and what it left open.
+	require.Contains(t, tr.messages(t, "api", id)["status"],
+		"\nspent 220 tokens with its subagents; still open: "+kid.ID+" (subagent, running), task_1 (background task, running)")
 
 	code, body := tr.do(t, "GET", "/api/v1/runs?owner=api", "")
 	require.Equal(t, http.StatusOK, code, string(body))

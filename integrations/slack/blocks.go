@@ -61,6 +61,9 @@ func statusBlocks(msg bot.OutboxMessage) []slack.Block {
 	if v.Resumed != "" {
 		blocks = append(blocks, mrkdwnSection(":repeat: "+escape(v.Resumed)))
 	}
+	if v.Summary != "" {
+		blocks = append(blocks, mrkdwnSection(escape(v.Summary)))
+	}
 	var ctx []string
 	if len(v.Skills) > 0 {
 		ctx = append(ctx, ":jigsaw: "+escape(strings.Join(v.Skills, " · ")))
