@@ -205,11 +205,11 @@ func webhookRecords(b *testing.B, body []byte) [][]bolt.Record {
 	return records
 }
 
-// benchDaemon builds the daemon as `switchyard serve` does, from a config
+// webhookDaemon builds the daemon as `switchyard serve` does, from a config
 // file with GitHub connected (its API is never asked: a rule, not a
 // mention, routes) and a rule sending opened pull requests to the reviewer,
 // logging as in production, to nowhere.
-func benchDaemon(b *testing.B) *daemon.Daemon {
+func webhookDaemon(b *testing.B) *daemon.Daemon {
 	b.Helper()
 	dir := b.TempDir()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -265,7 +265,7 @@ func noModel(name string) string {
 // measureDaemonWebhook serves the daemon's handler on a fresh store and
 // posts every delivery from webhookClients keep-alive connections.
 func measureDaemonWebhook(b *testing.B, deliveries []delivery) (float64, latencies) {
-	d := benchDaemon(b)
+	d := webhookDaemon(b)
 	defer d.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
