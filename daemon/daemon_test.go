@@ -285,6 +285,17 @@ func TestTokenFileIsMadeOnceAndRequired(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("\n"), 0o600))
 	_, err = daemon.ReadAPIToken(dir)
 	require.ErrorContains(t, err, "is empty")
+
+	// A link in its place, to a token whoever planted it knows, is
+	// refused, by the CLI and the daemon alike.
+	planted := filepath.Join(t.TempDir(), "known")
+	require.NoError(t, os.WriteFile(planted, []byte("known-to-mallory\n"), 0o600))
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Symlink(planted, path))
+	_, err = daemon.ReadAPIToken(dir)
+	require.ErrorContains(t, err, "is not a regular file")
+	_, err = daemon.LoadAPIToken(dir)
+	require.ErrorContains(t, err, "is not a regular file")
 }
 
 // Daemons starting at once on an empty data directory agree on one token.

@@ -61,10 +61,20 @@ func LoadAPIToken(dataDir string) (bot.Secret, error) {
 }
 
 // ReadAPIToken returns the token of the token file in dataDir. The error
-// wraps fs.ErrNotExist when there is no file. A file others may read is
-// refused: the token lets its holder start agents.
+// wraps fs.ErrNotExist when there is no file. A file others may read, a
+// link, and a file of another user are refused: the token lets its holder
+// start agents, and one someone else put there is known to them.
 func ReadAPIToken(dataDir string) (bot.Secret, error) {
 	path := filepath.Join(dataDir, APITokenFile)
+	link, err := os.Lstat(path)
+	if err != nil {
+		return "", fmt.Errorf("read the API token: %w", err)
+	}
+	if !link.Mode().IsRegular() {
+		// A link may have been planted by whoever can write the data
+		// directory, to a token they know.
+		return "", fmt.Errorf("%s is not a regular file (%s): delete it and the daemon makes a new token at its next start", path, link.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("read the API token: %w", err)
@@ -73,6 +83,12 @@ func ReadAPIToken(dataDir string) (bot.Secret, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("read the API token: %w", err)
+	}
+	if !os.SameFile(link, st) {
+		return "", fmt.Errorf("%s changed while it was read: delete it and the daemon makes a new token at its next start", path)
+	}
+	if owner, ok := fileOwner(st); ok && owner != os.Getuid() {
+		return "", fmt.Errorf("%s belongs to uid %d, not to uid %d who reads it: only its own file is trusted", path, owner, os.Getuid())
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("%s may be read by other users (mode %04o): run chmod 600 %s", path, perm, path)
