@@ -102,3 +102,20 @@ func TestATreeAtItsBudgetPausesAsksAndResumesOrStops(t *testing.T) {
 		})
 	}
 }
+
+func TestATreeWaitingForMoreBudgetHoldsNoWorker(t *testing.T) {
+	model := newFakeModel(t, counting)
+	tr := startTree(t, model, treeOptions{workers: 1, config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+	id := tr.send(t, "paused", "@lead count the files")
+	ap := tr.pendingBudget(t)
+
+	// The one worker is free for other work while the tree waits.
+	other := tr.send(t, "other", "@helper count them")
+	require.Equal(t, bot.StatusDone, tr.finished(t, other, time.Minute).Status)
+	require.Equal(t, "3 files", tr.messages(t, "other", other)["reply"])
+
+	code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/approve", "")
+	require.Equal(t, 200, code, string(body))
+	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
+	require.Equal(t, "counted", tr.messages(t, "paused", id)["reply"])
+}
