@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
+	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 )
@@ -24,6 +26,20 @@ type BudgetLimits struct {
 	RequesterTokens int64
 	AgentTokens     int64
 	RepoTokens      int64
+	// TreeCost caps what a tree's calls of models with Prices cost, in
+	// Currency.
+	TreeCost float64
+	Currency string
+	// Prices are the models' prices by model name.
+	Prices map[string]ModelPrices
+}
+
+// ModelPrices are a model's prices per million tokens.
+type ModelPrices struct{ Input, Output float64 }
+
+// cost is what u costs at p.
+func (p ModelPrices) cost(u llm.Usage) float64 {
+	return (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output) / 1e6
 }
 
 // BudgetTool is the name an approval to spend more carries in place of a
@@ -57,9 +73,11 @@ func NewBudgets(store bot.BudgetStore, log *slog.Logger) *Budgets {
 // budgetCap is one cap a run is held to: the key its spending is counted
 // under and the cap before any approval.
 type budgetCap struct {
-	key    string
-	tokens int64
-	wall   time.Duration
+	key      string
+	tokens   int64
+	wall     time.Duration
+	cost     float64
+	currency string
 }
 
 // budgetKeys are the keys a run's calls are counted under, and the caps
@@ -69,13 +87,13 @@ func budgetKeys(rn *run, l BudgetLimits, now time.Time) ([]string, []budgetCap) 
 	var caps []budgetCap
 	add := func(key string, c budgetCap) {
 		keys = append(keys, key)
-		if c.tokens > 0 || c.wall > 0 {
+		if c.tokens > 0 || c.wall > 0 || c.cost > 0 {
 			c.key = key
 			caps = append(caps, c)
 		}
 	}
 	if rn.rootWorkItem != "" {
-		add(bot.TreeBudgetKey(rn.rootWorkItem), budgetCap{tokens: l.TreeTokens, wall: l.TreeWallTime})
+		add(bot.TreeBudgetKey(rn.rootWorkItem), budgetCap{tokens: l.TreeTokens, wall: l.TreeWallTime, cost: l.TreeCost, currency: l.Currency})
 	}
 	if r := rn.requester; r.Source != "" && r.ID != "" {
 		add(bot.DailyBudgetKey(now, bot.BudgetRequester, r.Source+":"+r.ID), budgetCap{tokens: l.RequesterTokens})
@@ -91,9 +109,18 @@ func budgetKeys(rn *run, l BudgetLimits, now time.Time) ([]string, []budgetCap) 
 // the level (the cap with what approvals added), in tokens or seconds.
 type budgetHit struct {
 	reached, more string
-	level         int64
-	wall          bool
+	// level is in tokens, seconds of wall time, or millionths of the
+	// currency, as kind says.
+	level int64
+	kind  string
 }
+
+// Kinds of budget caps.
+const (
+	capTokens = "tokens"
+	capWall   = "wall_time"
+	capCost   = "cost"
+)
 
 // question is what the thread is asked.
 func (h budgetHit) question() string {
@@ -104,13 +131,19 @@ func (h budgetHit) question() string {
 func (c budgetCap) over(s bot.Spend, now time.Time) (budgetHit, bool) {
 	if c.tokens > 0 {
 		if level := c.tokens + s.GrantedTokens; s.Tokens >= level {
-			return budgetHit{reached: fmt.Sprintf("%d tokens", level), more: fmt.Sprint(c.tokens), level: level}, true
+			return budgetHit{reached: fmt.Sprintf("%d tokens", level), more: fmt.Sprint(c.tokens), level: level, kind: capTokens}, true
 		}
 	}
 	if c.wall > 0 && !s.Since.IsZero() {
 		level := c.wall + time.Duration(s.GrantedSeconds)*time.Second
 		if now.Sub(s.Since) >= level {
-			return budgetHit{reached: level.String() + " of wall time", more: c.wall.String(), level: int64(level / time.Second), wall: true}, true
+			return budgetHit{reached: level.String() + " of wall time", more: c.wall.String(), level: int64(level / time.Second), kind: capWall}, true
+		}
+	}
+	if c.cost > 0 {
+		if level := c.cost + s.GrantedCost; s.Cost >= level {
+			return budgetHit{reached: fmt.Sprintf("%.2f %s", level, c.currency), more: fmt.Sprintf("%.2f %s", c.cost, c.currency),
+				level: int64(math.Round(level * 1e6)), kind: capCost}, true
 		}
 	}
 	return budgetHit{}, false
@@ -144,7 +177,7 @@ func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) error {
 // and asks unless another run got it meanwhile; approved, c's key may
 // spend another cap's worth.
 func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, spent bot.Spend, hit budgetHit) error {
-	mark := fmt.Sprintf("%s@%t%d", c.key, hit.wall, hit.level)
+	mark := fmt.Sprintf("%s@%s:%d", c.key, hit.kind, hit.level)
 	b.mu.Lock()
 	if refused, ok := b.denied[mark]; ok {
 		b.mu.Unlock()
@@ -208,14 +241,17 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 		return b.refuse(mark, reached+", and more was denied")
 	}
 	g := bot.Grant{Tokens: c.tokens, At: b.now()}
-	if hit.wall {
+	switch hit.kind {
+	case capWall:
 		g = bot.Grant{Seconds: int64(c.wall / time.Second), At: b.now()}
+	case capCost:
+		g = bot.Grant{Cost: c.cost, At: b.now()}
 	}
 	if _, err := b.store.GrantBudget(ctx, c.key, g); err != nil {
 		return fmt.Errorf("more budget was approved but cannot be recorded: %w", err)
 	}
 	b.log.LogAttrs(ctx, slog.LevelInfo, "budget raised", slog.String("budget", c.key), slog.Int64("tokens", g.Tokens),
-		slog.Int64("seconds", g.Seconds), slog.String("agent", rn.def.Name))
+		slog.Int64("seconds", g.Seconds), slog.Float64("cost", g.Cost), slog.String("agent", rn.def.Name))
 	return nil
 }
 
@@ -228,10 +264,15 @@ func (b *Budgets) refuse(mark, why string) error {
 
 // spend adds one call's usage to every key of rn. A failure to record it
 // stops the run: what it spends must be counted.
-func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, tokens int) error {
+func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, u llm.Usage) error {
 	now := b.now()
-	keys, _ := budgetKeys(rn, rt.opts.BudgetLimits, now)
-	if err := b.store.AddUsage(ctx, bot.Usage{Keys: keys, Tokens: tokens, At: now}); err != nil {
+	l := rt.opts.BudgetLimits
+	keys, _ := budgetKeys(rn, l, now)
+	var cost float64
+	if p, ok := l.Prices[rn.def.ModelName()]; ok {
+		cost = p.cost(u)
+	}
+	if err := b.store.AddUsage(ctx, bot.Usage{Keys: keys, Tokens: u.Total(), Cost: cost, At: now}); err != nil {
 		return fmt.Errorf("a model call's usage cannot be recorded, so no more calls are made: %w", err)
 	}
 	return nil
@@ -252,10 +293,10 @@ func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) string {
 	return "stopped: " + err.Error()
 }
 
-// spent counts a model call's tokens.
-func (r *Runtime) spent(ctx context.Context, rn *run, tokens int) error {
+// spent counts a model call's tokens, and cost where its model has prices.
+func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage) error {
 	if r.opts.Budgets == nil {
 		return nil
 	}
-	return r.opts.Budgets.spend(context.WithoutCancel(ctx), r, rn, tokens)
+	return r.opts.Budgets.spend(context.WithoutCancel(ctx), r, rn, u)
 }

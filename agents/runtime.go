@@ -596,7 +596,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 		res, err := provider.Chat(runCtx, req)
 		resp.TurnsUsed = turn
 		if err == nil {
-			if err := r.spent(ctx, rn, res.Usage.Total()); err != nil {
+			if err := r.spent(ctx, rn, res.Usage); err != nil {
 				why := "stopped: " + err.Error()
 				r.stop(ctx, rn, turn, why)
 				resp.Status, resp.Error, resp.Content = bot.ResultError, why, said

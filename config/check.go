@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -82,6 +83,12 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 			fail(b.key, "want 0 (no cap) or a number of tokens, got %d", b.n)
 		}
 	}
+	if c.Budgets.Tree.Cost < 0 {
+		fail("budgets.tree.cost", "want 0 (no cap) or an amount in %s, got %g", c.Budgets.Currency, c.Budgets.Tree.Cost)
+	}
+	if c.Budgets.Tree.Cost > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(c.Models)), func(m Model) bool { return m.Prices != nil }) {
+		fail("budgets.tree.cost", "caps what models with prices cost, and no model in models: has prices (models.<name>.prices: {input, output} per million tokens)")
+	}
 	if w := c.Budgets.Tree.WallTime; w != 0 && w < time.Second {
 		fail("budgets.tree.wall_time", "want 0 (no cap) or at least 1s, got %s", w)
 	}
@@ -103,6 +110,9 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 		if m.Timeout == 0 {
 			m.Timeout = DefaultModelTimeout
 			c.Models[name] = m
+		}
+		if pr := m.Prices; pr != nil && (pr.Input < 0 || pr.Output < 0) {
+			fail(p+".prices", "want prices of 0 or more per million tokens, got input %g and output %g", pr.Input, pr.Output)
 		}
 		// One check of a model entry, the model client's own.
 		for _, e := range flatten(m.LLM().Validate()) {

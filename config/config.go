@@ -213,6 +213,9 @@ type Budgets struct {
 	Tree TreeBudget `yaml:"tree" json:"tree"`
 	// PerDay caps each requester, agent and repository per UTC day.
 	PerDay DailyBudgets `yaml:"per_day" json:"per_day"`
+	// Currency names the unit of the models' prices and of cost caps;
+	// default USD.
+	Currency string `yaml:"currency" json:"currency"`
 }
 
 // TreeBudget is what one work item tree may spend.
@@ -221,6 +224,8 @@ type TreeBudget struct {
 	Tokens int64 `yaml:"tokens" json:"tokens"`
 	// WallTime counts from the tree's first model call.
 	WallTime time.Duration `yaml:"wall_time" json:"wall_time"`
+	// Cost, in budgets.currency, of the calls of models with prices.
+	Cost float64 `yaml:"cost" json:"cost"`
 }
 
 // DailyBudgets are tokens per UTC day.
@@ -265,6 +270,15 @@ type Model struct {
 	MaxTokens int `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
 	// Timeout bounds one request; default 2m.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// Prices are what the model costs, for budgets' cost caps; nil counts
+	// its calls' tokens only.
+	Prices *Prices `yaml:"prices,omitempty" json:"prices,omitempty"`
+}
+
+// Prices are a model's prices per million tokens, in budgets.currency.
+type Prices struct {
+	Input  float64 `yaml:"input" json:"input"`
+	Output float64 `yaml:"output" json:"output"`
 }
 
 // LLM is the model client's form of m.

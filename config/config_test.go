@@ -213,6 +213,13 @@ func TestParseErrors(t *testing.T) {
 			"c.yaml:2: subagents.max_concurrent: want 1 to 64, got 0\n" +
 				"c.yaml:3: subagents.max_depth: want 1 to 5, got 9\n" +
 				"c.yaml:4: subagents.timeout: want at least 1s, got 10ms"},
+		{"budgets", "budgets:\n  tree:\n    tokens: -1\n    wall_time: 10ms\n    cost: 2\n  per_day:\n    agent: -5\n",
+			"c.yaml:3: budgets.tree.tokens: want 0 (no cap) or a number of tokens, got -1\n" +
+				"c.yaml:4: budgets.tree.wall_time: want 0 (no cap) or at least 1s, got 10ms\n" +
+				"c.yaml:5: budgets.tree.cost: caps what models with prices cost, and no model in models: has prices (models.<name>.prices: {input, output} per million tokens)\n" +
+				"c.yaml:7: budgets.per_day.agent: want 0 (no cap) or a number of tokens, got -5"},
+		{"negative prices", "models:\n  default:\n    provider: openai\n    base_url: http://127.0.0.1:1/v1\n    model: m\n    prices:\n      input: -1\n      output: 2\n",
+			"c.yaml:6: models.default.prices: want prices of 0 or more per million tokens, got input -1 and output 2"},
 		{"access names an unknown profile", "access:\n  github:\n    read: reader\n",
 			`c.yaml:3: access.github.read: unknown profile "reader" (want read-only, contributor, maintainer, ops or one of profiles:)`},
 		{"access of a Slack group", "profiles:\n  sre:\n    extends: ops\naccess:\n  slack:\n    groups:\n      S0123: sre\n      S0456: sres\n",

@@ -119,3 +119,28 @@ func TestATreeWaitingForMoreBudgetHoldsNoWorker(t *testing.T) {
 	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
 	require.Equal(t, "counted", tr.messages(t, "paused", id)["reply"])
 }
+
+func TestATreeAtItsCostCapAsksForMoreInTheCurrency(t *testing.T) {
+	model := newFakeModel(t, counting)
+	tr := startTree(t, model, treeOptions{config: func(c *config.Config) {
+		m := c.Models["default"]
+		m.Prices = &config.Prices{Input: 1000, Output: 1000} // 0.11 a call: 100 tokens in, 10 out
+		c.Models["default"] = m
+		c.Budgets.Tree.Cost = 0.30
+		c.Budgets.Currency = "EUR"
+	}})
+	id := tr.send(t, "cost", "@lead count the files")
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (0.30 EUR): approve 0.30 EUR more?", ap.Reason)
+	spent, err := tr.d.Store().Spent(context.Background(), []string{bot.TreeBudgetKey(id)})
+	require.NoError(t, err)
+	require.InDelta(t, 0.33, spent[0].Cost, 1e-9, "three calls, the helper's one of them")
+
+	code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/approve", "")
+	require.Equal(t, 200, code, string(body))
+	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
+	spent, err = tr.d.Store().Spent(context.Background(), []string{bot.TreeBudgetKey(id)})
+	require.NoError(t, err)
+	require.InDelta(t, 0.44, spent[0].Cost, 1e-9)
+	require.InDelta(t, 0.30, spent[0].GrantedCost, 1e-9)
+}

@@ -133,8 +133,14 @@ func SubagentLimits(cfg *config.Config) agents.SubagentLimits {
 // to them.
 func BudgetLimits(cfg *config.Config) agents.BudgetLimits {
 	b := cfg.Budgets
-	return agents.BudgetLimits{TreeTokens: b.Tree.Tokens, TreeWallTime: b.Tree.WallTime,
-		RequesterTokens: b.PerDay.Requester, AgentTokens: b.PerDay.Agent, RepoTokens: b.PerDay.Repo}
+	prices := map[string]agents.ModelPrices{}
+	for name, m := range cfg.Models {
+		if m.Prices != nil {
+			prices[name] = agents.ModelPrices{Input: m.Prices.Input, Output: m.Prices.Output}
+		}
+	}
+	return agents.BudgetLimits{TreeTokens: b.Tree.Tokens, TreeWallTime: b.Tree.WallTime, TreeCost: b.Tree.Cost, Currency: b.Currency,
+		RequesterTokens: b.PerDay.Requester, AgentTokens: b.PerDay.Agent, RepoTokens: b.PerDay.Repo, Prices: prices}
 }
 
 // generation is what the daemon built for one configuration: its runner
