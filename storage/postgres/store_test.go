@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 	"github.com/switchyard/switchyard/storage/postgres"
 	"github.com/switchyard/switchyard/storage/postgres/pgtest"
 	"github.com/switchyard/switchyard/storage/storetest"
@@ -165,4 +166,15 @@ func TestOutboxClaimsAcrossReplicas(t *testing.T) {
 	// A replica that closes gives its claims up.
 	require.NoError(t, a.Close())
 	require.Equal(t, []string{"wi_1/reply", "note"}, keys(b))
+}
+
+// storage copy moves every record of a bbolt store into an empty
+// database, and the database answers as the file did.
+func TestCopyFromBolt(t *testing.T) {
+	pg.Skip(t)
+	from := bolttest.Open(t, t.TempDir())
+	to, err := postgres.Open(t.Context(), pg.Database(t), postgres.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = to.Close() })
+	storetest.RunCopy(t, from, to)
 }
