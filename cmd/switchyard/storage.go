@@ -117,7 +117,7 @@ func newStorageCopyCmd(cl *clientFlags) *cobra.Command {
 				if errors.Is(err, bolt.ErrLocked) {
 					return fmt.Errorf("copy from %s: the file is in use, by a running daemon most likely; stop it first: the copy reads only a file nobody writes", path)
 				}
-				return fmt.Errorf("copy from %s: %w", path, err)
+				return fmt.Errorf("copy: %w", err) // it names the file
 			}
 			defer src.Close()
 			dst, err := postgres.Open(ctx, dsn, postgres.Options{MaxConns: 2})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -36,8 +37,11 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		opts.LockTimeout = DefaultLockTimeout
 	}
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open %s: no such file", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, errors.Unwrap(err))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("open %s: not a regular file", path)

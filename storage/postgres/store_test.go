@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt/bolttest"
+	"github.com/switchyard/switchyard/storage/dump"
 	"github.com/switchyard/switchyard/storage/postgres"
 	"github.com/switchyard/switchyard/storage/postgres/pgtest"
 	"github.com/switchyard/switchyard/storage/storetest"
@@ -177,4 +178,49 @@ func TestCopyFromBolt(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = to.Close() })
 	storetest.RunCopy(t, from, to)
+}
+
+// A load sets each sequence past the last id the source gave out, even
+// when the record that had it is gone, and past the highest id loaded.
+func TestLoadGoesOnAfterTheSourcesSequences(t *testing.T) {
+	pg.Skip(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, pg.Database(t), postgres.Options{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	th := bot.LocalThread("seq")
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	err = s.Load(ctx, func(fn func(dump.Record) error) error {
+		for _, r := range []dump.Record{
+			// Retention removed wi_6 to wi_100 and their events.
+			{Sequence: &dump.Sequence{Series: dump.SeriesWorkItems, Last: 100}},
+			{Sequence: &dump.Sequence{Series: dump.SeriesEvents, Last: 100}},
+			// The dispatch series' last id is lower than one loaded.
+			{Sequence: &dump.Sequence{Series: dump.SeriesDispatches, Last: 3}},
+			{Event: &dump.Event{Seq: 5, Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Thread: th, Text: "hi", ReceivedAt: now}}},
+			{WorkItem: &dump.WorkItem{WorkItem: bot.WorkItem{ID: "wi_5", EventRef: "ev_5", Thread: th, Status: bot.StatusDone,
+				Route: bot.Route{Agent: "coder", Kind: bot.RouteMention}, CreatedAt: now, UpdatedAt: now}, DispatchID: "d_7"}},
+			{Dispatch: &bot.Dispatch{ID: "d_7", WorkItemID: "wi_5", Agent: "coder", Thread: th, Status: bot.DispatchDone, CreatedAt: now, UpdatedAt: now}},
+		} {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	wi, err := s.GetWorkItem(ctx, "wi_5")
+	require.NoError(t, err)
+	require.Equal(t, "ev_5", wi.EventRef)
+	res, err := s.Ingest(ctx, bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: "new", Thread: th, Text: "next", ReceivedAt: now},
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: now,
+	})
+	require.NoError(t, err)
+	require.Equal(t, "wi_101", res.WorkItem.ID)
+	require.Equal(t, "ev_101", res.WorkItem.EventRef)
+	c, err := s.ClaimNext(ctx, bot.ClaimRequest{Owner: "w", Now: now, Lease: time.Minute, MaxAttempts: 3})
+	require.NoError(t, err)
+	require.NotNil(t, c.Job)
+	require.Equal(t, []string{"d_8"}, c.Job.DispatchIDs, "the dispatch after the highest loaded")
 }
