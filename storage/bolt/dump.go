@@ -83,6 +83,9 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 // from the records.
 func (s *Store) Dump(ctx context.Context, fn func(dump.Record) error) error {
 	return s.view("dump", func(t txn) error {
+		if err := knownBuckets(t.tx); err != nil {
+			return err
+		}
 		d := dumper{t: t, ctx: ctx, fn: fn}
 		for _, step := range []func() error{
 			d.sequences, d.events, d.dedup, d.deliveries, d.ingress, d.workItems, d.dispatches, d.jobs,
@@ -92,6 +95,28 @@ func (s *Store) Dump(ctx context.Context, fn func(dump.Record) error) error {
 			if err := step(); err != nil {
 				return err
 			}
+		}
+		return nil
+	})
+}
+
+// knownBuckets fails on a top-level bucket Dump does not read, rather than
+// leave its records behind: a file a newer build wrote, or a kind of
+// record added without its place in the stream.
+func knownBuckets(tx *bolt.Tx) error {
+	known := map[string]bool{}
+	for _, b := range Buckets() {
+		known[string(b)] = true
+	}
+	for _, b := range [][]byte{
+		bucketAudit, bucketApprovals, bucketBudgets, bucketRunStates, bucketConversations, bucketTranscripts,
+		bucketInstallations, bucketLedger, bucketSkills,
+	} {
+		known[string(b)] = true
+	}
+	return tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		if !known[string(name)] {
+			return fmt.Errorf("the store holds records this build cannot copy (bucket %q); copy with the build that wrote them", name)
 		}
 		return nil
 	})
@@ -127,7 +152,7 @@ func each(b *bolt.Bucket, fn func(k, v []byte) error) error {
 
 func decode(what string, k, v []byte, into any) error {
 	if err := json.Unmarshal(v, into); err != nil {
-		return fmt.Errorf("dump: decode %s %x: %w", what, k, err)
+		return fmt.Errorf("decode %s %x: %w", what, k, err)
 	}
 	return nil
 }
@@ -175,7 +200,7 @@ func (d *dumper) events() error {
 	return each(d.t.bucket(bucketEvents), func(k, v []byte) error {
 		ev, err := decodeEvent(v, payloads.Get(k))
 		if err != nil {
-			return fmt.Errorf("dump: event %d: %w", seqOf(k), err)
+			return fmt.Errorf("event %d: %w", seqOf(k), err)
 		}
 		return d.emit(dump.Record{Event: &dump.Event{Seq: int64(seqOf(k)), Event: *ev}})
 	})
@@ -184,7 +209,7 @@ func (d *dumper) events() error {
 func (d *dumper) dedup() error {
 	return each(d.t.bucket(bucketDedup), func(k, v []byte) error {
 		if len(v) < 8 {
-			return fmt.Errorf("dump: dedup key %q: record too short", k)
+			return fmt.Errorf("dedup key %q: record too short", k)
 		}
 		return d.emit(dump.Record{Dedup: &dump.Dedup{Key: string(k), Until: decodeTime(v[:8]), Ref: string(v[8:])}})
 	})
@@ -233,7 +258,7 @@ func (d *dumper) jobs() error {
 	return each(d.t.bucket(bucketJobs), func(k, _ []byte) error {
 		j, err := d.t.jobAt(k)
 		if err != nil {
-			return fmt.Errorf("dump: job %d: %w", seqOf(k), err)
+			return fmt.Errorf("job %d: %w", seqOf(k), err)
 		}
 		j.ID = formatID(prefixJob, seqOf(k))
 		return d.emit(dump.Record{Job: j})
@@ -253,7 +278,7 @@ func (d *dumper) outbox() error {
 func (d *dumper) schedules() error {
 	return each(d.t.bucket(bucketSchedules), func(k, v []byte) error {
 		if len(v) != 8 {
-			return fmt.Errorf("dump: schedule %q: record of %d bytes", k, len(v))
+			return fmt.Errorf("schedule %q: record of %d bytes", k, len(v))
 		}
 		return d.emit(dump.Record{Schedule: &dump.Schedule{Name: string(k), Last: decodeTime(v)}})
 	})
@@ -268,7 +293,7 @@ func (d *dumper) audit() error {
 	decisions := make(map[string]string, records.Stats().KeyN)
 	err = byDecision.ForEach(func(k, _ []byte) error {
 		if len(k) < auditKeyLen+1 {
-			return fmt.Errorf("dump: audit index entry %x too short", k)
+			return fmt.Errorf("audit index entry %x too short", k)
 		}
 		decisions[string(k[len(k)-auditKeyLen:])] = string(k[:len(k)-auditKeyLen-1])
 		return nil
@@ -278,11 +303,11 @@ func (d *dumper) audit() error {
 	}
 	return each(records, func(k, v []byte) error {
 		if len(k) != auditKeyLen {
-			return fmt.Errorf("dump: audit record key %x: want %d bytes", k, auditKeyLen)
+			return fmt.Errorf("audit record key %x: want %d bytes", k, auditKeyLen)
 		}
 		decision, ok := decisions[string(k)]
 		if !ok {
-			return fmt.Errorf("dump: audit record %x has no decision", k)
+			return fmt.Errorf("audit record %x has no decision", k)
 		}
 		return d.emit(dump.Record{Audit: &dump.Audit{At: decodeTime(k[:8]), Decision: decision, Doc: v}})
 	})
@@ -313,7 +338,7 @@ func (d *dumper) transcripts() error {
 		var entries []entry
 		err := each(top.Bucket(job), func(run, v []byte) error {
 			if len(v) < 8 {
-				return fmt.Errorf("dump: transcript %s/%s: record too short", job, run)
+				return fmt.Errorf("transcript %s/%s: record too short", job, run)
 			}
 			entries = append(entries, entry{binary.BigEndian.Uint64(v[:8]), dump.Transcript{JobID: string(job), RunID: string(run), Doc: v[8:]}})
 			return nil
@@ -404,7 +429,7 @@ func (d *dumper) ledger() error {
 	}
 	err = each(l.byChild, func(k, v []byte) error {
 		if len(v) != 8 {
-			return fmt.Errorf("dump: child run link %q: record of %d bytes", k, len(v))
+			return fmt.Errorf("child run link %q: record of %d bytes", k, len(v))
 		}
 		return d.emit(dump.Record{RunChild: &dump.RunChild{WorkItemID: string(k), RunID: prefixRun + strconv.FormatUint(seqOf(v), 10)}})
 	})
@@ -424,7 +449,7 @@ func (d *dumper) ledger() error {
 	}
 	return each(l.resets, func(k, v []byte) error {
 		if len(v) != 8 {
-			return fmt.Errorf("dump: thread reset %q: record of %d bytes", k, len(v))
+			return fmt.Errorf("thread reset %q: record of %d bytes", k, len(v))
 		}
 		return d.emit(dump.Record{Reset: &dump.Reset{SessionKey: string(k), At: decodeTime(v)}})
 	})

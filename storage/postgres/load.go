@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -49,15 +50,20 @@ func (s *Store) Load(ctx context.Context, stream func(fn func(dump.Record) error
 			return err
 		}
 		l := &loader{tx: tx, last: map[dump.Series]int64{}}
+		var own error
 		err := stream(func(r dump.Record) error {
 			if err := l.add(ctx, r); err != nil {
-				return fmt.Errorf("load %s: %w", r.Kind(), err)
+				own = fmt.Errorf("%s: %w", r.Kind(), err)
+				return own
 			}
 			if l.batch.Len() >= loadBatch {
-				return l.flush(ctx)
+				own = l.flush(ctx)
 			}
-			return nil
+			return own
 		})
+		if err != nil && own == nil {
+			return sourceError{err}
+		}
 		if err != nil {
 			return err
 		}
@@ -66,8 +72,17 @@ func (s *Store) Load(ctx context.Context, stream func(fn func(dump.Record) error
 		}
 		return l.sequences(ctx)
 	})
+	if se, ok := errors.AsType[sourceError](err); ok {
+		return se.err // the source's own, named by it
+	}
 	return s.wrap("load", err)
 }
+
+// sourceError is an error of the stream's source, not of the load.
+type sourceError struct{ err error }
+
+func (e sourceError) Error() string { return e.err.Error() }
+func (e sourceError) Unwrap() error { return e.err }
 
 // refuseNonEmpty fails naming the tables of the database that hold rows.
 func refuseNonEmpty(ctx context.Context, tx pgx.Tx) error {

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -223,4 +224,29 @@ func TestLoadGoesOnAfterTheSourcesSequences(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, c.Job)
 	require.Equal(t, []string{"d_8"}, c.Job.DispatchIDs, "the dispatch after the highest loaded")
+}
+
+// A load whose source fails midway keeps nothing: the database is as empty
+// as it was, and the source's error comes back as it was.
+func TestLoadThatFailsKeepsNothing(t *testing.T) {
+	pg.Skip(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, pg.Database(t), postgres.Options{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	item := dump.Record{WorkItem: &dump.WorkItem{WorkItem: bot.WorkItem{ID: "wi_1", Thread: bot.LocalThread("x"), Status: bot.StatusDone,
+		Route: bot.Route{Agent: "coder", Kind: bot.RouteMention}, CreatedAt: now, UpdatedAt: now}}}
+	broken := errors.New("read the source: the disk is gone")
+	err = s.Load(ctx, func(fn func(dump.Record) error) error {
+		if err := fn(item); err != nil {
+			return err
+		}
+		return broken
+	})
+	require.ErrorIs(t, err, broken)
+	require.Equal(t, broken.Error(), err.Error())
+	_, err = s.GetWorkItem(ctx, "wi_1")
+	require.Equal(t, bot.ENOTFOUND, bot.ErrorCode(err))
+	require.NoError(t, s.Load(ctx, func(fn func(dump.Record) error) error { return fn(item) }), "the database is still empty")
 }
