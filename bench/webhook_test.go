@@ -66,8 +66,8 @@ func sign(secret string, body []byte) string {
 // own HTTP handler with every hook it installs — signature, the reader,
 // the gate, routing, metrics, the log, and the one group-committed write of
 // the event, dedup key, work item, dispatch and 👀 — answered 202, with 64
-// clients, the process's runtime tuned as serve tunes it. Its baseline is
-// raw bbolt Batch writes of exactly the records that path writes (the 👀
+// clients, the process's runtime tuned as serve tunes it (TestMain). Its
+// baseline is raw bbolt Batch writes of exactly the records that path writes (the 👀
 // outbox entry and the counters included), in the same run. When node and
 // npm are there (make bench installs the peer), the Node peer of bench/peer
 // runs on the same fixture and clients, fsyncing each delivery and
@@ -75,7 +75,6 @@ func sign(secret string, body []byte) string {
 // daemon and the peers back to back; ratios are taken within a round and
 // the median round is the result.
 func BenchmarkWebhookIntake(b *testing.B) {
-	daemon.TuneRuntime()
 	for range b.N {
 		body := prOpened(b)
 		settings := rawBatch
