@@ -415,11 +415,7 @@ func parse(base *Config, name string, data []byte, lookup func(string) (string, 
 	d.Document(data, base)
 	checkConfig(d, base)
 	if errs := d.Errors(); len(errs) > 0 {
-		out := make(Errors, len(errs))
-		for i, e := range errs {
-			out[i] = &Error{File: e.File, Line: e.Line, Path: e.Path, Msg: e.Msg}
-		}
-		return nil, out
+		return nil, errs
 	}
 	base.Source = name
 	pos := d.Positions()
@@ -474,7 +470,7 @@ func (c *Config) Compile(agents []bot.AgentInfo) (*bot.Router, error) {
 		}
 	}
 	if len(errs) > 0 {
-		errs.sort()
+		errs.Sort()
 		return nil, errs
 	}
 	return router, nil
@@ -496,7 +492,7 @@ func (c *Config) Positioned(err error) error {
 		}
 		errs = append(errs, &Error{File: c.Source, Line: c.Line(fe.Field), Path: fe.Field, Msg: fe.Msg})
 	}
-	errs.sort()
+	errs.Sort()
 	return errs
 }
 
@@ -589,6 +585,6 @@ func (c *Config) SkillErrors(err error) error {
 		path := fmt.Sprintf("skills.settings[%d].%s", se.Index, se.Field)
 		errs = append(errs, &Error{File: c.Source, Line: c.Line(path), Path: path, Msg: se.Msg})
 	}
-	errs.sort()
+	errs.Sort()
 	return errs
 }

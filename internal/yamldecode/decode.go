@@ -24,6 +24,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // Error is one problem with a document, at a line and a path written as in
@@ -52,6 +54,17 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(e.Msg)
 	return b.String()
+}
+
+// As lets errors.As see a problem with a document as a *bot.Error with code
+// bot.EINVALID, so the edges (HTTP status, exit status 2) map it like any
+// other bad input.
+func (e *Error) As(target any) bool {
+	if t, ok := target.(**bot.Error); ok {
+		*t = &bot.Error{Code: bot.EINVALID, Message: e.Error()}
+		return true
+	}
+	return false
 }
 
 // Errors is every problem found in a document, sorted by line.
