@@ -196,7 +196,7 @@ func concurrent(name string) bool { return name == SpawnTool || name == AwaitChi
 // of the calls. Spawns and awaits run in parallel, after the other calls
 // have run one by one: while the children work, the run does nothing else,
 // so a child and its parent never work on the workspace at the same time
-// unless the parent spawned in the background. The model issued the calls
+// unless the parent spawned in the background. The model asked for the calls
 // of one turn together, without seeing any result, so none depends on
 // another's.
 func (r *Runtime) calls(ctx, runCtx context.Context, rn *run, ts *tools.Toolset, cc tools.CallContext, turn int, calls []llm.ToolCall) []llm.Message {
