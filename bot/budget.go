@@ -36,6 +36,14 @@ type Usage struct {
 	At   time.Time
 }
 
+// Validate checks that u adds nothing negative.
+func (u Usage) Validate() error {
+	if u.Tokens < 0 || u.Cost < 0 {
+		return Errorf(EINVALID, "usage: negative tokens or cost")
+	}
+	return nil
+}
+
 // Spend is what a key has spent, and what approvals added to its caps.
 type Spend struct {
 	Key    string  `json:"key"`

@@ -225,6 +225,14 @@ type RunFilter struct {
 	Cursor string
 }
 
+// Validate checks the filter's status.
+func (f RunFilter) Validate() error {
+	if f.Status != "" && !f.Status.Valid() {
+		return Errorf(EINVALID, "unknown run status %q: want queued, running, done, failed, cancelled, timed_out or interrupted", f.Status)
+	}
+	return nil
+}
+
 // TaskFilter selects background tasks; zero fields select all.
 type TaskFilter struct {
 	OwnerSessionKey string
@@ -234,6 +242,53 @@ type TaskFilter struct {
 	Unarchived      bool
 	Limit           int
 	Cursor          string
+}
+
+// MaxLedgerText bounds the free text of a ledger record (a run's task,
+// context and result, a task's command): the ledger keeps summaries, the
+// transcripts the rest.
+const MaxLedgerText = 16 << 10
+
+// Validate checks a run record before a store keeps it.
+func (r *ChildRun) Validate() error {
+	switch {
+	case r.Kind != RunSubagent && r.Kind != RunAgentCall && r.Kind != RunHandoff:
+		return Errorf(EINVALID, "run: unknown kind %q", r.Kind)
+	case r.Agent == "":
+		return Errorf(EINVALID, "run: no agent")
+	case r.SessionKey == "" || r.AgentID == "":
+		return Errorf(EINVALID, "run of %s: no owner (session key and agent are required)", r.Agent)
+	case !r.Status.Valid():
+		return Errorf(EINVALID, "run of %s: unknown status %q", r.Agent, r.Status)
+	case len(r.Task) > MaxLedgerText || len(r.Context) > MaxLedgerText:
+		return Errorf(ETOOLARGE, "run of %s: task or context over %d bytes", r.Agent, MaxLedgerText)
+	}
+	return nil
+}
+
+// Validate checks a background task before a store keeps it.
+func (bt *BackgroundTask) Validate() error {
+	switch {
+	case bt.SessionKey == "" || bt.AgentID == "":
+		return Errorf(EINVALID, "background task: no owner (session key and agent are required)")
+	case bt.Command == "":
+		return Errorf(EINVALID, "background task: no command")
+	case len(bt.Command) > MaxLedgerText:
+		return Errorf(ETOOLARGE, "background task: command over %d bytes", MaxLedgerText)
+	}
+	switch bt.Status {
+	case TaskRunning, TaskExited, TaskStopped, TaskInterrupted, TaskFailed:
+		return nil
+	}
+	return Errorf(EINVALID, "background task: unknown status %q", bt.Status)
+}
+
+// CapLedgerText cuts s to MaxLedgerText bytes.
+func CapLedgerText(s string) string {
+	if len(s) <= MaxLedgerText {
+		return s
+	}
+	return s[:MaxLedgerText]
 }
 
 // LedgerStore keeps the ledger. A subagent's record moves with its work

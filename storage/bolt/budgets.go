@@ -48,8 +48,8 @@ func (s *Store) AddUsage(ctx context.Context, u bot.Usage) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if u.Tokens < 0 || u.Cost < 0 {
-		return bot.Errorf(bot.EINVALID, "usage: negative tokens or cost")
+	if err := u.Validate(); err != nil {
+		return err
 	}
 	for _, k := range u.Keys {
 		if err := validBudgetKey(k); err != nil {

@@ -46,10 +46,6 @@ const (
 
 	cursorRuns  byte = 'r' // key: seq (8)
 	cursorTasks byte = 't' // key: seq (8)
-
-	// maxLedgerText bounds the free text of a record (task, context,
-	// result): the ledger keeps summaries, the transcripts the rest.
-	maxLedgerText = 16 << 10
 )
 
 // ledger gives access to the ledger's buckets in one transaction. In a
@@ -143,22 +139,6 @@ func (l ledger) addRun(r *bot.ChildRun) (uint64, error) {
 	return seq, nil
 }
 
-func checkRun(r *bot.ChildRun) error {
-	switch {
-	case r.Kind != bot.RunSubagent && r.Kind != bot.RunAgentCall && r.Kind != bot.RunHandoff:
-		return bot.Errorf(bot.EINVALID, "run: unknown kind %q", r.Kind)
-	case r.Agent == "":
-		return bot.Errorf(bot.EINVALID, "run: no agent")
-	case r.SessionKey == "" || r.AgentID == "":
-		return bot.Errorf(bot.EINVALID, "run of %s: no owner (session key and agent are required)", r.Agent)
-	case !r.Status.Valid():
-		return bot.Errorf(bot.EINVALID, "run of %s: unknown status %q", r.Agent, r.Status)
-	case len(r.Task) > maxLedgerText || len(r.Context) > maxLedgerText:
-		return bot.Errorf(bot.ETOOLARGE, "run of %s: task or context over %d bytes", r.Agent, maxLedgerText)
-	}
-	return nil
-}
-
 // SpawnChild writes a subagent's record with its work item and pending
 // dispatch in a lane of its own.
 func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.ChildRun, error) {
@@ -167,7 +147,7 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Child
 	}
 	r := req.Run
 	r.Kind, r.Status = bot.RunSubagent, bot.RunQueued
-	if err := checkRun(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return bot.ChildRun{}, err
 	}
 	if r.ParentLinks.WorkItemID == "" {
@@ -245,7 +225,7 @@ func (s *Store) AddRun(ctx context.Context, r bot.ChildRun) (bot.ChildRun, error
 	if r.Kind == bot.RunSubagent {
 		return bot.ChildRun{}, bot.Errorf(bot.EINVALID, "run of %s: a subagent is added with its work item (SpawnChild)", r.Agent)
 	}
-	if err := checkRun(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return bot.ChildRun{}, err
 	}
 	if r.CreatedAt.IsZero() {
@@ -355,7 +335,7 @@ func (s *Store) UpdateRun(ctx context.Context, id string, edit func(*bot.ChildRu
 		}
 		next.ID, next.Kind, next.Owner, next.ParentLinks = r.ID, r.Kind, r.Owner, r.ParentLinks
 		next.ChildWorkItemID = r.ChildWorkItemID
-		if err := checkRun(&next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		next.UpdatedAt = utc(time.Now())
@@ -485,19 +465,12 @@ func (t txn) childEnded(wi *bot.WorkItem, status bot.RunStatus, result, errText 
 	}
 	r.Status, r.UpdatedAt, r.FinishedAt = status, now, &now
 	if r.Result == "" {
-		r.Result = capText(result, maxLedgerText)
+		r.Result = bot.CapLedgerText(result)
 	}
 	if r.Error == "" {
 		r.Error = errText
 	}
 	return l.putRun(seq, r)
-}
-
-func capText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // ListRuns pages records newest first through the narrowest index the
@@ -506,8 +479,8 @@ func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, 
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
-	if f.Status != "" && !f.Status.Valid() {
-		return nil, "", bot.Errorf(bot.EINVALID, "unknown run status %q: want queued, running, done, failed, cancelled, timed_out or interrupted", f.Status)
+	if err := f.Validate(); err != nil {
+		return nil, "", err
 	}
 	before, err := decodeCursor(cursorRuns, f.Cursor, 8)
 	if err != nil {
@@ -594,28 +567,12 @@ func (l ledger) putTask(seq uint64, bt *bot.BackgroundTask) error {
 	return l.tasksOpen.Delete(seqKey(seq))
 }
 
-func checkTask(bt *bot.BackgroundTask) error {
-	switch {
-	case bt.SessionKey == "" || bt.AgentID == "":
-		return bot.Errorf(bot.EINVALID, "background task: no owner (session key and agent are required)")
-	case bt.Command == "":
-		return bot.Errorf(bot.EINVALID, "background task: no command")
-	case len(bt.Command) > maxLedgerText:
-		return bot.Errorf(bot.ETOOLARGE, "background task: command over %d bytes", maxLedgerText)
-	}
-	switch bt.Status {
-	case bot.TaskRunning, bot.TaskExited, bot.TaskStopped, bot.TaskInterrupted, bot.TaskFailed:
-		return nil
-	}
-	return bot.Errorf(bot.EINVALID, "background task: unknown status %q", bt.Status)
-}
-
 // AddTask records a background task and gives it its id.
 func (s *Store) AddTask(ctx context.Context, bt bot.BackgroundTask) (bot.BackgroundTask, error) {
 	if err := ctx.Err(); err != nil {
 		return bot.BackgroundTask{}, err
 	}
-	if err := checkTask(&bt); err != nil {
+	if err := bt.Validate(); err != nil {
 		return bot.BackgroundTask{}, err
 	}
 	if bt.CreatedAt.IsZero() {
@@ -682,7 +639,7 @@ func (s *Store) UpdateTask(ctx context.Context, id string, edit func(*bot.Backgr
 			return err
 		}
 		next.ID, next.Owner, next.Creator = bt.ID, bt.Owner, bt.Creator
-		if err := checkTask(&next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		next.UpdatedAt = utc(time.Now())

@@ -25,8 +25,6 @@ const (
 
 	cursorRuns  byte = 'r'
 	cursorTasks byte = 't'
-
-	maxLedgerText = 16 << 10
 )
 
 // pgUnit is a unit as the unit columns keep it: PostgreSQL's text holds no
@@ -39,22 +37,6 @@ func dispatchUnit(d *bot.Dispatch) string {
 		return pgUnit(d.Lane)
 	}
 	return unit(d.Thread, d.WorkItemID)
-}
-
-func checkRun(r *bot.ChildRun) error {
-	switch {
-	case r.Kind != bot.RunSubagent && r.Kind != bot.RunAgentCall && r.Kind != bot.RunHandoff:
-		return bot.Errorf(bot.EINVALID, "run: unknown kind %q", r.Kind)
-	case r.Agent == "":
-		return bot.Errorf(bot.EINVALID, "run: no agent")
-	case r.SessionKey == "" || r.AgentID == "":
-		return bot.Errorf(bot.EINVALID, "run of %s: no owner (session key and agent are required)", r.Agent)
-	case !r.Status.Valid():
-		return bot.Errorf(bot.EINVALID, "run of %s: unknown status %q", r.Agent, r.Status)
-	case len(r.Task) > maxLedgerText || len(r.Context) > maxLedgerText:
-		return bot.Errorf(bot.ETOOLARGE, "run of %s: task or context over %d bytes", r.Agent, maxLedgerText)
-	}
-	return nil
 }
 
 func getRun(ctx context.Context, q querier, id string, lock bool) (*bot.ChildRun, int64, error) {
@@ -106,7 +88,7 @@ func addRun(ctx context.Context, q querier, r *bot.ChildRun) (int64, error) {
 func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.ChildRun, error) {
 	r := req.Run
 	r.Kind, r.Status = bot.RunSubagent, bot.RunQueued
-	if err := checkRun(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return bot.ChildRun{}, err
 	}
 	if r.ParentLinks.WorkItemID == "" {
@@ -180,7 +162,7 @@ func (s *Store) AddRun(ctx context.Context, r bot.ChildRun) (bot.ChildRun, error
 	if r.Kind == bot.RunSubagent {
 		return bot.ChildRun{}, bot.Errorf(bot.EINVALID, "run of %s: a subagent is added with its work item (SpawnChild)", r.Agent)
 	}
-	if err := checkRun(&r); err != nil {
+	if err := r.Validate(); err != nil {
 		return bot.ChildRun{}, err
 	}
 	if r.CreatedAt.IsZero() {
@@ -274,7 +256,7 @@ func (s *Store) UpdateRun(ctx context.Context, id string, edit func(*bot.ChildRu
 		}
 		next.ID, next.Kind, next.Owner, next.ParentLinks = r.ID, r.Kind, r.Owner, r.ParentLinks
 		next.ChildWorkItemID = r.ChildWorkItemID
-		if err := checkRun(&next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		next.UpdatedAt = utc(time.Now())
@@ -391,7 +373,7 @@ func childEnded(ctx context.Context, tx pgx.Tx, wi *bot.WorkItem, status bot.Run
 	}
 	r.Status, r.UpdatedAt, r.FinishedAt = status, now, &now
 	if r.Result == "" {
-		r.Result = capText(result, maxLedgerText)
+		r.Result = bot.CapLedgerText(result)
 	}
 	if r.Error == "" {
 		r.Error = errText
@@ -399,20 +381,13 @@ func childEnded(ctx context.Context, tx pgx.Tx, wi *bot.WorkItem, status bot.Run
 	return putRun(ctx, tx, seq, r)
 }
 
-func capText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
 // ListRuns pages records newest first.
 func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, string, error) {
 	if err := s.open(); err != nil {
 		return nil, "", err
 	}
-	if f.Status != "" && !f.Status.Valid() {
-		return nil, "", bot.Errorf(bot.EINVALID, "unknown run status %q: want queued, running, done, failed, cancelled, timed_out or interrupted", f.Status)
+	if err := f.Validate(); err != nil {
+		return nil, "", err
 	}
 	keys, err := decodeCursor(cursorRuns, f.Cursor, 1)
 	if err != nil {
@@ -458,22 +433,6 @@ func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, 
 	return out, "", nil
 }
 
-func checkTask(bt *bot.BackgroundTask) error {
-	switch {
-	case bt.SessionKey == "" || bt.AgentID == "":
-		return bot.Errorf(bot.EINVALID, "background task: no owner (session key and agent are required)")
-	case bt.Command == "":
-		return bot.Errorf(bot.EINVALID, "background task: no command")
-	case len(bt.Command) > maxLedgerText:
-		return bot.Errorf(bot.ETOOLARGE, "background task: command over %d bytes", maxLedgerText)
-	}
-	switch bt.Status {
-	case bot.TaskRunning, bot.TaskExited, bot.TaskStopped, bot.TaskInterrupted, bot.TaskFailed:
-		return nil
-	}
-	return bot.Errorf(bot.EINVALID, "background task: unknown status %q", bt.Status)
-}
-
 func getTask(ctx context.Context, q querier, id string, lock bool) (*bot.BackgroundTask, int64, error) {
 	seq, ok := parseID(prefixTask, id)
 	if ok {
@@ -495,7 +454,7 @@ func getTask(ctx context.Context, q querier, id string, lock bool) (*bot.Backgro
 
 // AddTask records a background task and gives it its id.
 func (s *Store) AddTask(ctx context.Context, bt bot.BackgroundTask) (bot.BackgroundTask, error) {
-	if err := checkTask(&bt); err != nil {
+	if err := bt.Validate(); err != nil {
 		return bot.BackgroundTask{}, err
 	}
 	if bt.CreatedAt.IsZero() {
@@ -548,7 +507,7 @@ func (s *Store) UpdateTask(ctx context.Context, id string, edit func(*bot.Backgr
 			return err
 		}
 		next.ID, next.Owner, next.Creator = bt.ID, bt.Owner, bt.Creator
-		if err := checkTask(&next); err != nil {
+		if err := next.Validate(); err != nil {
 			return err
 		}
 		next.UpdatedAt = utc(time.Now())
@@ -682,8 +641,8 @@ func putSpend(ctx context.Context, tx pgx.Tx, sp *bot.Spend) error {
 // AddUsage adds one call's usage to every key of u in one transaction.
 // Keys are locked in order, so replicas counting at once never deadlock.
 func (s *Store) AddUsage(ctx context.Context, u bot.Usage) error {
-	if u.Tokens < 0 || u.Cost < 0 {
-		return bot.Errorf(bot.EINVALID, "usage: negative tokens or cost")
+	if err := u.Validate(); err != nil {
+		return err
 	}
 	for _, k := range u.Keys {
 		if err := validBudgetKey(k); err != nil {
