@@ -173,6 +173,37 @@ type DeliveryOutcome struct {
 	Next  time.Time
 }
 
+// Apply records o on m, the message as stored: a delivered version (edits
+// counted, the remote id kept when o has none) or a failed attempt. A
+// delivered version m does not have is refused.
+func (o DeliveryOutcome) Apply(m *OutboxMessage) error {
+	at := o.At.Round(0).UTC()
+	if o.At.IsZero() {
+		at = time.Now().Round(0).UTC()
+	}
+	m.UpdatedAt = at
+	m.NextAttemptAt = o.Next.Round(0).UTC()
+	if !o.Delivered {
+		m.Attempts++
+		m.LastError = o.Error
+		m.Dead = m.Dead || o.Dead
+		return nil
+	}
+	if o.Version < 1 || o.Version > m.Version {
+		return Errorf(EINVALID, "outbox message %q has no version %d (latest %d)", o.Key, o.Version, m.Version)
+	}
+	if m.DeliveredVersion > 0 {
+		m.Edits++
+	}
+	m.DeliveredVersion = max(m.DeliveredVersion, o.Version)
+	if o.RemoteID != "" {
+		m.RemoteID = o.RemoteID
+	}
+	m.Attempted, m.Attempts, m.LastError = false, 0, ""
+	m.DeliveredAt = &at
+	return nil
+}
+
 // ScheduleStore remembers when each schedule last fired.
 type ScheduleStore interface {
 	LastFired(ctx context.Context, name string) (time.Time, bool, error)

@@ -316,29 +316,8 @@ func (s *Store) Record(ctx context.Context, outcomes []bot.DeliveryOutcome) erro
 			if err != nil {
 				return err
 			}
-			at := utc(o.At)
-			if at.IsZero() {
-				at = utc(time.Now())
-			}
-			m.UpdatedAt = at
-			m.NextAttemptAt = utc(o.Next)
-			if o.Delivered {
-				if o.Version < 1 || o.Version > m.Version {
-					return bot.Errorf(bot.EINVALID, "outbox message %q has no version %d (latest %d)", o.Key, o.Version, m.Version)
-				}
-				if m.DeliveredVersion > 0 {
-					m.Edits++
-				}
-				m.DeliveredVersion = max(m.DeliveredVersion, o.Version)
-				if o.RemoteID != "" {
-					m.RemoteID = o.RemoteID
-				}
-				m.Attempted, m.Attempts, m.LastError = false, 0, ""
-				m.DeliveredAt = &at
-			} else {
-				m.Attempts++
-				m.LastError = o.Error
-				m.Dead = m.Dead || o.Dead
+			if err := o.Apply(m); err != nil {
+				return err
 			}
 			if err := putOutbox(ctx, tx, m, false); err != nil {
 				return err
