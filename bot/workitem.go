@@ -133,6 +133,24 @@ func (w *WorkItem) Agent() string { return w.Route.Agent }
 // and it reports to that run, not in the thread.
 func (w *WorkItem) IsChild() bool { return w.ParentID != "" && w.Route.Kind == RouteSubagent }
 
+// A listing's page size: DefaultListLimit when a filter's Limit is 0,
+// never more than MaxListLimit.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// ListLimit is the page size a store lists with for a filter's Limit n.
+func ListLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultListLimit
+	case n > MaxListLimit:
+		return MaxListLimit
+	}
+	return n
+}
+
 // WorkItemFilter selects work items; zero fields select all.
 type WorkItemFilter struct {
 	Thread string // session key

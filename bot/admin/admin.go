@@ -384,7 +384,7 @@ func (a *API) listWorkItems(w http.ResponseWriter, r *http.Request) {
 			"status %q: want queued, running, done, failed or cancelled", f.Status))
 		return
 	}
-	limit, err := httpapi.Limit(r, 1000)
+	limit, err := httpapi.Limit(r, bot.MaxListLimit)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
@@ -571,7 +571,7 @@ func explainError(err error) error {
 }
 
 func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
-	limit, err := httpapi.Limit(r, 1000)
+	limit, err := httpapi.Limit(r, bot.MaxListLimit)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return

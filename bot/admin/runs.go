@@ -107,7 +107,7 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 			"status %q: want queued, running, done, failed, cancelled, timed_out or interrupted", f.Status))
 		return
 	}
-	limit, err := httpapi.Limit(r, 1000)
+	limit, err := httpapi.Limit(r, bot.MaxListLimit)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return

@@ -172,7 +172,7 @@ func (s *Store) ListApprovals(ctx context.Context, decided bool, limit int) ([]b
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit = listLimit(limit)
+	limit = bot.ListLimit(limit)
 	out := []bot.Approval{}
 	err := s.view("list approvals", func(t txn) error {
 		b, err := approvalBucketsOf(t.tx)

@@ -486,7 +486,7 @@ func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, 
 	if err != nil {
 		return nil, "", err
 	}
-	p := &pager{limit: listLimit(f.Limit)}
+	p := &pager{limit: bot.ListLimit(f.Limit)}
 	out := []bot.ChildRun{}
 	err = s.view("list runs", func(t txn) error {
 		l, err := t.ledger()
@@ -661,7 +661,7 @@ func (s *Store) ListTasks(ctx context.Context, f bot.TaskFilter) ([]bot.Backgrou
 	if err != nil {
 		return nil, "", err
 	}
-	p := &pager{limit: listLimit(f.Limit)}
+	p := &pager{limit: bot.ListLimit(f.Limit)}
 	out := []bot.BackgroundTask{}
 	err = s.view("list background tasks", func(t txn) error {
 		l, err := t.ledger()

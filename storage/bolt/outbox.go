@@ -219,7 +219,7 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	limit = listLimit(limit)
+	limit = bot.ListLimit(limit)
 	out := []bot.OutboxMessage{}
 	err := s.view("due outbox messages", func(t txn) error {
 		c := t.bucket(bucketOutboxPending).Cursor()

@@ -13,22 +13,6 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-// List limits.
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
-)
-
-func listLimit(n int) int {
-	switch {
-	case n <= 0:
-		return DefaultListLimit
-	case n > MaxListLimit:
-		return MaxListLimit
-	}
-	return n
-}
-
 // GetWorkItem returns a work item, or ENOTFOUND.
 func (s *Store) GetWorkItem(ctx context.Context, id string) (*bot.WorkItem, error) {
 	if err := ctx.Err(); err != nil {
@@ -63,7 +47,7 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 	if err != nil {
 		return nil, "", err
 	}
-	p := &pager{limit: listLimit(f.Limit)}
+	p := &pager{limit: bot.ListLimit(f.Limit)}
 	out := []bot.WorkItem{}
 	err = s.view("list work items", func(t txn) error {
 		add := func(seq uint64) (bool, error) {
@@ -298,7 +282,7 @@ func (s *Store) ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.Ing
 	if err != nil {
 		return nil, "", err
 	}
-	p := &pager{limit: listLimit(f.Limit)}
+	p := &pager{limit: bot.ListLimit(f.Limit)}
 	out := []bot.IngressRecord{}
 	err = s.view("list ingress", func(t txn) error {
 		add := func(key []byte) (bool, error) {

@@ -397,7 +397,7 @@ func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, 
 	if keys != nil {
 		before = keys[0]
 	}
-	limit := listLimit(f.Limit)
+	limit := bot.ListLimit(f.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT seq, doc FROM runs WHERE seq < $1
 		AND ($2 = '' OR owner_session = $2) AND ($3 = '' OR owner_agent = $3) AND ($4 = '' OR parent_wi = $4)
 		AND ($5 = '' OR status = $5) AND (NOT $6 OR status IN ('queued', 'running')) AND (NOT $7 OR NOT archived)
@@ -538,7 +538,7 @@ func (s *Store) ListTasks(ctx context.Context, f bot.TaskFilter) ([]bot.Backgrou
 	if keys != nil {
 		before = keys[0]
 	}
-	limit := listLimit(f.Limit)
+	limit := bot.ListLimit(f.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT seq, doc FROM tasks WHERE seq < $1
 		AND ($2 = '' OR owner_session = $2) AND ($3 = '' OR owner_agent = $3) AND ($4 = '' OR creator_job = $4)
 		AND (NOT $5 OR status = 'running') AND (NOT $6 OR NOT archived)

@@ -191,7 +191,7 @@ const dueLock = 0x5357_4f55_5442 // "SWOUTB"
 // them, and the messages of their work items after them, out until their
 // outcome is recorded or the claim runs out.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(destination string) bool) ([]bot.OutboxMessage, error) {
-	limit = listLimit(limit)
+	limit = bot.ListLimit(limit)
 	out := []bot.OutboxMessage{}
 	err := s.tx(ctx, "due outbox messages", func(tx pgx.Tx) error {
 		out = out[:0]

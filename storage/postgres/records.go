@@ -637,7 +637,7 @@ func (s *Store) ListApprovals(ctx context.Context, decided bool, limit int) ([]b
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	limit = listLimit(limit)
+	limit = bot.ListLimit(limit)
 	out := []bot.Approval{}
 	collect := func(sql string, args ...any) error {
 		rows, err := s.pool.Query(ctx, sql, args...)

@@ -16,22 +16,6 @@ import (
 	"github.com/switchyard/switchyard/bot"
 )
 
-// List limits, as the bbolt store's.
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
-)
-
-func listLimit(n int) int {
-	switch {
-	case n <= 0:
-		return DefaultListLimit
-	case n > MaxListLimit:
-		return MaxListLimit
-	}
-	return n
-}
-
 func jsonDoc(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -110,7 +94,7 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 	if keys != nil {
 		before = keys[0]
 	}
-	limit := listLimit(f.Limit)
+	limit := bot.ListLimit(f.Limit)
 	var rows pgx.Rows
 	switch {
 	case f.Job != "":
@@ -291,7 +275,7 @@ func (s *Store) ListIngress(ctx context.Context, f bot.IngressFilter) ([]bot.Ing
 	if keys != nil {
 		before = keys[0]
 	}
-	limit := listLimit(f.Limit)
+	limit := bot.ListLimit(f.Limit)
 	rows, err := s.pool.Query(ctx, `SELECT seq, event_seq, doc FROM ingress
 		WHERE seq < $1 AND ($2 = '' OR reason = $2) ORDER BY seq DESC LIMIT $3`, before, f.Reason, limit+1)
 	if err != nil {
