@@ -74,6 +74,19 @@ type ClaimRequest struct {
 	Abandon func(WorkItem) []OutboxMessage
 }
 
+// Validate checks a claim asks for something a store can grant.
+func (r ClaimRequest) Validate() error {
+	switch {
+	case r.Owner == "":
+		return Errorf(EINVALID, "claim: no owner")
+	case r.Lease <= 0:
+		return Errorf(EINVALID, "claim: lease %s is not positive", r.Lease)
+	case r.MaxAttempts < 1:
+		return Errorf(EINVALID, "claim: max attempts %d is below 1", r.MaxAttempts)
+	}
+	return nil
+}
+
 // Claim is what ClaimNext hands a worker.
 type Claim struct {
 	// Job is the new job, or nil when nothing is claimable.

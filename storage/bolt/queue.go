@@ -22,13 +22,8 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 	if err := ctx.Err(); err != nil {
 		return bot.Claim{}, err
 	}
-	switch {
-	case req.Owner == "":
-		return bot.Claim{}, bot.Errorf(bot.EINVALID, "claim: no owner")
-	case req.Lease <= 0:
-		return bot.Claim{}, bot.Errorf(bot.EINVALID, "claim: lease %s is not positive", req.Lease)
-	case req.MaxAttempts < 1:
-		return bot.Claim{}, bot.Errorf(bot.EINVALID, "claim: max attempts %d is below 1", req.MaxAttempts)
+	if err := req.Validate(); err != nil {
+		return bot.Claim{}, err
 	}
 	if req.Now.IsZero() {
 		req.Now = time.Now()
