@@ -305,7 +305,7 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// The issue's own example, with the rule on line 14.
+// A config with routing rules and commands, its rule on line 14.
 const compileYAML = `server:
   listen: 127.0.0.1:8080
 routing:

@@ -31,7 +31,7 @@ func (r threadRunner) Run(ctx context.Context, req bot.RunRequest, p bot.Progres
 	return bot.RunResult{Status: bot.ResultSuccess, Reply: pipelineReply}, nil
 }
 
-// TestPipelineReportsInThread runs the acceptance path with the
+// TestPipelineReportsInThread runs a Slack mention end to end through the
 // core's intake, dispatcher, reporter and deliverer: a mention becomes a
 // work item routed to coder, gets 👀, one status message edited in place,
 // the reply in the thread and ✅; a retried delivery adds nothing.
