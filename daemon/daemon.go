@@ -23,12 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/integrations/github"

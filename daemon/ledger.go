@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/bot/admin"
 )
 
 // runsDesk is the ledger of runs for the admin API: reads from the store,

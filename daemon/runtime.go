@@ -10,12 +10,12 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/skills"

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/bot/admin"
 )
 
 func newRunsCmd(cl *clientFlags) *cobra.Command {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard/switchyard/bot/admin"
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/skills/install"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/bot/admin"
 )
 
 func newWorkItemsCmd(cl *clientFlags) *cobra.Command {

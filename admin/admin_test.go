@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/bot"
-	"github.com/switchyard/switchyard/bot/admin"
 	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
