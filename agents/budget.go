@@ -262,9 +262,8 @@ func (b *Budgets) refuse(mark, why string) error {
 	return errors.New(why)
 }
 
-// spend adds one call's usage to every key of rn. A failure to record it
-// stops the run: what it spends must be counted.
-func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, u llm.Usage) error {
+// usage is what one call of rn spent, under every key of rn.
+func (b *Budgets) usage(rt *Runtime, rn *run, u llm.Usage) bot.Usage {
 	now := b.now()
 	l := rt.opts.BudgetLimits
 	keys, _ := budgetKeys(rn, l, now)
@@ -272,7 +271,13 @@ func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, u llm.Usage) 
 	if p, ok := l.Prices[rn.def.ModelName()]; ok {
 		cost = p.cost(u)
 	}
-	if err := b.store.AddUsage(ctx, bot.Usage{Keys: keys, Tokens: u.Total(), Cost: cost, At: now}); err != nil {
+	return bot.Usage{Keys: keys, Tokens: u.Total(), Cost: cost, At: now}
+}
+
+// spend adds one call's usage to every key of rn. A failure to record it
+// stops the run: what it spends must be counted.
+func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, u llm.Usage) error {
+	if err := b.store.AddUsage(ctx, b.usage(rt, rn, u)); err != nil {
 		return fmt.Errorf("a model call's usage cannot be recorded, so no more calls are made: %w", err)
 	}
 	return nil
@@ -294,8 +299,16 @@ func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) string {
 }
 
 // spent counts a model call's tokens, and cost where its model has prices.
-func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage) error {
+// The last call of a run that ends with its job (a subagent's: last, as
+// its answer asks for no tools) is counted with the job's end instead, in
+// the same transaction (bot.JobRecords): no call of the run follows it.
+func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage, last bool) error {
 	if r.opts.Budgets == nil {
+		return nil
+	}
+	if last && rn.endsWithJob() {
+		usage := r.opts.Budgets.usage(r, rn, u)
+		rn.lastUsage = &usage
 		return nil
 	}
 	return r.opts.Budgets.spend(context.WithoutCancel(ctx), r, rn, u)

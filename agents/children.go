@@ -258,8 +258,9 @@ func (c *Subagents) finish(ctx context.Context, rec *bot.ChildRun, status bot.Ru
 	return out
 }
 
-// maxResult bounds the answer kept in a record; the transcript keeps it all.
-const maxResult = 16 << 10
+// maxResult bounds the answer kept in a record, its ellipsis included
+// within the ledger's bound; the transcript keeps it all.
+const maxResult = bot.MaxLedgerText - len("…")
 
 func clip(s string, n int) string {
 	if len(s) <= n {

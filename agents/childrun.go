@@ -18,9 +18,10 @@ import (
 // task and the summary its parent gave (never the parent's conversation),
 // in the parent's workspace, under the parent's ceilings and its own
 // timeout, counted from the spawn. It keeps no conversation; how it ended
-// goes into its record, which the parent reads. A retried job whose record
-// has ended already answers with what the record says, so no child runs
-// twice.
+// goes into its record, which the parent reads, written with its last
+// model call's usage and its transcript in the transaction that ends its
+// job (bot.JobRecords). A retried job whose record has ended already
+// answers with what the record says, so no child runs twice.
 func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot.Progress) (bot.RunResult, error) {
 	lead := req.WorkItems[0]
 	if r.children == nil {
@@ -37,13 +38,13 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 	def, ok := r.opts.Agents.Get(rec.Agent)
 	if !ok {
 		msg := fmt.Sprintf("agent %q is not defined (agents: %s)", rec.Agent, strings.Join(r.agentNames(), ", "))
-		return childResult(c.finish(ctx, rec, bot.RunFailed, "", msg, 0)), nil
+		return c.ended(rec, bot.JobRecords{}, bot.RunEnd{Status: bot.RunFailed, Error: msg}), nil
 	}
 	timeout := childTimeout(rec, r.subagentLimits(def))
 	deadline := rec.CreatedAt.Add(timeout)
 	if !r.opts.Now().Before(deadline) {
 		msg := fmt.Sprintf("timed out: its timeout (%s) passed before it could start", timeout)
-		return childResult(c.finish(ctx, rec, bot.RunTimedOut, "", msg, 0)), nil
+		return c.ended(rec, bot.JobRecords{}, bot.RunEnd{Status: bot.RunTimedOut, Error: msg}), nil
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -77,7 +78,7 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 		// does not run: without them it could do more than was meant.
 		set, err := r.spawnSkills(rn.target, rec.Skills)
 		if err != nil {
-			return childResult(c.finish(ctx, rec, bot.RunFailed, "", "its skills cannot be loaded: "+err.Error(), 0)), nil
+			return c.ended(rec, bot.JobRecords{}, bot.RunEnd{Status: bot.RunFailed, Error: "its skills cannot be loaded: " + err.Error()}), nil
 		}
 		rn.skills.setNext(set)
 	} else {
@@ -106,7 +107,15 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 	resp := r.redactResponse(out.resp)
 	saveCtx, cancelSave := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelSave()
-	r.saveTranscript(saveCtx, rn, out, resp, 0, started)
+	recs := bot.JobRecords{Usage: rn.lastUsage}
+	if r.opts.Transcripts != nil {
+		t, err := r.transcript(rn, out, resp, 0, started)
+		if err != nil {
+			r.log.LogAttrs(ctx, slog.LevelError, "save transcript", append(rn.attrs(), slog.String("error", err.Error()))...)
+		} else {
+			recs.Transcript = &t
+		}
+	}
 	r.endRun(saveCtx, rn)
 
 	status, errText := bot.RunFailed, resp.Error
@@ -118,13 +127,34 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 	case resp.Status == bot.ResultSuccess:
 		status = bot.RunDone
 	}
-	rec = c.finish(saveCtx, rec, status, resp.Content, errText, resp.TokensUsed)
+	res := c.ended(rec, recs, bot.RunEnd{Status: status, Result: resp.Content, Error: errText, Tokens: resp.TokensUsed})
 	r.log.LogAttrs(ctx, slog.LevelInfo, "subagent finished", append(rn.attrs(),
-		slog.String("run", rec.ID), slog.String("status", string(rec.Status)), slog.Int("tokens", resp.TokensUsed),
+		slog.String("run", rec.ID), slog.String("status", string(status)), slog.Int("tokens", resp.TokensUsed),
 		slog.Int("turns", resp.TurnsUsed))...)
-	res := childResult(rec)
 	res.TurnsUsed = resp.TurnsUsed
 	return res, nil
+}
+
+// ended is how a subagent's job ends: with recs and its record's end,
+// written in the transaction that ends the job, and the result the record
+// then gives. Its waiters are woken once that is written (Recorded).
+func (c *Subagents) ended(rec *bot.ChildRun, recs bot.JobRecords, end bot.RunEnd) bot.RunResult {
+	end.ID, end.ParentWorkItemID, end.At = rec.ID, rec.ParentLinks.WorkItemID, c.now().UTC()
+	end.Result, end.Error = clip(end.Result, maxResult), clip(end.Error, maxResult)
+	final := *rec
+	end.Apply(&final)
+	res := childResult(&final)
+	recs.Run = &end
+	res.Records = recs
+	return res
+}
+
+// Recorded wakes whoever waits for the subagent whose end recs wrote, and
+// the tree it is part of (bot.DispatcherOptions.Recorded).
+func (c *Subagents) Recorded(_ context.Context, recs bot.JobRecords) {
+	if recs.Run != nil {
+		c.signal(recs.Run.ID, recs.Run.ParentWorkItemID)
+	}
 }
 
 // childResult is how a subagent's job ends, from its record.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/agents/llm"
+	"github.com/switchyard/switchyard/bot"
 )
 
 // conversationVersion is the format of stored conversations; a document of
@@ -137,6 +138,17 @@ func (r *Runtime) saveTranscript(ctx context.Context, rn *run, out outcome, resp
 	if r.opts.Transcripts == nil || rn.jobID == "" {
 		return
 	}
+	t, err := r.transcript(rn, out, resp, earlier, started)
+	if err == nil {
+		err = r.opts.Transcripts.SaveTranscript(ctx, t.JobID, t.RunID, t.Doc)
+	}
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelError, "save transcript", append(rn.attrs(), slog.String("error", err.Error()))...)
+	}
+}
+
+// transcript is rn's transcript, redacted, as it is stored.
+func (r *Runtime) transcript(rn *run, out outcome, resp AgentResponse, earlier int, started time.Time) (bot.Transcript, error) {
 	t := Transcript{
 		JobID: rn.jobID, RunID: rn.correlationID, ParentRunID: rn.parentID, Agent: rn.def.Name,
 		SessionKey: rn.sessionKey, Model: out.model, System: r.redactor.Redact(out.system), Earlier: earlier,
@@ -144,12 +156,10 @@ func (r *Runtime) saveTranscript(ctx context.Context, rn *run, out outcome, resp
 		StartedAt: started.UTC(), FinishedAt: r.opts.Now().UTC(),
 	}
 	raw, err := json.Marshal(t)
-	if err == nil {
-		err = r.opts.Transcripts.SaveTranscript(ctx, rn.jobID, rn.correlationID, raw)
-	}
 	if err != nil {
-		r.log.LogAttrs(ctx, slog.LevelError, "save transcript", append(rn.attrs(), slog.String("error", err.Error()))...)
+		return bot.Transcript{}, fmt.Errorf("encode the transcript: %w", err)
 	}
+	return bot.Transcript{JobID: rn.jobID, RunID: rn.correlationID, Doc: raw}, nil
 }
 
 // Transcripts returns the transcripts of a job's runs, in the order they

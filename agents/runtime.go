@@ -244,12 +244,19 @@ type run struct {
 	// kept says the run saved its state (or resumed from one), which its
 	// end deletes.
 	kept bool
+	// lastUsage is the usage of the last model call of a run that ends
+	// with its job, written with the job's end (see spent).
+	lastUsage *bot.Usage
 
 	mu          sync.Mutex
 	children    int
 	childTokens int
 	handoff     *bot.Hop
 }
+
+// endsWithJob reports whether rn's end is written with its job's, in one
+// transaction: a subagent's run, whose job is nothing but the run.
+func (rn *run) endsWithJob() bool { return rn.child != nil && len(rn.chain) == 1 }
 
 func (rn *run) nextChildID() string {
 	rn.mu.Lock()
@@ -596,7 +603,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 		res, err := provider.Chat(runCtx, req)
 		resp.TurnsUsed = turn
 		if err == nil {
-			if err := r.spent(ctx, rn, res.Usage); err != nil {
+			if err := r.spent(ctx, rn, res.Usage, len(res.ToolCalls) == 0); err != nil {
 				why := "stopped: " + err.Error()
 				r.stop(ctx, rn, turn, why)
 				resp.Status, resp.Error, resp.Content = bot.ResultError, why, said

@@ -2,13 +2,18 @@ package agents_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
 )
@@ -35,7 +40,7 @@ func (tr *tree) start(t *testing.T, f *fixture) {
 	t.Helper()
 	d := bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-		Open: tr.hub, Resets: f.store, Workers: 2, Poll: 20 * time.Millisecond,
+		Open: tr.hub, Recorded: tr.hub.Recorded, Resets: f.store, Workers: 2, Poll: 20 * time.Millisecond,
 	})
 	tr.wake = d.Wake
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,4 +110,112 @@ func TestASpawnWithSkillsIsValidatedFirstAndTheChildCannotShakeThemOff(t *testin
 	require.NoError(t, err)
 	require.Len(t, rs, 1, "the refused spawn started nothing")
 	require.Equal(t, []string{"specification-engine", "opencode-implementer"}, rs[0].Skills)
+}
+
+// dyingQueue is the store of a daemon that dies as its subagent's job
+// ends: from the end's write on, nothing more is written.
+type dyingQueue struct {
+	*bolt.Store
+	died chan struct{}
+	once sync.Once
+}
+
+var errDied = errors.New("the daemon died")
+
+func (q *dyingQueue) FinishJob(ctx context.Context, out bot.JobOutcome) error {
+	if out.Records.Run == nil {
+		return q.Store.FinishJob(ctx, out)
+	}
+	q.once.Do(func() { close(q.died) })
+	return errDied
+}
+
+func (q *dyingQueue) SaveJobRecords(context.Context, bot.JobRecords) error { return errDied }
+
+func (q *dyingQueue) ReleaseJob(context.Context, string, string, time.Time) error { return errDied }
+
+func TestAChildsEndIsOneWriteAndADaemonDyingBeforeItRunsTheChildAgain(t *testing.T) {
+	var helped atomic.Int32
+	model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+		if strings.Contains(req.Messages[0].Content, "part one") {
+			return answer(fmt.Sprintf("helped %d", helped.Add(1))), nil
+		}
+		return answer("nothing to split"), nil
+	})
+	tr := &tree{}
+	f := newFixture(t, model, nil, tr.withSubagents, func(o *agents.RuntimeOptions) {
+		o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+	})
+	ctx := context.Background()
+	res, err := f.store.Ingest(ctx, bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "split it", Thread: thread,
+			Requester: bot.Requester{Source: bot.SourceLocal, ID: "ana"}, ReceivedAt: time.Now()},
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	parent := res.WorkItem
+	const root = "wi_root"
+	rec, err := f.store.SpawnChild(ctx, bot.SpawnRequest{
+		Run: bot.ChildRun{
+			Owner:       bot.Owner{SessionKey: thread.Key(), AgentID: "coder"},
+			ParentLinks: bot.ParentLinks{WorkItemID: parent.ID}, RootWorkItemID: root,
+			Agent: "coder", Task: "part one", Depth: 1, TimeoutSeconds: 60,
+		},
+		Thread: thread, Now: time.Now(),
+	})
+	require.NoError(t, err)
+
+	// The first daemon runs the child, whose model answers, and dies as it
+	// writes the child's end.
+	q := &dyingQueue{Store: f.store, died: make(chan struct{})}
+	d := bot.NewDispatcher(bot.DispatcherOptions{Queue: q, Items: f.store, Runner: f.rt, Recorded: tr.hub.Recorded,
+		Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}), Workers: 1, Poll: 20 * time.Millisecond})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = d.Run(runCtx); close(done) }()
+	select {
+	case <-q.died:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the child's job never ended")
+	}
+	stop()
+	<-done
+	require.EqualValues(t, 1, helped.Load())
+	got, err := f.store.GetRun(ctx, rec.ID)
+	require.NoError(t, err)
+	require.Equal(t, bot.RunRunning, got.Status, "nothing of the child's end was written on its own")
+	firstJob := got.ChildJobID
+	spent, err := f.store.Spent(ctx, []string{bot.TreeBudgetKey(root)})
+	require.NoError(t, err)
+	require.Zero(t, spent[0].Calls, "its call's usage is written with its answer, which died with the daemon")
+	docs, err := f.store.ListTranscripts(ctx, firstJob)
+	require.NoError(t, err)
+	require.Empty(t, docs)
+
+	// After the restart the child runs again, and its end is written once,
+	// whole.
+	_, err = f.store.ExpireOrphanedLeases(ctx, time.Now())
+	require.NoError(t, err)
+	tr.start(t, f)
+	tr.wake()
+	require.Eventually(t, func() bool {
+		got, err = f.store.GetRun(ctx, rec.ID)
+		require.NoError(t, err)
+		return !got.Status.Open()
+	}, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, bot.RunDone, got.Status, got.Error)
+	require.Equal(t, "helped 2", got.Result)
+	require.Equal(t, 15, got.Tokens)
+	require.NotEqual(t, firstJob, got.ChildJobID)
+	spent, err = f.store.Spent(ctx, []string{bot.TreeBudgetKey(root)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, spent[0].Calls)
+	require.EqualValues(t, 15, spent[0].Tokens)
+	docs, err = f.store.ListTranscripts(ctx, got.ChildJobID)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	require.Contains(t, string(docs[0]), "helped 2")
+	wi, err := f.store.GetWorkItem(ctx, got.ChildWorkItemID)
+	require.NoError(t, err)
+	require.Equal(t, bot.StatusDone, wi.Status)
 }

@@ -112,6 +112,89 @@ type JobOutcome struct {
 	// Cancelled ends the work items cancelled rather than failed: a
 	// subagent its parent, or a person, cancelled.
 	Cancelled bool
+	// Records are what the run left to be written with its job's end,
+	// before the job's own changes (see JobRecords).
+	Records JobRecords
+}
+
+// JobRecords are what a run leaves to be written in the transaction that
+// ends its job, so that a subagent's end is one commit: its last model
+// call's usage, its transcript and its ledger record's end. None of them
+// can wait past the job's end: no model call of the run follows its last
+// one, and its parent reads the record once it has ended. A job that is
+// not finished (handed back at shutdown, its lease taken over) has them
+// written on their own (QueueStore.SaveJobRecords).
+type JobRecords struct {
+	// Usage is the run's last model call's, counted with the call's
+	// answer rather than before it.
+	Usage *Usage
+	// Transcript is the run's transcript.
+	Transcript *Transcript
+	// Run is how a subagent's ledger record ended.
+	Run *RunEnd
+}
+
+// Empty reports whether there is nothing to write.
+func (r JobRecords) Empty() bool { return r.Usage == nil && r.Transcript == nil && r.Run == nil }
+
+// Validate checks the records before a store writes any of them.
+func (r JobRecords) Validate() error {
+	if r.Usage != nil {
+		if err := r.Usage.Validate(); err != nil {
+			return err
+		}
+	}
+	if t := r.Transcript; t != nil && (t.JobID == "" || t.RunID == "") {
+		return Errorf(EINVALID, "transcript: a job and a run id are required")
+	}
+	if e := r.Run; e != nil {
+		switch {
+		case e.ID == "":
+			return Errorf(EINVALID, "run end: no record id")
+		case !e.Status.Valid() || e.Status.Open():
+			return Errorf(EINVALID, "run end of %s: %q is not how a run ends", e.ID, e.Status)
+		case e.Tokens < 0:
+			return Errorf(EINVALID, "run end of %s: negative tokens", e.ID)
+		case len(e.Result) > MaxLedgerText || len(e.Error) > MaxLedgerText:
+			return Errorf(ETOOLARGE, "run end of %s: result or error over %d bytes", e.ID, MaxLedgerText)
+		}
+	}
+	return nil
+}
+
+// Transcript is the transcript of run RunID of job JobID, an opaque
+// document the agent runtime encodes; saving a run's again replaces it.
+type Transcript struct {
+	JobID string
+	RunID string
+	Doc   []byte
+}
+
+// RunEnd is how a subagent's run ended, for its ledger record: applied
+// unless the record ended first (cancelled, or timed out by its parent),
+// whose tokens are raised to Tokens either way.
+type RunEnd struct {
+	ID string
+	// ParentWorkItemID is the parent's work item, whose tree shows it.
+	ParentWorkItemID string
+	Status           RunStatus
+	Result           string
+	Error            string
+	Tokens           int
+	At               time.Time
+}
+
+// Apply ends r as e says, unless r ended first; it reports whether it
+// changed anything.
+func (e RunEnd) Apply(r *ChildRun) bool {
+	changed := e.Tokens > r.Tokens
+	r.Tokens = max(r.Tokens, e.Tokens)
+	if r.Status.Open() {
+		at := e.At
+		r.Status, r.Result, r.Error, r.FinishedAt = e.Status, e.Result, e.Error, &at
+		changed = true
+	}
+	return changed
 }
 
 // ChildLane is the lane of a subagent's work item: its own, inside its

@@ -29,6 +29,10 @@ type DispatcherOptions struct {
 	// the job starts, with the source's full model, and say what the run
 	// should know beyond their text (see Detailer).
 	Details map[string]Detailer
+	// Recorded is told what a run left for its job's end once it is
+	// written (see JobRecords): a subagent's parent waits for its record
+	// to end. Nil tells no one.
+	Recorded func(ctx context.Context, recs JobRecords)
 	// Workers is how many runs may work at once; default 4. Runs waiting
 	// for a person (see Await) do not count.
 	Workers int
@@ -232,16 +236,19 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	}
 	res, err := d.safeRun(runCtx, req, run, log)
 
+	finishCtx := context.WithoutCancel(runCtx)
 	if ctx.Err() != nil && runCtx.Err() != nil {
 		// Shutdown cut the run short: give the work back for the next start.
-		if rerr := d.opts.Queue.ReleaseJob(context.WithoutCancel(jobCtx), job.ID, job.Owner, d.opts.Now()); rerr != nil {
+		if rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now()); rerr != nil {
 			log.Error("release job", slog.String("error", rerr.Error()))
 		}
+		d.saveRecords(finishCtx, res.Records, log)
 		d.opts.Metrics.Jobs.WithLabelValues("released").Inc()
 		log.Info("job released at shutdown")
 		return
 	}
 	if errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+		d.saveRecords(finishCtx, res.Records, log)
 		log.Warn("job abandoned: its lease was taken over")
 		return
 	}
@@ -256,14 +263,15 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	} else if !success && errText == "" {
 		errText = "the agent ended with status " + strconv.Quote(res.Status)
 	}
-	finishCtx := context.WithoutCancel(runCtx)
 	run.Finish(finishCtx, success, res.Reply, errText)
 	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Success: success, Summary: res.Reply, Error: errText,
-		Cancelled: err == nil && res.Status == ResultCancelled}
+		Cancelled: err == nil && res.Status == ResultCancelled, Records: res.Records}
 	if ferr := d.opts.Queue.FinishJob(finishCtx, out); ferr != nil {
 		log.Error("finish job", slog.String("error", ferr.Error()))
+		d.saveRecords(finishCtx, res.Records, log)
 		return
 	}
+	d.recorded(finishCtx, res.Records)
 	outcome := "succeeded"
 	if !success {
 		outcome = "failed"
@@ -272,6 +280,26 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	d.opts.Metrics.JobDuration.WithLabelValues(job.Agent, outcome).Observe(d.opts.Now().Sub(start).Seconds())
 	log.Info("job finished", slog.String("outcome", outcome), slog.String("error", errText),
 		slog.Int("tokens", res.TokensUsed), slog.Int("turns", res.TurnsUsed))
+}
+
+// saveRecords writes what a run left for its job's end when the job does
+// not end here: the tokens it spent are counted, its transcript kept and
+// its record ended all the same.
+func (d *Dispatcher) saveRecords(ctx context.Context, recs JobRecords, log *slog.Logger) {
+	if recs.Empty() {
+		return
+	}
+	if err := d.opts.Queue.SaveJobRecords(ctx, recs); err != nil {
+		log.Error("save what the run left", slog.String("error", err.Error()))
+		return
+	}
+	d.recorded(ctx, recs)
+}
+
+func (d *Dispatcher) recorded(ctx context.Context, recs JobRecords) {
+	if d.opts.Recorded != nil && !recs.Empty() {
+		d.opts.Recorded(ctx, recs)
+	}
 }
 
 // safeRun runs the agent, turning a panic into a failed job so one bad run

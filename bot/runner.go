@@ -42,6 +42,8 @@ type RunResult struct {
 	Error      string
 	TokensUsed int
 	TurnsUsed  int
+	// Records are what the run leaves to be written with its job's end.
+	Records JobRecords
 }
 
 // Progress receives what a run is doing; the reporter turns it into edits of

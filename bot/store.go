@@ -72,8 +72,13 @@ type QueueStore interface {
 	RenewLease(ctx context.Context, jobID, owner string, until time.Time) error
 	// FinishJob records how a job ended, in one transaction with its
 	// dispatches (done or failed) and work items (done or failed, with the
-	// summary or error). ECONFLICT when owner no longer holds the job.
+	// summary or error), and the records its run left (out.Records, written
+	// first). ECONFLICT when owner no longer holds the job, and nothing is
+	// written.
 	FinishJob(ctx context.Context, out JobOutcome) error
+	// SaveJobRecords writes what a run left for its job's end, in one
+	// transaction, when the job does not end here (see JobRecords).
+	SaveJobRecords(ctx context.Context, recs JobRecords) error
 	// ReleaseJob gives a running job back at shutdown: its dispatches are
 	// pending again, its attempt not counted, its work items queued.
 	ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error

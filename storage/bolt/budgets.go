@@ -48,41 +48,52 @@ func (s *Store) AddUsage(ctx context.Context, u bot.Usage) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := u.Validate(); err != nil {
+	at, err := checkUsage(u)
+	if err != nil {
 		return err
+	}
+	return s.update("add usage", func(t txn) error { return t.addUsage(u, at) })
+}
+
+// checkUsage checks u's keys and returns when it was spent.
+func checkUsage(u bot.Usage) (time.Time, error) {
+	if err := u.Validate(); err != nil {
+		return time.Time{}, err
 	}
 	for _, k := range u.Keys {
 		if err := validBudgetKey(k); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
-	at := utc(u.At)
 	if u.At.IsZero() {
-		at = utc(time.Now())
+		return utc(time.Now()), nil
 	}
-	return s.update("add usage", func(t txn) error {
-		b, err := t.tx.CreateBucketIfNotExists(bucketBudgets)
+	return utc(u.At), nil
+}
+
+// addUsage adds u, at at, to each of its keys.
+func (t txn) addUsage(u bot.Usage, at time.Time) error {
+	b, err := t.tx.CreateBucketIfNotExists(bucketBudgets)
+	if err != nil {
+		return err
+	}
+	for _, k := range u.Keys {
+		sp, err := getSpend(b, k)
 		if err != nil {
 			return err
 		}
-		for _, k := range u.Keys {
-			sp, err := getSpend(b, k)
-			if err != nil {
-				return err
-			}
-			sp.Tokens += int64(u.Tokens)
-			sp.Cost += u.Cost
-			sp.Calls++
-			if sp.Since.IsZero() {
-				sp.Since = at
-			}
-			sp.Updated = at
-			if err := putJSON(b, []byte(k), &sp); err != nil {
-				return err
-			}
+		sp.Tokens += int64(u.Tokens)
+		sp.Cost += u.Cost
+		sp.Calls++
+		if sp.Since.IsZero() {
+			sp.Since = at
 		}
-		return nil
-	})
+		sp.Updated = at
+		if err := putJSON(b, []byte(k), &sp); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Spent returns what each key has spent, in order.

@@ -101,23 +101,26 @@ func (s *Store) SaveTranscript(ctx context.Context, jobID, runID string, doc []b
 	if err := validAgentKeys("transcript", jobID, runID); err != nil {
 		return err
 	}
-	return s.update("save transcript", func(t txn) error {
-		b, err := createAgentBucket(t.tx, bucketTranscripts, jobID)
+	return s.update("save transcript", func(t txn) error { return t.saveTranscript(jobID, runID, doc) })
+}
+
+// saveTranscript stores doc as run runID's transcript of job jobID.
+func (t txn) saveTranscript(jobID, runID string, doc []byte) error {
+	b, err := createAgentBucket(t.tx, bucketTranscripts, jobID)
+	if err != nil {
+		return err
+	}
+	order := b.Get([]byte(runID))
+	if len(order) < 8 {
+		seq, err := b.NextSequence()
 		if err != nil {
 			return err
 		}
-		order := b.Get([]byte(runID))
-		if len(order) < 8 {
-			seq, err := b.NextSequence()
-			if err != nil {
-				return err
-			}
-			order = seqKey(seq)
-		}
-		v := make([]byte, 0, 8+len(doc))
-		v = append(append(v, order[:8]...), doc...)
-		return b.Put([]byte(runID), v)
-	})
+		order = seqKey(seq)
+	}
+	v := make([]byte, 0, 8+len(doc))
+	v = append(append(v, order[:8]...), doc...)
+	return b.Put([]byte(runID), v)
 }
 
 // ListTranscripts returns the transcripts of jobID in the order their runs

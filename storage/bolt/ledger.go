@@ -348,6 +348,30 @@ func (s *Store) UpdateRun(ctx context.Context, id string, edit func(*bot.ChildRu
 	return out, err
 }
 
+// endRun ends a subagent's record as e says, unless it ended first.
+func (t txn) endRun(e bot.RunEnd, now time.Time) error {
+	l, err := t.ledger()
+	if err != nil {
+		return err
+	}
+	r, seq, err := l.run(e.ID)
+	if err != nil {
+		return err
+	}
+	e.At = utc(e.At)
+	if e.At.IsZero() {
+		e.At = now
+	}
+	if !e.Apply(r) {
+		return nil
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	r.UpdatedAt = now
+	return l.putRun(seq, r)
+}
+
 // CancelRun ends an open subagent with receipt; a queued one leaves the
 // queue with its work item.
 func (s *Store) CancelRun(ctx context.Context, id string, receipt bot.Receipt) (*bot.ChildRun, error) {

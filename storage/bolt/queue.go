@@ -364,9 +364,16 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 	if !out.Success && out.Error == "" {
 		out.Error = "the run failed"
 	}
+	usageAt, err := checkRecords(out.Records)
+	if err != nil {
+		return err
+	}
 	return s.update("finish job", func(t txn) error {
 		j, seq, err := t.heldJob(out.JobID, out.Owner)
 		if err != nil {
+			return err
+		}
+		if err := t.writeRecords(out.Records, usageAt, now); err != nil {
 			return err
 		}
 		j.Status, j.FinishedAt = bot.JobSucceeded, &now
@@ -414,6 +421,54 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 		}
 		return t.freeUnit(jobUnit(j), seq)
 	})
+}
+
+// SaveJobRecords writes what a run left for a job that does not end here.
+func (s *Store) SaveJobRecords(ctx context.Context, recs bot.JobRecords) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	usageAt, err := checkRecords(recs)
+	if err != nil {
+		return err
+	}
+	now := utc(time.Now())
+	return s.update("save job records", func(t txn) error { return t.writeRecords(recs, usageAt, now) })
+}
+
+// checkRecords checks recs and returns when their usage was spent.
+func checkRecords(recs bot.JobRecords) (time.Time, error) {
+	if err := recs.Validate(); err != nil {
+		return time.Time{}, err
+	}
+	if t := recs.Transcript; t != nil {
+		if err := validAgentKeys("transcript", t.JobID, t.RunID); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if recs.Usage == nil {
+		return time.Time{}, nil
+	}
+	return checkUsage(*recs.Usage)
+}
+
+// writeRecords writes what a run left for its job's end, checked by
+// checkRecords.
+func (t txn) writeRecords(recs bot.JobRecords, usageAt, now time.Time) error {
+	if recs.Usage != nil {
+		if err := t.addUsage(*recs.Usage, usageAt); err != nil {
+			return err
+		}
+	}
+	if tr := recs.Transcript; tr != nil {
+		if err := t.saveTranscript(tr.JobID, tr.RunID, tr.Doc); err != nil {
+			return err
+		}
+	}
+	if recs.Run != nil {
+		return t.endRun(*recs.Run, now)
+	}
+	return nil
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in

@@ -269,6 +269,26 @@ func (s *Store) UpdateRun(ctx context.Context, id string, edit func(*bot.ChildRu
 	return out, err
 }
 
+// endRun ends a subagent's record as e says, unless it ended first.
+func endRun(ctx context.Context, tx pgx.Tx, e bot.RunEnd, now time.Time) error {
+	r, seq, err := getRun(ctx, tx, e.ID, true)
+	if err != nil {
+		return err
+	}
+	e.At = utc(e.At)
+	if e.At.IsZero() {
+		e.At = now
+	}
+	if !e.Apply(r) {
+		return nil
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	r.UpdatedAt = now
+	return putRun(ctx, tx, seq, r)
+}
+
 // CancelRun ends an open subagent with receipt; a queued one leaves the
 // queue with its work item.
 func (s *Store) CancelRun(ctx context.Context, id string, receipt bot.Receipt) (*bot.ChildRun, error) {
@@ -641,6 +661,14 @@ func putSpend(ctx context.Context, tx pgx.Tx, sp *bot.Spend) error {
 // AddUsage adds one call's usage to every key of u in one transaction.
 // Keys are locked in order, so replicas counting at once never deadlock.
 func (s *Store) AddUsage(ctx context.Context, u bot.Usage) error {
+	if err := checkUsage(u); err != nil {
+		return err
+	}
+	return s.tx(ctx, "add usage", func(tx pgx.Tx) error { return addUsage(ctx, tx, u) })
+}
+
+// checkUsage checks u's keys.
+func checkUsage(u bot.Usage) error {
 	if err := u.Validate(); err != nil {
 		return err
 	}
@@ -649,31 +677,35 @@ func (s *Store) AddUsage(ctx context.Context, u bot.Usage) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// addUsage adds u to each of its keys, locked in order, so replicas
+// counting at once never deadlock.
+func addUsage(ctx context.Context, tx pgx.Tx, u bot.Usage) error {
 	at := utc(u.At)
 	if u.At.IsZero() {
 		at = utc(time.Now())
 	}
 	keys := slices.Clone(u.Keys)
 	slices.Sort(keys)
-	return s.tx(ctx, "add usage", func(tx pgx.Tx) error {
-		for _, k := range keys {
-			sp, err := lockSpend(ctx, tx, k)
-			if err != nil {
-				return err
-			}
-			sp.Tokens += int64(u.Tokens)
-			sp.Cost += u.Cost
-			sp.Calls++
-			if sp.Since.IsZero() {
-				sp.Since = at
-			}
-			sp.Updated = at
-			if err := putSpend(ctx, tx, &sp); err != nil {
-				return err
-			}
+	for _, k := range keys {
+		sp, err := lockSpend(ctx, tx, k)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		sp.Tokens += int64(u.Tokens)
+		sp.Cost += u.Cost
+		sp.Calls++
+		if sp.Since.IsZero() {
+			sp.Since = at
+		}
+		sp.Updated = at
+		if err := putSpend(ctx, tx, &sp); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Spent returns the spending of each key, in order.

@@ -326,9 +326,15 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 	if !out.Success && out.Error == "" {
 		out.Error = "the run failed"
 	}
+	if err := checkRecords(out.Records); err != nil {
+		return err
+	}
 	return s.tx(ctx, "finish job", func(tx pgx.Tx) error {
 		j, err := heldJob(ctx, tx, out.JobID, out.Owner)
 		if err != nil {
+			return err
+		}
+		if err := writeRecords(ctx, tx, out.Records, now); err != nil {
 			return err
 		}
 		j.Status, j.FinishedAt = bot.JobSucceeded, &now
@@ -390,6 +396,50 @@ func freeUnit(ctx context.Context, tx pgx.Tx, j *jobRow) error {
 	}
 	_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, bot.TopicWork+":")
 	return err
+}
+
+// SaveJobRecords writes what a run left for a job that does not end here.
+func (s *Store) SaveJobRecords(ctx context.Context, recs bot.JobRecords) error {
+	if err := checkRecords(recs); err != nil {
+		return err
+	}
+	now := utc(time.Now())
+	return s.tx(ctx, "save job records", func(tx pgx.Tx) error { return writeRecords(ctx, tx, recs, now) })
+}
+
+// checkRecords checks recs before any of them is written.
+func checkRecords(recs bot.JobRecords) error {
+	if err := recs.Validate(); err != nil {
+		return err
+	}
+	if t := recs.Transcript; t != nil {
+		if err := validAgentKeys("transcript", t.JobID, t.RunID); err != nil {
+			return err
+		}
+	}
+	if recs.Usage != nil {
+		return checkUsage(*recs.Usage)
+	}
+	return nil
+}
+
+// writeRecords writes what a run left for its job's end, checked by
+// checkRecords.
+func writeRecords(ctx context.Context, tx pgx.Tx, recs bot.JobRecords, now time.Time) error {
+	if recs.Usage != nil {
+		if err := addUsage(ctx, tx, *recs.Usage); err != nil {
+			return err
+		}
+	}
+	if t := recs.Transcript; t != nil {
+		if err := saveTranscript(ctx, tx, t.JobID, t.RunID, t.Doc); err != nil {
+			return err
+		}
+	}
+	if recs.Run != nil {
+		return endRun(ctx, tx, *recs.Run, now)
+	}
+	return nil
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in

@@ -211,12 +211,17 @@ func (s *Store) SaveTranscript(ctx context.Context, jobID, runID string, doc []b
 	if err := validAgentKeys("transcript", jobID, runID); err != nil {
 		return err
 	}
+	return s.wrap("save transcript", saveTranscript(ctx, s.pool, jobID, runID, doc))
+}
+
+// saveTranscript stores doc as run runID's transcript of job jobID.
+func saveTranscript(ctx context.Context, db querier, jobID, runID string, doc []byte) error {
 	if doc == nil {
 		doc = []byte{}
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO transcripts (job_id, run_id, doc) VALUES ($1, $2, $3)
+	_, err := db.Exec(ctx, `INSERT INTO transcripts (job_id, run_id, doc) VALUES ($1, $2, $3)
 		ON CONFLICT (job_id, run_id) DO UPDATE SET doc = EXCLUDED.doc`, jobID, runID, doc)
-	return s.wrap("save transcript", err)
+	return err
 }
 
 // ListTranscripts returns the transcripts of jobID in the order their runs

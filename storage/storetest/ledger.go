@@ -135,6 +135,79 @@ func testLedger(t *testing.T, open Opener) {
 		require.Equal(t, bot.StatusFailed, h.workItem(r.ChildWorkItemID).Status)
 	})
 
+	t.Run("a child's end is written with its job's: usage, transcript and record in one transaction", func(t *testing.T) {
+		h := newHarness(t, open)
+		parent := h.submit(bot.LocalThread("p"), "coder", "x")
+		job := h.mustClaim("w1", epoch()).Job
+		r := h.spawn(parent, job, "tester", "one call", epoch())
+		child := h.mustClaim("w2", epoch())
+		tree := bot.TreeBudgetKey(parent.ID)
+		recs := bot.JobRecords{
+			Usage:      &bot.Usage{Keys: []string{tree}, Tokens: 15, Cost: 0.5, At: at(time.Second)},
+			Transcript: &bot.Transcript{JobID: child.Job.ID, RunID: child.Job.ID, Doc: []byte(`{"said":"helped"}`)},
+			Run:        &bot.RunEnd{ID: r.ID, ParentWorkItemID: parent.ID, Status: bot.RunDone, Result: "helped", Tokens: 15, At: at(time.Second)},
+		}
+
+		// Held by another worker: nothing of it is written.
+		requireCode(t, bot.ECONFLICT, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: child.Job.ID, Owner: "w9", Now: at(time.Second), Success: true, Records: recs}))
+		require.Equal(t, bot.RunRunning, h.run(r.ID).Status)
+		spent, err := h.s.Spent(h.ctx, []string{tree})
+		require.NoError(t, err)
+		require.Zero(t, spent[0].Calls)
+		docs, err := h.s.ListTranscripts(h.ctx, child.Job.ID)
+		require.NoError(t, err)
+		require.Empty(t, docs)
+
+		// Bad records are refused before anything is written.
+		bad := recs
+		bad.Run = &bot.RunEnd{ID: r.ID, Status: bot.RunRunning}
+		requireCode(t, bot.EINVALID, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: child.Job.ID, Owner: "w2", Now: at(time.Second), Success: true, Records: bad}))
+		require.Equal(t, bot.RunRunning, h.run(r.ID).Status)
+
+		require.NoError(t, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: child.Job.ID, Owner: "w2", Now: at(2 * time.Second), Success: true,
+			Summary: "helped", Records: recs}))
+		rec := h.run(r.ID)
+		require.Equal(t, bot.RunDone, rec.Status)
+		require.Equal(t, "helped", rec.Result)
+		require.Equal(t, 15, rec.Tokens)
+		require.True(t, rec.FinishedAt.Equal(at(time.Second)), "the record ended when its run did: %v", rec.FinishedAt)
+		require.Equal(t, bot.StatusDone, h.workItem(r.ChildWorkItemID).Status)
+		spent, err = h.s.Spent(h.ctx, []string{tree})
+		require.NoError(t, err)
+		require.EqualValues(t, 15, spent[0].Tokens)
+		require.EqualValues(t, 1, spent[0].Calls)
+		docs, err = h.s.ListTranscripts(h.ctx, child.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{`{"said":"helped"}`}, docStrings(docs))
+	})
+
+	t.Run("what a run left is written alone when its job does not end, and a record that ended first keeps its end", func(t *testing.T) {
+		h := newHarness(t, open)
+		parent := h.submit(bot.LocalThread("p"), "coder", "x")
+		job := h.mustClaim("w1", epoch()).Job
+		r := h.spawn(parent, job, "tester", "cancelled", epoch())
+		child := h.mustClaim("w2", epoch())
+		_, err := h.s.UpdateRun(h.ctx, r.ID, func(c *bot.ChildRun) error {
+			c.Status, c.Error = bot.RunCancelled, "cancelled: not needed"
+			return nil
+		})
+		require.NoError(t, err)
+		tree := bot.TreeBudgetKey(parent.ID)
+		require.NoError(t, h.s.SaveJobRecords(h.ctx, bot.JobRecords{
+			Usage: &bot.Usage{Keys: []string{tree}, Tokens: 7, At: at(time.Second)},
+			Run:   &bot.RunEnd{ID: r.ID, Status: bot.RunFailed, Error: "cancelled: shutting down", Tokens: 7, At: at(time.Second)},
+		}))
+		rec := h.run(r.ID)
+		require.Equal(t, bot.RunCancelled, rec.Status)
+		require.Equal(t, "cancelled: not needed", rec.Error)
+		require.Equal(t, 7, rec.Tokens, "its tokens are counted all the same")
+		spent, err := h.s.Spent(h.ctx, []string{tree})
+		require.NoError(t, err)
+		require.EqualValues(t, 7, spent[0].Tokens)
+		require.Equal(t, bot.StatusRunning, h.workItem(child.Job.WorkItemIDs[0]).Status, "the job goes on as it was")
+		requireCode(t, bot.ENOTFOUND, h.s.SaveJobRecords(h.ctx, bot.JobRecords{Run: &bot.RunEnd{ID: "run_999", Status: bot.RunDone}}))
+	})
+
 	t.Run("released and expired children go back to the queue; abandoned ones are interrupted", func(t *testing.T) {
 		h := newHarness(t, open)
 		parent := h.submit(bot.LocalThread("p"), "coder", "x")
