@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,6 +241,20 @@ func (c *client) Close() error { return c.conn.Close() }
 // writes for the same messages, into a fresh file laid out like the store's.
 func measureRawBatch(b *testing.B, s batchSettings, records [][]bolt.Record) float64 {
 	b.Helper()
+	return rawBatchRun(b, s, records).rate
+}
+
+// rawRun is what one raw run measured: its rate, the process's CPU time
+// over the run, and the transactions it committed.
+type rawRun struct {
+	rate    float64
+	cpu     time.Duration
+	commits int
+}
+
+// rawBatchRun is measureRawBatch with the run's CPU time and commits.
+func rawBatchRun(b *testing.B, s batchSettings, records [][]bolt.Record) rawRun {
+	b.Helper()
 	db, err := bbolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -258,7 +273,9 @@ func measureRawBatch(b *testing.B, s batchSettings, records [][]bolt.Record) flo
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	first := lastTxID(b, db)
 	runtime.GC()
+	cpu0 := processCPU()
 	start := time.Now()
 	for range intakeClients {
 		wg.Go(func() {
@@ -283,5 +300,26 @@ func measureRawBatch(b *testing.B, s batchSettings, records [][]bolt.Record) flo
 		})
 	}
 	wg.Wait()
-	return float64(len(records)) / time.Since(start).Seconds()
+	rate := float64(len(records)) / time.Since(start).Seconds()
+	return rawRun{rate: rate, cpu: processCPU() - cpu0, commits: lastTxID(b, db) - first}
+}
+
+// lastTxID is the id of the last transaction db committed: each commit
+// takes the next.
+func lastTxID(b *testing.B, db *bbolt.DB) int {
+	b.Helper()
+	var id int
+	if err := db.View(func(tx *bbolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	return id
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

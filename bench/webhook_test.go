@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -21,11 +22,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/daemon"
@@ -82,17 +86,20 @@ func BenchmarkWebhookIntake(b *testing.B) {
 		deliveries := webhookRequests(body)
 		peers, skipped := startPeers(b)
 
-		raws := []float64{measureRawBatch(b, settings, records)}
+		setupCommits := daemonSetupCommits(b)
+		raws := []rawRun{rawBatchRun(b, settings, records)}
 		var rounds []webhookRound
 		for range webhookRounds {
 			var r webhookRound
-			r.rate, r.lat = measureDaemonWebhook(b, deliveries)
+			r.daemon = measureDaemonWebhook(b, deliveries)
+			r.daemon.commits -= setupCommits
+			r.rate, r.lat = r.daemon.rate, r.daemon.lat
 			for _, p := range peers {
-				rate, lat := postDeliveries(b, p.addr, "/", deliveries)
-				r.peers = append(r.peers, peerRun{rate: rate, lat: lat})
+				r.peers = append(r.peers, measurePeer(b, p, deliveries))
 			}
-			raws = append(raws, measureRawBatch(b, settings, records))
-			r.raw = (raws[len(raws)-2] + raws[len(raws)-1]) / 2
+			raws = append(raws, rawBatchRun(b, settings, records))
+			r.raw = (raws[len(raws)-2].rate + raws[len(raws)-1].rate) / 2
+			r.rawRun = raws[len(raws)-1]
 			rounds = append(rounds, r)
 		}
 		lines := make([]string, 0, len(rounds)+10)
@@ -117,9 +124,27 @@ func BenchmarkWebhookIntake(b *testing.B) {
 		p99 := time.Duration(median(func(r webhookRound) float64 { return float64(r.lat.quantile(0.99)) }))
 		b.ReportMetric(rate, "deliveries/s")
 		b.ReportMetric(ratio, "ratio-to-raw-bbolt")
+		n := float64(len(deliveries))
+		perDelivery := func(f func(webhookRound) time.Duration) string {
+			return ms(time.Duration(median(func(r webhookRound) float64 { return float64(f(r)) }) / n))
+		}
+		cpuLine := fmt.Sprintf("CPU a delivery, median of rounds: daemon %s (this process: the handler, the store and the load generator), raw Batch %s",
+			perDelivery(func(r webhookRound) time.Duration { return r.daemon.cpu }), perDelivery(func(r webhookRound) time.Duration { return r.rawRun.cpu }))
+		for j, p := range peers {
+			if !p.measured {
+				continue
+			}
+			cpuLine += fmt.Sprintf(", Node peer %s %s (node) + %s (the load generator)", p.mode,
+				perDelivery(func(r webhookRound) time.Duration { return r.peers[j].cpu }),
+				perDelivery(func(r webhookRound) time.Duration { return r.peers[j].clientCPU }))
+		}
 		lines = append(lines,
 			fmt.Sprintf("daemon, %d clients, %d deliveries a round: median %.0f deliveries/s, p99 %s",
 				webhookClients, len(deliveries), rate, ms(p99)),
+			cpuLine,
+			fmt.Sprintf("commits, median of rounds: the daemon's group commit %.1f deliveries each, raw Batch %.1f records each",
+				median(func(r webhookRound) float64 { return n / float64(max(r.daemon.commits, 1)) }),
+				median(func(r webhookRound) float64 { return n / float64(max(r.rawRun.commits, 1)) })),
 			fmt.Sprintf("baseline raw bbolt Batch of the same records, %d goroutines (MaxBatchSize %d, MaxBatchDelay %s): median %.0f records/s",
 				webhookClients, settings.size, settings.delay, raw),
 			fmt.Sprintf("ratio to raw bbolt, median of rounds: %.2f (target >= %.1f): %s", ratio, targetRaw, verdict(ratio >= targetRaw)),
@@ -150,12 +175,27 @@ func BenchmarkWebhookIntake(b *testing.B) {
 type webhookRound struct {
 	rate, raw float64
 	lat       latencies
+	daemon    daemonRun
+	rawRun    rawRun
 	peers     []peerRun
 }
 
+// daemonRun is what one run of the daemon measured: its rate and
+// latencies, the process's CPU time over the run (the load generator's
+// included) and the transactions the store committed.
+type daemonRun struct {
+	rate    float64
+	lat     latencies
+	cpu     time.Duration
+	commits int
+}
+
+// peerRun is what one run of a Node peer measured: its rate and
+// latencies, the peer's CPU time and this process's (the load generator's).
 type peerRun struct {
-	rate float64
-	lat  latencies
+	rate           float64
+	lat            latencies
+	cpu, clientCPU time.Duration
 }
 
 func ms(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
@@ -207,8 +247,9 @@ func webhookRecords(b *testing.B, body []byte) [][]bolt.Record {
 // webhookDaemon builds the daemon as `switchyard serve` does, from a config
 // file with GitHub connected (its API is never asked: a rule, not a
 // mention, routes) and a rule sending opened pull requests to the reviewer,
-// logging as in production, to nowhere.
-func webhookDaemon(b *testing.B) *daemon.Daemon {
+// logging as in production, to nowhere. It returns the daemon and the path
+// of its store.
+func webhookDaemon(b *testing.B) (*daemon.Daemon, string) {
 	b.Helper()
 	dir := b.TempDir()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -249,7 +290,29 @@ routing:
 	if err != nil {
 		b.Fatal(err)
 	}
-	return d
+	return d, filepath.Join(dir, "data", "switchyard.db")
+}
+
+// daemonSetupCommits is how many transactions a daemon commits building
+// itself, which a run's count leaves out.
+func daemonSetupCommits(b *testing.B) int {
+	d, path := webhookDaemon(b)
+	if err := d.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return storeTxID(b, path)
+}
+
+// storeTxID is the id of the last transaction committed to the store at
+// path, which no daemon holds.
+func storeTxID(b *testing.B, path string) int {
+	b.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	return lastTxID(b, db)
 }
 
 // noModel is an environment without model credentials or a local Ollama:
@@ -262,18 +325,33 @@ func noModel(name string) string {
 }
 
 // measureDaemonWebhook serves the daemon's handler on a fresh store and
-// posts every delivery from webhookClients keep-alive connections.
-func measureDaemonWebhook(b *testing.B, deliveries []delivery) (float64, latencies) {
-	d := webhookDaemon(b)
-	defer d.Close()
+// posts every delivery from webhookClients keep-alive connections. Its
+// commits are all the store's, setup included.
+func measureDaemonWebhook(b *testing.B, deliveries []delivery) daemonRun {
+	d, path := webhookDaemon(b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := &http.Server{Handler: d.Handler()}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	return postDeliveries(b, ln.Addr().String(), "/webhooks/github", deliveries)
+	cpu0 := processCPU()
+	rate, lat := postDeliveries(b, ln.Addr().String(), "/webhooks/github", deliveries)
+	run := daemonRun{rate: rate, lat: lat, cpu: processCPU() - cpu0}
+	_ = srv.Close()
+	if err := d.Close(); err != nil {
+		b.Fatal(err)
+	}
+	run.commits = storeTxID(b, path)
+	return run
+}
+
+// measurePeer posts every delivery to a Node peer, measuring its CPU time
+// and the load generator's.
+func measurePeer(b *testing.B, p peer, deliveries []delivery) peerRun {
+	cpu0, peer0 := processCPU(), p.cpu()
+	rate, lat := postDeliveries(b, p.addr, "/", deliveries)
+	return peerRun{rate: rate, lat: lat, cpu: p.cpu() - peer0, clientCPU: processCPU() - cpu0}
 }
 
 // postDeliveries posts every delivery to addr from webhookClients
@@ -320,6 +398,34 @@ func postDeliveries(b *testing.B, addr, path string, deliveries []delivery) (flo
 type peer struct {
 	mode, what string
 	addr       string
+	pid        int
+	// measured is whether the peer's CPU time can be read (Linux).
+	measured bool
+}
+
+// cpu is the CPU time the peer's process has used, user and system, from
+// /proc in clock ticks of 10 ms; 0 where that cannot be read.
+func (p peer) cpu() time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: utime and stime are the 12th and 13th.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // startPeers starts the Node peer in both modes, for the whole benchmark.
@@ -338,18 +444,20 @@ func startPeers(b *testing.B) ([]peer, string) {
 	}
 	var out []peer
 	for _, mode := range []struct{ sync, what string }{{"each", "fsync per delivery"}, {"group", "fsyncs grouped"}} {
-		addr, err := startPeer(b, node, dir, mode.sync)
+		addr, pid, err := startPeer(b, node, dir, mode.sync)
 		if err != nil {
 			return out, fmt.Sprintf("Node peer, %s: could not start: %v", mode.what, err)
 		}
-		out = append(out, peer{mode: mode.sync, what: mode.what, addr: addr})
+		p := peer{mode: mode.sync, what: mode.what, addr: addr, pid: pid}
+		p.measured = p.cpu() > 0
+		out = append(out, p)
 	}
 	return out, ""
 }
 
 // startPeer starts the Node peer, stopped when the benchmark ends, and
-// returns its address.
-func startPeer(b *testing.B, node, dir, sync string) (string, error) {
+// returns its address and process id.
+func startPeer(b *testing.B, node, dir, sync string) (string, int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "server.mjs"),
 		"--secret", webhookSecret, "--file", filepath.Join(b.TempDir(), "deliveries.log"), "--sync", sync)
@@ -358,17 +466,17 @@ func startPeer(b *testing.B, node, dir, sync string) (string, error) {
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
-		return "", err
+		return "", 0, err
 	}
 	if err := cmd.Start(); err != nil {
 		cancel()
-		return "", err
+		return "", 0, err
 	}
 	b.Cleanup(func() { cancel(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	port, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
 	if err != nil || !ok {
-		return "", errors.Join(fmt.Errorf("the peer did not say where it listens: %q", line), err)
+		return "", 0, errors.Join(fmt.Errorf("the peer did not say where it listens: %q", line), err)
 	}
-	return "127.0.0.1:" + port, nil
+	return "127.0.0.1:" + port, cmd.Process.Pid, nil
 }
