@@ -1,9 +1,11 @@
 package skills
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/switchyard/switchyard/internal/yamldecode"
@@ -181,6 +183,34 @@ func (r *Registry) Set(ctx context.Context, s Setting) error {
 func (r *Registry) StoredSetting(scope Scope, name string) (Setting, bool) {
 	s, ok := r.cur.Load().settings.store[settingKey{scope, name}]
 	return s, ok
+}
+
+// ConfigSetting returns the setting the config file makes for a scope and
+// name, with its origin (file:line).
+func (r *Registry) ConfigSetting(scope Scope, name string) (Setting, bool) {
+	s, ok := r.cur.Load().settings.config[settingKey{scope, name}]
+	return s, ok
+}
+
+// Scopes returns every scope an explicit setting names, the config's and
+// the store's, broadest kind first and then by name: where settings are
+// made, for choosing a scope to look at.
+func (r *Registry) Scopes() []Scope {
+	ss := r.cur.Load().settings
+	seen := map[Scope]bool{}
+	var out []Scope
+	for _, src := range [2]map[settingKey]Setting{ss.config, ss.store} {
+		for k := range src {
+			if !seen[k.scope] {
+				seen[k.scope] = true
+				out = append(out, k.scope)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Scope) int {
+		return cmp.Or(cmp.Compare(a.Kind.rank(), b.Kind.rank()), strings.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // Enabled reports whether skill is enabled for target, and the scope

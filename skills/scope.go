@@ -21,6 +21,19 @@ const (
 	ScopeAgent  ScopeKind = "agent"
 )
 
+// rank orders the kinds from the broadest.
+func (k ScopeKind) rank() int {
+	switch k {
+	case ScopeGlobal:
+		return 0
+	case ScopeOrg:
+		return 1
+	case ScopeRepo:
+		return 2
+	}
+	return 3
+}
+
 // ScopeDefault is the scope Effective names when no setting decided.
 const ScopeDefault = "default"
 
@@ -302,6 +315,28 @@ func (s *Setting) UnmarshalJSON(b []byte) error {
 	}
 	*s = Setting(p)
 	return nil
+}
+
+// ParseSettingValue reads one package setting as a person types it (the
+// CLI's --set key=value, a field of the admin UI's form): a JSON value
+// when the text is one, its whole numbers int64 as the config file gives
+// them, otherwise the text itself, as a string. What it returns can be
+// stored: it encodes as JSON.
+func ParseSettingValue(text string) any {
+	if !json.Valid([]byte(text)) {
+		return text
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return text
+	}
+	v = normalizeNumbers(v)
+	if _, err := json.Marshal(v); err != nil {
+		return text // a number beyond float64 (1e999): kept as typed
+	}
+	return v
 }
 
 func normalizeNumbers(v any) any {

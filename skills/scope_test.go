@@ -2,6 +2,7 @@ package skills_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -227,4 +228,67 @@ func loadPkg(t *testing.T, files map[string]string) *skills.Package {
 	p, err := skills.LoadPackage(mapFS(files), skills.LoadOptions{})
 	require.NoError(t, err)
 	return p
+}
+
+func TestExplicitSettingsAreFoundWhereTheyAreMade(t *testing.T) {
+	r := newRegistry(t)
+	addPackage(t, r, acmeTools)
+	ctx := context.Background()
+	require.NoError(t, r.SetConfig([]skills.Setting{{Scope: scope(t, "org:acme"), Name: "acme-tools", Enabled: skills.Enabled, Origin: "config.yaml:7"}}))
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: scope(t, "repo:acme/web"), Name: "deploy-check", Enabled: skills.Disabled}))
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: scope(t, "agent:coder"), Name: "release-notes", Enabled: skills.Disabled}))
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: skills.Global, Name: "release-notes", Enabled: skills.Enabled}))
+
+	cs, ok := r.ConfigSetting(scope(t, "org:acme"), "acme-tools")
+	require.True(t, ok)
+	require.Equal(t, "config.yaml:7", cs.Origin)
+	_, ok = r.ConfigSetting(scope(t, "repo:acme/web"), "deploy-check")
+	require.False(t, ok, "a setting the store holds is not the config's")
+	_, ok = r.StoredSetting(scope(t, "org:acme"), "acme-tools")
+	require.False(t, ok, "nor is the config's in the store")
+
+	var got []string
+	for _, sc := range r.Scopes() {
+		got = append(got, sc.String())
+	}
+	require.Equal(t, []string{"global", "org:acme", "repo:acme/web", "agent:coder"}, got, "broadest first, each once")
+}
+
+func TestSettingValuesReadAsTyped(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want any
+	}{
+		{"3", int64(3)},
+		{"2.5", 2.5},
+		{"true", true},
+		{`"quoted"`, "quoted"},
+		{"production", "production"},
+		{"1 2", "1 2"},
+		{"", ""},
+		{`{"a":1,"b":[2,"x"]}`, map[string]any{"a": int64(1), "b": []any{int64(2), "x"}}},
+		{"null", nil},
+	} {
+		require.Equal(t, tc.want, skills.ParseSettingValue(tc.in), tc.in)
+	}
+}
+
+func FuzzParseSettingValue(f *testing.F) {
+	for _, s := range []string{"3", "2.5", "1e999", "-0", "true", `"x"`, "production", `{"a":[1,{"b":null}]}`, "[1,", "  7 ", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		v := skills.ParseSettingValue(text)
+		b, err := json.Marshal(v)
+		require.NoError(t, err, "a setting can always be stored")
+		if s, ok := v.(string); ok && s == text {
+			return
+		}
+		require.True(t, json.Valid([]byte(text)), "only JSON is read as JSON")
+		var again any
+		require.NoError(t, json.Unmarshal(b, &again))
+		var orig any
+		require.NoError(t, json.Unmarshal([]byte(text), &orig))
+		require.Equal(t, orig, again, "read as the JSON it is")
+	})
 }

@@ -305,11 +305,7 @@ func skillsSettingCmd(cl *clientFlags, verb, short string) *cobra.Command {
 				if req.Settings == nil {
 					req.Settings = map[string]any{}
 				}
-				var val any
-				if err := json.Unmarshal([]byte(v), &val); err != nil {
-					val = v // not JSON: a string
-				}
-				req.Settings[k] = val
+				req.Settings[k] = skills.ParseSettingValue(v)
 			}
 			var res admin.SettingResult
 			if err := cl.client().do(cmd.Context(), "POST", "/api/v1/skills/"+url.PathEscape(args[0])+"/"+verb, req, &res); err != nil {
