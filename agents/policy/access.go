@@ -181,6 +181,18 @@ func mapPath(field, key string) string {
 	return field + "[" + strconv.Quote(key) + "]"
 }
 
+// Access returns the access section in effect with every default filled
+// in: the ceiling each kind of requester gets. The maps are copies.
+func (e *Engine) Access() AccessConfig {
+	c := e.access.cfg
+	c.GitHub.Users = maps.Clone(c.GitHub.Users)
+	c.Slack.Users = maps.Clone(c.Slack.Users)
+	c.Slack.Groups = maps.Clone(c.Slack.Groups)
+	c.Local.Users = maps.Clone(c.Local.Users)
+	c.Schedules.Names = maps.Clone(c.Schedules.Names)
+	return c
+}
+
 // SlackGroups returns the user group ids access rules name, so a run only
 // looks up the groups that matter.
 func (e *Engine) SlackGroups() []string {

@@ -66,6 +66,18 @@ func TestRequestersMapToCeilings(t *testing.T) {
 		require.Equal(t, bot.Ceiling{Profile: tc.want, Reason: tc.reason}, got, "%+v", tc.r)
 	}
 	require.Equal(t, []string{"S0ENG", "S0REL", "S0SRE"}, e.SlackGroups())
+
+	// What access is in effect, the defaults filled in, as the admin UI
+	// shows it; changing the copy changes nothing.
+	a := e.Access()
+	require.Equal(t, "read-only", a.Default)
+	require.Equal(t, policy.GitHubAccess{Read: "read-only", Triage: "contributor", Write: "contributor", Maintain: "maintainer", Admin: "ops",
+		Users: map[string]string{"Release-Bot": "deployer"}}, a.GitHub)
+	require.Equal(t, "contributor", a.Slack.Default)
+	require.Equal(t, "ops", a.Local.Default)
+	require.Equal(t, "ops", a.Schedules.Default)
+	a.Slack.Users["U3"] = "ops"
+	require.Equal(t, "contributor", e.Ceiling(bot.Requester{Source: bot.SourceSlack, ID: "U3"}).Profile)
 }
 
 func TestAccessNamesOnlyKnownProfiles(t *testing.T) {
