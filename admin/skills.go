@@ -21,10 +21,10 @@ type Installer interface {
 	Uninstall(ctx context.Context, name string) (skills.InstalledPackage, error)
 }
 
-// installTime bounds how long an install request may take to answer: a
+// InstallTime bounds how long an install request may take to answer: a
 // git clone or an npm download may take minutes, past the server's usual
-// write timeout.
-const installTime = 11 * time.Minute
+// write timeout, so a handler that installs extends its write deadline.
+const InstallTime = 11 * time.Minute
 
 func (a *API) mountSkills(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/skills", a.listSkills)
@@ -57,7 +57,7 @@ func skillsError(err error) error {
 	case errors.Is(err, skills.ErrInvalid), errors.As(err, &es), errors.As(err, &ses):
 		return bot.Errorf(bot.EINVALID, "%v", err)
 	case errors.Is(err, context.DeadlineExceeded):
-		return bot.Errorf(bot.EUNAVAILABLE, "gave up after %s: %v", installTime, err)
+		return bot.Errorf(bot.EUNAVAILABLE, "gave up after %s: %v", InstallTime, err)
 	}
 	return err
 }
@@ -389,11 +389,10 @@ func summarizePackage(reg *skills.Registry, p *skills.Package) PackageSummary {
 	return out
 }
 
-func (a *API) listPackages(w http.ResponseWriter, r *http.Request) {
-	reg, ok := a.registry(w, r)
-	if !ok {
-		return
-	}
+// Packages lists the packages of reg as GET /api/v1/packages and the admin
+// UI's library show them: those in effect, by name, then the installed
+// ones that do not load, with why.
+func Packages(reg *skills.Registry) []PackageSummary {
 	out := []PackageSummary{}
 	for _, p := range reg.Packages() {
 		out = append(out, summarizePackage(reg, p))
@@ -408,7 +407,15 @@ func (a *API) listPackages(w http.ResponseWriter, r *http.Request) {
 			})
 		}
 	}
-	httpapi.JSON(w, http.StatusOK, out)
+	return out
+}
+
+func (a *API) listPackages(w http.ResponseWriter, r *http.Request) {
+	reg, ok := a.registry(w, r)
+	if !ok {
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, Packages(reg))
 }
 
 // PackageDetail is GET /api/v1/packages/{name}: the summary, the manifest
@@ -447,6 +454,35 @@ type InstallRequest struct {
 	Enable []string `json:"enable,omitempty"`
 }
 
+// Install installs a package as POST /api/v1/packages does, for the API
+// and the admin UI: its scopes read, the installer's refusals given their
+// codes. Fetching may take minutes (InstallTime).
+func Install(ctx context.Context, in Installer, req InstallRequest) (install.Result, error) {
+	if in == nil {
+		return install.Result{}, bot.Errorf(bot.EUNAVAILABLE, "no package installer")
+	}
+	ir := install.Request{Source: req.Source, SHA256: req.SHA256}
+	for _, e := range req.Enable {
+		sc, err := skills.ParseScope(e)
+		if err != nil {
+			return install.Result{}, bot.Errorf(bot.EINVALID, "enable: %v", err)
+		}
+		ir.Enable = append(ir.Enable, sc)
+	}
+	res, err := in.Install(ctx, ir)
+	return res, skillsError(err)
+}
+
+// Uninstall uninstalls a package as DELETE /api/v1/packages/{name} does,
+// its refusals given their codes.
+func Uninstall(ctx context.Context, in Installer, name string) (skills.InstalledPackage, error) {
+	if in == nil {
+		return skills.InstalledPackage{}, bot.Errorf(bot.EUNAVAILABLE, "no package installer")
+	}
+	rec, err := in.Uninstall(ctx, name)
+	return rec, skillsError(err)
+}
+
 func (a *API) installPackage(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Installer == nil {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no package installer"))
@@ -457,20 +493,11 @@ func (a *API) installPackage(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
-	ir := install.Request{Source: req.Source, SHA256: req.SHA256}
-	for _, e := range req.Enable {
-		sc, err := skills.ParseScope(e)
-		if err != nil {
-			httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "enable: %v", err))
-			return
-		}
-		ir.Enable = append(ir.Enable, sc)
-	}
 	// Fetching may take longer than the server's usual write timeout.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(installTime))
-	res, err := a.opts.Installer.Install(r.Context(), ir)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(InstallTime))
+	res, err := Install(r.Context(), a.opts.Installer, req)
 	if err != nil {
-		httpapi.Error(w, r, a.logger, skillsError(err))
+		httpapi.Error(w, r, a.logger, err)
 		return
 	}
 	status := http.StatusCreated
@@ -481,13 +508,9 @@ func (a *API) installPackage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) uninstallPackage(w http.ResponseWriter, r *http.Request) {
-	if a.opts.Installer == nil {
-		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "no package installer"))
-		return
-	}
-	rec, err := a.opts.Installer.Uninstall(r.Context(), r.PathValue("name"))
+	rec, err := Uninstall(r.Context(), a.opts.Installer, r.PathValue("name"))
 	if err != nil {
-		httpapi.Error(w, r, a.logger, skillsError(err))
+		httpapi.Error(w, r, a.logger, err)
 		return
 	}
 	httpapi.JSON(w, http.StatusOK, rec)
