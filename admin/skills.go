@@ -319,11 +319,18 @@ func (a *API) setSkill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := skills.Setting{Scope: sc, Name: name, Enabled: en, Settings: normalizeNumbers(req.Settings)}
-	if err := reg.Set(r.Context(), s); err != nil {
-		httpapi.Error(w, r, a.logger, skillsError(err))
+	if err := Set(r.Context(), reg, s); err != nil {
+		httpapi.Error(w, r, a.logger, err)
 		return
 	}
 	httpapi.JSON(w, http.StatusOK, SettingResult{Name: name, Scope: sc.String(), Enabled: en.String()})
+}
+
+// Set makes a setting through the registry, which stores it and puts it
+// in effect for the next run, as POST /api/v1/skills/{name}/{setting}
+// does: for the API and the admin UI, its refusals given their codes.
+func Set(ctx context.Context, reg *skills.Registry, s skills.Setting) error {
+	return skillsError(reg.Set(ctx, s))
 }
 
 // normalizeNumbers gives settings' whole numbers as int64, as the config
