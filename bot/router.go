@@ -27,9 +27,17 @@ const fallbackAgent = "triage"
 // The order of precedence is: an explicit mention of a known agent, a command
 // with a mapping, the rules by priority, a content keyword, the default agent.
 type Router struct {
-	agents       map[string]routerAgent // by lower-cased name
-	commands     map[string]routerCommand
-	rules        []compiledRule // evaluation order
+	agents   map[string]routerAgent // by lower-cased name
+	commands map[string]routerCommand
+	rules    []compiledRule // evaluation order: the config's and the stored rules
+	// configRules are the config file's rules in file order, and
+	// configNames their names (name → index); WithStoredRules merges
+	// stored rules with them into rules.
+	configRules []compiledRule
+	configNames map[string]int
+	// stored maps a stored rule's name to its id, for the duplicate check
+	// of rules made later.
+	stored       map[string]StoredRule
 	content      []contentKeyword
 	defaultAgent string
 	needsPaths   bool
@@ -69,6 +77,7 @@ type contentKeyword struct {
 type compiledRule struct {
 	info   RuleInfo
 	reason string // `rule "bugs" (priority 100)`
+	origin string // a stored rule's origin, for its decisions; "" for the config's
 
 	// Conditions, checked cheapest first. A nil slice means "not present".
 	sources  []string
@@ -89,9 +98,17 @@ type RuleInfo struct {
 	Agent    string `json:"agent"`
 	// Match is a one-line summary of the conditions, for people.
 	Match string `json:"match"`
-	// Origin is where the rule comes from: "config", or
+	// Origin is where the rule comes from: the config file and line
+	// ("config.yaml:12", or "config" when the line is not known),
+	// "stored:<id>" for a rule made through the API or the admin UI, or
 	// "package:<name>" for a package's entry point.
 	Origin string `json:"origin"`
+	// ID, the author and the times are a stored rule's.
+	ID        string     `json:"id,omitempty"`
+	CreatedBy string     `json:"created_by,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	UpdatedBy string     `json:"updated_by,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 }
 
 // NewRouter compiles cfg for the given agents. It validates every name,
@@ -184,25 +201,24 @@ func NewRouter(cfg RoutingConfig, agents []AgentInfo) (*Router, error) {
 		}
 	}
 
-	names := make(map[string]int, len(cfg.Rules))
+	r.configNames = make(map[string]int, len(cfg.Rules))
 	for i, rule := range cfg.Rules {
-		cr, ruleErrs := compileRule(i, rule, known)
+		at := fmt.Sprintf("routing.rules[%d]", i)
+		cr, ruleErrs := compileRule(at, rule, known)
 		errs = append(errs, ruleErrs...)
 		if rule.Name != "" {
-			if j, dup := names[rule.Name]; dup {
-				fail(fmt.Sprintf("routing.rules[%d].name", i), "duplicate rule name %q (also routing.rules[%d])", rule.Name, j)
+			if j, dup := r.configNames[rule.Name]; dup {
+				errs = append(errs, duplicateRule(at, rule.Name, fmt.Sprintf("routing.rules[%d]", j)))
 				continue
 			}
-			names[rule.Name] = i
+			r.configNames[rule.Name] = i
 		}
 		if len(ruleErrs) == 0 {
-			r.rules = append(r.rules, cr)
+			r.configRules = append(r.configRules, cr)
 			r.needsPaths = r.needsPaths || cr.paths != nil
 		}
 	}
-	// Higher priority first; the stable sort keeps file order within a
-	// priority.
-	slices.SortStableFunc(r.rules, func(a, b compiledRule) int { return cmp.Compare(b.info.Priority, a.info.Priority) })
+	r.rules = mergeRules(r.configRules, nil)
 
 	for _, a := range agents {
 		if a.Name == "" {
@@ -234,11 +250,19 @@ func NewRouter(cfg RoutingConfig, agents []AgentInfo) (*Router, error) {
 	return r, nil
 }
 
-func compileRule(i int, rule Rule, known func(string) bool) (compiledRule, []error) {
+// compileRule checks and compiles one rule, of the config or stored: every
+// problem is a *FieldError whose Field is at followed by the rule's field
+// (".agent", ".match.text"); at is "routing.rules[2]" for the config's,
+// "" for a rule on its own, whose fields are then named alone ("agent").
+// It is the one check of a rule, so both read the same.
+func compileRule(at string, rule Rule, known func(string) bool) (compiledRule, []error) {
 	var errs []error
-	at := func(field string) string { return fmt.Sprintf("routing.rules[%d]%s", i, field) }
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: at(field), Msg: fmt.Sprintf(format, args...)})
+		path := at + field
+		if at == "" {
+			path = strings.TrimPrefix(field, ".")
+		}
+		errs = append(errs, &FieldError{Field: path, Msg: fmt.Sprintf(format, args...)})
 	}
 
 	if strings.TrimSpace(rule.Name) == "" {
@@ -252,9 +276,14 @@ func compileRule(i int, rule Rule, known func(string) bool) (compiledRule, []err
 	}
 
 	m := rule.Match
+	origin := cmp.Or(rule.Origin, OriginConfig)
 	cr := compiledRule{
-		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: summarize(m), Origin: OriginConfig},
+		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: summarize(m), Origin: origin},
 		reason: fmt.Sprintf("rule %q (priority %d)", rule.Name, rule.Priority),
+	}
+	if strings.HasPrefix(origin, OriginStored) {
+		cr.reason = fmt.Sprintf("rule %q (priority %d, %s)", rule.Name, rule.Priority, origin)
+		cr.origin = origin
 	}
 	strs := func(field string, in []string, norm func(string) string) []string {
 		if in == nil {
@@ -352,7 +381,7 @@ func (r *Router) routeUnmentioned(ev *Event) Route {
 	in := routeInput{ev: ev, kind: strings.ToLower(ev.Kind), repo: strings.ToLower(ev.Repo)}
 	for i := range r.rules {
 		if cr := &r.rules[i]; cr.matches(&in) {
-			return Route{Agent: cr.info.Agent, Kind: RouteRule, Reason: cr.reason, Rule: cr.info.Name}
+			return Route{Agent: cr.info.Agent, Kind: RouteRule, Reason: cr.reason, Rule: cr.info.Name, Origin: cr.origin}
 		}
 	}
 	if route, ok := r.entryRuleRoute(&in); ok {

@@ -24,6 +24,10 @@ type Rule struct {
 	Priority int    `yaml:"priority" json:"priority"`
 	Agent    string `yaml:"agent" json:"agent"`
 	Match    Match  `yaml:"match" json:"match"`
+	// Origin is where the rule is written, for listings and messages:
+	// "config.yaml:12" (the config loader sets it), "stored:<id>" for a
+	// stored rule; "config" when empty.
+	Origin string `yaml:"-" json:"-"`
 }
 
 // Match holds the conditions of a rule. Every field that is present must

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -445,7 +446,15 @@ func (c *Config) Compile(agents []bot.AgentInfo) (*bot.Router, error) {
 	fail := func(path, msg string) {
 		errs = append(errs, &Error{File: c.Source, Line: c.Line(path), Path: path, Msg: msg})
 	}
-	router, err := bot.NewRouter(c.Routing, agents)
+	// Each rule says where it is written, for listings.
+	routing := c.Routing
+	routing.Rules = slices.Clone(c.Routing.Rules)
+	for i := range routing.Rules {
+		if line := c.Line(fmt.Sprintf("routing.rules[%d]", i)); line > 0 {
+			routing.Rules[i].Origin = fmt.Sprintf("%s:%d", c.Source, line)
+		}
+	}
+	router, err := bot.NewRouter(routing, agents)
 	if err != nil {
 		list := []error{err}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {

@@ -90,7 +90,7 @@ func (s *Store) Dump(ctx context.Context, fn func(dump.Record) error) error {
 		for _, step := range []func() error{
 			d.sequences, d.events, d.dedup, d.deliveries, d.ingress, d.workItems, d.dispatches, d.jobs,
 			d.outbox, d.schedules, d.audit, d.conversations, d.transcripts, d.installations, d.skills,
-			d.approvals, d.ledger, d.budgets, d.runStates,
+			d.approvals, d.ledger, d.budgets, d.runStates, d.rules,
 		} {
 			if err := step(); err != nil {
 				return err
@@ -110,7 +110,7 @@ func knownBuckets(tx *bolt.Tx) error {
 	}
 	for _, b := range [][]byte{
 		bucketAudit, bucketApprovals, bucketBudgets, bucketRunStates, bucketConversations, bucketTranscripts,
-		bucketInstallations, bucketLedger, bucketSkills,
+		bucketInstallations, bucketLedger, bucketSkills, bucketRules,
 	} {
 		known[string(b)] = true
 	}
@@ -183,6 +183,12 @@ func (d *dumper) sequences() error {
 			s dump.Series
 			b *bolt.Bucket
 		}{dump.SeriesTasks, top.Bucket(ledgerTasks)})
+	}
+	if rules := d.t.tx.Bucket(bucketRules); rules != nil {
+		series = append(series, struct {
+			s dump.Series
+			b *bolt.Bucket
+		}{dump.SeriesRules, rules})
 	}
 	for _, x := range series {
 		if x.b == nil || x.b.Sequence() == 0 {
@@ -394,6 +400,16 @@ func (d *dumper) skills() error {
 			return err
 		}
 		return d.emit(dump.Record{Setting: &st})
+	})
+}
+
+func (d *dumper) rules() error {
+	return each(d.t.tx.Bucket(bucketRules), func(k, v []byte) error {
+		var r bot.StoredRule
+		if err := decode("rule", k, v, &r); err != nil {
+			return err
+		}
+		return d.emit(dump.Record{Rule: &r})
 	})
 }
 

@@ -50,6 +50,7 @@ const (
 	KindReset        Kind = "thread resets"
 	KindBudget       Kind = "budgets"
 	KindRunState     Kind = "run states"
+	KindRule         Kind = "routing rules"
 )
 
 // Record is one record of the stream: exactly one of its fields is set.
@@ -77,6 +78,7 @@ type Record struct {
 	Reset        *Reset
 	Budget       *bot.Spend
 	RunState     *RunState
+	Rule         *bot.StoredRule
 }
 
 // Kind says which field of r is set, or "" when none is.
@@ -128,6 +130,8 @@ func (r *Record) Kind() Kind {
 		return KindBudget
 	case r.RunState != nil:
 		return KindRunState
+	case r.Rule != nil:
+		return KindRule
 	}
 	return ""
 }
@@ -156,6 +160,7 @@ const (
 	SeriesAudit      Series = "audit"
 	SeriesRuns       Series = "runs"
 	SeriesTasks      Series = "tasks"
+	SeriesRules      Series = "rules"
 )
 
 // Event is an event received (its id is ev_Seq) with the raw payload
@@ -260,7 +265,7 @@ func Kinds() []Kind {
 		KindEvent, KindDedup, KindDelivery, KindIngress, KindWorkItem, KindDispatch, KindJob,
 		KindOutbox, KindSchedule, KindAudit, KindConversation, KindTranscript, KindInstallation,
 		KindPackage, KindSetting, KindApproval, KindRun, KindRunChild, KindTask, KindReset, KindBudget,
-		KindRunState,
+		KindRunState, KindRule,
 	}
 }
 

@@ -25,7 +25,7 @@ const loadBatch = 1000
 var dataTables = []string{
 	"work_items", "events", "ingress", "dispatches", "jobs", "outbox", "approvals", "audit",
 	"conversations", "transcripts", "installations", "packages", "skill_settings", "runs", "tasks",
-	"budgets", "run_states", "schedules", "dedup", "deliveries", "thread_resets",
+	"budgets", "run_states", "schedules", "dedup", "deliveries", "thread_resets", "rules",
 }
 
 // Load writes the records of stream into the database, which must hold
@@ -215,6 +215,12 @@ func (l *loader) add(ctx context.Context, r dump.Record) error {
 		return err
 	case r.Setting != nil:
 		return putSetting(ctx, l, *r.Setting)
+	case r.Rule != nil:
+		seq, ok := ruleSeq(r.Rule.ID)
+		if !ok {
+			return fmt.Errorf("rule id %q", r.Rule.ID)
+		}
+		return putRule(ctx, l, seq, *r.Rule)
 	case r.Approval != nil:
 		return putApproval(ctx, l, *r.Approval, true)
 	case r.Run != nil:
@@ -400,6 +406,7 @@ var series = []struct {
 	{dump.SeriesAudit, "audit_seq_seq", "audit"},
 	{dump.SeriesRuns, "runs_seq_seq", "runs"},
 	{dump.SeriesTasks, "tasks_seq_seq", "tasks"},
+	{dump.SeriesRules, "rules_seq_seq", "rules"},
 }
 
 // sequences sets each sequence to go on after the highest id of its series

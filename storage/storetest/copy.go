@@ -47,7 +47,7 @@ func RunCopy(t *testing.T, from CopySource, to CopyDestination) {
 		dump.KindEvent, dump.KindDedup, dump.KindDelivery, dump.KindIngress, dump.KindWorkItem, dump.KindDispatch,
 		dump.KindJob, dump.KindOutbox, dump.KindSchedule, dump.KindAudit, dump.KindConversation, dump.KindTranscript,
 		dump.KindInstallation, dump.KindPackage, dump.KindSetting, dump.KindApproval, dump.KindRun, dump.KindRunChild,
-		dump.KindTask, dump.KindReset, dump.KindBudget, dump.KindRunState,
+		dump.KindTask, dump.KindReset, dump.KindBudget, dump.KindRunState, dump.KindRule,
 	} {
 		require.Positive(t, counts[k], "no %s copied: the fill writes some", k)
 	}
@@ -78,6 +78,9 @@ func RunCopy(t *testing.T, from CopySource, to CopyDestination) {
 		require.NotNil(t, c.Job, name)
 		require.Equal(t, "job_3", c.Job.ID, name)
 		require.Equal(t, want.QueuedItems[len(want.QueuedItems)-1], c.Job.WorkItemIDs[0], "%s: the oldest queued work item of a free thread", name)
+		r, err := s.CreateRule(ctx, storedRule("after-copy", 0, at(time.Hour)))
+		require.NoError(t, err, name)
+		require.Equal(t, "rule_4", r.ID, "%s: stored rules' ids go on after the last one given", name)
 	}
 
 	_, err = dump.Copy(ctx, from, to)
@@ -168,6 +171,13 @@ func fill(t *testing.T, ctx context.Context, s CopyStore) []bot.Thread {
 	scope, err := skills.ParseScope("org:octo")
 	require.NoError(t, err)
 	require.NoError(t, s.PutPackage(ctx, pkg, skills.Setting{Scope: scope, Name: "deploy-kit", Enabled: skills.Enabled, Settings: map[string]any{"region": "eu"}}))
+	// Three stored rules, the second deleted: the copy's next id is rule_4.
+	for i, name := range []string{"bugs", "gone", "docs"} {
+		_, err := s.CreateRule(ctx, storedRule(name, i, at(time.Duration(13+i)*time.Minute)))
+		require.NoError(t, err)
+	}
+	_, err = s.DeleteRule(ctx, "rule_2")
+	require.NoError(t, err)
 	pending := approval("ap_1", "wi_2/bash/1", at(10*time.Minute))
 	_, _, err = s.CreateApproval(ctx, pending)
 	require.NoError(t, err)
@@ -196,6 +206,7 @@ type view struct {
 	Installation  int64
 	Packages      []skills.InstalledPackage
 	Settings      []skills.Setting
+	Rules         []bot.StoredRule
 	Approvals     map[bool][]bot.Approval
 	Runs          []bot.ChildRun
 	RunOf         map[string]*bot.ChildRun
@@ -277,6 +288,8 @@ func snapshot(t *testing.T, ctx context.Context, s CopyStore, threads []bot.Thre
 	v.Installation, err = s.InstallationForRepo(ctx, "OCTO/hello")
 	require.NoError(t, err)
 	v.Packages, err = s.ListPackages(ctx)
+	require.NoError(t, err)
+	v.Rules, err = s.ListRules(ctx)
 	require.NoError(t, err)
 	v.Settings, err = s.ListSettings(ctx)
 	require.NoError(t, err)

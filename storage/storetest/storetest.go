@@ -18,7 +18,8 @@ import (
 // Store is every store interface the daemon uses: bot's, the agent
 // runtime's conversations and transcripts, the audit log and approvals of
 // the policy, GitHub's installations, and what replicas sharing a store
-// coordinate through (notifications, leases). Installed packages and skill
+// coordinate through (notifications, leases), and the stored routing rules.
+// Installed packages and skill
 // settings have a suite of their own (RunSkills).
 type Store interface {
 	bot.Store
@@ -27,6 +28,7 @@ type Store interface {
 	policy.AuditStore
 	policy.ApprovalStore
 	github.InstallationStore
+	bot.RuleStore
 	Notify(ctx context.Context, topic, payload string) error
 	Listen(ctx context.Context, fn func(topic, payload string)) error
 	HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
@@ -73,6 +75,8 @@ func Run(t *testing.T, open Opener) {
 		{"ApprovalsConcurrent", testApprovalsConcurrent},
 		{"Notifications", testNotifications},
 		{"ReplicaLeases", testReplicaLeases},
+		{"Rules", testRules},
+		{"RulesConcurrent", testRulesConcurrent},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			// Stores spend their time waiting for fsync: groups overlap.
