@@ -96,14 +96,20 @@ type ConfigReloader interface {
 type Intake interface {
 	Decide(ctx context.Context, ev *bot.Event) (bot.Decision, error)
 	Replay(ctx context.Context, then bot.IngestResult, ev *bot.Event) (bot.Replay, error)
+	// DecideWith decides as Decide does with another router (nil: the
+	// one in effect) and the threads as they were at asOf (zero: now).
+	DecideWith(ctx context.Context, ev *bot.Event, router bot.Decider, asOf time.Time) (bot.Decision, error)
 }
 
 // Options configure the API; Store and Intake are required.
 type Options struct {
-	Store     Store
-	Intake    Intake
-	Agents    AgentCatalog   // nil: the agents endpoints answer 503
-	Routing   RoutingTable   // nil: the rules endpoint answers 503
+	Store   Store
+	Intake  Intake
+	Agents  AgentCatalog // nil: the agents endpoints answer 503
+	Routing RoutingTable // nil: the rules endpoint answers 503
+	// RuleBook keeps the stored routing rules; nil: changing them, and
+	// explaining a change, answer 503.
+	RuleBook  RuleBook
 	Threads   ThreadResetter // nil: reset answers 503
 	Audit     AuditLog       // nil: the audit endpoint answers 503
 	Approvals Approvals      // nil: the approvals endpoints answer 503
@@ -159,6 +165,7 @@ func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/approvals", a.listApprovals)
 	mux.HandleFunc("POST /api/v1/approvals/{id}/{decision}", a.decideApproval)
 	mux.HandleFunc("POST /api/v1/config/reload", a.reloadConfig)
+	a.mountRules(mux)
 	a.mountSkills(mux)
 	a.mountRuns(mux)
 }
@@ -447,28 +454,40 @@ func (a *API) getWorkItem(w http.ResponseWriter, r *http.Request) {
 // ExplainRequest is the body of POST /api/v1/explain: an event to decide,
 // or a stored one to decide again, named by work_item_id, or by
 // delivery_id (and optionally source) with nothing to route by (no kind,
-// no text).
+// no text). With change, the answer is a ChangeExplanation: what the rules
+// decide now and with the change made.
 type ExplainRequest struct {
 	bot.Event
-	WorkItemID string `json:"work_item_id"`
+	WorkItemID string      `json:"work_item_id"`
+	Change     *RuleChange `json:"change"`
 }
 
-// UnmarshalJSON reads work_item_id as the request's own and every other
-// member as the event's, refusing members neither knows.
+// UnmarshalJSON reads work_item_id and change as the request's own and
+// every other member as the event's, refusing members none knows.
 func (req *ExplainRequest) UnmarshalJSON(b []byte) error {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(b, &members); err != nil {
 		return err
 	}
-	if raw, ok := members["work_item_id"]; ok {
-		if err := json.Unmarshal(raw, &req.WorkItemID); err != nil {
+	own := false
+	for name, into := range map[string]any{"work_item_id": &req.WorkItemID, "change": &req.Change} {
+		raw, ok := members[name]
+		if !ok {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(into); err != nil {
 			var typ *json.UnmarshalTypeError
 			if errors.As(err, &typ) {
-				typ.Field = "work_item_id"
+				typ.Field = name + fieldSuffix(typ.Field)
 			}
 			return err
 		}
-		delete(members, "work_item_id")
+		delete(members, name)
+		own = true
+	}
+	if own {
 		var err error
 		if b, err = json.Marshal(members); err != nil {
 			return err
@@ -477,6 +496,15 @@ func (req *ExplainRequest) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode(&req.Event)
+}
+
+// fieldSuffix is ".f" for a field f inside a member, "" for the member
+// itself.
+func fieldSuffix(f string) string {
+	if f == "" {
+		return ""
+	}
+	return "." + f
 }
 
 // replay reports whether the request names a stored event.
@@ -488,6 +516,10 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 	var req ExplainRequest
 	if err := httpapi.Decode(w, r, &req); err != nil {
 		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	if req.Change != nil {
+		a.explainWithChange(w, r, &req)
 		return
 	}
 	if req.replay() {
@@ -526,20 +558,51 @@ func (a *API) rights(ctx context.Context, e *bot.Explanation, ev *bot.Event) err
 	return nil
 }
 
+// explainWithChange answers what the rules decide for the request's event,
+// or its stored event, now and with its change made.
+func (a *API) explainWithChange(w http.ResponseWriter, r *http.Request, req *ExplainRequest) {
+	ev, asOf := &req.Event, time.Time{}
+	var then *bot.Explanation
+	if req.replay() {
+		rep, stored, err := a.replayEvent(r.Context(), req)
+		if err != nil {
+			httpapi.Error(w, r, a.logger, explainError(err))
+			return
+		}
+		ev, asOf, then = stored, stored.ReceivedAt, &rep.Then
+	}
+	out, err := a.explainChange(r.Context(), *req.Change, ev, asOf, then)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, explainError(err))
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, out)
+}
+
 // replay decides a stored event again: what was decided then, what is
 // now.
 func (a *API) replay(ctx context.Context, req *ExplainRequest) (bot.Replay, error) {
+	rep, ev, err := a.replayEvent(ctx, req)
+	if err != nil {
+		return bot.Replay{}, err
+	}
+	return rep, a.rights(ctx, &rep.Now, ev)
+}
+
+// replayEvent finds the stored event the request names and decides it
+// again; it returns the event too.
+func (a *API) replayEvent(ctx context.Context, req *ExplainRequest) (bot.Replay, *bot.Event, error) {
 	var then bot.IngestResult
 	if req.WorkItemID != "" {
 		wi, err := a.opts.Store.GetWorkItem(ctx, req.WorkItemID)
 		if err != nil {
-			return bot.Replay{}, err
+			return bot.Replay{}, nil, err
 		}
 		then.WorkItem = wi
 	} else {
 		var err error
 		if then, err = a.opts.Store.FindDelivery(ctx, req.Source, req.DeliveryID); err != nil {
-			return bot.Replay{}, err
+			return bot.Replay{}, nil, err
 		}
 	}
 	ref := ""
@@ -551,13 +614,13 @@ func (a *API) replay(ctx context.Context, req *ExplainRequest) (bot.Replay, erro
 	}
 	ev, err := a.opts.Store.GetEvent(ctx, ref)
 	if err != nil {
-		return bot.Replay{}, err
+		return bot.Replay{}, nil, err
 	}
 	rep, err := a.opts.Intake.Replay(ctx, then, ev)
 	if err != nil {
-		return bot.Replay{}, err
+		return bot.Replay{}, nil, err
 	}
-	return rep, a.rights(ctx, &rep.Now, ev)
+	return rep, ev, nil
 }
 
 // explainError keeps a domain error as it is; anything else is a platform

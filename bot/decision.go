@@ -100,13 +100,21 @@ func (e Explanation) String() string {
 // another, and the gate admits the route or refuses it. Ingest and explain
 // both call it, so explain can never disagree with the intake.
 func (in *Intake) Decide(ctx context.Context, ev *Event) (Decision, error) {
-	return in.decide(ctx, ev, time.Time{})
+	return in.decide(ctx, ev, time.Time{}, nil)
+}
+
+// DecideWith decides ev as Decide does, but routed by router instead of
+// the router in effect, and with the threads as they were at asOf (zero:
+// now; see Replay): what a change of the rules would decide, before it is
+// made. Nothing is stored.
+func (in *Intake) DecideWith(ctx context.Context, ev *Event, router Decider, asOf time.Time) (Decision, error) {
+	return in.decide(ctx, ev, asOf, router)
 }
 
 // decide decides with the threads as they are now, or, when asOf is set,
 // as they were then: only work items made before asOf count, unfinished if
-// they finished after it.
-func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time) (Decision, error) {
+// they finished after it. A router of nil is the one in effect.
+func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time, router Decider) (Decision, error) {
 	ev.FillFromText()
 	gate := in.opts.Gates[ev.Source]
 	if gate != nil {
@@ -115,7 +123,10 @@ func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time) (Decisi
 		}
 	}
 	rules := in.rules.Load()
-	route := rules.router.Route(ev)
+	if router == nil {
+		router = rules.router
+	}
+	route := router.Route(ev)
 	// Mentions, commands and rules ask for an agent explicitly; anything
 	// else in a thread an agent works in is for that agent.
 	if !route.Kind.Explicit() && in.opts.Threads != nil && !ev.Thread.IsZero() {
@@ -177,7 +188,7 @@ func (in *Intake) Replay(ctx context.Context, then IngestResult, ev *Event) (Rep
 		return Replay{}, Errorf(EINVALID, "replay: nothing was made of the event")
 	}
 	again := *ev
-	d, err := in.decide(ctx, &again, ev.ReceivedAt)
+	d, err := in.decide(ctx, &again, ev.ReceivedAt, nil)
 	if err != nil {
 		return Replay{}, err
 	}

@@ -8,5 +8,6 @@ const (
 	TopicOutbox   = "outbox"   // outbox messages are due
 	TopicApproval = "approval" // payload: the id of an approval that was decided
 	TopicConfig   = "config"   // payload: the replica that reloaded its config
+	TopicRules    = "rules"    // payload: the replica that changed a stored routing rule
 	TopicResync   = "resync"   // notifications may have been missed: look again
 )

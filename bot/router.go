@@ -278,7 +278,7 @@ func compileRule(at string, rule Rule, known func(string) bool) (compiledRule, [
 	m := rule.Match
 	origin := cmp.Or(rule.Origin, OriginConfig)
 	cr := compiledRule{
-		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: summarize(m), Origin: origin},
+		info:   RuleInfo{Name: rule.Name, Priority: rule.Priority, Agent: rule.Agent, Match: Summarize(m), Origin: origin},
 		reason: fmt.Sprintf("rule %q (priority %d)", rule.Name, rule.Priority),
 	}
 	if strings.HasPrefix(origin, OriginStored) {
@@ -924,8 +924,8 @@ func isASCII(s string) bool {
 	return true
 }
 
-// summarize renders a match for people: "kinds github.issues.*; labels bug, defect".
-func summarize(m Match) string {
+// Summarize renders a match for people: "kinds github.issues.*; labels bug, defect".
+func Summarize(m Match) string {
 	var parts []string
 	add := func(name string, vals []string) {
 		if vals != nil {

@@ -184,7 +184,7 @@ func (c *Coordinator) Reload(ctx context.Context) (ReloadResult, error) {
 // Refresh makes the configuration in effect again from the config in
 // effect, without reading the config file: what the daemon builds from
 // outside the config (installed packages: their agents, entry points and
-// command tools) changed. Every subscriber is prepared and committed as
+// command tools; the stored routing rules) changed. Every subscriber is prepared and committed as
 // for a reload, or none. A Refresh asked while a reload or another refresh
 // is under way (a reload that puts the config's package settings in
 // effect) runs right after it, by whoever holds the coordinator, and
@@ -236,24 +236,32 @@ func (c *Coordinator) refreshLocked(ctx context.Context) error {
 	if err == nil {
 		var res ReloadResult
 		if res, err = c.swap(ctx, prev, next); err == nil {
-			c.log.LogAttrs(ctx, slog.LevelInfo, "packages changed; in effect", slog.String("changed", listOr(res.Changed, "nothing")))
+			c.log.LogAttrs(ctx, slog.LevelInfo, "packages or stored rules changed; in effect", slog.String("changed", listOr(res.Changed, "nothing")))
 			return nil
 		}
 	}
-	c.log.LogAttrs(ctx, slog.LevelError, "packages changed, but what they contribute could not be put in effect; the agents, routes and tools in effect stay",
+	c.log.LogAttrs(ctx, slog.LevelError, "packages or stored rules changed, but they could not be put in effect; the agents, routes and tools in effect stay",
 		slog.String("error", err.Error()))
 	return err
 }
 
 // swap prepares every subscriber for next and commits them all, or none.
 func (c *Coordinator) swap(ctx context.Context, prev, next *Setup) (ReloadResult, error) {
-	res := ReloadResult{Config: next.Config.Source, RestartRequired: keepRestartOnly(prev.Config, next.Config)}
-	res.Changed = changedKeys("", reflect.ValueOf(prev.Config).Elem(), reflect.ValueOf(next.Config).Elem())
+	res := ReloadResult{Config: next.Config.Source}
+	// A refresh keeps the config in effect, the same value, which others
+	// read meanwhile: nothing in it changed, and it must not be written.
+	if next.Config != prev.Config {
+		res.RestartRequired = keepRestartOnly(prev.Config, next.Config)
+		res.Changed = changedKeys("", reflect.ValueOf(prev.Config).Elem(), reflect.ValueOf(next.Config).Elem())
+	}
 	if !reflect.DeepEqual(prev.Agents.List(), next.Agents.List()) {
 		res.Changed = append(res.Changed, "agents")
 	}
 	if !reflect.DeepEqual(prev.Router.Entrypoints(), next.Router.Entrypoints()) {
 		res.Changed = append(res.Changed, "entry points")
+	}
+	if !reflect.DeepEqual(storedRules(prev.Router), storedRules(next.Router)) {
+		res.Changed = append(res.Changed, "stored rules")
 	}
 	if next.ModelNote != prev.ModelNote {
 		res.Changed = append(res.Changed, "models")
@@ -375,6 +383,11 @@ func changedKeys(path string, a, b reflect.Value) []string {
 		out = append(out, changedKeys(p, a.Field(i), b.Field(i))...)
 	}
 	return out
+}
+
+// storedRules are the stored rules r routes by, as listed.
+func storedRules(r *bot.Router) []bot.RuleInfo {
+	return slices.DeleteFunc(r.Rules(), func(ri bot.RuleInfo) bool { return ri.ID == "" })
 }
 
 func listOr(list []string, none string) string {

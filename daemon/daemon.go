@@ -200,7 +200,7 @@ func (d *Daemon) build() error {
 		if err != nil {
 			return nil, err
 		}
-		return withPackages(ctx, s, d.skills, d.log)
+		return d.complete(ctx, s)
 	}, d.registry, d.log)
 
 	sinks := map[string]bot.Sink{bot.SourceLocal: local.Sink{}}
@@ -498,7 +498,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 	ao := admin.Options{
 		Store: d.store, Intake: d.intake, Logger: d.log,
-		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, Threads: threadResetter{d}, Config: configReloader{d},
+		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, RuleBook: ruleBook{d}, Threads: threadResetter{d}, Config: configReloader{d},
 		Runs: runsDesk{d}, Workspaces: workspaces{d},
 		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
 		Skills: d.skills, Installer: d.installer,
@@ -689,6 +689,12 @@ func (d *Daemon) listen(ctx context.Context) {
 			d.deliverer.Wake()
 		case bot.TopicApproval:
 			d.approvals.Changed(payload)
+		case bot.TopicRules:
+			if payload != d.replica {
+				// Another replica changed a stored rule: build the router
+				// again, as a change made here does.
+				go func() { _ = d.config.Refresh(ctx) }()
+			}
 		case bot.TopicConfig:
 			if payload == d.replica {
 				return
@@ -701,6 +707,7 @@ func (d *Daemon) listen(ctx context.Context) {
 				}
 			}()
 		case bot.TopicResync:
+			go func() { _ = d.config.Refresh(ctx) }() // a rule may have changed meanwhile
 			d.dispatcher.Wake()
 			d.deliverer.Wake()
 			d.approvals.ChangedAll()

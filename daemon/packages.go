@@ -305,15 +305,13 @@ func (d *Daemon) packageInstaller() agents.PackageInstaller {
 // on puts every change of the packages (an install, an uninstall, a
 // setting) in effect at once, through the coordinator, as a reload does.
 func (d *Daemon) startPackages(ctx context.Context, setup *Setup) (*Setup, error) {
-	s, err := withPackages(ctx, setup, d.skills, d.log)
+	s, err := d.complete(ctx, setup)
 	if err != nil {
 		return nil, err
 	}
 	d.config.cur.Store(s)
 	d.intake.Use(s.Router, d.cfg.DedupWindow, s.Router.ThreadWindow())
-	d.config.rebuild = func(ctx context.Context, cur *Setup) (*Setup, error) {
-		return withPackages(ctx, cur, d.skills, d.log)
-	}
+	d.config.rebuild = d.complete
 	d.skills.Subscribe(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

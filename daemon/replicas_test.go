@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -9,9 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
+	"github.com/switchyard/switchyard/integrations/local"
 	"github.com/switchyard/switchyard/storage/postgres/pgtest"
 )
 
@@ -86,4 +89,45 @@ func TestUnreachableDatabaseIsNotReadyAndRefusesIntake(t *testing.T) {
 	require.Contains(t, string(body), "store unavailable")
 	code, body = r.do(t, "POST", "/api/v1/messages", `{"thread":"t1","text":"@coder again","id":"after"}`)
 	require.Equal(t, 503, code, string(body))
+}
+
+// A routing rule made through one replica routes on the other at once,
+// neither restarted nor reloaded: the change is told through the
+// database's notifications, and the other replica builds its router again.
+func TestRuleMadeOnOneReplicaRoutesOnTheOther(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	replica := func() *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.APIToken = "shared-token-0123456789"
+			o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+				return runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
+					return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
+				}), nil
+			}
+		})
+	}
+	a, b := replica(), replica()
+	require.Equal(t, "ops", b.explain(t, "deploy the api").Agent, "the ops agent's keyword, before")
+
+	var made bot.StoredRule
+	a.json(t, "POST", "/api/v1/rules", `{"name":"deploys","priority":5,"agent":"coder","match":{"text":"(?i)\\bdeploy\\b"}}`, 201, &made)
+	require.Eventually(t, func() bool { return b.explain(t, "deploy the api").Rule == "deploys" }, 10*time.Second, 10*time.Millisecond,
+		"the other replica routes by the new rule")
+
+	// And its intake does: a message sent to it goes to the rule's agent.
+	code, body := b.do(t, "POST", "/api/v1/messages", `{"thread":"room","text":"deploy the api","id":"m-1"}`)
+	require.Equal(t, 202, code, string(body))
+	var res local.MessageResponse
+	require.NoError(t, json.Unmarshal(body, &res), string(body))
+	require.Equal(t, bot.Route{Agent: "coder", Kind: bot.RouteRule, Reason: `rule "deploys" (priority 5, stored:rule_1)`, Rule: "deploys", Origin: "stored:rule_1"}, res.Route)
+
+	var rules admin.Rules
+	b.json(t, "GET", "/api/v1/rules", "", 200, &rules)
+	require.Equal(t, "stored:rule_1", rules.Rules[0].Origin)
+
+	// Deleted on the other replica: the first one stops routing by it.
+	b.json(t, "DELETE", "/api/v1/rules/rule_1", "", 200, nil)
+	require.Eventually(t, func() bool { return a.explain(t, "deploy the api").Rule == "" }, 10*time.Second, 10*time.Millisecond)
 }

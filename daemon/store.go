@@ -30,6 +30,7 @@ type Store interface {
 	policy.ApprovalStore
 	github.InstallationStore
 	skills.Store
+	bot.RuleStore
 	Replicas
 	// Where names the store for people: its file, or its database
 	// without the password.

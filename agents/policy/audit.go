@@ -28,12 +28,13 @@ const (
 	AuditNotApprover   = "not_approver"   // someone not on the approver list tried to decide; nothing changed
 	AuditWrongIdentity = "wrong_identity" // a request claimed to decide as someone other than who authenticated; nothing changed
 	AuditFromRun       = "from_run"       // a decision came from inside an agent's run; nothing changed
+	AuditChange        = "change"         // a person changed what Switchyard does (a routing rule); By says who
 )
 
 // auditDecisions are the decisions records are filtered by.
 func auditDecisions() []string {
 	return []string{AuditAllow, AuditDeny, AuditNeedsApproval, AuditApproved, AuditRejected,
-		AuditExpired, AuditCancelled, AuditNotApprover, AuditWrongIdentity, AuditFromRun}
+		AuditExpired, AuditCancelled, AuditNotApprover, AuditWrongIdentity, AuditFromRun, AuditChange}
 }
 
 // AuditRecord is one entry of the audit log. Arguments and Reason are

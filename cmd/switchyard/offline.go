@@ -137,7 +137,7 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 	f.StringVar(&delivery, "delivery", "", "explain a stored delivery again (a GitHub delivery id, a Slack event id, a console message id), asking the running daemon")
 	f.StringVar(&workItem, "work-item", "", "explain the event a work item was made from again, asking the running daemon")
 	cmd.MarkFlagsMutuallyExclusive("delivery", "work-item")
-	f.BoolVar(&live, "daemon", false, "decide with the running daemon's intake, whose routes include its packages' entry points")
+	f.BoolVar(&live, "daemon", false, "decide with the running daemon's intake, whose routes include the rules made through the API or the admin UI and its packages' entry points")
 	cmd.MarkFlagsMutuallyExclusive("daemon", "delivery")
 	cmd.MarkFlagsMutuallyExclusive("daemon", "work-item")
 	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs","rights"}, or {"then","now","differs",…} for a stored event`)
@@ -240,10 +240,12 @@ func newRulesCmd(cl *clientFlags) *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List routing rules in the order they are tried, with commands and the default agent",
-		Long: "List the routing rules in the order they are tried, the commands and the default agent, from\n" +
-			"the config file alone; with --daemon, those of the running daemon, which include the entry\n" +
-			"points (commands and event triggers) of the packages it has installed. An entry point routes\n" +
-			"only where its package is enabled.",
+		Long: "List the routing rules in the order they are tried (priority, then the config's in file\n" +
+			"order before stored ones), with where each is written, the commands and the default agent,\n" +
+			"from the config file alone; with --daemon, those of the running daemon, which include the\n" +
+			"rules made through the API or the admin UI (origin stored:<id>) and the entry points\n" +
+			"(commands and event triggers) of the packages it has installed. An entry point routes only\n" +
+			"where its package is enabled.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var rules admin.Rules
@@ -282,7 +284,11 @@ func printRules(out io.Writer, rules admin.Rules) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PRIORITY\tRULE\tAGENT\tORIGIN\tMATCH")
 	for _, r := range rules.Rules {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Priority, r.Name, r.Agent, r.Origin, r.Match)
+		origin := r.Origin
+		if r.CreatedBy != "" {
+			origin += " by " + r.CreatedBy
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Priority, r.Name, r.Agent, origin, r.Match)
 	}
 	_ = tw.Flush()
 	if len(rules.Rules) == 0 {

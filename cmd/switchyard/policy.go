@@ -186,7 +186,7 @@ func newAuditCmd(cl *clientFlags) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "", "only records since then: a duration back (1h) or an RFC 3339 time")
-	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, rejected, expired, cancelled, not_approver, wrong_identity, from_run")
+	f.StringVar(&decision, "decision", "", "only this decision: allow, deny, needs_approval, approved, rejected, expired, cancelled, not_approver, wrong_identity, from_run, change")
 	addPagingFlags(cmd, &limit, &cursor, 10000)
 	f.BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
 	return cmd

@@ -1,0 +1,203 @@
+package daemon
+
+import (
+	"context"
+
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/admin"
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/bot"
+)
+
+// withStoredRules completes s with the routing rules kept in the store: a
+// router that routes by them beside the config's rules. A stored rule that
+// no longer compiles is left out and logged; it never refuses a start or
+// a reload. s itself is not changed.
+func withStoredRules(ctx context.Context, s *Setup, rules bot.RuleStore, log *slog.Logger) (*Setup, error) {
+	stored, err := rules.ListRules(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored routing rules: %w", err)
+	}
+	router, warnings := s.Router.WithStoredRules(stored)
+	for _, w := range warnings {
+		log.LogAttrs(ctx, slog.LevelWarn, w)
+	}
+	next := *s
+	next.Router = router
+	return &next, nil
+}
+
+// complete makes s, a configuration as Load read it, what the daemon runs:
+// with what the installed packages contribute and the stored rules.
+func (d *Daemon) complete(ctx context.Context, s *Setup) (*Setup, error) {
+	s, err := withPackages(ctx, s, d.skills, d.log)
+	if err != nil {
+		return nil, err
+	}
+	return withStoredRules(ctx, s, d.store, d.log)
+}
+
+// rulesChanged puts a change of the stored rules in effect here, through
+// the coordinator as a change of the packages is, and tells the replicas
+// sharing the store, which do the same.
+func (d *Daemon) rulesChanged(ctx context.Context) {
+	if err := d.config.Refresh(ctx); err != nil {
+		d.log.LogAttrs(ctx, slog.LevelError, "a routing rule changed, but the rules could not be put in effect here", slog.String("error", err.Error()))
+	}
+	d.notify(bot.TopicRules, d.replica)
+}
+
+// ruleBook changes the stored routing rules for the admin API: each change
+// is checked by the router in effect exactly as a config rule is, stored,
+// audited as who asked, and put in effect on every replica.
+type ruleBook struct{ d *Daemon }
+
+var _ admin.RuleBook = ruleBook{}
+
+func (b ruleBook) GetRule(ctx context.Context, id string) (bot.StoredRule, error) {
+	rules, err := b.d.store.ListRules(ctx)
+	if err != nil {
+		return bot.StoredRule{}, err
+	}
+	for _, r := range rules {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return bot.StoredRule{}, bot.Errorf(bot.ENOTFOUND, "no rule %q", id)
+}
+
+// check refuses a rule the config would refuse, with the config's
+// messages, naming each field.
+func (b ruleBook) check(id string, r bot.Rule) error {
+	err := b.d.config.Current().Router.CheckRule(id, r)
+	if err == nil {
+		return nil
+	}
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	msgs := make([]string, len(list))
+	for i, e := range list {
+		msgs[i] = e.Error()
+	}
+	return bot.Errorf(bot.EINVALID, "%s", strings.Join(msgs, "; "))
+}
+
+func (b ruleBook) CreateRule(ctx context.Context, by string, r bot.Rule) (bot.StoredRule, error) {
+	if err := b.check("", r); err != nil {
+		return bot.StoredRule{}, err
+	}
+	rule, err := b.d.store.CreateRule(ctx, bot.StoredRule{Rule: r, CreatedBy: by, CreatedAt: time.Now().UTC()})
+	if err != nil {
+		return bot.StoredRule{}, err
+	}
+	return rule, b.changed(ctx, by, "created", rule)
+}
+
+func (b ruleBook) UpdateRule(ctx context.Context, by, id string, r bot.Rule) (bot.StoredRule, error) {
+	if _, err := b.GetRule(ctx, id); err != nil {
+		return bot.StoredRule{}, err
+	}
+	if err := b.check(id, r); err != nil {
+		return bot.StoredRule{}, err
+	}
+	rule, err := b.d.store.UpdateRule(ctx, bot.StoredRule{ID: id, Rule: r, UpdatedBy: by, UpdatedAt: time.Now().UTC()})
+	if err != nil {
+		return bot.StoredRule{}, err
+	}
+	return rule, b.changed(ctx, by, "changed", rule)
+}
+
+func (b ruleBook) MoveRule(ctx context.Context, by, id string, priority int) (bot.StoredRule, error) {
+	old, err := b.GetRule(ctx, id)
+	if err != nil {
+		return bot.StoredRule{}, err
+	}
+	r := old.Rule
+	r.Priority = priority
+	if err := b.check(id, r); err != nil {
+		return bot.StoredRule{}, err
+	}
+	rule, err := b.d.store.UpdateRule(ctx, bot.StoredRule{ID: id, Rule: r, UpdatedBy: by, UpdatedAt: time.Now().UTC()})
+	if err != nil {
+		return bot.StoredRule{}, err
+	}
+	return rule, b.changed(ctx, by, fmt.Sprintf("moved from priority %d to", old.Priority), rule)
+}
+
+func (b ruleBook) DeleteRule(ctx context.Context, by, id string) (bot.StoredRule, error) {
+	rule, err := b.d.store.DeleteRule(ctx, id)
+	if err != nil {
+		return bot.StoredRule{}, err
+	}
+	return rule, b.changed(ctx, by, "deleted", rule)
+}
+
+// changed audits a change made as by, puts it in effect and tells the
+// other replicas. The change is made whatever the audit log answers; an
+// audit record that cannot be written is the request's error.
+func (b ruleBook) changed(ctx context.Context, by, what string, r bot.StoredRule) error {
+	b.d.rulesChanged(context.WithoutCancel(ctx))
+	rec := policy.AuditRecord{
+		Decision: policy.AuditChange, By: by, Rule: r.Name,
+		Reason: fmt.Sprintf("%s routing rule %q (%s): priority %d, agent %s, match %s", what, r.Name, r.Origin(), r.Priority, r.Agent, bot.Summarize(r.Match)),
+	}
+	if err := b.d.audit.Record(ctx, rec); err != nil {
+		return fmt.Errorf("rule %s was %s, but its audit record could not be written: %w", r.ID, strings.Fields(what)[0], err)
+	}
+	return nil
+}
+
+// Propose returns the router in effect with change made to its stored
+// rules, checked as a change is: nothing is stored.
+func (b ruleBook) Propose(ctx context.Context, change admin.RuleChange) (bot.Decider, error) {
+	stored, err := b.d.store.ListRules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := -1
+	if change.ID != "" {
+		if i = slices.IndexFunc(stored, func(r bot.StoredRule) bool { return r.ID == change.ID }); i < 0 {
+			return nil, bot.Errorf(bot.ENOTFOUND, "no rule %q", change.ID)
+		}
+	}
+	switch {
+	case change.Delete && change.Rule != nil:
+		return nil, bot.Errorf(bot.EINVALID, "change: a deletion carries no rule")
+	case change.Delete && i < 0:
+		return nil, bot.Errorf(bot.EINVALID, "change: name the rule to delete by its id")
+	case change.Delete:
+		stored = slices.Delete(stored, i, i+1)
+	case change.Rule == nil:
+		return nil, bot.Errorf(bot.EINVALID, "change: want the rule as it would be, or delete")
+	default:
+		if err := b.check(change.ID, *change.Rule); err != nil {
+			return nil, err
+		}
+		if i >= 0 {
+			stored[i].Rule = *change.Rule
+		} else {
+			stored = append(stored, bot.StoredRule{ID: proposedID, Rule: *change.Rule})
+		}
+	}
+	router, warnings := b.d.config.Current().Router.WithStoredRules(stored)
+	if len(warnings) > 0 {
+		// Checked above; a rule that stopped compiling meanwhile is
+		// left out as it is from the router in effect.
+		b.d.log.LogAttrs(ctx, slog.LevelDebug, "proposed rules", slog.String("left out", strings.Join(warnings, "; ")))
+	}
+	return router, nil
+}
+
+// proposedID is the id of a new rule in a proposed change: its decisions
+// name it "stored:new".
+const proposedID = "new"
