@@ -629,6 +629,9 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	work.Go(func() { _ = d.scheduler.Run(workCtx) })
 	work.Go(func() { d.upkeep(workCtx) })
 	work.Go(func() { d.listen(workCtx) })
+	if _, single := d.store.(orphanReclaimer); !single {
+		work.Go(func() { d.watchRules(workCtx) })
+	}
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
 	if d.slack != nil {
 		work.Go(func() { d.runSlack(workCtx) })

@@ -93,7 +93,9 @@ func TestUnreachableDatabaseIsNotReadyAndRefusesIntake(t *testing.T) {
 
 // A routing rule made through one replica routes on the other at once,
 // neither restarted nor reloaded: the change is told through the
-// database's notifications, and the other replica builds its router again.
+// database's notifications, and the other replica builds its router again
+// (or finds the change at its next look, every 5 s, when it was not yet
+// listening).
 func TestRuleMadeOnOneReplicaRoutesOnTheOther(t *testing.T) {
 	pg.Skip(t)
 	dsn := pg.Database(t)
@@ -113,7 +115,7 @@ func TestRuleMadeOnOneReplicaRoutesOnTheOther(t *testing.T) {
 
 	var made bot.StoredRule
 	a.json(t, "POST", "/api/v1/rules", `{"name":"deploys","priority":5,"agent":"coder","match":{"text":"(?i)\\bdeploy\\b"}}`, 201, &made)
-	require.Eventually(t, func() bool { return b.explain(t, "deploy the api").Rule == "deploys" }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return b.explain(t, "deploy the api").Rule == "deploys" }, 15*time.Second, 10*time.Millisecond,
 		"the other replica routes by the new rule")
 
 	// And its intake does: a message sent to it goes to the rule's agent.
@@ -129,5 +131,5 @@ func TestRuleMadeOnOneReplicaRoutesOnTheOther(t *testing.T) {
 
 	// Deleted on the other replica: the first one stops routing by it.
 	b.json(t, "DELETE", "/api/v1/rules/rule_1", "", 200, nil)
-	require.Eventually(t, func() bool { return a.explain(t, "deploy the api").Rule == "" }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return a.explain(t, "deploy the api").Rule == "" }, 15*time.Second, 10*time.Millisecond)
 }

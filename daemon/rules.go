@@ -5,6 +5,7 @@ import (
 
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -28,8 +29,37 @@ func withStoredRules(ctx context.Context, s *Setup, rules bot.RuleStore, log *sl
 		log.LogAttrs(ctx, slog.LevelWarn, w)
 	}
 	next := *s
-	next.Router = router
+	next.Router, next.stored = router, stored
 	return &next, nil
+}
+
+// rulesPoll is how often a replica sharing its store looks whether the
+// stored rules changed without it hearing so (a notification sent before
+// it listened, or lost with a connection).
+const rulesPoll = 5 * time.Second
+
+// watchRules puts stored rules changed elsewhere in effect when no
+// notification said so: everything that listens also polls.
+func (d *Daemon) watchRules(ctx context.Context) {
+	t := time.NewTicker(rulesPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stored, err := d.store.ListRules(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.LogAttrs(ctx, slog.LevelWarn, "look for changed routing rules", slog.String("error", err.Error()))
+			}
+			continue
+		}
+		if !reflect.DeepEqual(stored, d.config.Current().stored) {
+			_ = d.config.Refresh(ctx)
+		}
+	}
 }
 
 // complete makes s, a configuration as Load read it, what the daemon runs:

@@ -39,6 +39,9 @@ type Setup struct {
 
 	// detectedKey is the key of a model found in the environment.
 	detectedKey bot.Secret
+	// stored are the stored routing rules the router was built with, as
+	// read from the store.
+	stored []bot.StoredRule
 }
 
 // LoadOptions say where Load reads from.
