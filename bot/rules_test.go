@@ -163,3 +163,38 @@ func names(rules []bot.RuleInfo) []string {
 	}
 	return out
 }
+
+// FuzzCheckRule holds the check of a stored rule to the config's: for any
+// rule, the problems are the config's for the same rule at its place,
+// without the place; a rule that passes routes beside the config's.
+func FuzzCheckRule(f *testing.F) {
+	f.Add("bugs", "coder", 1, "github", "github.issues.*", "bug", "acme/*", "docs/**", `(?i)\bbug\b`)
+	f.Add("", "tirage", -5, "githb", "[", "", "{", `\`, "(")
+	f.Add("a", "docs", 0, "SLACK", "**", " ", "acme/**", "**/*.md", "^$")
+	router := func(t *testing.T) *bot.Router {
+		r, err := bot.NewRouter(bot.RoutingConfig{}, rtAgents())
+		require.NoError(t, err)
+		return r
+	}
+	f.Fuzz(func(t *testing.T, name, agent string, prio int, source, kind, label, repo, path, text string) {
+		rule := bot.Rule{Name: name, Priority: prio, Agent: agent, Match: bot.Match{
+			Sources: []string{source}, Kinds: []string{kind}, Labels: []string{label},
+			Repos: []string{repo}, Paths: []string{path}, Text: text,
+		}}
+		r := router(t)
+		err := r.CheckRule("", rule)
+		_, cerr := bot.NewRouter(bot.RoutingConfig{Rules: []bot.Rule{rule}}, rtAgents())
+		var fromConfig []string
+		for _, p := range problems(cerr) {
+			fromConfig = append(fromConfig, strings.TrimPrefix(p, "routing.rules[0]."))
+		}
+		require.Equal(t, fromConfig, problems(err))
+		if err != nil {
+			return
+		}
+		merged, warnings := r.WithStoredRules([]bot.StoredRule{{ID: "rule_1", Rule: rule}})
+		require.Empty(t, warnings)
+		require.Len(t, merged.Rules(), 1)
+		require.Equal(t, "stored:rule_1", merged.Rules()[0].Origin)
+	})
+}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 
 	"fmt"
 	"log/slog"
@@ -130,7 +131,7 @@ func (b ruleBook) CreateRule(ctx context.Context, by string, r bot.Rule) (bot.St
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
-	return rule, b.changed(ctx, by, "created", rule)
+	return rule, b.changed(ctx, by, "rule.create", "created", rule)
 }
 
 func (b ruleBook) UpdateRule(ctx context.Context, by, id string, r bot.Rule) (bot.StoredRule, error) {
@@ -144,7 +145,7 @@ func (b ruleBook) UpdateRule(ctx context.Context, by, id string, r bot.Rule) (bo
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
-	return rule, b.changed(ctx, by, "changed", rule)
+	return rule, b.changed(ctx, by, "rule.update", "changed", rule)
 }
 
 func (b ruleBook) MoveRule(ctx context.Context, by, id string, priority int) (bot.StoredRule, error) {
@@ -161,7 +162,7 @@ func (b ruleBook) MoveRule(ctx context.Context, by, id string, priority int) (bo
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
-	return rule, b.changed(ctx, by, fmt.Sprintf("moved from priority %d to", old.Priority), rule)
+	return rule, b.changed(ctx, by, "rule.move", fmt.Sprintf("moved from priority %d to", old.Priority), rule)
 }
 
 func (b ruleBook) DeleteRule(ctx context.Context, by, id string) (bot.StoredRule, error) {
@@ -169,16 +170,23 @@ func (b ruleBook) DeleteRule(ctx context.Context, by, id string) (bot.StoredRule
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
-	return rule, b.changed(ctx, by, "deleted", rule)
+	return rule, b.changed(ctx, by, "rule.delete", "deleted", rule)
 }
 
-// changed audits a change made as by, puts it in effect and tells the
-// other replicas. The change is made whatever the audit log answers; an
-// audit record that cannot be written is the request's error.
-func (b ruleBook) changed(ctx context.Context, by, what string, r bot.StoredRule) error {
+// changed puts a change made as by in effect, tells the other replicas
+// and audits it: action names it ("rule.create"; the record's tool, as
+// for every change made in the admin UI), the arguments are the rule as
+// it is now, the reason says it in words. The change is made whatever the
+// audit log answers; an audit record that cannot be written is the
+// request's error.
+func (b ruleBook) changed(ctx context.Context, by, action, what string, r bot.StoredRule) error {
 	b.d.rulesChanged(context.WithoutCancel(ctx))
+	args, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode the audit record of %s: %w", action, err)
+	}
 	rec := policy.AuditRecord{
-		Decision: policy.AuditChange, By: by, Rule: r.Name,
+		Decision: policy.AuditChange, Tool: action, Arguments: string(args), By: by,
 		Reason: fmt.Sprintf("%s routing rule %q (%s): priority %d, agent %s, match %s", what, r.Name, r.Origin(), r.Priority, r.Agent, bot.Summarize(r.Match)),
 	}
 	if err := b.d.audit.Record(ctx, rec); err != nil {

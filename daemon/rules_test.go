@@ -112,11 +112,16 @@ func TestRulesMadeThroughTheAPIRouteAtOnceAndAreAudited(t *testing.T) {
 		Items []policy.AuditRecord `json:"items"`
 	}
 	r.json(t, "GET", "/api/v1/audit?decision=change", "", 200, &page)
-	var reasons []string
+	var reasons, actions []string
 	for _, rec := range page.Items {
 		require.Equal(t, "admin", rec.By)
 		reasons = append(reasons, rec.Reason)
+		actions = append(actions, rec.Tool)
 	}
+	require.Equal(t, []string{"rule.delete", "rule.update", "rule.move", "rule.create"}, actions)
+	var last bot.StoredRule
+	require.NoError(t, json.Unmarshal([]byte(page.Items[1].Arguments), &last), "the rule as it was made, as JSON")
+	require.Equal(t, edited, last)
 	require.Equal(t, []string{
 		`deleted routing rule "docs-please" (stored:rule_1): priority 9, agent docs, match text /(?i)readme/`,
 		`changed routing rule "docs-please" (stored:rule_1): priority 9, agent docs, match text /(?i)readme/`,

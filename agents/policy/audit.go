@@ -28,7 +28,7 @@ const (
 	AuditNotApprover   = "not_approver"   // someone not on the approver list tried to decide; nothing changed
 	AuditWrongIdentity = "wrong_identity" // a request claimed to decide as someone other than who authenticated; nothing changed
 	AuditFromRun       = "from_run"       // a decision came from inside an agent's run; nothing changed
-	AuditChange        = "change"         // a person changed what Switchyard does (a routing rule); By says who
+	AuditChange        = "change"         // a person changed something through the admin UI or the API (Tool names what, By who)
 )
 
 // auditDecisions are the decisions records are filtered by.
