@@ -286,7 +286,7 @@ func rawBatchRun(b *testing.B, s batchSettings, records [][]bolt.Record) rawRun 
 				}
 				err := db.Batch(func(tx *bbolt.Tx) error {
 					for _, r := range records[i] {
-						if err := tx.Bucket(r.Bucket).Put(r.Key, r.Value); err != nil {
+						if err := tx.Bucket([]byte(r.Bucket)).Put(r.Key, r.Value); err != nil {
 							return err
 						}
 					}

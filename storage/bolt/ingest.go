@@ -103,7 +103,7 @@ func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
 		}
 	}
 	for _, r := range records {
-		if err := t.tx.Bucket(r.Bucket).Put(r.Key, r.Value); err != nil {
+		if err := t.tx.Bucket([]byte(r.Bucket)).Put(r.Key, r.Value); err != nil {
 			return bot.IngestResult{}, err
 		}
 	}

@@ -95,7 +95,8 @@ func Buckets() [][]byte {
 
 // Record is one key/value pair in a top-level bucket.
 type Record struct {
-	Bucket, Key, Value []byte
+	Bucket     string
+	Key, Value []byte
 }
 
 // Seqs are the bucket sequences an ingested event takes: Event always,
@@ -117,7 +118,7 @@ func IngestRecords(req bot.IngestRequest, seqs Seqs) ([]Record, error) {
 	}
 	records, counts, _ := p.records(seqs)
 	for _, c := range counts {
-		records = append(records, Record{Bucket: []byte(bucketCounters), Key: []byte(c.name), Value: encodeCount(c.delta)})
+		records = append(records, Record{Bucket: bucketCounters, Key: []byte(c.name), Value: encodeCount(c.delta)})
 	}
 	return records, nil
 }
@@ -240,20 +241,26 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 // to the keys and values of a Put until the transaction commits and may run
 // a batch function more than once, so everything holding a sequence is
 // allocated afresh on each call; the event value, shared between calls, is
-// never written to.
+// never written to. It runs inside the group commit, where every caller of
+// the batch waits for it, so its small keys share one allocation and a key
+// written to several buckets is allocated once.
 func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResult) {
-	records := make([]Record, 0, 14)
+	records := make([]Record, 0, 15)
 	var counts []countDelta
 	put := func(bucket string, key, value []byte) {
 		if value == nil {
 			value = []byte{}
 		}
-		records = append(records, Record{Bucket: []byte(bucket), Key: key, Value: value})
+		records = append(records, Record{Bucket: bucket, Key: key, Value: value})
 	}
+	// The keys: sequences, index keys of the thread, the unit and the
+	// destination, and the dedup keys, at most this many bytes.
+	keys := arena(make([]byte, 0, 6*8+4*(len(p.thread)+9)+len(p.destination)+9+3*(len(p.dedupKey)+8)+64))
 	evRef := formatID(prefixEvent, seqs.Event)
-	put(bucketEvents, seqKey(seqs.Event), p.event)
+	evKey := keys.seq(seqs.Event)
+	put(bucketEvents, evKey, p.event)
 	if len(p.payload) > 0 {
-		put(bucketPayloads, seqKey(seqs.Event), p.payload)
+		put(bucketPayloads, evKey, p.payload)
 	}
 
 	var id string
@@ -261,42 +268,81 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResul
 	if p.workItem != nil {
 		id = formatID(prefixWorkItem, seqs.WorkItem)
 		dispatchID := formatID(prefixDispatch, seqs.Dispatch)
-		put(bucketWorkItems, seqKey(seqs.WorkItem), p.item.fill(id, evRef, dispatchID))
+		put(bucketWorkItems, keys.seq(seqs.WorkItem), p.item.fill(id, evRef, dispatchID))
 		if p.thread != "" {
-			put(bucketItemsByThread, indexKey(p.thread, seqs.WorkItem), nil)
+			put(bucketItemsByThread, keys.index(p.thread, seqs.WorkItem), nil)
 		}
-		put(bucketItemsByStatus, indexKey(string(bot.StatusQueued), seqs.WorkItem), nil)
-		put(bucketDispatches, seqKey(seqs.Dispatch), p.dispatch.fill(dispatchID, id))
-		unit := unitKey(p.workItem.Thread, id)
-		put(bucketPending, seqKey(seqs.Dispatch), pendingValue(unit, p.agent))
-		put(bucketPendingByThread, indexKey(unit, seqs.Dispatch), []byte(p.agent))
+		put(bucketItemsByStatus, keys.index(string(bot.StatusQueued), seqs.WorkItem), nil)
+		put(bucketDispatches, keys.seq(seqs.Dispatch), p.dispatch.fill(dispatchID, id))
+		unit := p.thread
+		if unit == "" {
+			unit = unitKey(p.workItem.Thread, id)
+		}
+		put(bucketPending, keys.seq(seqs.Dispatch), pendingValue(unit, p.agent))
+		put(bucketPendingByThread, keys.index(unit, seqs.Dispatch), []byte(p.agent))
 		counts = append(counts, countDelta{counterDispatchesPending, 1})
 		wi := *p.workItem
 		wi.ID, wi.EventRef = id, evRef
 		res.WorkItem = &wi
 		if p.reaction != nil {
-			key := bot.ReactionKey(id, p.reaction.Reaction)
-			put(bucketOutbox, []byte(key), p.reactionRec.fill(id+p.reactionKey, strconv.FormatUint(seqs.Outbox, 10), id))
-			put(bucketOutboxBySeq, seqKey(seqs.Outbox), []byte(key))
-			put(bucketOutboxByThread, indexKey(p.thread, seqs.Outbox), []byte(key))
-			put(bucketOutboxPending, indexKey(p.destination, seqs.Outbox), []byte(key))
+			key := []byte(bot.ReactionKey(id, p.reaction.Reaction))
+			put(bucketOutbox, key, p.reactionRec.fill(id+p.reactionKey, strconv.FormatUint(seqs.Outbox, 10), id))
+			put(bucketOutboxBySeq, keys.seq(seqs.Outbox), key)
+			put(bucketOutboxByThread, keys.index(p.thread, seqs.Outbox), key)
+			put(bucketOutboxPending, keys.index(p.destination, seqs.Outbox), key)
 			counts = append(counts, countDelta{counterOutboxPending, 1}, countDelta{pendingAt(p.destination), 1})
 		}
 	} else {
 		id = formatID(prefixIngress, seqs.Ingress)
-		put(bucketIngress, seqKey(seqs.Ingress), p.ingressRec.fill(id, evRef))
-		put(bucketIngressBy, indexKey(p.ingress.Reason, seqs.Ingress), nil)
+		put(bucketIngress, keys.seq(seqs.Ingress), p.ingressRec.fill(id, evRef))
+		put(bucketIngressBy, keys.index(p.ingress.Reason, seqs.Ingress), nil)
 		in := *p.ingress
 		in.ID, in.EventRef = id, evRef
 		res.Ingress = &in
 	}
 
 	if p.dedupKey != "" {
-		put(bucketDeliveries, []byte(p.dedupKey), []byte(id))
-		put(bucketDedup, []byte(p.dedupKey), append(append(make([]byte, 0, 8+len(id)), p.until...), id...))
-		put(bucketDedupExpiry, append(append(make([]byte, 0, 8+len(p.dedupKey)), p.until...), p.dedupKey...), nil)
+		dedupKey := keys.str(p.dedupKey)
+		put(bucketDeliveries, dedupKey, []byte(id))
+		put(bucketDedup, dedupKey, keys.join(p.until, id))
+		put(bucketDedupExpiry, keys.join(p.until, p.dedupKey), nil)
 	}
 	return records, counts, res
+}
+
+// arena hands out small byte slices cut from one buffer. A slice it has
+// handed out is never written again: appending past the buffer's capacity
+// moves on to a new one and leaves the old where it is.
+type arena []byte
+
+// take returns the bytes appended since len n, capped so that nothing
+// appended to the slice can reach the arena's next ones.
+func (a *arena) take(n int) []byte { return (*a)[n:len(*a):len(*a)] }
+
+func (a *arena) seq(seq uint64) []byte {
+	n := len(*a)
+	*a = binary.BigEndian.AppendUint64(*a, seq)
+	return a.take(n)
+}
+
+// index is indexKey: prefix + 0x00 + seq.
+func (a *arena) index(prefix string, seq uint64) []byte {
+	n := len(*a)
+	*a = append(append(*a, prefix...), 0)
+	*a = binary.BigEndian.AppendUint64(*a, seq)
+	return a.take(n)
+}
+
+func (a *arena) str(s string) []byte {
+	n := len(*a)
+	*a = append(*a, s...)
+	return a.take(n)
+}
+
+func (a *arena) join(b []byte, s string) []byte {
+	n := len(*a)
+	*a = append(append(*a, b...), s...)
+	return a.take(n)
 }
 
 // template is a record's JSON encoded with empty ids, and where each id

@@ -51,9 +51,9 @@ func FuzzIngestRecords(f *testing.F) {
 		records, _, res := p.records(seqs)
 		got := map[string][]byte{}
 		for _, r := range records {
-			switch string(r.Bucket) {
+			switch r.Bucket {
 			case bucketWorkItems, bucketDispatches, bucketIngress, bucketOutbox:
-				got[string(r.Bucket)] = r.Value
+				got[r.Bucket] = r.Value
 			}
 		}
 

@@ -257,7 +257,7 @@ func TestIngestRecordsMatchStore(t *testing.T) {
 			written := map[string]int{}
 			require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
 				for _, r := range records {
-					b := tx.Bucket(r.Bucket)
+					b := tx.Bucket([]byte(r.Bucket))
 					require.NotNil(t, b, "bucket %s", r.Bucket)
 					require.Equal(t, r.Value, b.Get(r.Key), "%s/%x", r.Bucket, r.Key)
 				}
