@@ -285,7 +285,15 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 			bot.Count(open, "subagent of this run is", "subagents of this run are"), limits.MaxConcurrent)
 	}
 	now := r.opts.Now().UTC()
-	created, err := c.store.SpawnChild(ctx, bot.SpawnRequest{
+	// With a worker free, the child's job is leased in the transaction
+	// that spawns it and starts on that worker at once.
+	worker, handed := bot.TakeWorker(ctx)
+	var claim *bot.ClaimRequest
+	if handed {
+		cr := worker.Claim(now)
+		claim = &cr
+	}
+	spawned, err := c.store.SpawnChild(ctx, bot.SpawnRequest{
 		Run: bot.ChildRun{
 			Owner:       rn.owner,
 			Creator:     bot.Creator{JobID: rn.jobID, DispatchID: rn.dispatchID, WorkItemID: rn.jobItem},
@@ -296,16 +304,24 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 			Skills: names, CallID: callID, Depth: rn.spawnDepth + 1, Background: in.Background,
 			TimeoutSeconds: int(timeout / time.Second), Ceilings: rn.passedOn("spawned by"),
 		},
-		Thread: rn.thread, Requester: rn.requester, Now: now,
+		Thread: rn.thread, Requester: rn.requester, Now: now, Claim: claim,
 	})
 	if err != nil {
+		if handed {
+			worker.Release()
+		}
 		return nil, false, fmt.Errorf("spawn %s: %w", def.Name, err)
 	}
-	c.wake()
+	created := spawned.Run
+	if handed {
+		worker.Start(spawned.Claim)
+	} else {
+		c.wake()
+	}
 	c.treeChanged(rn.jobItem)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "subagent spawned", append(rn.attrs(),
 		slog.String("run", created.ID), slog.String("child_agent", def.Name), slog.String("child_work_item", created.ChildWorkItemID),
-		slog.Bool("background", in.Background), slog.Duration("timeout", timeout))...)
+		slog.Bool("background", in.Background), slog.Duration("timeout", timeout), slog.Bool("started_at_once", spawned.Claim.Job != nil))...)
 	return &created, false, nil
 }
 

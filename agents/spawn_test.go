@@ -155,7 +155,7 @@ func TestAChildsEndIsOneWriteAndADaemonDyingBeforeItRunsTheChildAgain(t *testing
 	require.NoError(t, err)
 	parent := res.WorkItem
 	const root = "wi_root"
-	rec, err := f.store.SpawnChild(ctx, bot.SpawnRequest{
+	spawned, err := f.store.SpawnChild(ctx, bot.SpawnRequest{
 		Run: bot.ChildRun{
 			Owner:       bot.Owner{SessionKey: thread.Key(), AgentID: "coder"},
 			ParentLinks: bot.ParentLinks{WorkItemID: parent.ID}, RootWorkItemID: root,
@@ -164,6 +164,7 @@ func TestAChildsEndIsOneWriteAndADaemonDyingBeforeItRunsTheChildAgain(t *testing
 		Thread: thread, Now: time.Now(),
 	})
 	require.NoError(t, err)
+	rec := spawned.Run
 
 	// The first daemon runs the child, whose model answers, and dies as it
 	// writes the child's end.

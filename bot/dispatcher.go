@@ -133,7 +133,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	pool := newWorkerPool(d.opts.Workers, func(delta int) { d.opts.Metrics.RunsAwaiting.Add(float64(delta)) })
 	var jobs sync.WaitGroup
 	d.once.Do(func() { close(d.active) })
-	d.claim(ctx, jobCtx, pool, &jobs)
+	w := &workers{d: d, ctx: ctx, jobCtx: jobCtx, pool: pool, jobs: &jobs}
+	d.claim(w)
 
 	pool.cancelParked(ErrShutdown)
 	done := make(chan struct{})
@@ -167,7 +168,8 @@ func HandedBack(ctx context.Context) bool {
 
 // claim is the dispatcher's one claiming loop: whenever a worker slot is
 // free it claims the next job and starts its run, until ctx ends.
-func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *sync.WaitGroup) {
+func (d *Dispatcher) claim(w *workers) {
+	ctx, jobCtx, pool := w.ctx, w.jobCtx, w.pool
 	t := time.NewTicker(d.opts.Poll)
 	defer t.Stop()
 	for ctx.Err() == nil {
@@ -179,7 +181,7 @@ func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *
 			}
 			continue
 		}
-		owner := d.opts.Name + "-" + strconv.Itoa(slot)
+		owner := d.worker(slot)
 		claim, err := d.opts.Queue.ClaimNext(jobCtx, ClaimRequest{
 			Owner: owner, Now: d.opts.Now(), Lease: d.opts.Lease, MaxAttempts: d.opts.MaxAttempts,
 			Abandon: d.opts.Reporter.Abandoned,
@@ -195,7 +197,7 @@ func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *
 			d.opts.Reporter.Wake()
 		}
 		if claim.Job != nil {
-			jobs.Go(func() { d.runJob(ctx, jobCtx, claim, pool, slot) })
+			w.start(claim, slot)
 			continue // there may be more
 		}
 		pool.put(slot)
@@ -207,7 +209,11 @@ func (d *Dispatcher) claim(ctx, jobCtx context.Context, pool *workerPool, jobs *
 	}
 }
 
-func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *workerPool, slot int) {
+// worker is the identity of the worker that holds slot.
+func (d *Dispatcher) worker(slot int) string { return d.opts.Name + "-" + strconv.Itoa(slot) }
+
+func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
+	ctx, jobCtx, pool := w.ctx, w.jobCtx, w.pool
 	job := claim.Job
 	log := d.opts.Logger.With(slog.String("job", job.ID), slog.String("agent", job.Agent),
 		slog.String("thread", job.Thread.Key()), slog.String("worker", job.Owner))
@@ -216,6 +222,7 @@ func (d *Dispatcher) runJob(ctx, jobCtx context.Context, claim Claim, pool *work
 	rs := &runSlot{pool: pool, cancel: cancel, slot: slot, held: true}
 	defer rs.release()
 	runCtx = context.WithValue(runCtx, runSlotKey{}, rs)
+	runCtx = context.WithValue(runCtx, workersKey{}, w)
 
 	// The lease is renewed by one goroutine owned by this job.
 	var renewer sync.WaitGroup

@@ -207,6 +207,25 @@ type SpawnRequest struct {
 	Thread    Thread
 	Requester Requester
 	Now       time.Time
+	// Claim, when set, leases the child's dispatch in the same transaction
+	// as a job of Claim.Owner's, a worker the spawner took (see
+	// TakeWorker), so the child starts without a claim of its own.
+	Claim *ClaimRequest
+}
+
+// Validate checks the request's claim.
+func (r SpawnRequest) Validate() error {
+	if r.Claim != nil {
+		return r.Claim.Validate()
+	}
+	return nil
+}
+
+// Spawned is what SpawnChild wrote: the record, and the child's job when
+// the request claimed it (Claim.Job nil otherwise).
+type Spawned struct {
+	Run   ChildRun
+	Claim Claim
 }
 
 // RunFilter selects ledger records of runs; zero fields select all.
@@ -299,8 +318,10 @@ func CapLedgerText(s string) string {
 type LedgerStore interface {
 	// SpawnChild writes a subagent's record, its work item (parent link
 	// set, routed as a subagent) and its pending dispatch, in a lane of its
-	// own, in one transaction, and returns the record.
-	SpawnChild(ctx context.Context, req SpawnRequest) (ChildRun, error)
+	// own, in one transaction, and returns the record. With req.Claim the
+	// same transaction leases the dispatch as a job of the claim's owner:
+	// the record is then running in that job.
+	SpawnChild(ctx context.Context, req SpawnRequest) (Spawned, error)
 	// AddRun records an agent call or a handoff: a run without a work item
 	// of its own to start.
 	AddRun(ctx context.Context, r ChildRun) (ChildRun, error)

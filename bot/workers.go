@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // workerPool is the dispatcher's run capacity: a fixed number of numbered
@@ -206,3 +207,67 @@ func Await(ctx context.Context, wait func() error) error {
 	}
 	return err
 }
+
+// workers are a running dispatcher's: its pool and the jobs it runs, which
+// the runs it starts may add to (TakeWorker).
+type workers struct {
+	d      *Dispatcher
+	ctx    context.Context // ends when the dispatcher stops claiming
+	jobCtx context.Context // what jobs run under
+	pool   *workerPool
+	jobs   *sync.WaitGroup
+}
+
+// start runs claim's job on slot.
+func (w *workers) start(claim Claim, slot int) {
+	w.jobs.Go(func() { w.d.runJob(w, claim, slot) })
+}
+
+type workersKey struct{}
+
+// Worker is a free worker a run took for work it claims itself, in a
+// transaction it writes anyway: a spawned subagent's job is leased in the
+// transaction that spawns it and starts at once, without the dispatcher's
+// own claim, a commit and a hand-over later. Exactly one of Start and
+// Release gives it back.
+type Worker struct {
+	w    *workers
+	slot int
+}
+
+// TakeWorker takes a free worker of the dispatcher ctx's run works under.
+// It returns false outside a dispatcher's run, once the dispatcher stops
+// claiming, when every worker is busy, and while a waiting run wants one
+// back (runs that waited go first, as before the dispatcher's claims):
+// the work then waits in the queue for the dispatcher.
+func TakeWorker(ctx context.Context) (*Worker, bool) {
+	w, _ := ctx.Value(workersKey{}).(*workers)
+	if w == nil || w.ctx.Err() != nil {
+		return nil, false
+	}
+	slot, ok := w.pool.take()
+	if !ok {
+		return nil, false
+	}
+	return &Worker{w: w, slot: slot}, true
+}
+
+// Claim is the request to lease work for the worker with, at now: its
+// identity, and the dispatcher's lease and attempts.
+func (wk *Worker) Claim(now time.Time) ClaimRequest {
+	o := wk.w.d.opts
+	return ClaimRequest{Owner: wk.w.d.worker(wk.slot), Now: now, Lease: o.Lease, MaxAttempts: o.MaxAttempts}
+}
+
+// Start runs the job claimed for the worker, as the dispatcher runs the
+// jobs it claims; without a job the worker is given back.
+func (wk *Worker) Start(claim Claim) {
+	if claim.Job == nil {
+		wk.Release()
+		return
+	}
+	wk.w.start(claim, wk.slot)
+}
+
+// Release gives the worker back unused.
+func (wk *Worker) Release() { wk.w.pool.put(wk.slot) }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/storage/bolt"
 )
 
 // threadRunner runs each thread's job with its own function; threads
@@ -177,4 +178,112 @@ func TestOverlappingAwaitsHoldNoWorkerUntilTheLast(t *testing.T) {
 	require.Equal(t, bot.StatusDone, c.waitFinished(t, b.ID).Status)
 	require.Equal(t, bot.StatusDone, c.waitFinished(t, parent.ID).Status)
 	require.Equal(t, []string{"parent started", "a started", "a finished", "b started", "b finished", "parent resumed", "parent finished"}, r.events())
+}
+
+// spawningRunner's runs of a thread's own work items spawn a child, handed
+// to a free worker when there is one, and wait for it holding no worker;
+// a child's run answers at once.
+type spawningRunner struct {
+	store *bolt.Store
+
+	mu     sync.Mutex
+	handed []bool              // per parent run: whether a worker was free
+	jobs   map[string]*bot.Job // child work item → the job it was claimed in at its spawn
+	ran    map[string]string   // child work item → the job that ran it
+}
+
+func (r *spawningRunner) Run(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+	lead := req.WorkItems[0]
+	if lead.IsChild() {
+		r.mu.Lock()
+		r.ran[lead.ID] = req.Job.ID
+		r.mu.Unlock()
+		return bot.RunResult{Status: bot.ResultSuccess, Reply: "helped"}, nil
+	}
+	w, ok := bot.TakeWorker(ctx)
+	var claim *bot.ClaimRequest
+	if ok {
+		c := w.Claim(time.Now())
+		claim = &c
+	}
+	spawned, err := r.store.SpawnChild(ctx, bot.SpawnRequest{
+		Run: bot.ChildRun{
+			Owner:       bot.Owner{SessionKey: req.Thread.Key(), AgentID: req.Agent},
+			ParentLinks: bot.ParentLinks{WorkItemID: lead.ID, JobID: req.Job.ID}, RootWorkItemID: lead.ID,
+			Agent: req.Agent, Task: "help", Depth: 1,
+		},
+		Thread: req.Thread, Now: time.Now(), Claim: claim,
+	})
+	if err != nil {
+		if ok {
+			w.Release()
+		}
+		return bot.RunResult{}, err
+	}
+	if ok {
+		w.Start(spawned.Claim)
+	}
+	r.mu.Lock()
+	r.handed = append(r.handed, ok)
+	r.jobs[spawned.Run.ChildWorkItemID] = spawned.Claim.Job
+	r.mu.Unlock()
+	err = bot.Await(ctx, func() error {
+		for {
+			wi, err := r.store.GetWorkItem(ctx, spawned.Run.ChildWorkItemID)
+			if err != nil || wi.Status.Finished() {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	if err != nil {
+		return bot.RunResult{}, err
+	}
+	return bot.RunResult{Status: bot.ResultSuccess, Reply: "spawned"}, nil
+}
+
+func TestASpawnedChildGoesStraightToAFreeWorkerAndWaitsInTheQueueWithoutOne(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		workers int
+		handed  bool
+	}{
+		{"a worker is free", 2, true},
+		// The parent holds the only worker: its child waits in the queue
+		// until the parent gives the worker back to wait for it.
+		{"the parent holds the only worker", 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := openStore(t, t.TempDir())
+			r := &spawningRunner{store: store, jobs: map[string]*bot.Job{}, ran: map[string]string{}}
+			c := startCore(t, store, coreOpts{runner: r, workers: tt.workers})
+			wi := c.send(t, "tree", "spawn one")
+			require.Equal(t, bot.StatusDone, c.waitFinished(t, wi.ID).Status)
+
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			require.Equal(t, []bool{tt.handed}, r.handed)
+			require.Len(t, r.ran, 1)
+			for child, job := range r.jobs {
+				if !tt.handed {
+					require.Nil(t, job)
+					require.NotEmpty(t, r.ran[child], "the dispatcher claimed it")
+					continue
+				}
+				require.NotNil(t, job)
+				require.Equal(t, []string{child}, job.WorkItemIDs)
+				require.Equal(t, job.ID, r.ran[child], "it ran in the job leased at its spawn")
+				rec, err := store.RunOfWorkItem(context.Background(), child)
+				require.NoError(t, err)
+				require.Equal(t, bot.RunDone, rec.Status)
+				require.Equal(t, job.ID, rec.ChildJobID)
+			}
+		})
+	}
+	_, ok := bot.TakeWorker(context.Background())
+	require.False(t, ok, "outside a dispatcher's run there is no worker to take")
 }

@@ -140,28 +140,34 @@ func (l ledger) addRun(r *bot.ChildRun) (uint64, error) {
 }
 
 // SpawnChild writes a subagent's record with its work item and pending
-// dispatch in a lane of its own.
-func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.ChildRun, error) {
+// dispatch in a lane of its own, and with req.Claim leases the dispatch as
+// a job of the claim's owner.
+func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawned, error) {
 	if err := ctx.Err(); err != nil {
-		return bot.ChildRun{}, err
+		return bot.Spawned{}, err
 	}
 	r := req.Run
 	r.Kind, r.Status = bot.RunSubagent, bot.RunQueued
 	if err := r.Validate(); err != nil {
-		return bot.ChildRun{}, err
+		return bot.Spawned{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return bot.Spawned{}, err
 	}
 	if r.ParentLinks.WorkItemID == "" {
-		return bot.ChildRun{}, bot.Errorf(bot.EINVALID, "spawn %s: no parent work item", r.Agent)
+		return bot.Spawned{}, bot.Errorf(bot.EINVALID, "spawn %s: no parent work item", r.Agent)
 	}
 	if req.Thread.IsZero() {
-		return bot.ChildRun{}, bot.Errorf(bot.EINVALID, "spawn %s: no thread", r.Agent)
+		return bot.Spawned{}, bot.Errorf(bot.EINVALID, "spawn %s: no thread", r.Agent)
 	}
 	now := utc(req.Now)
 	if req.Now.IsZero() {
 		now = utc(time.Now())
 	}
 	r.CreatedAt, r.UpdatedAt = now, now
+	var out bot.Spawned
 	err := s.update("spawn subagent", func(t txn) error {
+		out = bot.Spawned{}
 		l, err := t.ledger()
 		if err != nil {
 			return err
@@ -204,17 +210,38 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Child
 		if err := t.addPending(dSeq, d); err != nil {
 			return err
 		}
-		r.ChildWorkItemID, r.ChildDispatchID = wiID, dID
-		seq, err := l.addRun(&r)
+		run := r
+		run.ChildWorkItemID, run.ChildDispatchID = wiID, dID
+		seq, err := l.addRun(&run)
 		if err != nil {
 			return err
 		}
-		return l.byChild.Put([]byte(wiID), seqKey(seq))
+		if err := l.byChild.Put([]byte(wiID), seqKey(seq)); err != nil {
+			return err
+		}
+		out.Run = run
+		if req.Claim == nil {
+			return nil
+		}
+		claim := *req.Claim
+		claim.Now = utc(claim.Now)
+		if claim.Now.IsZero() {
+			claim.Now = now
+		}
+		if out.Claim.Job, out.Claim.WorkItems, err = t.startJob(claim, dispatchUnit(d), d.Agent, []uint64{dSeq}); err != nil {
+			return err
+		}
+		claimed, _, err := l.run(run.ID)
+		if err != nil {
+			return err
+		}
+		out.Run = *claimed
+		return nil
 	})
 	if err != nil {
-		return bot.ChildRun{}, err
+		return bot.Spawned{}, err
 	}
-	return r, nil
+	return out, nil
 }
 
 // AddRun records an agent call or a handoff.

@@ -251,7 +251,13 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 			seqs = append(seqs, seqOf(k[len(prefix):]))
 		}
 	}
+	return t.startJob(req, unit, agent, seqs)
+}
 
+// startJob leases the pending dispatches seqs of unit and agent, oldest
+// first, as a new job of req.Owner's, with their work items running.
+func (t txn) startJob(req bot.ClaimRequest, unit, agent string, seqs []uint64) (*bot.Job, []bot.WorkItem, error) {
+	active := t.bucket(bucketActive)
 	jobSeq, err := t.bucket(bucketJobs).NextSequence()
 	if err != nil {
 		return nil, nil, err

@@ -84,18 +84,22 @@ func addRun(ctx context.Context, q querier, r *bot.ChildRun) (int64, error) {
 }
 
 // SpawnChild writes a subagent's record with its work item and pending
-// dispatch in a lane of its own.
-func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.ChildRun, error) {
+// dispatch in a lane of its own, and with req.Claim leases the dispatch as
+// a job of the claim's owner.
+func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawned, error) {
 	r := req.Run
 	r.Kind, r.Status = bot.RunSubagent, bot.RunQueued
 	if err := r.Validate(); err != nil {
-		return bot.ChildRun{}, err
+		return bot.Spawned{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return bot.Spawned{}, err
 	}
 	if r.ParentLinks.WorkItemID == "" {
-		return bot.ChildRun{}, bot.Errorf(bot.EINVALID, "spawn %s: no parent work item", r.Agent)
+		return bot.Spawned{}, bot.Errorf(bot.EINVALID, "spawn %s: no parent work item", r.Agent)
 	}
 	if req.Thread.IsZero() {
-		return bot.ChildRun{}, bot.Errorf(bot.EINVALID, "spawn %s: no thread", r.Agent)
+		return bot.Spawned{}, bot.Errorf(bot.EINVALID, "spawn %s: no thread", r.Agent)
 	}
 	now := utc(req.Now)
 	if req.Now.IsZero() {
@@ -103,8 +107,10 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Child
 	}
 	r.CreatedAt, r.UpdatedAt = now, now
 	base := r
+	var out bot.Spawned
 	err := s.tx(ctx, "spawn subagent", func(tx pgx.Tx) error {
 		r = base
+		out = bot.Spawned{}
 		if _, err := getWorkItem(ctx, tx, r.ParentLinks.WorkItemID, false); err != nil {
 			return err
 		}
@@ -148,13 +154,30 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Child
 		if _, err := tx.Exec(ctx, "INSERT INTO run_children (child_wi, run_seq) VALUES ($1, $2)", wiID, seq); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, bot.TopicWork+":")
-		return err
+		out.Run = r
+		if req.Claim == nil {
+			_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, bot.TopicWork+":")
+			return err
+		}
+		claim := *req.Claim
+		claim.Now = utc(claim.Now)
+		if claim.Now.IsZero() {
+			claim.Now = now
+		}
+		if out.Claim.Job, out.Claim.WorkItems, err = startJob(ctx, tx, claim, dispatchUnit(&d), d.Agent, []int64{dSeq}); err != nil {
+			return err
+		}
+		claimed, _, err := getRun(ctx, tx, r.ID, false)
+		if err != nil {
+			return err
+		}
+		out.Run = *claimed
+		return nil
 	})
 	if err != nil {
-		return bot.ChildRun{}, err
+		return bot.Spawned{}, err
 	}
-	return r, nil
+	return out, nil
 }
 
 // AddRun records an agent call or a handoff.

@@ -129,7 +129,7 @@ func fill(t *testing.T, ctx context.Context, s CopyStore) []bot.Thread {
 	require.NoError(t, err)
 	require.NotNil(t, c2.Job)
 	parent := c2.WorkItems[0]
-	run, err := s.SpawnChild(ctx, bot.SpawnRequest{
+	spawned, err := s.SpawnChild(ctx, bot.SpawnRequest{
 		Run: bot.ChildRun{
 			Owner:          bot.Owner{SessionKey: parent.Thread.Key(), AgentID: parent.Route.Agent, SandboxName: "ws-1"},
 			Creator:        bot.Creator{JobID: c2.Job.ID, DispatchID: c2.Job.DispatchIDs[0], WorkItemID: parent.ID},
@@ -139,6 +139,7 @@ func fill(t *testing.T, ctx context.Context, s CopyStore) []bot.Thread {
 		Thread: parent.Thread, Requester: bot.Requester{Source: bot.SourceLocal, ID: "alice"}, Now: at(5 * time.Minute),
 	})
 	require.NoError(t, err)
+	run := spawned.Run
 	require.NotEmpty(t, run.ChildWorkItemID)
 	_, err = s.AddTask(ctx, bot.BackgroundTask{
 		Owner: run.Owner, Creator: run.Creator, Agent: "coder", Command: "npm run dev", Status: bot.TaskRunning,

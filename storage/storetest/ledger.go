@@ -26,7 +26,8 @@ func (h *harness) spawn(parent *bot.WorkItem, job *bot.Job, agent, task string, 
 		Thread: parent.Thread, Requester: bot.Requester{Source: bot.SourceLocal, ID: "alice"}, Now: now,
 	})
 	require.NoError(h.t, err)
-	return r
+	require.Nil(h.t, r.Claim.Job, "nothing claimed without asking")
+	return r.Run
 }
 
 func (h *harness) run(id string) *bot.ChildRun {
@@ -114,6 +115,61 @@ func testLedger(t *testing.T, open Opener) {
 		next := h.mustClaim("w1", at(7*time.Second))
 		require.Equal(t, th, next.Job.Thread)
 		require.Empty(t, next.Job.Lane)
+	})
+
+	t.Run("a spawn may lease its child for a worker in the same transaction, and a worker that dies before it starts only delays it", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("tree")
+		parent := h.submit(th, "coder", "fix it")
+		job := h.mustClaim("w1", epoch()).Job
+		claim := claimReq("w2", at(time.Second))
+		spawned, err := h.s.SpawnChild(h.ctx, bot.SpawnRequest{
+			Run: bot.ChildRun{
+				Owner:       bot.Owner{SessionKey: th.Key(), AgentID: "coder"},
+				ParentLinks: bot.ParentLinks{WorkItemID: parent.ID, JobID: job.ID, DispatchID: job.DispatchIDs[0]},
+				Agent:       "tester", Task: "write the tests", Depth: 1,
+			},
+			Thread: th, Now: at(time.Second), Claim: &claim,
+		})
+		require.NoError(t, err)
+		r, child := spawned.Run, spawned.Claim
+		require.NotNil(t, child.Job)
+		require.Equal(t, "w2", child.Job.Owner)
+		require.Equal(t, "tester", child.Job.Agent)
+		require.Equal(t, []string{r.ChildWorkItemID}, child.Job.WorkItemIDs)
+		require.Equal(t, []string{r.ChildDispatchID}, child.Job.DispatchIDs)
+		require.Equal(t, 1, child.Job.Attempt)
+		require.NotEmpty(t, child.Job.Lane)
+		require.Len(t, child.WorkItems, 1)
+		require.Equal(t, bot.StatusRunning, child.WorkItems[0].Status)
+		require.Equal(t, bot.RunRunning, r.Status, "the record is running in its job")
+		require.Equal(t, child.Job.ID, r.ChildJobID)
+		require.True(t, r.StartedAt.Equal(at(time.Second)))
+		require.Equal(t, *h.run(r.ID), r)
+		require.Equal(t, bot.StatusRunning, h.workItem(r.ChildWorkItemID).Status)
+		require.Equal(t, 2, h.depth(), "the parent's and the child's dispatches are leased")
+		h.requireNothingToClaim(at(2 * time.Second))
+
+		// The worker died before the child started: its lease runs out and
+		// the child is claimed again, as any work whose worker died.
+		require.NoError(t, h.s.RenewLease(h.ctx, job.ID, "w1", at(time.Hour)))
+		again := h.mustClaim("w3", at(2*time.Minute))
+		require.Equal(t, []string{r.ChildWorkItemID}, again.Job.WorkItemIDs)
+		require.Equal(t, 2, again.Job.Attempt)
+		rec := h.run(r.ID)
+		require.Equal(t, bot.RunRunning, rec.Status)
+		require.Equal(t, again.Job.ID, rec.ChildJobID)
+		h.finish(again.Job, at(3*time.Minute), "42 tests written")
+		require.Equal(t, bot.RunDone, h.run(r.ID).Status)
+		requireCode(t, bot.ECONFLICT, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: child.Job.ID, Owner: "w2", Now: at(3 * time.Minute), Success: true}))
+
+		bad := claimReq("", at(time.Second))
+		_, err = h.s.SpawnChild(h.ctx, bot.SpawnRequest{
+			Run:    bot.ChildRun{Owner: bot.Owner{SessionKey: th.Key(), AgentID: "coder"}, ParentLinks: bot.ParentLinks{WorkItemID: parent.ID}, Agent: "tester", Task: "x"},
+			Thread: th, Now: at(time.Second), Claim: &bad,
+		})
+		requireCode(t, bot.EINVALID, err)
+		require.Len(t, h.runs(bot.RunFilter{ParentWorkItemID: parent.ID}), 1, "a refused spawn writes nothing")
 	})
 
 	t.Run("what the run recorded wins over the job's end", func(t *testing.T) {
