@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
@@ -38,6 +39,7 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
 	}
 	checkAPITokens(fail, c.Server)
+	checkAdminUsers(fail, c.Admin)
 	checkSkills(d, c.Skills)
 	if c.Server.PublicURL != "" {
 		if why := checkPublicURL(c.Server.PublicURL); why != "" {
@@ -253,6 +255,32 @@ func checkAPITokens(fail func(string, string, ...any), s Server) {
 			fail(p+".token", "the same token as server.api_token: each name needs its own")
 		default:
 			tokens[v] = i
+		}
+	}
+}
+
+// checkAdminUsers checks the admin UI's users: names well formed and
+// unique, and each password hash a bcrypt hash. A hash is never repeated
+// in a message.
+func checkAdminUsers(fail func(string, string, ...any), a Admin) {
+	names := map[string]int{}
+	for i, u := range a.Users {
+		p := fmt.Sprintf("admin.users[%d]", i)
+		key := strings.ToLower(u.Name)
+		switch j, dup := names[key]; {
+		case u.Name == "":
+			fail(p+".name", "required: who signs in")
+		case !apiTokenName.MatchString(u.Name):
+			fail(p+".name", "%q: want 1 to 64 letters, digits, '.', '_', '-' or '@', starting with a letter or digit", u.Name)
+		case dup:
+			fail(p+".name", "duplicate name %q (also admin.users[%d])", u.Name, j)
+		default:
+			names[key] = i
+		}
+		if !u.PasswordHash.IsSet() {
+			fail(p+".password_hash", "required: the bcrypt hash of the password (switchyard admin hash-password prints one)")
+		} else if _, err := bcrypt.Cost([]byte(u.PasswordHash.Reveal())); err != nil {
+			fail(p+".password_hash", "not a bcrypt hash: want \"$2a$\", \"$2b$\" or \"$2y$\" and 60 characters, as switchyard admin hash-password prints it")
 		}
 	}
 }

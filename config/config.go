@@ -25,6 +25,8 @@ type Config struct {
 	// Server is the HTTP listener for webhooks, the admin API and the local
 	// console.
 	Server Server `yaml:"server" json:"server"`
+	// Admin configures the admin web UI under /admin/.
+	Admin Admin `yaml:"admin" json:"admin"`
 	// DataDir holds the bbolt database and anything else Switchyard writes;
 	// default "./data".
 	DataDir string `yaml:"data_dir" json:"data_dir"`
@@ -104,6 +106,26 @@ type Server struct {
 	// Console enables the local console channel (HTTP and `switchyard
 	// send`); default true.
 	Console bool `yaml:"console" json:"console"`
+}
+
+// Admin configures the admin web UI. People sign in with a named API
+// token (server.api_token, server.api_tokens) or as one of Users.
+type Admin struct {
+	// Users sign in with a name and a password, checked against its bcrypt
+	// hash. Default none. Restart.
+	Users []AdminUser `yaml:"users,omitempty" json:"users,omitempty"`
+}
+
+// AdminUser is a person who signs in to the admin UI with a password.
+type AdminUser struct {
+	// Name is the identity the user acts as (approvals are decided as it,
+	// changes audited with it): letters, digits, '.', '_', '-' and '@',
+	// unique among the users. Required.
+	Name string `yaml:"name" json:"name"`
+	// PasswordHash is the bcrypt hash of the password ("$2a$…", "$2b$…"
+	// or "$2y$…"), as `switchyard admin hash-password` or `htpasswd -nBC
+	// 12 ""` print it. Required; never shown.
+	PasswordHash bot.Secret `yaml:"password_hash" json:"password_hash"`
 }
 
 // AdminIdentity is who the API token of server.api_token, of

@@ -114,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key, close to a known one", "workrs: 4\n",
 			`c.yaml:1: workrs: unknown key; did you mean "workers"?`},
 		{"unknown key", "frobnicate: 1\n",
-			"c.yaml:1: frobnicate: unknown key; want one of access, agents_dir, approval_timeout, budgets, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, storage, subagents, workers"},
+			"c.yaml:1: frobnicate: unknown key; want one of access, admin, agents_dir, approval_timeout, budgets, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, storage, subagents, workers"},
 		{"unknown storage driver", "storage:\n  driver: sqlite\n",
 			`c.yaml:2: storage.driver: unknown driver "sqlite" (want bolt, or postgres for several replicas)`},
 		{"postgres without a dsn", "storage:\n  driver: postgres\n",
@@ -159,6 +159,19 @@ func TestParseErrors(t *testing.T) {
 			"c.yaml:6: server.api_tokens[1].token: the same token as server.api_tokens[0]: each name needs its own"},
 		{"api token is the admin's", "server:\n  api_token: abcdefghijklmnop0\n  api_tokens:\n    - name: ana\n      token: abcdefghijklmnop0\n",
 			"c.yaml:5: server.api_tokens[0].token: the same token as server.api_token: each name needs its own"},
+		{"admin user without a name", "admin:\n  users:\n    - password_hash: $2a$04$abcdefghijklmnopqrstuu5Ji4fYxRpgvbz0yOZ.tZ4cbp2K4Oo2\n",
+			"c.yaml:3: admin.users[0].name: required: who signs in"},
+		{"admin user name with a space", "admin:\n  users:\n    - name: ana b\n      password_hash: $2a$04$abcdefghijklmnopqrstuu5Ji4fYxRpgvbz0yOZ.tZ4cbp2K4Oo2\n",
+			`c.yaml:3: admin.users[0].name: "ana b": want 1 to 64 letters, digits, '.', '_', '-' or '@', starting with a letter or digit`},
+		{"admin user twice", "admin:\n  users:\n    - name: ana\n      password_hash: $2a$04$abcdefghijklmnopqrstuu5Ji4fYxRpgvbz0yOZ.tZ4cbp2K4Oo2\n    - name: Ana\n      password_hash: $2a$04$abcdefghijklmnopqrstuu5Ji4fYxRpgvbz0yOZ.tZ4cbp2K4Oo2\n",
+			`c.yaml:5: admin.users[1].name: duplicate name "Ana" (also admin.users[0])`},
+		{"admin user without a hash", "admin:\n  users:\n    - name: ana\n",
+			"c.yaml:3: admin.users[0].password_hash: required: the bcrypt hash of the password (switchyard admin hash-password prints one)"},
+		{"admin user with a plain password", "admin:\n  users:\n    - name: ana\n      password_hash: hunter2hunter2\n",
+			`c.yaml:4: admin.users[0].password_hash: not a bcrypt hash: want "$2a$", "$2b$" or "$2y$" and 60 characters, as switchyard admin hash-password prints it`},
+		{"admin user key", "admin:\n  users:\n    - name: ana\n      password: hunter2hunter2\n",
+			"c.yaml:3: admin.users[0].password_hash: required: the bcrypt hash of the password (switchyard admin hash-password prints one)\n" +
+				"c.yaml:4: admin.users[0].password: unknown key; want one of name, password_hash"},
 		{"public url not a url", "server:\n  public_url: switchyard.example.com\n",
 			`c.yaml:2: server.public_url: want an http or https URL, got "switchyard.example.com"`},
 		{"public url with a path", "server:\n  public_url: https://example.com/switchyard\n",
@@ -282,7 +295,7 @@ func TestParseErrors(t *testing.T) {
 		{"slack empty allowed channel", "slack:\n  mode: http\n  bot_token: xoxb-1\n  signing_secret: s\n  allowed_channels: [C1, \"\"]\n",
 			"c.yaml:5: slack.allowed_channels[1]: empty value"},
 		{"merge of a list", "base: &b [1]\n",
-			`c.yaml:1: base: unknown key; want one of access, agents_dir, approval_timeout, budgets, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, storage, subagents, workers`},
+			`c.yaml:1: base: unknown key; want one of access, admin, agents_dir, approval_timeout, budgets, data_dir, dedup_window, dispatch, github, models, profiles, retention, routing, sandbox, schedules, server, skills, slack, storage, subagents, workers`},
 		{"merge of a scalar", "server:\n  <<: 3\n",
 			"c.yaml:2: server: << merges mappings, got an integer"},
 		{"several problems, sorted by line", "workers: 0\nserver:\n  listen: x\n  consol: true\ndata_dir: [a]\n",
@@ -765,6 +778,7 @@ func TestExampleHasEveryKey(t *testing.T) {
 		Match: bot.Match{Sources: []string{"s"}, Kinds: []string{"k"}, Labels: []string{"l"}, Repos: []string{"r"}, Paths: []string{"p"}, Text: "t", Actors: []string{"a"}, Channels: []string{"c"}}}}}
 	full.Server.APITokens = []config.APIToken{{Name: "n", Token: "t"}}
 	full.Server.PublicURL = "u"
+	full.Admin.Users = []config.AdminUser{{Name: "n", PasswordHash: "h"}}
 	full.Schedules = []config.Schedule{{Name: "n", Cron: "c", Agent: "a", Thread: bot.LocalThread("x"), Text: "t"}}
 	full.GitHub = &config.GitHub{AppID: 1, PrivateKey: "k", PrivateKeyFile: "f", WebhookSecret: "s", APIURL: "u", AllowBots: []string{"b"}, MinPermission: "m", AppSlug: "s", AllowOtherRepos: true}
 	full.Slack = &config.Slack{Mode: "m", AppToken: "a", BotToken: "b", SigningSecret: "s", APIURL: "u", AllowedChannels: []string{"c"}, AllowedUsers: []string{"u"}}

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchyard/switchyard/admin"
+	"github.com/switchyard/switchyard/admin/ui"
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/sandbox"
@@ -177,7 +178,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		store.Close()
 		return nil, err
 	}
-	d.handler = d.routes()
+	if d.handler, err = d.routes(); err != nil {
+		store.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -491,7 +495,7 @@ func (d *Daemon) registerGauges() {
 	})
 }
 
-func (d *Daemon) routes() http.Handler {
+func (d *Daemon) routes() (http.Handler, error) {
 	api := http.NewServeMux()
 	if d.cfg.Server.Console {
 		local.New(d.intake, d.store, d.log).Mount(api)
@@ -510,12 +514,27 @@ func (d *Daemon) routes() http.Handler {
 	}
 	admin.New(ao).Mount(api)
 
+	users := make([]ui.User, 0, len(d.cfg.Admin.Users))
+	for _, u := range d.cfg.Admin.Users {
+		users = append(users, ui.User{Name: u.Name, PasswordHash: u.PasswordHash})
+	}
+	pages, err := ui.New(ui.Options{
+		Admin: ao, Tokens: d.tokens, Users: users, PublicURL: d.cfg.Server.PublicURL,
+		Redactor: d.redactor, Audit: d.audit, Budgets: d.store, Logger: d.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
 	mux := http.NewServeMux()
 	// Every /api/v1 call is for this daemon (Host), from no other site
 	// (Origin, Sec-Fetch-Site), authenticated (bearer token) and, with a
 	// body, JSON; its answer shows no secret.
 	mux.Handle("/api/", httpapi.Guard(d.site.Load, httpapi.Authenticate(d.tokens,
 		httpapi.RequireJSON(httpapi.Redact(d.redactor, api)))))
+	// The admin UI is for this daemon and from no other site too; it
+	// signs people in itself (sessions, CSRF) and masks every page.
+	mux.Handle("/admin/", httpapi.Guard(d.site.Load, pages.Handler()))
 	// Webhooks authenticate with their platform's signature, not the API token.
 	if d.github != nil {
 		mux.Handle("POST /webhooks/github", d.github)
@@ -530,7 +549,7 @@ func (d *Daemon) routes() http.Handler {
 	// like every answer. Metrics carry only names, codes and numbers.
 	mux.Handle("GET /readyz", httpapi.Redact(d.redactor, http.HandlerFunc(d.ready)))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
-	return mux
+	return mux, nil
 }
 
 // readiness is the body of /readyz.

@@ -180,6 +180,9 @@ func (s *Setup) Secrets() []bot.Secret {
 	for _, t := range cfg.Server.APITokens {
 		out = append(out, t.Token)
 	}
+	for _, u := range cfg.Admin.Users {
+		out = append(out, u.PasswordHash)
+	}
 	for _, m := range cfg.Models {
 		out = append(out, m.APIKey)
 	}

@@ -43,33 +43,53 @@ func IdentityFrom(ctx context.Context) (id Identity, ok bool) {
 	return id, ok && id.Name != ""
 }
 
-// Authenticate wraps next so that every request must carry
-// "Authorization: Bearer <token>" with one of tokens; next finds the
-// token's name with IdentityFrom. Anything else is answered 401. Tokens are
-// compared in constant time, every one of them, so the answer's timing says
-// nothing about which came close. Unset tokens are skipped; with none left,
-// every request is refused.
-func Authenticate(tokens []Token, next http.Handler) http.Handler {
-	type entry struct {
-		name  string
-		value []byte
-	}
-	var known []entry
+// TokenSet is the API's named tokens, for finding whose a presented token
+// is: the bearer tokens of /api/v1 and the tokens people sign in to the
+// admin UI with.
+type TokenSet struct {
+	known []knownToken
+}
+
+type knownToken struct {
+	name  string
+	value []byte
+}
+
+// NewTokenSet returns the set of tokens; unset ones are skipped.
+func NewTokenSet(tokens []Token) *TokenSet {
+	s := &TokenSet{}
 	for _, t := range tokens {
 		if t.Value.IsSet() {
-			known = append(known, entry{t.Name, []byte(t.Value.Reveal())})
+			s.known = append(s.known, knownToken{t.Name, []byte(t.Value.Reveal())})
 		}
 	}
+	return s
+}
+
+// Name returns the name of the token got, ok false when it is none of
+// them. Tokens are compared in constant time, every one of them, so the
+// timing says nothing about which came close.
+func (s *TokenSet) Name(got string) (name string, ok bool) {
+	for _, k := range s.known {
+		if subtle.ConstantTimeCompare([]byte(got), k.value) == 1 {
+			name = k.name
+		}
+	}
+	return name, name != ""
+}
+
+// Authenticate wraps next so that every request must carry
+// "Authorization: Bearer <token>" with one of tokens; next finds the
+// token's name with IdentityFrom. Anything else is answered 401. Unset
+// tokens are skipped; with none left, every request is refused.
+func Authenticate(tokens []Token, next http.Handler) http.Handler {
+	set := NewTokenSet(tokens)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme name is case-insensitive (RFC 9110 §11.1).
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		name := ""
 		if ok && strings.EqualFold(scheme, "Bearer") {
-			for _, k := range known {
-				if subtle.ConstantTimeCompare([]byte(got), k.value) == 1 {
-					name = k.name
-				}
-			}
+			name, _ = set.Name(got)
 		}
 		if name == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)

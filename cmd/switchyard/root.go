@@ -47,6 +47,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newRulesCmd(cl),
 		newConfigCmd(cl),
 		newStorageCmd(cl),
+		newAdminCmd(),
 		newHealthcheckCmd(cl),
 		newVersionCmd(),
 	)

@@ -1,0 +1,278 @@
+package ui
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
+)
+
+// Cookie names.
+const (
+	sessionCookie = "switchyard_session"
+	signInCookie  = "switchyard_signin" // the sign-in form's CSRF token
+	csrfField     = "csrf_token"
+	csrfHeader    = "X-CSRF-Token"
+	maxForm       = 1 << 20
+)
+
+// session is one person signed in.
+type session struct {
+	identity string
+	csrf     string
+	expires  time.Time
+}
+
+// sessions are the sessions of this process, by the SHA-256 of their id:
+// the map holds nothing a cookie could be made from.
+type sessions struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]*session
+}
+
+func newSessions(ttl time.Duration, now func() time.Time) *sessions {
+	return &sessions{ttl: ttl, now: now, m: map[[sha256.Size]byte]*session{}}
+}
+
+// randomToken returns 32 random bytes, base64url.
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// start makes a session for identity and returns its id; expired sessions
+// are dropped on the way.
+func (s *sessions) start(identity string) (string, *session) {
+	id := randomToken()
+	now := s.now()
+	sess := &session{identity: identity, csrf: randomToken(), expires: now.Add(s.ttl)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.m {
+		if !now.Before(v.expires) {
+			delete(s.m, k)
+		}
+	}
+	s.m[sha256.Sum256([]byte(id))] = sess
+	return id, sess
+}
+
+// get returns the live session of id.
+func (s *sessions) get(id string) (*session, bool) {
+	key := sha256.Sum256([]byte(id))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.m[key]
+	if ok && !s.now().Before(sess.expires) {
+		delete(s.m, key)
+		return nil, false
+	}
+	return sess, ok
+}
+
+// end forgets the session of id.
+func (s *sessions) end(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, sha256.Sum256([]byte(id)))
+}
+
+type sessionKey struct{}
+
+// sessionFrom returns the session of a signed-in request.
+func sessionFrom(ctx context.Context) *session {
+	s, _ := ctx.Value(sessionKey{}).(*session)
+	return s
+}
+
+// identity is who the request is signed in as.
+func identity(r *http.Request) string {
+	id, _ := httpapi.IdentityFrom(r.Context())
+	return id.Name
+}
+
+// securityHeaders sets the headers every answer of the UI has: a strict
+// Content-Security-Policy (scripts, styles, images and fetches from the
+// daemon only, nothing inline, no framing, forms posted only to it), and
+// no sniffing, no referrer for other sites, no caching.
+func securityHeaders(next http.Handler) http.Handler {
+	const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+		"form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" with a form, which httpapi.Guard refuses.
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// secure reports whether cookies must only go over https: the request
+// came over TLS, or people reach the daemon at an https URL.
+func (u *UI) secure(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(strings.ToLower(u.opts.PublicURL), "https://")
+}
+
+func (u *UI) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name: name, Value: value, Path: "/admin/", MaxAge: maxAge,
+		HttpOnly: true, Secure: u.secure(r), SameSite: http.SameSiteStrictMode,
+	}
+}
+
+// requireSession lets signed-in requests through with their identity; a
+// page asked for without a session leads to the sign-in form, anything
+// else is answered 401.
+func (u *UI) requireSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var sess *session
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			sess, _ = u.sessions.get(c.Value)
+		}
+		if sess == nil {
+			if r.Method == http.MethodGet && r.Header.Get("X-Live") == "" {
+				http.Redirect(w, r, "/admin/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			u.fail(w, r, bot.Errorf(bot.EUNAUTHORIZED, "sign in first: this session has ended or never began"))
+			return
+		}
+		ctx := context.WithValue(r.Context(), sessionKey{}, sess)
+		ctx = httpapi.WithIdentity(ctx, httpapi.Identity{Name: sess.identity})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// checkCSRF refuses a POST, PUT, PATCH or DELETE that does not carry the
+// session's CSRF token.
+func (u *UI) checkCSRF(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		got := r.Header.Get(csrfHeader)
+		if got == "" {
+			got = r.PostFormValue(csrfField)
+		}
+		if !sameToken(got, sessionFrom(r.Context()).csrf) {
+			u.fail(w, r, bot.Errorf(bot.EFORBIDDEN, "this form is missing its CSRF token or has an old one: reload the page and send it again"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func sameToken(got, want string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// signInView is what the sign-in form shows.
+type signInView struct {
+	Next    string
+	Error   string
+	Name    string
+	HasUser bool // users are configured: the password form is shown
+}
+
+// signInForm shows the sign-in form with a fresh form token.
+func (u *UI) signInForm(w http.ResponseWriter, r *http.Request) {
+	u.showSignIn(w, r, http.StatusOK, signInView{Next: localNext(r.URL.Query().Get("next"))})
+}
+
+func (u *UI) showSignIn(w http.ResponseWriter, r *http.Request, status int, v signInView) {
+	token := randomToken()
+	http.SetCookie(w, u.cookie(r, signInCookie, token, 3600))
+	v.HasUser = len(u.users) > 0
+	u.renderWith(w, r, status, "signin.html", token, v)
+}
+
+// dummyHash is the hash of a random password nobody knows, compared
+// against when no user has the name given, so that a wrong name costs as
+// long as a wrong password (at the cost switchyard admin hash-password
+// uses).
+const dummyHash = "$2a$12$kAVMS1k7A7EWnfI/2/tMYO18hPnp/3/2wrGwcsLP30o5jrfi62tbG"
+
+// signIn checks a token or a name and password and starts a session.
+func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	v := signInView{Next: localNext(r.PostFormValue("next")), Name: r.PostFormValue("name")}
+	c, err := r.Cookie(signInCookie)
+	if err != nil || !sameToken(r.PostFormValue(csrfField), c.Value) {
+		v.Error = "This sign-in form has expired: sign in again."
+		u.showSignIn(w, r, http.StatusForbidden, v)
+		return
+	}
+	who := ""
+	if token := r.PostFormValue("token"); token != "" {
+		name, ok := u.tokens.Name(token)
+		if !ok {
+			v.Error = "Wrong token."
+			u.opts.Logger.Warn("admin sign-in refused: wrong token", "remote", r.RemoteAddr)
+			u.showSignIn(w, r, http.StatusUnauthorized, v)
+			return
+		}
+		who = name
+	} else {
+		usr, known := u.users[strings.ToLower(v.Name)]
+		hash := dummyHash
+		if known {
+			hash = usr.PasswordHash.Reveal()
+		}
+		if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(r.PostFormValue("password"))); err != nil || !known {
+			v.Error = "Wrong name or password."
+			u.opts.Logger.Warn("admin sign-in refused: wrong name or password", "name", v.Name, "remote", r.RemoteAddr)
+			u.showSignIn(w, r, http.StatusUnauthorized, v)
+			return
+		}
+		who = usr.Name
+	}
+	id, _ := u.sessions.start(who)
+	http.SetCookie(w, u.cookie(r, signInCookie, "", -1))
+	http.SetCookie(w, u.cookie(r, sessionCookie, id, int(u.opts.SessionTTL.Seconds())))
+	u.log.Info("admin signed in", "identity", who)
+	next := v.Next
+	if next == "" {
+		next = "/admin/"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signOut ends the session.
+func (u *UI) signOut(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		u.sessions.end(c.Value)
+	}
+	http.SetCookie(w, u.cookie(r, sessionCookie, "", -1))
+	http.Redirect(w, r, "/admin/signin", http.StatusSeeOther)
+}
+
+// localNext returns next when it is a path of the UI, else "": sign-in
+// leads nowhere else.
+func localNext(next string) string {
+	if !strings.HasPrefix(next, "/admin/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return ""
+	}
+	return next
+}
