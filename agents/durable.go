@@ -14,7 +14,8 @@ import (
 )
 
 // Durable runs. A job's run (a top-level run or a subagent's) saves its
-// conversation after every model answer that asks for tools and after
+// conversation after every model answer that asks for tools (with its
+// first child when it asks for nothing but spawns, see holdState) and after
 // those tools' results, under the job's lead work item. A job retried after
 // a crash finds it and goes on from the last saved point instead of
 // starting over: the model is not asked again for what it answered, a tool
@@ -71,6 +72,19 @@ func (r *Runtime) saveState(ctx context.Context, rn *run, st runState) {
 	if r.opts.RunStates == nil || key == "" {
 		return
 	}
+	doc, err := encodeState(ctx, rn, st)
+	if err == nil {
+		err = r.opts.RunStates.SaveRunState(context.WithoutCancel(ctx), key, doc)
+	}
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "save the run's state", append(rn.attrs(), slog.String("error", err.Error()))...)
+		return
+	}
+	rn.kept = true
+}
+
+// encodeState is the document that keeps where rn stands.
+func encodeState(ctx context.Context, rn *run, st runState) ([]byte, error) {
 	st.Version, st.Agent, st.JobID = runStateVersion, rn.def.Name, rn.jobID
 	if len(st.Results) > 0 {
 		if ctx.Err() != nil && bot.HandedBack(ctx) {
@@ -80,14 +94,60 @@ func (r *Runtime) saveState(ctx context.Context, rn *run, st runState) {
 		}
 	}
 	doc, err := json.Marshal(st)
-	if err == nil {
-		err = r.opts.RunStates.SaveRunState(context.WithoutCancel(ctx), key, doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode the run's state: %w", err)
 	}
+	return doc, nil
+}
+
+// holdState keeps where rn stands after an answer that asks for nothing but
+// spawns, for the spawns to save in the transactions that write the
+// children: the answer is then saved with its first child, not a commit
+// before it. Nothing of the turn has happened before that commit, so a
+// daemon that dies first asks the model again, as when it dies during the
+// call; a turn whose spawns write nothing (all refused, or found from
+// before) saves the answer with its results, which come next.
+func (r *Runtime) holdState(ctx context.Context, rn *run, st runState) {
+	key := rn.stateKey()
+	if r.opts.RunStates == nil || key == "" {
+		return
+	}
+	doc, err := encodeState(ctx, rn, st)
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "save the run's state", append(rn.attrs(), slog.String("error", err.Error()))...)
 		return
 	}
+	rn.mu.Lock()
+	rn.held = &bot.RunState{WorkItemID: key, Doc: doc}
+	rn.mu.Unlock()
+	// Its end deletes what a spawn saved.
 	rn.kept = true
+}
+
+// heldState is the state a spawn of rn's current turn saves with its child,
+// or nil.
+func (rn *run) heldState() *bot.RunState {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	return rn.held
+}
+
+// releaseState forgets the held state once the turn's calls have run: what
+// comes next is saved with their results.
+func (rn *run) releaseState() {
+	rn.mu.Lock()
+	rn.held = nil
+	rn.mu.Unlock()
+}
+
+// onlySpawns reports whether calls are all spawn_subagent.
+func onlySpawns(calls []llm.ToolCall) bool {
+	for _, c := range calls {
+		if c.Name != SpawnTool {
+			return false
+		}
+	}
+	return len(calls) > 0
 }
 
 // dropState forgets rn's state once the run has ended, unless its job was

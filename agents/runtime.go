@@ -252,6 +252,9 @@ type run struct {
 	children    int
 	childTokens int
 	handoff     *bot.Hop
+	// held is the state the turn's spawns save with their children (see
+	// holdState).
+	held *bot.RunState
 }
 
 // endsWithJob reports whether rn's end is written with its job's, in one
@@ -626,7 +629,12 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			said = res.Text
 		}
 		if len(res.ToolCalls) > 0 {
-			r.saveState(ctx, rn, runState{Turn: turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs})
+			st := runState{Turn: turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs}
+			if onlySpawns(res.ToolCalls) && r.children != nil {
+				r.holdState(ctx, rn, st)
+			} else {
+				r.saveState(ctx, rn, st)
+			}
 		}
 		if res.StopReason == llm.StopRefusal {
 			resp.Status, resp.Content, resp.Error = bot.ResultRefused, res.Refusal, "the model declined the task"
@@ -642,6 +650,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			return finish(resp)
 		}
 		results := r.calls(ctx, runCtx, rn, ts, cc, turn, res.ToolCalls)
+		rn.releaseState()
 		resp.TokensUsed += rn.takeChildTokens()
 		r.saveState(ctx, rn, runState{Turn: turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs, Results: results})
 		msgs = append(msgs, results...)

@@ -304,7 +304,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 			Skills: names, CallID: callID, Depth: rn.spawnDepth + 1, Background: in.Background,
 			TimeoutSeconds: int(timeout / time.Second), Ceilings: rn.passedOn("spawned by"),
 		},
-		Thread: rn.thread, Requester: rn.requester, Now: now, Claim: claim,
+		Thread: rn.thread, Requester: rn.requester, Now: now, Claim: claim, State: rn.heldState(),
 	})
 	if err != nil {
 		if handed {

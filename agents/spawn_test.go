@@ -220,3 +220,52 @@ func TestAChildsEndIsOneWriteAndADaemonDyingBeforeItRunsTheChildAgain(t *testing
 	require.NoError(t, err)
 	require.Equal(t, bot.StatusDone, wi.Status)
 }
+
+// countedStates counts the states a run saves on its own.
+type countedStates struct {
+	bot.RunStateStore
+	saves atomic.Int32
+}
+
+func (c *countedStates) SaveRunState(ctx context.Context, workItemID string, doc []byte) error {
+	c.saves.Add(1)
+	return c.RunStateStore.SaveRunState(ctx, workItemID, doc)
+}
+
+func TestAnAnswerAskingOnlyForSpawnsIsSavedWithItsFirstChild(t *testing.T) {
+	var store *bolt.Store
+	var during []byte
+	model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+		switch {
+		case strings.Contains(req.Messages[0].Content, "part one"):
+			var err error
+			during, err = store.LoadRunState(ctx, "wi_1")
+			if err != nil {
+				return llm.Response{}, err
+			}
+			return answer("helped"), nil
+		case len(req.Messages) == 1:
+			return call(agents.SpawnTool, `{"task":"part one"}`), nil
+		}
+		return answer("done: " + lastMessage(req).Content), nil
+	})
+	tr := &tree{}
+	states := &countedStates{}
+	f := newFixture(t, model, nil, tr.withSubagents, func(o *agents.RuntimeOptions) {
+		store = o.Conversations.(*bolt.Store)
+		states.RunStateStore = store
+		o.RunStates = states
+	})
+	tr.start(t, f)
+	wi := tr.send(t, f, "coder", "split it")
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	require.Contains(t, wi.Summary, `"status":"done","content":"helped"`)
+
+	require.NotNil(t, during, "by the time the child ran, its parent's answer was saved")
+	require.Contains(t, string(during), `"name":"spawn_subagent"`)
+	require.NotContains(t, string(during), `"role":"tool"`, "saved before any result")
+	require.EqualValues(t, 1, states.saves.Load(), "on its own the run saved only its results; the answer went with the child")
+	doc, err := store.LoadRunState(context.Background(), wi.ID)
+	require.NoError(t, err)
+	require.Nil(t, doc, "a run that ended keeps no state")
+}

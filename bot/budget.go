@@ -78,6 +78,13 @@ type BudgetStore interface {
 	GrantBudget(ctx context.Context, key string, g Grant) (Spend, error)
 }
 
+// RunState is a run's state as the agent runtime saves it (RunStateStore),
+// under its job's lead work item.
+type RunState struct {
+	WorkItemID string
+	Doc        []byte
+}
+
 // RunStateStore keeps the state of a run turn by turn, as an opaque document
 // the agent runtime encodes, under the job's lead work item: a job retried
 // after a crash goes on from it instead of starting over.

@@ -211,10 +211,17 @@ type SpawnRequest struct {
 	// as a job of Claim.Owner's, a worker the spawner took (see
 	// TakeWorker), so the child starts without a claim of its own.
 	Claim *ClaimRequest
+	// State, when set, is the spawning run's state, saved in the same
+	// transaction as SaveRunState saves it: a turn that asks for nothing
+	// but spawns saves its answer with the first of them.
+	State *RunState
 }
 
-// Validate checks the request's claim.
+// Validate checks the request's claim and state.
 func (r SpawnRequest) Validate() error {
+	if st := r.State; st != nil && (st.WorkItemID == "" || len(st.Doc) == 0) {
+		return Errorf(EINVALID, "spawn %s: the spawning run's state needs a work item and a document", r.Run.Agent)
+	}
 	if r.Claim != nil {
 		return r.Claim.Validate()
 	}

@@ -159,19 +159,29 @@ func (s *Store) SaveRunState(ctx context.Context, workItemID string, doc []byte)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := checkRunState(workItemID, doc); err != nil {
+		return err
+	}
+	return s.update("save run state", func(t txn) error { return t.saveRunState(workItemID, doc) })
+}
+
+func checkRunState(workItemID string, doc []byte) error {
 	if err := validRunStateKey(workItemID); err != nil {
 		return err
 	}
 	if len(doc) == 0 {
 		return bot.Errorf(bot.EINVALID, "run state of %s: empty document", workItemID)
 	}
-	return s.update("save run state", func(t txn) error {
-		b, err := t.tx.CreateBucketIfNotExists(bucketRunStates)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(workItemID), doc)
-	})
+	return nil
+}
+
+// saveRunState replaces the state of the run of workItemID.
+func (t txn) saveRunState(workItemID string, doc []byte) error {
+	b, err := t.tx.CreateBucketIfNotExists(bucketRunStates)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(workItemID), doc)
 }
 
 // LoadRunState returns the state of the run of workItemID, nil when none.

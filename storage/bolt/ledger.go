@@ -154,6 +154,11 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 	if err := req.Validate(); err != nil {
 		return bot.Spawned{}, err
 	}
+	if req.State != nil {
+		if err := checkRunState(req.State.WorkItemID, req.State.Doc); err != nil {
+			return bot.Spawned{}, err
+		}
+	}
 	if r.ParentLinks.WorkItemID == "" {
 		return bot.Spawned{}, bot.Errorf(bot.EINVALID, "spawn %s: no parent work item", r.Agent)
 	}
@@ -220,6 +225,11 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 			return err
 		}
 		out.Run = run
+		if req.State != nil {
+			if err := t.saveRunState(req.State.WorkItemID, req.State.Doc); err != nil {
+				return err
+			}
+		}
 		if req.Claim == nil {
 			return nil
 		}

@@ -95,6 +95,11 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 	if err := req.Validate(); err != nil {
 		return bot.Spawned{}, err
 	}
+	if req.State != nil {
+		if err := checkRunState(req.State.WorkItemID, req.State.Doc); err != nil {
+			return bot.Spawned{}, err
+		}
+	}
 	if r.ParentLinks.WorkItemID == "" {
 		return bot.Spawned{}, bot.Errorf(bot.EINVALID, "spawn %s: no parent work item", r.Agent)
 	}
@@ -155,6 +160,11 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 			return err
 		}
 		out.Run = r
+		if req.State != nil {
+			if err := saveRunState(ctx, tx, req.State.WorkItemID, req.State.Doc); err != nil {
+				return err
+			}
+		}
 		if req.Claim == nil {
 			_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", notifyChannel, bot.TopicWork+":")
 			return err
@@ -807,15 +817,27 @@ func (s *Store) SaveRunState(ctx context.Context, workItemID string, doc []byte)
 	if err := s.open(); err != nil {
 		return err
 	}
+	if err := checkRunState(workItemID, doc); err != nil {
+		return err
+	}
+	return s.wrap("save run state", saveRunState(ctx, s.pool, workItemID, doc))
+}
+
+func checkRunState(workItemID string, doc []byte) error {
 	if err := validRunStateKey(workItemID); err != nil {
 		return err
 	}
 	if len(doc) == 0 {
 		return bot.Errorf(bot.EINVALID, "run state of %s: empty document", workItemID)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO run_states (work_item, doc) VALUES ($1, $2)
+	return nil
+}
+
+// saveRunState replaces the state of the run of workItemID.
+func saveRunState(ctx context.Context, db querier, workItemID string, doc []byte) error {
+	_, err := db.Exec(ctx, `INSERT INTO run_states (work_item, doc) VALUES ($1, $2)
 		ON CONFLICT (work_item) DO UPDATE SET doc = EXCLUDED.doc`, workItemID, doc)
-	return s.wrap("save run state", err)
+	return err
 }
 
 // LoadRunState returns the state of the run of workItemID, nil when none.

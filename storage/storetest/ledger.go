@@ -117,7 +117,7 @@ func testLedger(t *testing.T, open Opener) {
 		require.Empty(t, next.Job.Lane)
 	})
 
-	t.Run("a spawn may lease its child for a worker in the same transaction, and a worker that dies before it starts only delays it", func(t *testing.T) {
+	t.Run("a spawn may save its run's state and lease its child for a worker in the same transaction, and a worker that dies before the child starts only delays it", func(t *testing.T) {
 		h := newHarness(t, open)
 		th := bot.LocalThread("tree")
 		parent := h.submit(th, "coder", "fix it")
@@ -130,9 +130,13 @@ func testLedger(t *testing.T, open Opener) {
 				Agent:       "tester", Task: "write the tests", Depth: 1,
 			},
 			Thread: th, Now: at(time.Second), Claim: &claim,
+			State: &bot.RunState{WorkItemID: parent.ID, Doc: []byte(`{"turn":1}`)},
 		})
 		require.NoError(t, err)
 		r, child := spawned.Run, spawned.Claim
+		doc, err := h.s.LoadRunState(h.ctx, parent.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"turn":1}`, string(doc), "the spawning run's state is saved with its child")
 		require.NotNil(t, child.Job)
 		require.Equal(t, "w2", child.Job.Owner)
 		require.Equal(t, "tester", child.Job.Agent)
@@ -166,10 +170,18 @@ func testLedger(t *testing.T, open Opener) {
 		bad := claimReq("", at(time.Second))
 		_, err = h.s.SpawnChild(h.ctx, bot.SpawnRequest{
 			Run:    bot.ChildRun{Owner: bot.Owner{SessionKey: th.Key(), AgentID: "coder"}, ParentLinks: bot.ParentLinks{WorkItemID: parent.ID}, Agent: "tester", Task: "x"},
-			Thread: th, Now: at(time.Second), Claim: &bad,
+			Thread: th, Now: at(time.Second), Claim: &bad, State: &bot.RunState{WorkItemID: parent.ID, Doc: []byte(`{"turn":2}`)},
+		})
+		requireCode(t, bot.EINVALID, err)
+		_, err = h.s.SpawnChild(h.ctx, bot.SpawnRequest{
+			Run:    bot.ChildRun{Owner: bot.Owner{SessionKey: th.Key(), AgentID: "coder"}, ParentLinks: bot.ParentLinks{WorkItemID: parent.ID}, Agent: "tester", Task: "x"},
+			Thread: th, Now: at(time.Second), State: &bot.RunState{WorkItemID: parent.ID},
 		})
 		requireCode(t, bot.EINVALID, err)
 		require.Len(t, h.runs(bot.RunFilter{ParentWorkItemID: parent.ID}), 1, "a refused spawn writes nothing")
+		doc, err = h.s.LoadRunState(h.ctx, parent.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"turn":1}`, string(doc))
 	})
 
 	t.Run("what the run recorded wins over the job's end", func(t *testing.T) {
