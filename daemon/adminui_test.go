@@ -35,6 +35,7 @@ func TestAdminUIInBrowser(t *testing.T) {
 		run  func(t *testing.T, b *browser)
 	}{
 		{"sign in with a token, see the work items, sign out", browseSignIn},
+		{"install a package, toggle a skill at repo scope, see the agent inherit it", browseSkillScopes},
 	} {
 		t.Run(step.name, func(t *testing.T) { step.run(t, b) })
 	}

@@ -520,7 +520,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	}
 	pages, err := ui.New(ui.Options{
 		Admin: ao, Tokens: d.tokens, Users: users, PublicURL: d.cfg.Server.PublicURL,
-		Redactor: d.redactor, Audit: d.audit, Budgets: d.store, Logger: d.log,
+		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Budgets: d.store, Logger: d.log,
 	})
 	if err != nil {
 		return nil, err
@@ -791,6 +791,20 @@ func (c agentCatalog) GetAgent(name string) (any, bool) {
 	}
 	return d.Detail(), true
 }
+
+// roster shows the configuration in effect to the admin UI's agents page:
+// its agents, what its models are (never their keys) and its profiles and
+// access ceilings.
+type roster struct{ c *Coordinator }
+
+func (r roster) Agents() []agents.Definition { return r.c.Current().Agents.List() }
+
+func (r roster) Model(name string) (ui.Model, bool) {
+	m, ok := r.c.Current().Config.Models[name]
+	return ui.Model{Provider: m.Provider, Model: m.Model}, ok
+}
+
+func (r roster) Policy() *policy.Engine { return r.c.Current().Policy }
 
 // routingTable shows the router in effect to the admin API.
 type routingTable struct{ c *Coordinator }

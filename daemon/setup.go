@@ -36,6 +36,10 @@ type Setup struct {
 	// ModelFound is false when the config names no model and none was
 	// detected: agents then cannot run, which the daemon warns about.
 	ModelFound bool
+	// Policy is the permission engine of the config's profiles and access
+	// ceilings, as they were checked: what the admin UI shows of them.
+	// Runs decide with their runtime's own engine, built from the same.
+	Policy *policy.Engine
 
 	// detectedKey is the key of a model found in the environment.
 	detectedKey bot.Secret
@@ -107,6 +111,7 @@ func Load(ctx context.Context, opts LoadOptions) (*Setup, error) {
 		errs = append(errs, asConfigErrors(cfg, "profiles", cfg.Positioned(err))...)
 		profiles = nil
 	}
+	s.Policy = profiles
 	if s.Agents != nil && s.Models != nil && profiles != nil {
 		known := agents.Known{Models: s.Models.Names(), Tools: ToolNames(cfg), Profiles: profiles.Names()}
 		if err := s.Agents.Validate(known); err != nil {

@@ -36,7 +36,9 @@
 // helpers of render.go: u.render (the page in the layout), u.fragment (one
 // named template alone, for an element with data-live="URL", which
 // static/live.js reloads every few seconds), u.fail (an error as a page
-// with its status), identity (who is signed in) and u.audit (record a
-// change with who made it). CSRF is checked before a handler runs, so a
+// with its status), u.refusal (an error's status and message, for a page
+// that shows it above its form), identity (who is signed in), u.audit
+// (record a change with who made it) and u.record (audit a change already
+// made, logging a failure to). CSRF is checked before a handler runs, so a
 // handler never checks it itself.
 package ui

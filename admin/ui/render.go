@@ -124,3 +124,22 @@ func (u *UI) audit(r *http.Request, c Change) error {
 		Decision: policy.AuditChange, Tool: c.Action, Arguments: args, WorkItemID: c.WorkItemID, By: identity(r),
 	})
 }
+
+// refusal is how a page with a form says err above it: the status of its
+// code and its message. An internal error is logged and said without its
+// detail.
+func (u *UI) refusal(r *http.Request, err error) (int, string) {
+	code := bot.ErrorCode(err)
+	if code == bot.EINTERNAL {
+		u.log.Error("admin ui error", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	}
+	return httpapi.Status(code), bot.ErrorMessage(err)
+}
+
+// record audits a change that has been made; one that cannot be recorded
+// is logged, since the change stands.
+func (u *UI) record(r *http.Request, c Change) {
+	if err := u.audit(r, c); err != nil {
+		u.log.Error("admin ui: a change was made but not audited", "action", c.Action, "by", identity(r), "error", err.Error())
+	}
+}

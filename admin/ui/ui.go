@@ -55,6 +55,9 @@ type Options struct {
 	// PublicURL is where people reach the daemon; under https, cookies
 	// are only sent over https.
 	PublicURL string
+	// Roster is the configuration in effect as the agents page shows
+	// it; nil: that page says no agents are loaded.
+	Roster Roster
 	// Redactor masks every page before it is sent.
 	Redactor *bot.Redactor
 	// Audit is where changes are recorded.
@@ -98,6 +101,9 @@ type page struct {
 func (u *UI) pageList() []page {
 	return []page{
 		u.workItemsPage(),
+		u.skillsPage(),
+		u.scopesPage(),
+		u.agentsPage(),
 	}
 }
 
