@@ -538,7 +538,7 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := d.Explain()
-	if err := a.rights(r.Context(), &e, &ev); err != nil {
+	if err := a.opts.rights(r.Context(), &e, &ev); err != nil {
 		httpapi.Error(w, r, a.logger, explainError(err))
 		return
 	}
@@ -546,11 +546,11 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 }
 
 // rights adds to e what its agent may do for ev's requester.
-func (a *API) rights(ctx context.Context, e *bot.Explanation, ev *bot.Event) error {
-	if a.opts.Rights == nil || !e.WorkItem {
+func (o Options) rights(ctx context.Context, e *bot.Explanation, ev *bot.Event) error {
+	if o.Rights == nil || !e.WorkItem {
 		return nil
 	}
-	rights, err := a.opts.Rights.Rights(ctx, e.Agent, ev.Requester, ev.Thread)
+	rights, err := o.Rights.Rights(ctx, e.Agent, ev.Requester, ev.Thread)
 	if err != nil {
 		return err
 	}
@@ -561,17 +561,7 @@ func (a *API) rights(ctx context.Context, e *bot.Explanation, ev *bot.Event) err
 // explainWithChange answers what the rules decide for the request's event,
 // or its stored event, now and with its change made.
 func (a *API) explainWithChange(w http.ResponseWriter, r *http.Request, req *ExplainRequest) {
-	ev, asOf := &req.Event, time.Time{}
-	var then *bot.Explanation
-	if req.replay() {
-		rep, stored, err := a.replayEvent(r.Context(), req)
-		if err != nil {
-			httpapi.Error(w, r, a.logger, explainError(err))
-			return
-		}
-		ev, asOf, then = stored, stored.ReceivedAt, &rep.Then
-	}
-	out, err := a.explainChange(r.Context(), *req.Change, ev, asOf, then)
+	out, err := ExplainChange(r.Context(), a.opts, req)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, explainError(err))
 		return
@@ -582,26 +572,26 @@ func (a *API) explainWithChange(w http.ResponseWriter, r *http.Request, req *Exp
 // replay decides a stored event again: what was decided then, what is
 // now.
 func (a *API) replay(ctx context.Context, req *ExplainRequest) (bot.Replay, error) {
-	rep, ev, err := a.replayEvent(ctx, req)
+	rep, ev, err := a.opts.replayEvent(ctx, req)
 	if err != nil {
 		return bot.Replay{}, err
 	}
-	return rep, a.rights(ctx, &rep.Now, ev)
+	return rep, a.opts.rights(ctx, &rep.Now, ev)
 }
 
 // replayEvent finds the stored event the request names and decides it
 // again; it returns the event too.
-func (a *API) replayEvent(ctx context.Context, req *ExplainRequest) (bot.Replay, *bot.Event, error) {
+func (o Options) replayEvent(ctx context.Context, req *ExplainRequest) (bot.Replay, *bot.Event, error) {
 	var then bot.IngestResult
 	if req.WorkItemID != "" {
-		wi, err := a.opts.Store.GetWorkItem(ctx, req.WorkItemID)
+		wi, err := o.Store.GetWorkItem(ctx, req.WorkItemID)
 		if err != nil {
 			return bot.Replay{}, nil, err
 		}
 		then.WorkItem = wi
 	} else {
 		var err error
-		if then, err = a.opts.Store.FindDelivery(ctx, req.Source, req.DeliveryID); err != nil {
+		if then, err = o.Store.FindDelivery(ctx, req.Source, req.DeliveryID); err != nil {
 			return bot.Replay{}, nil, err
 		}
 	}
@@ -612,11 +602,11 @@ func (a *API) replayEvent(ctx context.Context, req *ExplainRequest) (bot.Replay,
 	case then.Ingress != nil:
 		ref = then.Ingress.EventRef
 	}
-	ev, err := a.opts.Store.GetEvent(ctx, ref)
+	ev, err := o.Store.GetEvent(ctx, ref)
 	if err != nil {
 		return bot.Replay{}, nil, err
 	}
-	rep, err := a.opts.Intake.Replay(ctx, then, ev)
+	rep, err := o.Intake.Replay(ctx, then, ev)
 	if err != nil {
 		return bot.Replay{}, nil, err
 	}

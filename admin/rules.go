@@ -157,33 +157,50 @@ type ChangeExplanation struct {
 	Differs  bool             `json:"differs"`
 }
 
-// explainChange decides ev under the rules in effect and under change;
-// asOf is the time of a stored event (zero for a new one), then what was
-// decided for it.
-func (a *API) explainChange(ctx context.Context, change RuleChange, ev *bot.Event, asOf time.Time, then *bot.Explanation) (ChangeExplanation, error) {
-	if a.opts.RuleBook == nil {
-		return ChangeExplanation{}, bot.Errorf(bot.EUNAVAILABLE, "this daemon keeps no routing rules of its own")
+// ExplainChange decides the request's event, or the stored event it
+// names, under the rules in effect and with its change made (none: the
+// same twice), as POST /api/v1/explain with a change answers; the admin
+// UI's test form asks it too.
+func ExplainChange(ctx context.Context, o Options, req *ExplainRequest) (ChangeExplanation, error) {
+	ev, asOf := &req.Event, time.Time{}
+	var out ChangeExplanation
+	if req.replay() {
+		rep, stored, err := o.replayEvent(ctx, req)
+		if err != nil {
+			return ChangeExplanation{}, err
+		}
+		ev, asOf, out.Then = stored, stored.ReceivedAt, &rep.Then
 	}
-	router, err := a.opts.RuleBook.Propose(ctx, change)
+	var router bot.Decider
+	if req.Change != nil {
+		if o.RuleBook == nil {
+			return ChangeExplanation{}, bot.Errorf(bot.EUNAVAILABLE, "this daemon keeps no routing rules of its own")
+		}
+		var err error
+		if router, err = o.RuleBook.Propose(ctx, *req.Change); err != nil {
+			return ChangeExplanation{}, err
+		}
+	}
+	current := *ev
+	cd, err := o.Intake.DecideWith(ctx, &current, nil, asOf)
 	if err != nil {
 		return ChangeExplanation{}, err
 	}
-	current, proposed := *ev, *ev
-	cd, err := a.opts.Intake.DecideWith(ctx, &current, nil, asOf)
-	if err != nil {
-		return ChangeExplanation{}, err
+	out.Current, out.Proposed = cd.Explain(), cd.Explain()
+	if router != nil {
+		proposed := *ev
+		pd, err := o.Intake.DecideWith(ctx, &proposed, router, asOf)
+		if err != nil {
+			return ChangeExplanation{}, err
+		}
+		out.Proposed = pd.Explain()
 	}
-	pd, err := a.opts.Intake.DecideWith(ctx, &proposed, router, asOf)
-	if err != nil {
-		return ChangeExplanation{}, err
-	}
-	out := ChangeExplanation{Then: then, Current: cd.Explain(), Proposed: pd.Explain()}
 	c, p := out.Current, out.Proposed
 	out.Differs = c.WorkItem != p.WorkItem || c.Agent != p.Agent || c.Kind != p.Kind || c.Rule != p.Rule || c.Origin != p.Origin || c.Ingress != p.Ingress
-	if err := a.rights(ctx, &out.Current, ev); err != nil {
+	if err := o.rights(ctx, &out.Current, ev); err != nil {
 		return ChangeExplanation{}, err
 	}
-	if err := a.rights(ctx, &out.Proposed, ev); err != nil {
+	if err := o.rights(ctx, &out.Proposed, ev); err != nil {
 		return ChangeExplanation{}, err
 	}
 	return out, nil

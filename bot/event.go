@@ -176,3 +176,21 @@ func isCommandName(s string) bool {
 	}
 	return true
 }
+
+// DefaultKind is the kind an event of source has when a person describing
+// one (explain, the admin UI's test form) names none: a console message, a
+// Slack mention, a GitHub comment, a schedule's tick; "" for another
+// source.
+func DefaultKind(source string) string {
+	switch source {
+	case SourceLocal:
+		return KindLocalMessage
+	case SourceSlack:
+		return KindSlackMention
+	case SourceGitHub:
+		return "github.issue_comment.created"
+	case SourceSchedule:
+		return KindScheduleTick
+	}
+	return ""
+}

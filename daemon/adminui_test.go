@@ -36,6 +36,7 @@ func TestAdminUIInBrowser(t *testing.T) {
 	}{
 		{"sign in with a token, see the work items, sign out", browseSignIn},
 		{"install a package, toggle a skill at repo scope, see the agent inherit it", browseSkillScopes},
+		{"make a rule, see explain pick it, move it below another, delete it", browseRules},
 	} {
 		t.Run(step.name, func(t *testing.T) { step.run(t, b) })
 	}

@@ -18,7 +18,7 @@ import (
 
 // rulesDaemon runs a daemon whose config file has one rule, "deploys"
 // (text deploy → ops, priority 0), written at line 3.
-func rulesDaemon(t *testing.T) (*running, *configFile) {
+func rulesDaemon(t *testing.T, mutate func(*daemon.Options)) (*running, *configFile) {
 	t.Helper()
 	f := newConfigFile(t, ruleTo("ops"))
 	dir := t.TempDir()
@@ -36,6 +36,9 @@ func rulesDaemon(t *testing.T) (*running, *configFile) {
 				return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
 			}), nil
 		}
+		if mutate != nil {
+			mutate(o)
+		}
 	})
 	return r, f
 }
@@ -50,7 +53,7 @@ func (r *running) json(t *testing.T, method, path, body string, want int, into a
 }
 
 func TestRulesMadeThroughTheAPIRouteAtOnceAndAreAudited(t *testing.T) {
-	r, f := rulesDaemon(t)
+	r, f := rulesDaemon(t, nil)
 
 	var rules admin.Rules
 	r.json(t, "GET", "/api/v1/rules", "", 200, &rules)
@@ -133,7 +136,7 @@ func TestRulesMadeThroughTheAPIRouteAtOnceAndAreAudited(t *testing.T) {
 // Rules made through the API are refused exactly as the config refuses
 // them, with the config's words for each field, and nothing is stored.
 func TestRuleInputIsCheckedAsTheConfigChecksIt(t *testing.T) {
-	r, _ := rulesDaemon(t)
+	r, _ := rulesDaemon(t, nil)
 	r.json(t, "POST", "/api/v1/rules", `{"name":"mine","agent":"coder","match":{"labels":["bug"]}}`, http.StatusCreated, nil)
 
 	for _, tc := range []struct {
@@ -178,7 +181,7 @@ func TestRuleInputIsCheckedAsTheConfigChecksIt(t *testing.T) {
 // Explain answers what the rules decide now and what a change being
 // edited would decide, for an event described or a stored one.
 func TestExplainWithAProposedChange(t *testing.T) {
-	r, _ := rulesDaemon(t)
+	r, _ := rulesDaemon(t, nil)
 	var stored bot.StoredRule
 	r.json(t, "POST", "/api/v1/rules", `{"name":"readme","agent":"docs","match":{"text":"(?i)readme"}}`, http.StatusCreated, &stored)
 

@@ -101,6 +101,7 @@ type page struct {
 func (u *UI) pageList() []page {
 	return []page{
 		u.workItemsPage(),
+		u.rulesPage(),
 		u.skillsPage(),
 		u.scopesPage(),
 		u.agentsPage(),

@@ -70,7 +70,7 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 				return nil
 			}
 			if kind == "" {
-				kind = defaultKind(source)
+				kind = bot.DefaultKind(source)
 			}
 			ev := &bot.Event{
 				Source: source, Kind: kind, Text: text, Labels: labels, Repo: repo, Paths: paths,
@@ -215,20 +215,6 @@ func offlineIntake(s *daemon.Setup) *bot.Intake {
 		bot.SourceGitHub: github.NewGate(gopts),
 		bot.SourceSlack:  slack.NewGate(channels, users),
 	}})
-}
-
-func defaultKind(source string) string {
-	switch source {
-	case bot.SourceLocal:
-		return bot.KindLocalMessage
-	case bot.SourceSlack:
-		return bot.KindSlackMention
-	case bot.SourceGitHub:
-		return "github.issue_comment.created"
-	case bot.SourceSchedule:
-		return bot.KindScheduleTick
-	}
-	return ""
 }
 
 func newRulesCmd(cl *clientFlags) *cobra.Command {
