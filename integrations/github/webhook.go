@@ -225,21 +225,25 @@ func (e *lookupError) Unwrap() error { return e.err }
 func (h *webhook) serveDelivery(w http.ResponseWriter, r *http.Request, d *delivery) {
 	ctx := r.Context()
 	res, err := h.handle(ctx, d)
-	log := h.opts.Logger.With(slog.String("kind", d.ev.Kind), slog.String("delivery", d.ev.DeliveryID))
+	// The delivery's attributes go with each line rather than into a
+	// logger of its own made for every delivery: an accepted one logs
+	// nothing here.
+	kind, delivery := slog.String("kind", d.ev.Kind), slog.String("delivery", d.ev.DeliveryID)
+	log := h.opts.Logger
 	if err != nil {
 		var le *lookupError
 		if errors.As(err, &le) {
-			log.LogAttrs(ctx, slog.LevelWarn, "github delivery not accepted: lookup failed", slog.String("error", err.Error()))
+			log.LogAttrs(ctx, slog.LevelWarn, "github delivery not accepted: lookup failed", kind, delivery, slog.String("error", err.Error()))
 			httpapi.JSON(w, http.StatusBadGateway, answer{Status: "error", Error: "GitHub API lookup failed; redeliver later"})
 			return
 		}
-		log.LogAttrs(ctx, slog.LevelError, "github delivery not accepted", slog.String("error", err.Error()))
+		log.LogAttrs(ctx, slog.LevelError, "github delivery not accepted", kind, delivery, slog.String("error", err.Error()))
 		httpapi.JSON(w, http.StatusInternalServerError, answer{Status: "error", Error: "internal error"})
 		return
 	}
 	switch {
 	case res.Duplicate:
-		log.LogAttrs(ctx, slog.LevelDebug, "github redelivery")
+		log.LogAttrs(ctx, slog.LevelDebug, "github redelivery", kind, delivery)
 		httpapi.JSON(w, http.StatusOK, answer{Status: "duplicate"})
 	case res.WorkItem != nil:
 		httpapi.JSON(w, http.StatusAccepted, answer{Status: "accepted", WorkItem: res.WorkItem.ID})
