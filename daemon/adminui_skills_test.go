@@ -90,6 +90,20 @@ func browseSkillScopes(t *testing.T, b *browser) {
 	deploy := `#matrix td[data-name="deploy-check"][data-scope="agent:lead"]`
 	require.Contains(t, b.text(t, tab, deploy), "inherited from repo:acme/web", "the package installed enabled at the repository")
 	shotView(t, b, tab, "scopes")
+
+	// The package's settings at the repository, which the agent's scope
+	// inherits.
+	at := func(scope string) string {
+		return `form.config-at[data-package="deploy-checks"][data-scope="` + scope + `"] `
+	}
+	b.do(t, tab,
+		chromedp.SendKeys(chromedp.CSS(at("repo:acme/web")+`input[name="setting.environment"]`), "production"),
+		chromedp.Click(chromedp.CSS(at("repo:acme/web")+`button`)),
+		chromedp.WaitVisible(chromedp.CSS(at("agent:lead")+`input[name="setting.environment"][placeholder="inherited: production"]`)),
+	)
+	val, err := chromedp.Run(tab, chromedp.Value(chromedp.CSS(at("repo:acme/web")+`input[name="setting.environment"]`)))
+	require.NoError(t, err)
+	require.Equal(t, "production", val)
 	b.do(t, tab,
 		chromedp.Navigate(tr.base+"/admin/agents"),
 		chromedp.WaitVisible(chromedp.CSS(`#agents tr[data-agent="lead"]`)),
