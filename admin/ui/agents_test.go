@@ -82,6 +82,12 @@ func TestAgentsPageShowsAgentsProfilesAndCeilings(t *testing.T) {
 	} {
 		require.Contains(t, body, row)
 	}
+
+	// The scopes page offers the agents in effect, and keeps one that is
+	// gone but chosen, since settings may still name it.
+	body = e.get("/admin/scopes?agent=retired").Body.String()
+	require.Contains(t, body, `<option value="shipper">shipper</option>`)
+	require.Contains(t, body, `<option value="retired" selected>retired</option>`)
 }
 
 func TestAgentsPageWithoutAgents(t *testing.T) {

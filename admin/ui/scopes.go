@@ -419,6 +419,10 @@ func (u *UI) showScopes(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	status := http.StatusOK
 	view.Agents = u.agentNames()
+	if sel.Agent != "" && len(view.Agents) > 0 && !slices.Contains(view.Agents, sel.Agent) {
+		// An agent no longer in effect may still have settings.
+		view.Agents = append(view.Agents, sel.Agent)
+	}
 	if err != nil {
 		status, view.Error = u.refusal(r, err)
 	}
