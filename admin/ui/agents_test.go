@@ -64,7 +64,7 @@ func TestAgentsPageShowsAgentsProfilesAndCeilings(t *testing.T) {
 		`<td>fast<br><span class="muted">openai gpt-4.1-mini</span></td>\s*`+
 		`<td><a href="#profile-deployer">deployer</a></td>\s*`+
 		`<td class="tools">bash, read_file</td>\s*`+
-		`<td class="skills">loads release-notes<br><span class="muted">enabled for it:</span> code-review-checklist, opencode-implementer, release-notes, specification-engine `, body)
+		`<td class="skills">loads release-notes<br><span class="muted">enabled by global and agent settings:</span> code-review-checklist, opencode-implementer, release-notes, specification-engine `, body)
 
 	require.Regexp(t, `id="profile-deployer" data-profile="deployer">\s*<td><b>deployer</b> <span class="muted">extends contributor</span><br><span class="muted">Deploys to staging.</span></td>\s*`+
 		`<td>read, write, exec, push, deploy, network</td>\s*`+
