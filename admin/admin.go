@@ -194,7 +194,7 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var since time.Time
 	if s := q.Get("since"); s != "" {
-		t, err := parseSince(s, time.Now())
+		t, err := ParseSince(s, time.Now())
 		if err != nil {
 			httpapi.Error(w, r, a.logger, err)
 			return
@@ -216,8 +216,9 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 	httpapi.JSON(w, http.StatusOK, Page{Items: recs, Next: next})
 }
 
-// parseSince reads a time as RFC 3339 or as a duration back from now ("1h").
-func parseSince(s string, now time.Time) (time.Time, error) {
+// ParseSince reads a time as RFC 3339 or as a duration back from now ("1h"),
+// as the audit log is filtered by.
+func ParseSince(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
 			return time.Time{}, bot.Errorf(bot.EINVALID, "since %q: a duration back from now cannot be negative", s)

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
@@ -37,6 +39,8 @@ func TestAdminUIInBrowser(t *testing.T) {
 		{"sign in with a token, see the work items, sign out", browseSignIn},
 		{"install a package, toggle a skill at repo scope, see the agent inherit it", browseSkillScopes},
 		{"make a rule, see explain pick it, move it below another, delete it", browseRules},
+		{"watch a run tree grow and finish while the model works", browseRunTree},
+		{"approve and deny pending calls, refused to a non-approver, and find the denial in the audit log", browseApprovals},
 	} {
 		t.Run(step.name, func(t *testing.T) { step.run(t, b) })
 	}
@@ -181,6 +185,158 @@ func browseSignIn(t *testing.T, b *browser) {
 		chromedp.Navigate(tr.base+"/admin/workitems"),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 	)
+}
+
+// browseRunTree watches a work item's detail while its lead spawns a
+// helper, which works until the test lets it finish: the page shows the
+// helper running, then done, without being reloaded.
+func browseRunTree(t *testing.T, b *browser) {
+	release := make(chan struct{})
+	model := newFakeModel(t, splitting(1, answerPart(func(ctx context.Context) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	})))
+	tr := startTree(t, model, treeOptions{workers: 2})
+	id := tr.send(t, "split", "@lead do the part")
+	wait, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	require.True(t, model.awaitInFlight(wait, "helper", 1), "the helper never started")
+
+	tab := b.tab(t)
+	b.signIn(t, tab, tr.base, tr.token)
+	b.do(t, tab,
+		chromedp.Navigate(tr.base+"/admin/workitems/"+id),
+		chromedp.WaitVisible(chromedp.CSS(`#run-tree li[data-run] .status-running`)),
+	)
+	require.Contains(t, b.text(t, tab, "#run-tree"), "helper")
+	require.Equal(t, "running", b.text(t, tab, "#status"))
+	b.shot(t, tab, "runtree-running")
+	// The page was loaded once: the tree changes as the helper finishes.
+	var loads int
+	loads, err := chromedp.Run(tab, chromedp.Evaluate[int](`performance.getEntriesByType("navigation").length`))
+	require.NoError(t, err)
+
+	close(release)
+	tr.finished(t, id, time.Minute)
+	b.do(t, tab,
+		chromedp.WaitVisible(chromedp.CSS(`#run-tree li[data-run] .status-done`)),
+		chromedp.WaitVisible(chromedp.CSS(`#status.status-done`)),
+	)
+	after, err := chromedp.Run(tab, chromedp.Evaluate[int](`performance.getEntriesByType("navigation").length`))
+	require.NoError(t, err)
+	require.Equal(t, loads, after, "updated in place, not reloaded")
+	require.Contains(t, b.text(t, tab, "#spend"), "tokens")
+	b.shot(t, tab, "runtree-done")
+}
+
+// browseApprovals has a careful agent ask to write a file twice: bob, who
+// is not an approver, is refused; ana approves the first call and denies
+// the second, and finds the denial and bob's attempt in the audit log.
+func browseApprovals(t *testing.T, b *browser) {
+	const bobToken = "bob-token-0123456789"
+	model := newFakeModel(t, func(_ context.Context, req chatRequest) reply {
+		if req.Agent != "scribe" {
+			return reply{Text: "nothing to do"}
+		}
+		if req.turns() > 0 {
+			return reply{Text: "done with the notes"}
+		}
+		return reply{Calls: []fakeCall{{Name: "write_file", Args: `{"path":"notes.txt","content":"ok"}`}}}
+	})
+	tr := startTree(t, model, treeOptions{
+		agents: map[string]string{"scribe": "---\nname: scribe\ndescription: Writes files, carefully.\nprofile: careful\n---\nYou write files.\n"},
+		config: func(c *config.Config) {
+			c.Profiles = map[string]policy.ProfileConfig{"careful": {Extends: "contributor", Approval: []string{"write_file"}, Approvers: []string{"ana"}}}
+			c.Admin.Users = []config.AdminUser{adminUser(t, "ana", "correct horse battery")}
+			c.Server.APITokens = []config.APIToken{{Name: "bob", Token: bot.Secret(bobToken)}}
+		},
+	})
+	pending := func(n int) []bot.Approval {
+		t.Helper()
+		var list []bot.Approval
+		require.Eventually(t, func() bool {
+			code, body := tr.do(t, "GET", "/api/v1/approvals", "")
+			require.Equal(t, 200, code, string(body))
+			list = nil
+			require.NoError(t, json.Unmarshal(body, &list))
+			return len(list) == n
+		}, 30*time.Second, 20*time.Millisecond, "want %d approvals waiting", n)
+		return list
+	}
+	first := tr.send(t, "notes", "@scribe write the notes")
+	ap := pending(1)[0]
+
+	// Bob sees the call but may not decide it: refused, and audited.
+	bob := b.tab(t)
+	b.signIn(t, bob, tr.base, bobToken)
+	b.do(t, bob,
+		chromedp.Navigate(tr.base+"/admin/approvals"),
+		chromedp.WaitVisible(chromedp.CSS(`#approvals tr[data-id="`+ap.ID+`"]`)),
+		chromedp.Click(chromedp.CSS(`#approvals tr[data-id="`+ap.ID+`"] button.approve`)),
+		chromedp.WaitVisible(chromedp.CSS("#error")),
+	)
+	require.Contains(t, b.text(t, bob, "#error"), "bob")
+	// As an HTTP client would see it: 403.
+	bobHTTP := newAdminClient(t, tr.base)
+	resp, _ := bobHTTP.signIn(url.Values{"token": {bobToken}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page := bobHTTP.do("GET", "/admin/approvals", nil, nil)
+	resp, _ = bobHTTP.do("POST", "/admin/approvals/"+ap.ID+"/approve", url.Values{"csrf_token": {bobHTTP.csrf(page)}}, nil)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Len(t, pending(1), 1, "still waiting")
+
+	// Ana approves it; the run goes on and writes the file.
+	ana := b.tab(t)
+	b.do(t, ana,
+		chromedp.Navigate(tr.base+"/admin/approvals"),
+		chromedp.WaitVisible(chromedp.CSS("#name")),
+		chromedp.SendKeys(chromedp.CSS("#name"), "ana"),
+		chromedp.SendKeys(chromedp.CSS("#password"), "correct horse battery"),
+		chromedp.Submit(chromedp.CSS("#password")),
+		chromedp.WaitVisible(chromedp.CSS(`#approvals tr[data-id="`+ap.ID+`"]`)),
+	)
+	require.Equal(t, "ana", b.text(t, ana, "#identity"))
+	b.shot(t, ana, "approvals")
+	b.do(t, ana,
+		chromedp.Click(chromedp.CSS(`#approvals tr[data-id="`+ap.ID+`"] button.approve`)),
+		chromedp.WaitVisible(chromedp.CSS(`#done[data-done="approved"]`)),
+	)
+	require.Equal(t, "Approved.", b.text(t, ana, "#done"))
+	wi := tr.finished(t, first, 30*time.Second)
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+
+	// The second call she denies.
+	second := tr.send(t, "notes", "@scribe write them again")
+	ap2 := pending(1)[0]
+	require.NotEqual(t, ap.ID, ap2.ID)
+	b.do(t, ana,
+		chromedp.WaitVisible(chromedp.CSS(`#approvals tr[data-id="`+ap2.ID+`"]`)), // the list updates live
+		chromedp.Click(chromedp.CSS(`#approvals tr[data-id="`+ap2.ID+`"] button.deny`)),
+		chromedp.WaitVisible(chromedp.CSS(`#done[data-done="denied"]`)),
+	)
+	require.Equal(t, "Denied.", b.text(t, ana, "#done"))
+	tr.finished(t, second, 30*time.Second)
+
+	// The audit log shows the denial, and bob's attempt.
+	b.do(t, ana,
+		chromedp.Navigate(tr.base+"/admin/audit"),
+		chromedp.WaitVisible(chromedp.CSS("#filter-decision")),
+		chromedp.SetValue(chromedp.CSS("#filter-decision"), "rejected"),
+		chromedp.Submit(chromedp.CSS("#filter-decision")),
+		chromedp.WaitVisible(chromedp.CSS(`#audit tr.decision-rejected`)),
+	)
+	row := b.text(t, ana, `#audit tr.decision-rejected`)
+	require.Contains(t, row, "write_file")
+	require.Contains(t, row, "ana")
+	require.Contains(t, row, second)
+	b.shot(t, ana, "audit")
+	b.do(t, ana,
+		chromedp.Navigate(tr.base+"/admin/audit?decision=not_approver"),
+		chromedp.WaitVisible(chromedp.CSS(`#audit tr.decision-not_approver`)),
+	)
+	require.Contains(t, b.text(t, ana, `#audit tr.decision-not_approver`), "bob")
 }
 
 // adminClient speaks to the admin UI as a browser would, holding its
@@ -361,4 +517,51 @@ func TestAdminUICookiesAreSecureBehindAnHTTPSPublicURL(t *testing.T) {
 	resp, _ := c.signIn(url.Values{"token": {r.token}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.True(t, c.cookies["switchyard_session"].Secure)
+}
+
+func TestAdminUIReroutesAFinishedWorkItemAsTheSignedInPersonAndAuditsIt(t *testing.T) {
+	model := newFakeModel(t, func(_ context.Context, req chatRequest) reply { return reply{Text: req.Agent + " did it"} })
+	tr := startTree(t, model, treeOptions{})
+	id := tr.finished(t, tr.send(t, "ops", "@lead look at the deploy"), 30*time.Second).ID
+
+	c := newAdminClient(t, tr.base)
+	resp, _ := c.signIn(url.Values{"token": {tr.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, page := c.do("GET", "/admin/workitems/"+id, nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, `id="reroute-form"`)
+	require.NotContains(t, page, `id="cancel-form"`, "only a subagent's work item is cancelled here")
+
+	// Without the form's token nothing happens.
+	resp, _ = c.do("POST", "/admin/workitems/"+id+"/reroute", url.Values{"agent": {"helper"}}, nil)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	// An agent that does not exist is refused by name.
+	resp, page = c.do("POST", "/admin/workitems/"+id+"/reroute", url.Values{"agent": {"nobody"}, "csrf_token": {c.csrf(page)}}, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, page, `agent &#34;nobody&#34;: no such agent`)
+
+	resp, _ = c.do("POST", "/admin/workitems/"+id+"/reroute",
+		url.Values{"agent": {"helper"}, "reason": {"lead is busy"}, "csrf_token": {c.csrf(page)}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	wi := tr.finished(t, id, 30*time.Second)
+	require.Equal(t, "helper", wi.Route.Agent)
+	require.Equal(t, "handoff from @lead: re-routed in the admin UI by admin: lead is busy", wi.Route.Reason)
+	require.Len(t, model.seen("helper"), 1, "the helper ran it")
+
+	// No page shows a secret, even one a person wrote into a request.
+	leaky := tr.finished(t, tr.send(t, "ops", "@lead the token is "+tr.token), 30*time.Second).ID
+	for _, path := range []string{"/admin/workitems/" + leaky, "/admin/workitems", "/admin/workitems/" + leaky + "/live"} {
+		resp, page := c.do("GET", path, nil, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.NotContains(t, page, tr.token, path)
+	}
+	_, page = c.do("GET", "/admin/workitems/"+leaky, nil, nil)
+	require.Contains(t, page, "the token is [REDACTED]")
+
+	recs, _, err := tr.d.Store().ListAudit(t.Context(), time.Time{}, "change", 10, "")
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Contains(t, string(recs[0]), `"tool":"workitem.reroute"`)
+	require.Contains(t, string(recs[0]), `"by":"admin"`)
+	require.Contains(t, string(recs[0]), `"work_item_id":"`+id+`"`)
 }

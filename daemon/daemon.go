@@ -520,7 +520,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	}
 	pages, err := ui.New(ui.Options{
 		Admin: ao, Tokens: d.tokens, Users: users, PublicURL: d.cfg.Server.PublicURL,
-		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Budgets: d.store, Logger: d.log,
+		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Records: d.store, Rerouter: rerouter{d}, Approvals: d.approvals, Logger: d.log,
 	})
 	if err != nil {
 		return nil, err

@@ -40,6 +40,19 @@ func (r runsDesk) CancelRun(ctx context.Context, id, reason, by string) (*bot.Ch
 	return r.d.subagents.Cancel(ctx, id, reason, by)
 }
 
+// rerouter hands work items to another agent for the admin UI, as an
+// agent's handoff does, and tells every replica's workers there is work.
+type rerouter struct{ d *Daemon }
+
+func (r rerouter) RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*bot.WorkItem, error) {
+	wi, err := r.d.store.RerouteWorkItem(ctx, id, hop)
+	if err != nil {
+		return nil, err
+	}
+	r.d.notify(bot.TopicWork, "")
+	return wi, nil
+}
+
 // closeOwned cancels, stops or (with archive) archives everything
 // sessionKey owns, with a receipt per record: subagents, then background
 // tasks.

@@ -38,9 +38,17 @@ type AuditLog interface {
 	List(ctx context.Context, f policy.AuditFilter) ([]policy.AuditRecord, string, error)
 }
 
-// Spending is what budget keys spent; the store has it.
-type Spending interface {
+// Records are what the pages read from the store beside what the API
+// reads: budget counters, threads' messages, runs' transcripts.
+type Records interface {
 	Spent(ctx context.Context, keys []string) ([]bot.Spend, error)
+	ListOutbox(ctx context.Context, thread string) ([]bot.OutboxMessage, error)
+	ListTranscripts(ctx context.Context, jobID string) ([][]byte, error)
+}
+
+// Rerouter hands a work item to another agent and wakes the workers.
+type Rerouter interface {
+	RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*bot.WorkItem, error)
 }
 
 // Options configure the UI. Admin, Redactor and Audit are required.
@@ -62,9 +70,14 @@ type Options struct {
 	Redactor *bot.Redactor
 	// Audit is where changes are recorded.
 	Audit AuditLog
-	// Budgets say what work item trees, requesters, agents and
-	// repositories spent; nil shows no spending.
-	Budgets Spending
+	// Records are the store's budget counters, messages and
+	// transcripts; nil shows none of them.
+	Records Records
+	// Rerouter re-routes work items; nil offers no re-route.
+	Rerouter Rerouter
+	// Approvals are the tool calls waiting for a person; nil: the
+	// approvals page says there are none to decide.
+	Approvals ApprovalDesk
 	// SessionTTL is how long a session lasts from sign-in; default 12h.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
@@ -105,6 +118,8 @@ func (u *UI) pageList() []page {
 		u.skillsPage(),
 		u.scopesPage(),
 		u.agentsPage(),
+		u.approvalsPage(),
+		u.auditPage(),
 	}
 }
 

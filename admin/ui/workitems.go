@@ -15,6 +15,10 @@ func (u *UI) workItemsPage() page {
 	return page{Nav: "Work items", Path: "/admin/workitems", Mount: func(m *http.ServeMux) {
 		m.HandleFunc("GET /admin/workitems", u.workItems)
 		m.HandleFunc("GET /admin/workitems/rows", u.workItemRows)
+		m.HandleFunc("GET /admin/workitems/{id}", u.workItem)
+		m.HandleFunc("GET /admin/workitems/{id}/live", u.workItemLive)
+		m.HandleFunc("POST /admin/workitems/{id}/cancel", u.cancelWorkItem)
+		m.HandleFunc("POST /admin/workitems/{id}/reroute", u.rerouteWorkItem)
 	}}
 }
 
@@ -88,8 +92,8 @@ func (u *UI) listWorkItems(r *http.Request) (workItemsView, error) {
 		}
 	}
 	spent := map[string]int64{}
-	if len(keys) > 0 && u.opts.Budgets != nil {
-		ss, err := u.opts.Budgets.Spent(r.Context(), keys)
+	if len(keys) > 0 && u.opts.Records != nil {
+		ss, err := u.opts.Records.Spent(r.Context(), keys)
 		if err != nil {
 			return v, err
 		}

@@ -31,8 +31,8 @@ const (
 	AuditChange        = "change"         // a person changed something through the admin UI or the API (Tool names what, By who)
 )
 
-// auditDecisions are the decisions records are filtered by.
-func auditDecisions() []string {
+// AuditDecisions are the decisions records are filtered by.
+func AuditDecisions() []string {
 	return []string{AuditAllow, AuditDeny, AuditNeedsApproval, AuditApproved, AuditRejected,
 		AuditExpired, AuditCancelled, AuditNotApprover, AuditWrongIdentity, AuditFromRun, AuditChange}
 }
@@ -150,8 +150,8 @@ func (a *Auditor) RecordCall(ctx context.Context, call tools.Call, d Decision) e
 // List returns a page of the records f selects, newest first, and the
 // cursor of the next page: what `switchyard audit` and /api/v1/audit show.
 func (a *Auditor) List(ctx context.Context, f AuditFilter) ([]AuditRecord, string, error) {
-	if f.Decision != "" && !slices.Contains(auditDecisions(), f.Decision) {
-		return nil, "", bot.Errorf(bot.EINVALID, "decision %q: want one of %s", f.Decision, strings.Join(auditDecisions(), ", "))
+	if f.Decision != "" && !slices.Contains(AuditDecisions(), f.Decision) {
+		return nil, "", bot.Errorf(bot.EINVALID, "decision %q: want one of %s", f.Decision, strings.Join(AuditDecisions(), ", "))
 	}
 	docs, next, err := a.store.ListAudit(ctx, f.Since, f.Decision, f.Limit, f.Cursor)
 	if err != nil {
