@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -374,7 +376,11 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 	if err != nil {
 		return err
 	}
-	return s.update("finish job", func(t txn) error {
+	// Jobs that end together (subagents spawned in one turn) share a
+	// commit: the function may run more than once (see groupCommit) and
+	// changes nothing but the transaction.
+	return s.wrap("finish job", s.group.do(func(tx *bolt.Tx) error {
+		t := txn{tx}
 		j, seq, err := t.heldJob(out.JobID, out.Owner)
 		if err != nil {
 			return err
@@ -426,7 +432,7 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 			}
 		}
 		return t.freeUnit(jobUnit(j), seq)
-	})
+	}))
 }
 
 // SaveJobRecords writes what a run left for a job that does not end here.
