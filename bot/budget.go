@@ -76,6 +76,10 @@ type BudgetStore interface {
 	Spent(ctx context.Context, keys []string) ([]Spend, error)
 	// GrantBudget adds g to what key may spend and returns its spending.
 	GrantBudget(ctx context.Context, key string, g Grant) (Spend, error)
+	// SpentUnder returns the spending of the keys that start with prefix
+	// ("day/2025-03-04/agent/": every agent's that day), in key order, at
+	// most ListLimit(limit) of them, and whether there are more.
+	SpentUnder(ctx context.Context, prefix string, limit int) (spent []Spend, more bool, err error)
 }
 
 // RunState is a run's state as the agent runtime saves it (RunStateStore),

@@ -229,6 +229,14 @@ func browseRunTree(t *testing.T, b *browser) {
 	require.Equal(t, loads, after, "updated in place, not reloaded")
 	require.Contains(t, b.text(t, tab, "#spend"), "tokens")
 	b.shot(t, tab, "runtree-done")
+
+	// The day's spending per agent: the lead's and the helper's calls.
+	b.do(t, tab,
+		chromedp.Navigate(tr.base+"/admin/budgets"),
+		chromedp.WaitVisible(chromedp.CSS(`#budget-agent tr[data-name="helper"]`)),
+	)
+	require.Contains(t, b.text(t, tab, `#budget-agent tr[data-name="lead"]`), "220")
+	b.shot(t, tab, "budgets")
 }
 
 // browseApprovals has a careful agent ask to write a file twice: bob, who
@@ -564,4 +572,39 @@ func TestAdminUIReroutesAFinishedWorkItemAsTheSignedInPersonAndAuditsIt(t *testi
 	require.Contains(t, string(recs[0]), `"tool":"workitem.reroute"`)
 	require.Contains(t, string(recs[0]), `"by":"admin"`)
 	require.Contains(t, string(recs[0]), `"work_item_id":"`+id+`"`)
+}
+
+func TestAdminUIBudgetsShowTheCapsBesideWhatEachSpentToday(t *testing.T) {
+	model := newFakeModel(t, func(context.Context, chatRequest) reply { return reply{Text: "done"} })
+	tr := startTree(t, model, treeOptions{config: func(c *config.Config) {
+		c.Budgets.PerDay = config.DailyBudgets{Agent: 1000, Requester: 200}
+		c.Budgets.Tree.Tokens = 5000
+	}})
+	tr.finished(t, tr.send(t, "ops", "@lead look"), 30*time.Second)
+	tr.finished(t, tr.send(t, "ops", "@helper look too"), 30*time.Second)
+
+	c := newAdminClient(t, tr.base)
+	resp, _ := c.signIn(url.Values{"token": {tr.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, page := c.do("GET", "/admin/budgets", nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "5000 tokens")
+	row := func(kind, name string) string {
+		m := regexp.MustCompile(`(?s)<table class="list" id="budget-` + kind + `">.*?<tr data-name="` + regexp.QuoteMeta(name) + `"[^>]*>(.*?)</tr>`).FindStringSubmatch(page)
+		require.NotNil(t, m, "no %s row for %s", kind, name)
+		return regexp.MustCompile(`<[^>]+>`).ReplaceAllString(m[1], " ")
+	}
+	// Each agent spent 110 of its 1,000; the requester (the console's
+	// token, admin) spent both, 220, over its 200.
+	require.Regexp(t, `^\s*lead\s+110\s+1\s+0\.0000\s+890\s*$`, row("agent", "lead"))
+	require.Regexp(t, `^\s*helper\s+110\s+1\s+0\.0000\s+890\s*$`, row("agent", "helper"))
+	require.Regexp(t, `^\s*local:admin\s+220\s+2\s+0\.0000\s+0\s+spent\s*$`, row("requester", "local:admin"))
+	require.Contains(t, page, `id="budget-repo"`)
+
+	// Another day spent nothing; a day that is no date is refused.
+	_, page = c.do("GET", "/admin/budgets?day=2001-01-01", nil, nil)
+	require.NotContains(t, page, `data-name="lead"`)
+	resp, page = c.do("GET", "/admin/budgets?day=yesterday", nil, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, page, `day &#34;yesterday&#34;: want a date such as`)
 }

@@ -520,7 +520,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	}
 	pages, err := ui.New(ui.Options{
 		Admin: ao, Tokens: d.tokens, Users: users, PublicURL: d.cfg.Server.PublicURL,
-		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Records: d.store, Rerouter: rerouter{d}, Approvals: d.approvals, Logger: d.log,
+		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Records: d.store, Rerouter: rerouter{d}, Approvals: d.approvals, Caps: budgetCaps{d.config}, Logger: d.log,
 	})
 	if err != nil {
 		return nil, err
@@ -805,6 +805,11 @@ func (r roster) Model(name string) (ui.Model, bool) {
 }
 
 func (r roster) Policy() *policy.Engine { return r.c.Current().Policy }
+
+// budgetCaps are the budgets of the config in effect, for the admin UI.
+type budgetCaps struct{ c *Coordinator }
+
+func (b budgetCaps) BudgetCaps() config.Budgets { return b.c.Current().Config.Budgets }
 
 // routingTable shows the router in effect to the admin API.
 type routingTable struct{ c *Coordinator }

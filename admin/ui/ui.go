@@ -44,6 +44,7 @@ type Records interface {
 	Spent(ctx context.Context, keys []string) ([]bot.Spend, error)
 	ListOutbox(ctx context.Context, thread string) ([]bot.OutboxMessage, error)
 	ListTranscripts(ctx context.Context, jobID string) ([][]byte, error)
+	SpentUnder(ctx context.Context, prefix string, limit int) ([]bot.Spend, bool, error)
 }
 
 // Rerouter hands a work item to another agent and wakes the workers.
@@ -78,6 +79,9 @@ type Options struct {
 	// Approvals are the tool calls waiting for a person; nil: the
 	// approvals page says there are none to decide.
 	Approvals ApprovalDesk
+	// Caps are the budgets of the config in effect; nil: the budgets
+	// page says there are none.
+	Caps BudgetCaps
 	// SessionTTL is how long a session lasts from sign-in; default 12h.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
@@ -119,6 +123,7 @@ func (u *UI) pageList() []page {
 		u.scopesPage(),
 		u.agentsPage(),
 		u.approvalsPage(),
+		u.budgetsPage(),
 		u.auditPage(),
 	}
 }

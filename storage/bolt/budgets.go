@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,6 +115,38 @@ func (s *Store) Spent(ctx context.Context, keys []string) ([]bot.Spend, error) {
 		return nil
 	})
 	return out, err
+}
+
+// SpentUnder returns the spending of the keys under prefix, in key order.
+func (s *Store) SpentUnder(ctx context.Context, prefix string, limit int) ([]bot.Spend, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	limit = bot.ListLimit(limit)
+	var (
+		out  []bot.Spend
+		more bool
+	)
+	err := s.view("read budgets", func(t txn) error {
+		b := t.tx.Bucket(bucketBudgets)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+			if len(out) == limit {
+				more = true
+				return nil
+			}
+			var sp bot.Spend
+			if err := json.Unmarshal(v, &sp); err != nil {
+				return fmt.Errorf("decode budget %s: %w", k, err)
+			}
+			out = append(out, sp)
+		}
+		return nil
+	})
+	return out, more, err
 }
 
 // GrantBudget adds g to what key may spend.

@@ -779,6 +779,42 @@ func (s *Store) Spent(ctx context.Context, keys []string) ([]bot.Spend, error) {
 	return out, s.wrap("read budgets", rows.Err())
 }
 
+// SpentUnder returns the spending of the keys under prefix, in key order
+// (COLLATE "C": byte order, as bbolt keeps it).
+func (s *Store) SpentUnder(ctx context.Context, prefix string, limit int) ([]bot.Spend, bool, error) {
+	if err := s.open(); err != nil {
+		return nil, false, err
+	}
+	limit = bot.ListLimit(limit)
+	rows, err := s.pool.Query(ctx, "SELECT key, doc FROM budgets WHERE key >= $1 AND starts_with(key, $1) ORDER BY key LIMIT $2", prefix, limit+1)
+	if err != nil {
+		return nil, false, s.wrap("read budgets", err)
+	}
+	defer rows.Close()
+	var out []bot.Spend
+	for rows.Next() {
+		var (
+			key string
+			doc []byte
+		)
+		if err := rows.Scan(&key, &doc); err != nil {
+			return nil, false, s.wrap("read budgets", err)
+		}
+		var sp bot.Spend
+		if err := json.Unmarshal(doc, &sp); err != nil {
+			return nil, false, fmt.Errorf("decode budget %s: %w", key, err)
+		}
+		out = append(out, sp)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, s.wrap("read budgets", err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
 // GrantBudget adds g to what key may spend and returns its spending.
 func (s *Store) GrantBudget(ctx context.Context, key string, g bot.Grant) (bot.Spend, error) {
 	if err := validBudgetKey(key); err != nil {

@@ -567,6 +567,45 @@ func testBudgets(t *testing.T, open Opener) {
 		_, err = h.s.GrantBudget(h.ctx, tree, bot.Grant{Tokens: -5})
 		requireCode(t, bot.EINVALID, err)
 	})
+
+	t.Run("the keys under a prefix are listed in key order, a page at a time", func(t *testing.T) {
+		h := newHarness(t, open)
+		day := func(kind, name string) string { return bot.DailyBudgetKey(epoch(), kind, name) }
+		for i, name := range []string{"triage", "coder", "docs", "coder-2"} {
+			require.NoError(t, h.s.AddUsage(h.ctx, bot.Usage{Keys: []string{day(bot.BudgetAgent, name), day(bot.BudgetRepo, "o/r")}, Tokens: 10 * (i + 1), At: epoch()}))
+		}
+		// Neither another day's, another kind's, nor a key the prefix
+		// only begins (agent/ against agent-x/) is listed.
+		require.NoError(t, h.s.AddUsage(h.ctx, bot.Usage{Keys: []string{
+			bot.DailyBudgetKey(at(24*time.Hour), bot.BudgetAgent, "coder"), "day/2025-03-04/agentx/coder", bot.TreeBudgetKey("wi_1"),
+		}, Tokens: 1, At: epoch()}))
+		keys := func(sp []bot.Spend) []string {
+			var out []string
+			for _, s := range sp {
+				out = append(out, s.Key)
+			}
+			return out
+		}
+		prefix := "day/2025-03-04/agent/"
+		sp, more, err := h.s.SpentUnder(h.ctx, prefix, 0)
+		require.NoError(t, err)
+		require.False(t, more)
+		require.Equal(t, []string{prefix + "coder", prefix + "coder-2", prefix + "docs", prefix + "triage"}, keys(sp))
+		require.Equal(t, int64(20), sp[0].Tokens)
+		require.Equal(t, int64(1), sp[0].Calls)
+		sp, more, err = h.s.SpentUnder(h.ctx, prefix, 3)
+		require.NoError(t, err)
+		require.True(t, more)
+		require.Len(t, sp, 3)
+		sp, _, err = h.s.SpentUnder(h.ctx, "day/2025-03-04/repo/", 0)
+		require.NoError(t, err)
+		require.Len(t, sp, 1)
+		require.Equal(t, int64(100), sp[0].Tokens)
+		sp, more, err = h.s.SpentUnder(h.ctx, "day/1999-01-01/", 0)
+		require.NoError(t, err)
+		require.False(t, more)
+		require.Empty(t, sp)
+	})
 }
 
 func testRunStates(t *testing.T, open Opener) {
