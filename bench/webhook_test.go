@@ -77,7 +77,10 @@ func sign(secret string, body []byte) string {
 // runs on the same fixture and clients, fsyncing each delivery and
 // grouping fsyncs. A shared machine drifts, so each round runs raw, the
 // daemon and the peers back to back; ratios are taken within a round and
-// the median round is the result.
+// the median round is the result. Each round also runs the floor, a
+// handler that only reads and verifies, and the report gives the CPU a
+// delivery costs each side and how many deliveries each commit took, so a
+// figure can be read against what bounds it.
 func BenchmarkWebhookIntake(b *testing.B) {
 	for range b.N {
 		body := prOpened(b)
@@ -94,6 +97,7 @@ func BenchmarkWebhookIntake(b *testing.B) {
 			r.daemon = measureDaemonWebhook(b, deliveries)
 			r.daemon.commits -= setupCommits
 			r.rate, r.lat = r.daemon.rate, r.daemon.lat
+			r.floor = measureFloor(b, deliveries)
 			for _, p := range peers {
 				r.peers = append(r.peers, measurePeer(b, p, deliveries))
 			}
@@ -142,6 +146,8 @@ func BenchmarkWebhookIntake(b *testing.B) {
 			fmt.Sprintf("daemon, %d clients, %d deliveries a round: median %.0f deliveries/s, p99 %s",
 				webhookClients, len(deliveries), rate, ms(p99)),
 			cpuLine,
+			fmt.Sprintf("floor, a handler that only reads the body, checks its signature and answers 202, same clients: median %.0f deliveries/s, CPU a delivery %s (HTTP, TCP, HMAC and the load generator)",
+				median(func(r webhookRound) float64 { return r.floor.rate }), perDelivery(func(r webhookRound) time.Duration { return r.floor.cpu })),
 			fmt.Sprintf("commits, median of rounds: the daemon's group commit %.1f deliveries each, raw Batch %.1f records each",
 				median(func(r webhookRound) float64 { return n / float64(max(r.daemon.commits, 1)) }),
 				median(func(r webhookRound) float64 { return n / float64(max(r.rawRun.commits, 1)) })),
@@ -176,6 +182,7 @@ type webhookRound struct {
 	rate, raw float64
 	lat       latencies
 	daemon    daemonRun
+	floor     daemonRun
 	rawRun    rawRun
 	peers     []peerRun
 }
@@ -344,6 +351,42 @@ func measureDaemonWebhook(b *testing.B, deliveries []delivery) daemonRun {
 	}
 	run.commits = storeTxID(b, path)
 	return run
+}
+
+// measureFloor serves, to the same clients, a handler that does only what
+// no receiver can skip: read the body, check its signature in constant
+// time and answer 202. Its CPU a delivery is what the daemon cannot go
+// below without the store.
+func measureFloor(b *testing.B, deliveries []delivery) daemonRun {
+	secret := []byte(webhookSecret)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body bytes.Buffer
+		body.Grow(int(r.ContentLength) + bytes.MinRead)
+		if _, err := body.ReadFrom(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got, err := hex.DecodeString(strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body.Bytes())
+		if err != nil || !hmac.Equal(got, mac.Sum(nil)) {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"status":"accepted"}`+"\n")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	cpu0 := processCPU()
+	rate, lat := postDeliveries(b, ln.Addr().String(), "/", deliveries)
+	return daemonRun{rate: rate, lat: lat, cpu: processCPU() - cpu0}
 }
 
 // measurePeer posts every delivery to a Node peer, measuring its CPU time
