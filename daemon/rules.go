@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"log/slog"
 	"reflect"
