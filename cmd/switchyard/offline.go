@@ -254,6 +254,9 @@ func newRulesCmd(cl *clientFlags) *cobra.Command {
 				return printJSON(out, rules)
 			}
 			printRules(out, rules)
+			if !live {
+				fmt.Fprintln(cmd.ErrOrStderr(), "From the config file alone; rules made in the admin UI or through the API are the daemon's: switchyard rules list --daemon")
+			}
 			return nil
 		},
 	}

@@ -47,4 +47,6 @@ func TestStoredRulesInTheCLI(t *testing.T) {
 	r = run(t, dir, nil, "rules", "list")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `0\s+bugs\s+coder\s+config\.yaml:8\s+labels bug`, r.stdout)
+	require.NotContains(t, r.stdout, "readme")
+	require.Contains(t, r.stderr, "switchyard rules list --daemon", "it says where the stored rules are")
 }
