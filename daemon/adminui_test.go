@@ -528,8 +528,12 @@ func TestAdminUICookiesAreSecureBehindAnHTTPSPublicURL(t *testing.T) {
 }
 
 func TestAdminUIReroutesAFinishedWorkItemAsTheSignedInPersonAndAuditsIt(t *testing.T) {
+	// A secret HTML would escape ("+" as "&#43;", "&" as "&amp;").
+	const carolToken = "carol+token&0123456789"
 	model := newFakeModel(t, func(_ context.Context, req chatRequest) reply { return reply{Text: req.Agent + " did it"} })
-	tr := startTree(t, model, treeOptions{})
+	tr := startTree(t, model, treeOptions{config: func(c *config.Config) {
+		c.Server.APITokens = []config.APIToken{{Name: "carol", Token: carolToken}}
+	}})
 	id := tr.finished(t, tr.send(t, "ops", "@lead look at the deploy"), 30*time.Second).ID
 
 	c := newAdminClient(t, tr.base)
@@ -557,14 +561,16 @@ func TestAdminUIReroutesAFinishedWorkItemAsTheSignedInPersonAndAuditsIt(t *testi
 	require.Len(t, model.seen("helper"), 1, "the helper ran it")
 
 	// No page shows a secret, even one a person wrote into a request.
-	leaky := tr.finished(t, tr.send(t, "ops", "@lead the token is "+tr.token), 30*time.Second).ID
+	leaky := tr.finished(t, tr.send(t, "ops", "@lead the token is "+tr.token+", carol's is "+carolToken), 30*time.Second).ID
 	for _, path := range []string{"/admin/workitems/" + leaky, "/admin/workitems", "/admin/workitems/" + leaky + "/live"} {
 		resp, page := c.do("GET", path, nil, nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.NotContains(t, page, tr.token, path)
+		require.NotContains(t, page, "carol+token", path)
+		require.NotContains(t, page, "carol&#43;token", path)
 	}
 	_, page = c.do("GET", "/admin/workitems/"+leaky, nil, nil)
-	require.Contains(t, page, "the token is [REDACTED]")
+	require.Contains(t, page, "the token is [REDACTED], carol&#39;s is [REDACTED]")
 
 	recs, _, err := tr.d.Store().ListAudit(t.Context(), time.Time{}, "change", 10, "")
 	require.NoError(t, err)

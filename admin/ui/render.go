@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/switchyard/switchyard/agents/policy"
@@ -59,13 +60,17 @@ func (u *UI) fragment(w http.ResponseWriter, r *http.Request, file, name string,
 	u.execute(w, r, http.StatusOK, file, name, view{Identity: identity(r), CSRF: csrf, Data: data})
 }
 
-// execute runs a template and sends what it made, masked by the redactor.
+// execute runs a template on v, its data masked (see masked), and sends
+// what it made, masked again by the redactor.
 func (u *UI) execute(w http.ResponseWriter, r *http.Request, status int, file, name string, v view) {
 	t, ok := u.tmpl[file]
 	if !ok {
 		u.log.Error("admin ui: no template", "file", file)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
+	}
+	if v.Data != nil {
+		v.Data = masked(u.opts.Redactor, reflect.ValueOf(v.Data)).Interface()
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name, v); err != nil {
