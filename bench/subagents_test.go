@@ -272,7 +272,8 @@ func (bd *treeDaemon) modelCall(b *testing.B) time.Duration {
 // list_directory call where each spawn was, in the same daemon; the
 // difference per child, less one model call made directly (the child's
 // own), is the ledger's records, the child's work item, dispatch and job,
-// a worker claiming it, the child's run, and the parent waking. Target:
+// a worker claiming it, the child's run, and the parent waking; the
+// children's records say how much of it their own lives took. Target:
 // under 1 ms a child.
 func BenchmarkSubagentSpawnOverhead(b *testing.B) {
 	const (
@@ -282,13 +283,20 @@ func BenchmarkSubagentSpawnOverhead(b *testing.B) {
 	for range b.N {
 		bd := startTreeDaemon(b, treeModel{}, 4, 4)
 		bd.run(b, "warm", fmt.Sprintf("@lead spawn %d", children))
-		var tree, base, model latencies
+		var tree, base, model, lives latencies
 		for i := range rounds {
 			_, d := bd.run(b, fmt.Sprintf("b%d", i), fmt.Sprintf("@lead noop %d", children))
 			base = append(base, d)
 			id, d := bd.run(b, fmt.Sprintf("t%d", i), fmt.Sprintf("@lead spawn %d", children))
-			if n := len(bd.children(b, id)); n != children {
-				b.Fatalf("%d children, want %d", n, children)
+			rs := bd.children(b, id)
+			if len(rs) != children {
+				b.Fatalf("%d children, want %d", len(rs), children)
+			}
+			for _, r := range rs {
+				if r.FinishedAt == nil {
+					b.Fatalf("%s has not ended", r.ID)
+				}
+				lives = append(lives, r.FinishedAt.Sub(r.CreatedAt))
 			}
 			tree = append(tree, d)
 			for range children {
@@ -300,6 +308,8 @@ func BenchmarkSubagentSpawnOverhead(b *testing.B) {
 		report(b, "subagents: spawn overhead per child, excluding the model",
 			fmt.Sprintf("a lead spawning %d helpers one a turn: %s (median of %d)", children, median(tree), rounds),
 			fmt.Sprintf("baseline, the same lead calling list_directory instead: %s; a helper's model call alone: %s", median(base), median(model)),
+			fmt.Sprintf("a child's life by its record, from its spawn to the end of its run: %s (median; the spawn's commit and "+
+				"its model call in it, the commit of its end and its parent waking not)", median(lives)),
 			fmt.Sprintf("overhead %s per child = %.3f of the 1ms target: %s", perChild,
 				float64(perChild)/float64(time.Millisecond), verdict(perChild < time.Millisecond)),
 		)
