@@ -263,7 +263,8 @@ func (a *API) overrideSkill(w http.ResponseWriter, r *http.Request) {
 
 // SettingRequest is the body of POST .../{name}/enable, disable and
 // inherit: the scope, and for enable optionally the package's settings
-// there.
+// there, which replace those stored at that scope. Without settings the
+// scope's settings are kept: only the enablement changes.
 type SettingRequest struct {
 	Scope    string         `json:"scope"`
 	Settings map[string]any `json:"settings,omitempty"`
@@ -318,8 +319,13 @@ func (a *API) setSkill(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "settings go with enable"))
 		return
 	}
-	s := skills.Setting{Scope: sc, Name: name, Enabled: en, Settings: normalizeNumbers(req.Settings)}
-	if err := Set(r.Context(), reg, s); err != nil {
+
+	if len(req.Settings) > 0 {
+		err = Set(r.Context(), reg, skills.Setting{Scope: sc, Name: name, Enabled: en, Settings: normalizeNumbers(req.Settings)})
+	} else {
+		err = Toggle(r.Context(), reg, sc, name, en)
+	}
+	if err != nil {
 		httpapi.Error(w, r, a.logger, err)
 		return
 	}
@@ -331,6 +337,18 @@ func (a *API) setSkill(w http.ResponseWriter, r *http.Request) {
 // does: for the API and the admin UI, its refusals given their codes.
 func Set(ctx context.Context, reg *skills.Registry, s skills.Setting) error {
 	return skillsError(reg.Set(ctx, s))
+}
+
+// Toggle changes only the enablement of a package or skill at a scope
+// (enable, disable, inherit), keeping the package settings stored there:
+// POST .../enable without settings, `skills enable` without --set and the
+// admin UI's toggles. Only settings given change settings.
+func Toggle(ctx context.Context, reg *skills.Registry, sc skills.Scope, name string, en skills.Enablement) error {
+	s := skills.Setting{Scope: sc, Name: name, Enabled: en}
+	if st, ok := reg.StoredSetting(sc, name); ok {
+		s.Settings = st.Settings
+	}
+	return Set(ctx, reg, s)
 }
 
 // normalizeNumbers gives settings' whole numbers as int64, as the config

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 
@@ -106,4 +109,82 @@ func TestSkillsAPIErrors(t *testing.T) {
 			require.Contains(t, rec.Body.String(), tc.want)
 		})
 	}
+}
+
+// acmeTools is an installed package with a skill and settings.
+var acmeTools = fstest.MapFS{"manifest.yaml": {Data: []byte(`name: acme-tools
+version: 1.2.0
+description: Acme's deploy checks.
+skills:
+  - name: deploy-check
+    description: Check a deploy before it goes out.
+    instructions: Check it.
+    allowed_tools: [read_file]
+    execution_protocol: [Read the deploy plan with read_file.]
+config:
+  type: object
+  properties:
+    environment: {type: string, enum: [staging, production]}
+    retries: {type: integer, minimum: 0}
+  additionalProperties: false
+`)}}
+
+// Changing a package's enablement at a scope keeps the settings stored
+// there; only settings given change them, as `skills enable --set` does.
+func TestEnablementKeepsTheScopesSettings(t *testing.T) {
+	repo := skills.Scope{Kind: skills.ScopeRepo, Name: "acme/web"}
+	kept := map[string]any{"environment": "production", "retries": int64(2)}
+	cases := []struct {
+		name, path, body string
+		enabled          skills.Enablement
+		settings         map[string]any // stored at the scope after; nil: no setting stored
+	}{
+		{"enable without settings", "/api/v1/packages/acme-tools/enable", `{"scope":"repo:acme/web"}`, skills.Enabled, kept},
+		{"enable through the skills path", "/api/v1/skills/acme-tools/enable", `{"scope":"repo:acme/web"}`, skills.Enabled, kept},
+		{"disable", "/api/v1/packages/acme-tools/disable", `{"scope":"repo:acme/web"}`, skills.Disabled, kept},
+		{"inherit", "/api/v1/skills/acme-tools/inherit", `{"scope":"repo:acme/web"}`, skills.Inherit, kept},
+		{"enable with settings replaces them", "/api/v1/packages/acme-tools/enable", `{"scope":"repo:acme/web","settings":{"retries":3}}`,
+			skills.Enabled, map[string]any{"retries": int64(3)}},
+		{"enable with empty settings keeps them", "/api/v1/packages/acme-tools/enable", `{"scope":"repo:acme/web","settings":{}}`, skills.Enabled, kept},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := seed(t)
+			reg, err := skills.NewRegistry(t.Context(), skills.Options{Store: s.store, Masker: bot.NewRedactor()})
+			require.NoError(t, err)
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.yaml"), acmeTools["manifest.yaml"].Data, 0o644))
+			p, err := skills.LoadPackage(os.DirFS(dir), skills.LoadOptions{Dir: dir})
+			require.NoError(t, err)
+			digest, err := skills.Digest(os.DirFS(dir))
+			require.NoError(t, err)
+			require.NoError(t, reg.Add(t.Context(), p, skills.InstalledPackage{Name: "acme-tools", Version: "1.2.0", Digest: digest, Dir: dir}))
+			require.NoError(t, reg.Set(t.Context(), skills.Setting{Scope: repo, Name: "acme-tools", Enabled: skills.Disabled, Settings: kept}))
+			h := handler(admin.Options{Store: s.store, Intake: s.intake, Skills: reg})
+
+			rec := serve(t, h, "POST", tc.path, tc.body)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+
+			// What the store holds, as a registry opened again reads it.
+			again, err := skills.NewRegistry(t.Context(), skills.Options{Store: s.store})
+			require.NoError(t, err)
+			for _, r := range []*skills.Registry{reg, again} {
+				st, ok := r.StoredSetting(repo, "acme-tools")
+				require.True(t, ok)
+				require.Equal(t, tc.enabled, st.Enabled)
+				require.Equal(t, tc.settings, st.Settings)
+			}
+		})
+	}
+
+	t.Run("inherit where nothing else is stored forgets the setting", func(t *testing.T) {
+		s := seed(t)
+		reg, err := skills.NewRegistry(t.Context(), skills.Options{Store: s.store})
+		require.NoError(t, err)
+		h := handler(admin.Options{Store: s.store, Intake: s.intake, Skills: reg})
+		require.Equal(t, http.StatusOK, serve(t, h, "POST", "/api/v1/skills/release-notes/disable", `{"scope":"global"}`).Code)
+		require.Equal(t, http.StatusOK, serve(t, h, "POST", "/api/v1/skills/release-notes/inherit", `{"scope":"global"}`).Code)
+		_, ok := reg.StoredSetting(skills.Global, "release-notes")
+		require.False(t, ok)
+	})
 }

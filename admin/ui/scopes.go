@@ -480,11 +480,7 @@ func (u *UI) setScope(w http.ResponseWriter, r *http.Request) {
 		u.showScopes(w, r, bot.Errorf(bot.EINVALID, "set %q: want enable, disable or inherit", r.PostFormValue("set")))
 		return
 	}
-	s := skills.Setting{Scope: sc, Name: name, Enabled: en}
-	if st, ok := reg.StoredSetting(sc, name); ok {
-		s.Settings = st.Settings
-	}
-	if err := admin.Set(r.Context(), reg, s); err != nil {
+	if err := admin.Toggle(r.Context(), reg, sc, name, en); err != nil {
 		u.showScopes(w, r, err)
 		return
 	}
