@@ -9,5 +9,6 @@ const (
 	TopicApproval = "approval" // payload: the id of an approval that was decided
 	TopicConfig   = "config"   // payload: the replica that reloaded its config
 	TopicRules    = "rules"    // payload: the replica that changed a stored routing rule
+	TopicSkills   = "skills"   // payload: the replica that changed a stored skill setting or package
 	TopicResync   = "resync"   // notifications may have been missed: look again
 )

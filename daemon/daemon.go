@@ -649,7 +649,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	work.Go(func() { d.upkeep(workCtx) })
 	work.Go(func() { d.listen(workCtx) })
 	if _, single := d.store.(orphanReclaimer); !single {
-		work.Go(func() { d.watchRules(workCtx) })
+		work.Go(func() { d.watchShared(workCtx) })
 	}
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
 	if d.slack != nil {
@@ -701,7 +701,8 @@ func (d *Daemon) notify(topic, payload string) {
 }
 
 // listen acts on what the processes sharing the store tell each other:
-// work to claim, messages to deliver, approvals decided, a config reloaded.
+// work to claim, messages to deliver, approvals decided, a config reloaded,
+// stored routing rules or skill settings changed.
 func (d *Daemon) listen(ctx context.Context) {
 	err := d.store.Listen(ctx, func(topic, payload string) {
 		switch topic {
@@ -717,6 +718,12 @@ func (d *Daemon) listen(ctx context.Context) {
 				// again, as a change made here does.
 				go func() { _ = d.config.Refresh(ctx) }()
 			}
+		case bot.TopicSkills:
+			if payload != d.replica {
+				// Another replica changed a skill setting: read the
+				// settings again, as a change made here puts them.
+				go d.refreshSkills(ctx)
+			}
 		case bot.TopicConfig:
 			if payload == d.replica {
 				return
@@ -730,6 +737,7 @@ func (d *Daemon) listen(ctx context.Context) {
 			}()
 		case bot.TopicResync:
 			go func() { _ = d.config.Refresh(ctx) }() // a rule may have changed meanwhile
+			go d.refreshSkills(ctx)                   // and a skill setting
 			d.dispatcher.Wake()
 			d.deliverer.Wake()
 			d.approvals.ChangedAll()

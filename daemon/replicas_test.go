@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
 	"github.com/switchyard/switchyard/integrations/local"
+	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/storage/postgres/pgtest"
 )
 
@@ -132,4 +136,61 @@ func TestRuleMadeOnOneReplicaRoutesOnTheOther(t *testing.T) {
 	// Deleted on the other replica: the first one stops routing by it.
 	b.json(t, "DELETE", "/api/v1/rules/rule_1", "", 200, nil)
 	require.Eventually(t, func() bool { return a.explain(t, "deploy the api").Rule == "" }, 15*time.Second, 10*time.Millisecond)
+}
+
+// A skill setting made through the API of one replica is in effect on the
+// other without a restart, and so is clearing it. A package installed on
+// one replica only is that replica's: the other ignores the settings that
+// name it, saying so once, and keeps serving.
+func TestSkillSettingMadeOnOneReplicaIsInEffectOnTheOther(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	replica := func() (*running, *syncBuffer) {
+		logs := &syncBuffer{}
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.APIToken = "shared-token-0123456789"
+			o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}), logs
+	}
+	a, _ := replica()
+	b, bLogs := replica()
+	effective := func(r *running, skill string) skills.Effective {
+		var list []skills.Effective
+		r.json(t, "GET", "/api/v1/skills/effective?repo=acme/web&agent=coder", "", 200, &list)
+		for _, e := range list {
+			if e.Name == skill {
+				return e
+			}
+		}
+		return skills.Effective{}
+	}
+	builtin := skills.Effective{Name: "release-notes", Package: "release-notes", Enabled: true, Scope: "default"}
+	require.Equal(t, builtin, effective(b, "release-notes"), "before")
+
+	a.json(t, "POST", "/api/v1/skills/release-notes/disable", `{"scope":"repo:acme/web"}`, 200, nil)
+	off := skills.Effective{Name: "release-notes", Package: "release-notes", Scope: "repo:acme/web", Origin: "store"}
+	require.Eventually(t, func() bool { return effective(b, "release-notes") == off }, 15*time.Second, 10*time.Millisecond,
+		"the other replica has the setting")
+
+	// Cleared on the other replica: the first one inherits again.
+	b.json(t, "POST", "/api/v1/skills/release-notes/inherit", `{"scope":"repo:acme/web"}`, 200, nil)
+	require.Eventually(t, func() bool { return effective(a, "release-notes") == builtin }, 15*time.Second, 10*time.Millisecond,
+		"the first replica no longer has the setting")
+
+	// A package installed and enabled on the first replica only.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte(deployChecks), 0o644))
+	a.json(t, "POST", "/api/v1/packages", `{"source":`+strconv.Quote(dir)+`,"enable":["repo:acme/web"]}`, 201, nil)
+	require.True(t, effective(a, "deploy-check").Enabled)
+	unknown := "a stored skill setting names no package or skill installed here"
+	require.Eventually(t, func() bool { return strings.Contains(bLogs.String(), unknown) }, 15*time.Second, 10*time.Millisecond,
+		"the other replica says it ignores the setting")
+	require.Equal(t, skills.Effective{}, effective(b, "deploy-check"), "unknown there")
+
+	// Its later changes still reach the other replica, which says so once.
+	a.json(t, "POST", "/api/v1/skills/release-notes/disable", `{"scope":"org:acme"}`, 200, nil)
+	require.Eventually(t, func() bool { return effective(b, "release-notes").Scope == "org:acme" }, 15*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, strings.Count(bLogs.String(), unknown), bLogs.String())
+	require.Contains(t, bLogs.String(), "name=deploy-checks scope=repo:acme/web")
 }

@@ -33,15 +33,16 @@ func withStoredRules(ctx context.Context, s *Setup, rules bot.RuleStore, log *sl
 	return &next, nil
 }
 
-// rulesPoll is how often a replica sharing its store looks whether the
-// stored rules changed without it hearing so (a notification sent before
-// it listened, or lost with a connection).
-const rulesPoll = 5 * time.Second
+// sharedPoll is how often a replica sharing its store looks whether the
+// stored routing rules or skill settings changed without it hearing so (a
+// notification sent before it listened, or lost with a connection).
+const sharedPoll = 5 * time.Second
 
-// watchRules puts stored rules changed elsewhere in effect when no
-// notification said so: everything that listens also polls.
-func (d *Daemon) watchRules(ctx context.Context) {
-	t := time.NewTicker(rulesPoll)
+// watchShared puts stored routing rules and skill settings changed
+// elsewhere in effect when no notification said so: everything that
+// listens also polls.
+func (d *Daemon) watchShared(ctx context.Context) {
+	t := time.NewTicker(sharedPoll)
 	defer t.Stop()
 	for {
 		select {
@@ -49,16 +50,23 @@ func (d *Daemon) watchRules(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		stored, err := d.store.ListRules(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.log.LogAttrs(ctx, slog.LevelWarn, "look for changed routing rules", slog.String("error", err.Error()))
-			}
-			continue
+		d.refreshRules(ctx)
+		d.refreshSkills(ctx)
+	}
+}
+
+// refreshRules puts the stored routing rules in effect here when they are
+// not those in effect.
+func (d *Daemon) refreshRules(ctx context.Context) {
+	stored, err := d.store.ListRules(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.LogAttrs(ctx, slog.LevelWarn, "look for changed routing rules", slog.String("error", err.Error()))
 		}
-		if !reflect.DeepEqual(stored, d.config.Current().stored) {
-			_ = d.config.Refresh(ctx)
-		}
+		return
+	}
+	if !reflect.DeepEqual(stored, d.config.Current().stored) {
+		_ = d.config.Refresh(ctx)
 	}
 }
 

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"slices"
 
 	"github.com/switchyard/switchyard/agents/tools"
+	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/skills/install"
 )
@@ -38,6 +40,9 @@ func (d *Daemon) buildSkills(ctx context.Context) error {
 		// A package whose command tools need what the agents that would
 		// run them lack is refused when it is enabled.
 		CheckEnable: d.checkEnable,
+		// A change stored here is put in effect on the replicas sharing
+		// the store, as a stored routing rule is.
+		Stored: func() { d.notify(bot.TopicSkills, d.replica) },
 	})
 	if err != nil {
 		return err
@@ -104,4 +109,18 @@ func (d *Daemon) skillNames(context.Context) ([]string, error) {
 		names = append(names, s.Name)
 	}
 	return names, nil
+}
+
+// refreshSkills puts the skill settings another replica sharing the store
+// changed in effect here: the registry reads them again and, when they
+// differ, swaps its catalog and tells its subscribers, as for a change
+// made here.
+func (d *Daemon) refreshSkills(ctx context.Context) {
+	changed, err := d.skills.RefreshSettings(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.log.LogAttrs(ctx, slog.LevelWarn, "look for skill settings changed on another replica", slog.String("error", err.Error()))
+	case changed:
+		d.log.LogAttrs(ctx, slog.LevelInfo, "skill settings changed on another replica are in effect here")
+	}
 }

@@ -1,10 +1,13 @@
 package skills
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -158,7 +161,7 @@ func (r *Registry) Set(ctx context.Context, s Setting) error {
 	if cs, ok := r.cur.Load().settings.config[settingKey{s.Scope, s.Name}]; ok {
 		return errorf(ErrConflict, "%s sets %s at %s (enabled: %s); change it there", cs.Origin, s.Name, s.Scope, cs.Enabled)
 	}
-	return r.update(func(c *catalog) error {
+	err := r.update(func(c *catalog) error {
 		k := settingKey{s.Scope, s.Name}
 		if s.Enabled == Inherit && len(s.Settings) == 0 {
 			if r.opts.Store != nil {
@@ -177,6 +180,104 @@ func (r *Registry) Set(ctx context.Context, s Setting) error {
 		c.settings.store[k] = s
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	r.stored()
+	return nil
+}
+
+// stored tells Options.Stored that a change was written to the store.
+func (r *Registry) stored() {
+	if r.opts.Store != nil && r.opts.Stored != nil {
+		r.opts.Stored()
+	}
+}
+
+// RefreshSettings reads the settings the store keeps again and, when they
+// are not those in effect (another process sharing the store changed
+// them), swaps the catalog with them and tells the subscribers, as a
+// setting made here does. It reports whether anything changed. A setting
+// naming a package or skill this process does not have (a package
+// installed on another replica only) is kept and ignored, as at start,
+// and logged once.
+func (r *Registry) RefreshSettings(ctx context.Context) (bool, error) {
+	if r.opts.Store == nil {
+		return false, nil
+	}
+	r.mu.Lock()
+	// Read under the lock, so a setting made here meanwhile is not
+	// replaced by what the store held before it.
+	list, err := r.opts.Store.ListSettings(ctx)
+	if err != nil {
+		r.mu.Unlock()
+		return false, fmt.Errorf("read the stored skill settings: %w", err)
+	}
+	cur := r.cur.Load()
+	next := indexSettings(list)
+	if sameSettings(cur.settings.store, next) {
+		r.mu.Unlock()
+		return false, nil
+	}
+	c := cur.clone()
+	c.settings.store = next
+	r.reportUnknown(ctx, c)
+	r.cur.Store(c)
+	r.mu.Unlock()
+	r.changed()
+	return true, nil
+}
+
+// sameSettings reports whether two sets of settings say the same: the
+// same enablement and the same settings (compared as they are stored, so
+// a whole number made here as a float64 equals the int64 read back).
+func sameSettings(a, b map[settingKey]Setting) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		y, ok := b[k]
+		if !ok || x.Enabled != y.Enabled || len(x.Settings) != len(y.Settings) {
+			return false
+		}
+		if len(x.Settings) == 0 {
+			continue
+		}
+		xj, errx := json.Marshal(x.Settings)
+		yj, erry := json.Marshal(y.Settings)
+		if errx != nil || erry != nil || !bytes.Equal(xj, yj) {
+			return false
+		}
+	}
+	return true
+}
+
+// reportUnknown logs, once each, the stored settings of c that name no
+// package or skill here. Callers hold mu or own r alone.
+func (r *Registry) reportUnknown(ctx context.Context, c *catalog) {
+	for _, k := range sortedSettingKeys(c.settings.store) {
+		_, isPackage := c.packages[k.name]
+		_, isRecord := c.records[k.name]
+		_, isSkill := c.skills[k.name]
+		if isPackage || isRecord || isSkill || r.unknown[k] {
+			continue
+		}
+		r.unknown[k] = true
+		r.log.LogAttrs(ctx, slog.LevelWarn, "a stored skill setting names no package or skill installed here; it is ignored here until the package is installed on this replica too",
+			slog.String("name", k.name), slog.String("scope", k.scope.String()))
+	}
+}
+
+// sortedSettingKeys returns the keys of m by scope then name.
+func sortedSettingKeys(m map[settingKey]Setting) []settingKey {
+	keys := make([]settingKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b settingKey) int {
+		return cmp.Or(strings.Compare(a.scope.String(), b.scope.String()), strings.Compare(a.name, b.name))
+	})
+	return keys
 }
 
 // StoredSetting returns the setting the store holds for a scope and name.

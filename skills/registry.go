@@ -89,7 +89,12 @@ type Options struct {
 	// returned as it is: it says why (a command tool needs what the
 	// profiles there lack).
 	CheckEnable func(p *Package, at Scope) error
-	Logger      *slog.Logger
+	// Stored, when set, is called after a change this registry wrote to
+	// the store (a setting, an install, an uninstall) is in effect here,
+	// for the processes sharing the store to be told: they put it in
+	// effect with RefreshSettings.
+	Stored func()
+	Logger *slog.Logger
 }
 
 // Registry is the packages in effect and their skills, agents, command
@@ -106,6 +111,10 @@ type Registry struct {
 
 	subMu sync.Mutex
 	subs  []func()
+
+	// unknown are the stored settings already reported as naming no
+	// package or skill here; guarded by mu.
+	unknown map[settingKey]bool
 }
 
 // catalog is one immutable state of the registry.
@@ -134,7 +143,7 @@ type entry struct {
 // out, its record kept so it can be uninstalled), and the store's
 // settings.
 func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
-	r := &Registry{opts: opts, log: opts.Logger}
+	r := &Registry{opts: opts, log: opts.Logger, unknown: map[settingKey]bool{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -175,6 +184,7 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if err := c.index(r.knownTools()); err != nil {
 		return nil, err
 	}
+	r.reportUnknown(ctx, c)
 	r.cur.Store(c)
 	return r, nil
 }
@@ -512,7 +522,7 @@ func (r *Registry) Add(ctx context.Context, p *Package, rec InstalledPackage, se
 			return err
 		}
 	}
-	return r.update(func(c *catalog) error {
+	err := r.update(func(c *catalog) error {
 		if r.opts.Store != nil {
 			if err := r.opts.Store.PutPackage(ctx, rec, settings...); err != nil {
 				return fmt.Errorf("record package %s: %w", p.Name(), err)
@@ -533,6 +543,11 @@ func (r *Registry) Add(ctx context.Context, p *Package, rec InstalledPackage, se
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	r.stored()
+	return nil
 }
 
 // Remove takes an installed package out of effect and forgets it and its
@@ -585,7 +600,11 @@ func (r *Registry) Remove(ctx context.Context, name string) (InstalledPackage, e
 		}
 		return nil
 	})
-	return rec, err
+	if err != nil {
+		return rec, err
+	}
+	r.stored()
+	return rec, nil
 }
 
 func plural(n int, one, many string) string {
