@@ -263,8 +263,9 @@ func (a *API) overrideSkill(w http.ResponseWriter, r *http.Request) {
 
 // SettingRequest is the body of POST .../{name}/enable, disable and
 // inherit: the scope, and for enable optionally the package's settings
-// there, which replace those stored at that scope. Without settings the
-// scope's settings are kept: only the enablement changes.
+// there, which replace those stored at that scope. Enable without
+// settings and disable keep the scope's settings: only the enablement
+// changes. Inherit forgets the scope's setting, settings included.
 type SettingRequest struct {
 	Scope    string         `json:"scope"`
 	Settings map[string]any `json:"settings,omitempty"`
@@ -319,10 +320,12 @@ func (a *API) setSkill(w http.ResponseWriter, r *http.Request) {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "settings go with enable"))
 		return
 	}
-
-	if len(req.Settings) > 0 {
+	switch {
+	case len(req.Settings) > 0, en == skills.Inherit:
+		// Inherit forgets the scope's setting whole, its settings with
+		// it: the CLI's way to clear them.
 		err = Set(r.Context(), reg, skills.Setting{Scope: sc, Name: name, Enabled: en, Settings: normalizeNumbers(req.Settings)})
-	} else {
+	default:
 		err = Toggle(r.Context(), reg, sc, name, en)
 	}
 	if err != nil {
@@ -341,8 +344,8 @@ func Set(ctx context.Context, reg *skills.Registry, s skills.Setting) error {
 
 // Toggle changes only the enablement of a package or skill at a scope
 // (enable, disable, inherit), keeping the package settings stored there:
-// POST .../enable without settings, `skills enable` without --set and the
-// admin UI's toggles. Only settings given change settings.
+// POST .../enable without settings and .../disable (`skills enable`
+// without --set, `skills disable`) and the admin UI's toggles.
 func Toggle(ctx context.Context, reg *skills.Registry, sc skills.Scope, name string, en skills.Enablement) error {
 	s := skills.Setting{Scope: sc, Name: name, Enabled: en}
 	if st, ok := reg.StoredSetting(sc, name); ok {

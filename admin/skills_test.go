@@ -129,8 +129,9 @@ config:
   additionalProperties: false
 `)}}
 
-// Changing a package's enablement at a scope keeps the settings stored
-// there; only settings given change them, as `skills enable --set` does.
+// Enabling or disabling a package at a scope keeps the settings stored
+// there; only settings given change them, as `skills enable --set` does,
+// and inherit forgets the scope's setting whole.
 func TestEnablementKeepsTheScopesSettings(t *testing.T) {
 	repo := skills.Scope{Kind: skills.ScopeRepo, Name: "acme/web"}
 	kept := map[string]any{"environment": "production", "retries": int64(2)}
@@ -142,7 +143,7 @@ func TestEnablementKeepsTheScopesSettings(t *testing.T) {
 		{"enable without settings", "/api/v1/packages/acme-tools/enable", `{"scope":"repo:acme/web"}`, skills.Enabled, kept},
 		{"enable through the skills path", "/api/v1/skills/acme-tools/enable", `{"scope":"repo:acme/web"}`, skills.Enabled, kept},
 		{"disable", "/api/v1/packages/acme-tools/disable", `{"scope":"repo:acme/web"}`, skills.Disabled, kept},
-		{"inherit", "/api/v1/skills/acme-tools/inherit", `{"scope":"repo:acme/web"}`, skills.Inherit, kept},
+		{"inherit forgets the setting, settings included", "/api/v1/skills/acme-tools/inherit", `{"scope":"repo:acme/web"}`, skills.Inherit, nil},
 		{"enable with settings replaces them", "/api/v1/packages/acme-tools/enable", `{"scope":"repo:acme/web","settings":{"retries":3}}`,
 			skills.Enabled, map[string]any{"retries": int64(3)}},
 		{"enable with empty settings keeps them", "/api/v1/packages/acme-tools/enable", `{"scope":"repo:acme/web","settings":{}}`, skills.Enabled, kept},
@@ -170,6 +171,10 @@ func TestEnablementKeepsTheScopesSettings(t *testing.T) {
 			require.NoError(t, err)
 			for _, r := range []*skills.Registry{reg, again} {
 				st, ok := r.StoredSetting(repo, "acme-tools")
+				if tc.settings == nil {
+					require.False(t, ok)
+					continue
+				}
 				require.True(t, ok)
 				require.Equal(t, tc.enabled, st.Enabled)
 				require.Equal(t, tc.settings, st.Settings)

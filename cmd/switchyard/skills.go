@@ -322,7 +322,7 @@ func skillsSettingCmd(cl *clientFlags, verb, short string) *cobra.Command {
 	}
 	c.Flags().StringVar(&scope, "scope", "", "global, org:<org>, repo:<owner>/<repo> or agent:<agent> (required)")
 	if verb == "enable" {
-		c.Flags().StringArrayVar(&set, "set", nil, "a package setting at this scope, key=value (a JSON value or a string; repeatable); the settings given replace those stored at the scope, which are kept without --set; secrets belong in the config as ${ENV}")
+		c.Flags().StringArrayVar(&set, "set", nil, "a package setting at this scope, key=value (a JSON value or a string; repeatable); the settings given replace those stored at the scope, which enable and disable keep without --set; secrets belong in the config as ${ENV}")
 	}
 	return c
 }
