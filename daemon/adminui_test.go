@@ -539,8 +539,17 @@ func TestAdminUIReroutesAFinishedWorkItemAsTheSignedInPersonAndAuditsIt(t *testi
 	c := newAdminClient(t, tr.base)
 	resp, _ := c.signIn(url.Values{"token": {tr.token}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	// A background task its job started is listed with it.
+	jobs, err := tr.d.Store().ListJobs(t.Context(), id)
+	require.NoError(t, err)
+	task, err := tr.d.Store().AddTask(t.Context(), bot.BackgroundTask{
+		Owner: bot.Owner{SessionKey: "local:ops", AgentID: "lead"}, Creator: bot.Creator{JobID: jobs[0].ID, WorkItemID: id},
+		Agent: "lead", Command: "npm run dev", CleanupOnRunEnd: true, Status: bot.TaskRunning, CreatedAt: time.Now(), UpdatedAt: time.Now(),
+	})
+	require.NoError(t, err)
 	resp, page := c.do("GET", "/admin/workitems/"+id, nil, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, `<tr data-task="`+task.ID+`"><td>[^<]+</td><td>lead</td><td><pre>npm run dev</pre></td><td>running</td>`, page)
 	require.Contains(t, page, `id="reroute-form"`)
 	require.NotContains(t, page, `id="cancel-form"`, "only a subagent's work item is cancelled here")
 

@@ -39,12 +39,14 @@ type AuditLog interface {
 }
 
 // Records are what the pages read from the store beside what the API
-// reads: budget counters, threads' messages, runs' transcripts.
+// reads: budget counters, threads' messages, runs' transcripts,
+// background tasks.
 type Records interface {
 	Spent(ctx context.Context, keys []string) ([]bot.Spend, error)
 	ListOutbox(ctx context.Context, thread string) ([]bot.OutboxMessage, error)
 	ListTranscripts(ctx context.Context, jobID string) ([][]byte, error)
 	SpentUnder(ctx context.Context, prefix string, limit int) ([]bot.Spend, bool, error)
+	ListTasks(ctx context.Context, f bot.TaskFilter) ([]bot.BackgroundTask, string, error)
 }
 
 // Rerouter hands a work item to another agent and wakes the workers.

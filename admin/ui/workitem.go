@@ -36,6 +36,8 @@ type workItemView struct {
 	// Run is the ledger record a subagent's work item runs for.
 	Run  *bot.ChildRun
 	Tree []admin.RunNode
+	// Tasks are the background tasks its jobs started, newest first.
+	Tasks []bot.BackgroundTask
 	// Transcripts are the runs' conversations, masked when they were
 	// stored.
 	Transcripts []transcriptView
@@ -124,6 +126,11 @@ func (u *UI) workItemDetail(ctx context.Context, id string) (workItemView, error
 			}
 		}
 		for _, j := range v.Jobs {
+			tasks, _, err := u.opts.Records.ListTasks(ctx, bot.TaskFilter{CreatorJobID: j.ID, Limit: bot.MaxListLimit})
+			if err != nil {
+				return v, err
+			}
+			v.Tasks = append(v.Tasks, tasks...)
 			docs, err := u.opts.Records.ListTranscripts(ctx, j.ID)
 			if err != nil {
 				return v, err
