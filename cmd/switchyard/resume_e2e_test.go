@@ -129,7 +129,11 @@ func TestKill9MidTreeResumesTheParentFromItsLastTurn(t *testing.T) {
 
 	p2 := serve(t, dir, addr)
 	var items struct {
-		Items []struct{ ID, Status, ParentID string }
+		Items []struct {
+			ID       string `json:"id"`
+			Status   string `json:"status"`
+			ParentID string `json:"parent_work_item_id"`
+		}
 	}
 	require.Eventually(t, func() bool {
 		r := run(t, dir, p2.env(), "workitems", "list", "--thread", "kill", "--json")

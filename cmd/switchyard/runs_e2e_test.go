@@ -40,16 +40,20 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	r = run(t, dir, p.env(), "workitems", "list", "--thread", "rt", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var items struct {
-		Items []struct{ ID, ParentID string }
-	}
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
-	var root string
-	for _, wi := range items.Items {
-		if wi.ParentID == "" {
-			root = wi.ID
+		Items []struct {
+			ID       string `json:"id"`
+			ParentID string `json:"parent_work_item_id"`
 		}
 	}
-	require.NotEmpty(t, root, r.stdout)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
+	var roots []string
+	for _, wi := range items.Items {
+		if wi.ParentID == "" {
+			roots = append(roots, wi.ID)
+		}
+	}
+	require.Len(t, roots, 1, "one work item without a parent: %s", r.stdout)
+	root := roots[0]
 
 	r = run(t, dir, p.env(), "runs", "list", "--owner", "rt", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
