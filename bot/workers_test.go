@@ -184,7 +184,8 @@ func TestOverlappingAwaitsHoldNoWorkerUntilTheLast(t *testing.T) {
 // to a free worker when there is one, and wait for it holding no worker;
 // a child's run answers at once.
 type spawningRunner struct {
-	store *bolt.Store
+	store         *bolt.Store
+	waitForWorker bool // a worker is free, if not at once then once the dispatcher's look for work ends
 
 	mu     sync.Mutex
 	handed []bool              // per parent run: whether a worker was free
@@ -201,6 +202,12 @@ func (r *spawningRunner) Run(ctx context.Context, req bot.RunRequest, _ bot.Prog
 		return bot.RunResult{Status: bot.ResultSuccess, Reply: "helped"}, nil
 	}
 	w, ok := bot.TakeWorker(ctx)
+	// The dispatcher holds a free slot while it looks for work; a test
+	// that wants the free worker waits for that look to end.
+	for deadline := time.Now().Add(5 * time.Second); !ok && r.waitForWorker && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		w, ok = bot.TakeWorker(ctx)
+	}
 	var claim *bot.ClaimRequest
 	if ok {
 		c := w.Claim(time.Now())
@@ -259,7 +266,7 @@ func TestASpawnedChildGoesStraightToAFreeWorkerAndWaitsInTheQueueWithoutOne(t *t
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := openStore(t, t.TempDir())
-			r := &spawningRunner{store: store, jobs: map[string]*bot.Job{}, ran: map[string]string{}}
+			r := &spawningRunner{store: store, waitForWorker: tt.handed, jobs: map[string]*bot.Job{}, ran: map[string]string{}}
 			c := startCore(t, store, coreOpts{runner: r, workers: tt.workers})
 			wi := c.send(t, "tree", "spawn one")
 			require.Equal(t, bot.StatusDone, c.waitFinished(t, wi.ID).Status)
