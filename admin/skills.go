@@ -283,15 +283,8 @@ func (a *API) setSkill(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var en skills.Enablement
-	switch r.PathValue("setting") {
-	case "enable":
-		en = skills.Enabled
-	case "disable":
-		en = skills.Disabled
-	case "inherit":
-		en = skills.Inherit
-	default:
+	en, err := skills.EnablementOfVerb(r.PathValue("setting"))
+	if err != nil {
 		httpapi.Error(w, r, a.logger, bot.Errorf(bot.ENOTFOUND, "want /enable, /disable or /inherit"))
 		return
 	}

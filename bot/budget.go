@@ -59,6 +59,17 @@ type Spend struct {
 	GrantedSeconds int64   `json:"granted_seconds,omitempty"`
 }
 
+// Count adds one call's usage, made at at, to s.
+func (s *Spend) Count(u Usage, at time.Time) {
+	s.Tokens += int64(u.Tokens)
+	s.Cost += u.Cost
+	s.Calls++
+	if s.Since.IsZero() {
+		s.Since = at
+	}
+	s.Updated = at
+}
+
 // Grant is what an approval adds to a key's caps.
 type Grant struct {
 	Tokens  int64

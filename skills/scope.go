@@ -149,6 +149,20 @@ func (e Enablement) String() string {
 	return "inherit"
 }
 
+// EnablementOfVerb returns what the verb enable, disable or inherit sets,
+// as the API's paths, the CLI and the admin UI's buttons name it.
+func EnablementOfVerb(verb string) (Enablement, error) {
+	switch verb {
+	case "enable":
+		return Enabled, nil
+	case "disable":
+		return Disabled, nil
+	case "inherit":
+		return Inherit, nil
+	}
+	return Inherit, fmt.Errorf("%s: want enable, disable or inherit", strconv.Quote(verb))
+}
+
 // MarshalText writes true, false or inherit.
 func (e Enablement) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
 

@@ -468,16 +468,9 @@ func (u *UI) setScope(w http.ResponseWriter, r *http.Request) {
 		u.showScopes(w, r, bot.Errorf(bot.EINVALID, "%v", err))
 		return
 	}
-	var en skills.Enablement
-	switch r.PostFormValue("set") {
-	case "enable":
-		en = skills.Enabled
-	case "disable":
-		en = skills.Disabled
-	case "inherit":
-		en = skills.Inherit
-	default:
-		u.showScopes(w, r, bot.Errorf(bot.EINVALID, "set %q: want enable, disable or inherit", r.PostFormValue("set")))
+	en, err := skills.EnablementOfVerb(r.PostFormValue("set"))
+	if err != nil {
+		u.showScopes(w, r, bot.Errorf(bot.EINVALID, "set %v", err))
 		return
 	}
 	if err := admin.Toggle(r.Context(), reg, sc, name, en); err != nil {

@@ -83,13 +83,7 @@ func (t txn) addUsage(u bot.Usage, at time.Time) error {
 		if err != nil {
 			return err
 		}
-		sp.Tokens += int64(u.Tokens)
-		sp.Cost += u.Cost
-		sp.Calls++
-		if sp.Since.IsZero() {
-			sp.Since = at
-		}
-		sp.Updated = at
+		sp.Count(u, at)
 		if err := putJSON(b, []byte(k), &sp); err != nil {
 			return err
 		}

@@ -727,13 +727,7 @@ func addUsage(ctx context.Context, tx pgx.Tx, u bot.Usage) error {
 		if err != nil {
 			return err
 		}
-		sp.Tokens += int64(u.Tokens)
-		sp.Cost += u.Cost
-		sp.Calls++
-		if sp.Since.IsZero() {
-			sp.Since = at
-		}
-		sp.Updated = at
+		sp.Count(u, at)
 		if err := putSpend(ctx, tx, &sp); err != nil {
 			return err
 		}
