@@ -48,6 +48,7 @@ func BenchmarkAdminWorkItemList(b *testing.B) {
 		u, err := ui.New(ui.Options{
 			Admin:  admin.Options{Store: store},
 			Tokens: []httpapi.Token{{Name: "admin", Value: token}}, Redactor: redactor, Audit: audit, Records: store,
+			Sessions: store,
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -521,6 +521,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	pages, err := ui.New(ui.Options{
 		Admin: ao, Tokens: d.tokens, Users: users, PublicURL: d.cfg.Server.PublicURL,
 		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Records: d.store, Rerouter: rerouter{d}, Approvals: d.approvals, Caps: budgetCaps{d.config}, Logger: d.log,
+		Sessions: d.store,
 	})
 	if err != nil {
 		return nil, err

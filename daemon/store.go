@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/switchyard/switchyard/admin/ui"
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
@@ -19,9 +20,10 @@ import (
 // Store is everything the daemon keeps, as the parts it wires use it:
 // intake, queue, outbox and schedules (bot), conversations and transcripts
 // (agents), the audit log and approvals (policy), GitHub installations,
-// installed packages and skill settings, and what replicas share. The
-// daemon depends on this interface only; storage/bolt and storage/postgres
-// implement it and storage/storetest holds both to one contract.
+// installed packages and skill settings, the admin UI's sessions, and what
+// replicas share. The daemon depends on this interface only; storage/bolt
+// and storage/postgres implement it and storage/storetest holds both to
+// one contract.
 type Store interface {
 	bot.Store
 	agents.ConversationStore
@@ -31,6 +33,7 @@ type Store interface {
 	github.InstallationStore
 	skills.Store
 	bot.RuleStore
+	ui.SessionStore
 	Replicas
 	// Where names the store for people: its file, or its database
 	// without the password.

@@ -6,10 +6,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -31,21 +32,36 @@ const (
 type session struct {
 	identity string
 	csrf     string
-	expires  time.Time
 }
 
-// sessions are the sessions of this process, by the SHA-256 of their id:
-// the map holds nothing a cookie could be made from.
+// SessionStore keeps the sessions of people signed in, by the SHA-256 of
+// their id (the store holds nothing a cookie could be made from), so every
+// replica sharing the store knows them, across restarts. The bbolt and
+// PostgreSQL stores have it.
+type SessionStore interface {
+	CreateSession(ctx context.Context, s bot.AdminSession) error
+	// GetSession returns the session, expired or not.
+	GetSession(ctx context.Context, hash []byte) (bot.AdminSession, bool, error)
+	// DeleteSession forgets a session; one not there is no error.
+	DeleteSession(ctx context.Context, hash []byte) error
+	// DropExpiredSessions forgets at most limit sessions expired at now.
+	DropExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error)
+}
+
+// sweepSessions is how many expired sessions a sign-in drops on its way.
+const sweepSessions = 100
+
+// sessions are the UI's sessions, kept in the store.
 type sessions struct {
-	ttl time.Duration
-	now func() time.Time
-
-	mu sync.Mutex
-	m  map[[sha256.Size]byte]*session
+	store SessionStore
+	ttl   time.Duration
+	now   func() time.Time
+	log   *slog.Logger
 }
 
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{ttl: ttl, now: now, m: map[[sha256.Size]byte]*session{}}
+func hashID(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:]
 }
 
 // randomToken returns 32 random bytes, base64url.
@@ -56,40 +72,42 @@ func randomToken() string {
 }
 
 // start makes a session for identity and returns its id; expired sessions
-// are dropped on the way.
-func (s *sessions) start(identity string) (string, *session) {
+// are dropped on the way, a bounded number at a time.
+func (s *sessions) start(ctx context.Context, identity string) (string, error) {
 	id := randomToken()
 	now := s.now()
-	sess := &session{identity: identity, csrf: randomToken(), expires: now.Add(s.ttl)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, v := range s.m {
-		if !now.Before(v.expires) {
-			delete(s.m, k)
+	if _, err := s.store.DropExpiredSessions(ctx, now, sweepSessions); err != nil {
+		s.log.Warn("admin sessions: dropping expired sessions failed", "error", err)
+	}
+	err := s.store.CreateSession(ctx, bot.AdminSession{
+		Hash: hashID(id), Identity: identity, CSRF: randomToken(), Expires: now.Add(s.ttl).UTC(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("start a session for %s: %w", identity, err)
+	}
+	return id, nil
+}
+
+// get returns the live session of id; an expired one is refused and
+// forgotten.
+func (s *sessions) get(ctx context.Context, id string) (*session, error) {
+	hash := hashID(id)
+	stored, ok, err := s.store.GetSession(ctx, hash)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if !s.now().Before(stored.Expires) {
+		if err := s.store.DeleteSession(ctx, hash); err != nil {
+			s.log.Warn("admin sessions: forgetting an expired session failed", "error", err)
 		}
+		return nil, nil
 	}
-	s.m[sha256.Sum256([]byte(id))] = sess
-	return id, sess
+	return &session{identity: stored.Identity, csrf: stored.CSRF}, nil
 }
 
-// get returns the live session of id.
-func (s *sessions) get(id string) (*session, bool) {
-	key := sha256.Sum256([]byte(id))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.m[key]
-	if ok && !s.now().Before(sess.expires) {
-		delete(s.m, key)
-		return nil, false
-	}
-	return sess, ok
-}
-
-// end forgets the session of id.
-func (s *sessions) end(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, sha256.Sum256([]byte(id)))
+// end forgets the session of id, on every replica.
+func (s *sessions) end(ctx context.Context, id string) error {
+	return s.store.DeleteSession(ctx, hashID(id))
 }
 
 type sessionKey struct{}
@@ -146,7 +164,11 @@ func (u *UI) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sess *session
 		if c, err := r.Cookie(sessionCookie); err == nil {
-			sess, _ = u.sessions.get(c.Value)
+			var gerr error
+			if sess, gerr = u.sessions.get(r.Context(), c.Value); gerr != nil {
+				u.fail(w, r, gerr)
+				return
+			}
 		}
 		if sess == nil {
 			if r.Method == http.MethodGet && r.Header.Get("X-Live") == "" {
@@ -248,7 +270,11 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		}
 		who = usr.Name
 	}
-	id, _ := u.sessions.start(who)
+	id, err := u.sessions.start(r.Context(), who)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
 	http.SetCookie(w, u.cookie(r, signInCookie, "", -1))
 	http.SetCookie(w, u.cookie(r, sessionCookie, id, int(u.opts.SessionTTL.Seconds())))
 	u.log.Info("admin signed in", "identity", who)
@@ -262,7 +288,10 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 // signOut ends the session.
 func (u *UI) signOut(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		u.sessions.end(c.Value)
+		if err := u.sessions.end(r.Context(), c.Value); err != nil {
+			u.fail(w, r, err)
+			return
+		}
 	}
 	http.SetCookie(w, u.cookie(r, sessionCookie, "", -1))
 	http.Redirect(w, r, "/admin/signin", http.StatusSeeOther)

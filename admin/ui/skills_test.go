@@ -54,10 +54,13 @@ func newSkillsEnv(t *testing.T, roster Roster) *skillsEnv {
 	require.NoError(t, err)
 	e.ui, err = New(Options{
 		Admin:  admin.Options{Store: e.store, Skills: e.reg, Installer: e.in},
-		Roster: roster, Redactor: redactor, Audit: e.audit,
+		Roster: roster, Redactor: redactor, Audit: e.audit, Sessions: e.store,
 	})
 	require.NoError(t, err)
-	id, sess := e.ui.sessions.start("alice")
+	id, err := e.ui.sessions.start(t.Context(), "alice")
+	require.NoError(t, err)
+	sess, err := e.ui.sessions.get(t.Context(), id)
+	require.NoError(t, err)
 	e.cookie, e.csrf = &http.Cookie{Name: sessionCookie, Value: id}, sess.csrf
 	return e
 }

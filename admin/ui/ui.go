@@ -54,7 +54,7 @@ type Rerouter interface {
 	RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (*bot.WorkItem, error)
 }
 
-// Options configure the UI. Admin, Redactor and Audit are required.
+// Options configure the UI. Admin, Sessions, Redactor and Audit are required.
 type Options struct {
 	// Admin are the parts the admin API reads and changes, which the
 	// pages share: the store, the intake, the router, the runs, skills.
@@ -84,6 +84,9 @@ type Options struct {
 	// Caps are the budgets of the config in effect; nil: the budgets
 	// page says there are none.
 	Caps BudgetCaps
+	// Sessions keep who is signed in, for every replica sharing the
+	// store and across restarts.
+	Sessions SessionStore
 	// SessionTTL is how long a session lasts from sign-in; default 12h.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
@@ -132,8 +135,8 @@ func (u *UI) pageList() []page {
 
 // New returns the UI.
 func New(opts Options) (*UI, error) {
-	if opts.Admin.Store == nil || opts.Redactor == nil || opts.Audit == nil {
-		return nil, fmt.Errorf("admin ui: a store, a redactor and an audit log are required")
+	if opts.Admin.Store == nil || opts.Sessions == nil || opts.Redactor == nil || opts.Audit == nil {
+		return nil, fmt.Errorf("admin ui: a store, a session store, a redactor and an audit log are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -146,7 +149,7 @@ func New(opts Options) (*UI, error) {
 	}
 	u := &UI{
 		opts: opts, log: opts.Logger, tokens: httpapi.NewTokenSet(opts.Tokens), users: map[string]User{},
-		sessions: newSessions(opts.SessionTTL, opts.Now),
+		sessions: &sessions{store: opts.Sessions, ttl: opts.SessionTTL, now: opts.Now, log: opts.Logger},
 	}
 	for _, usr := range opts.Users {
 		u.users[strings.ToLower(usr.Name)] = usr

@@ -111,6 +111,8 @@ func knownBuckets(tx *bolt.Tx) error {
 	for _, b := range [][]byte{
 		bucketAudit, bucketApprovals, bucketBudgets, bucketRunStates, bucketConversations, bucketTranscripts,
 		bucketInstallations, bucketLedger, bucketSkills, bucketRules,
+		// Admin UI sessions are not copied: people sign in again.
+		bucketAdminSessions, bucketAdminSessionsByExpiry,
 	} {
 		known[string(b)] = true
 	}

@@ -21,7 +21,8 @@ const loadBatch = 1000
 // dataTables are the tables that hold records, in the order Load names
 // them when it finds the database holding some. leases and
 // schema_migrations are not among them: they say which replica runs what
-// and which schema the database has, not what the daemon keeps.
+// and which schema the database has, not what the daemon keeps; nor is
+// admin_sessions: a copy carries no sessions, people sign in again.
 var dataTables = []string{
 	"work_items", "events", "ingress", "dispatches", "jobs", "outbox", "approvals", "audit",
 	"conversations", "transcripts", "installations", "packages", "skill_settings", "runs", "tasks",

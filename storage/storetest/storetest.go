@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/admin/ui"
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
@@ -18,7 +19,8 @@ import (
 // Store is every store interface the daemon uses: bot's, the agent
 // runtime's conversations and transcripts, the audit log and approvals of
 // the policy, GitHub's installations, and what replicas sharing a store
-// coordinate through (notifications, leases), and the stored routing rules.
+// coordinate through (notifications, leases), the stored routing rules and
+// the admin UI's sessions.
 // Installed packages and skill
 // settings have a suite of their own (RunSkills).
 type Store interface {
@@ -29,6 +31,7 @@ type Store interface {
 	policy.ApprovalStore
 	github.InstallationStore
 	bot.RuleStore
+	ui.SessionStore
 	Notify(ctx context.Context, topic, payload string) error
 	Listen(ctx context.Context, fn func(topic, payload string)) error
 	HoldLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
@@ -77,6 +80,8 @@ func Run(t *testing.T, open Opener) {
 		{"ReplicaLeases", testReplicaLeases},
 		{"Rules", testRules},
 		{"RulesConcurrent", testRulesConcurrent},
+		{"AdminSessions", testAdminSessions},
+		{"AdminSessionsRefuseBadInput", testAdminSessionsRefuseBadInput},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			// Stores spend their time waiting for fsync: groups overlap.
