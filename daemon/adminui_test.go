@@ -623,3 +623,27 @@ func TestAdminUIBudgetsShowTheCapsBesideWhatEachSpentToday(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, page, `day &#34;yesterday&#34;: want a date such as`)
 }
+
+// A session is kept in the store: the daemon restarted on the same data
+// directory still knows it, until its person signs out.
+func TestAdminUISessionOutlivesARestartUntilSignOut(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, func(o *daemon.Options) { o.Setup.Config.DataDir = dir })
+	c := newAdminClient(t, r.base)
+	resp, _ := c.signIn(url.Values{"token": {r.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = c.do("GET", "/admin/workitems", nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r.stop()
+
+	again := start(t, func(o *daemon.Options) { o.Setup.Config.DataDir = dir })
+	c.base = again.base
+	resp, page := c.do("GET", "/admin/workitems", nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "still signed in after the restart")
+	kept := *c.cookies["switchyard_session"]
+	resp, _ = c.do("POST", "/admin/signout", url.Values{"csrf_token": {c.csrf(page)}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	c.cookies["switchyard_session"] = &kept
+	resp, _ = c.do("GET", "/admin/workitems", nil, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -193,4 +195,33 @@ func TestSkillSettingMadeOnOneReplicaIsInEffectOnTheOther(t *testing.T) {
 	require.Eventually(t, func() bool { return effective(b, "release-notes").Scope == "org:acme" }, 15*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, strings.Count(bLogs.String(), unknown), bLogs.String())
 	require.Contains(t, bLogs.String(), "name=deploy-checks scope=repo:acme/web")
+}
+
+// A person signed in through one replica is signed in on the other, and
+// signing out through the other ends the session on both.
+func TestAdminUISessionMadeOnOneReplicaIsAcceptedByTheOther(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	replica := func() *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.APIToken = "shared-token-0123456789"
+		})
+	}
+	a, b := replica(), replica()
+	c := newAdminClient(t, a.base)
+	resp, _ := c.signIn(url.Values{"token": {a.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	c.base = b.base
+	resp, page := c.do("GET", "/admin/workitems", nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the other replica knows the session")
+	kept := *c.cookies["switchyard_session"]
+	resp, _ = c.do("POST", "/admin/signout", url.Values{"csrf_token": {c.csrf(page)}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	c.base = a.base
+	c.cookies["switchyard_session"] = &kept
+	resp, _ = c.do("GET", "/admin/workitems", nil, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out on both")
 }

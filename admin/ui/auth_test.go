@@ -1,0 +1,167 @@
+package ui
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/admin"
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
+)
+
+const testToken = "admin-token-0123456789abcdef"
+
+// clock is a settable clock shared by the UIs of a test.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// newStoreUI is a UI over store, as each replica sharing it builds one.
+func newStoreUI(t *testing.T, store *bolt.Store, now func() time.Time) *UI {
+	t.Helper()
+	redactor := bot.NewRedactor()
+	audit, err := policy.NewAuditor(store, redactor)
+	require.NoError(t, err)
+	u, err := New(Options{
+		Admin: admin.Options{Store: store}, Tokens: []httpapi.Token{{Name: "ana", Value: testToken}},
+		Redactor: redactor, Audit: audit, Records: store, Sessions: store, SessionTTL: time.Hour, Now: now,
+	})
+	require.NoError(t, err)
+	return u
+}
+
+func serve(u *UI, method, path string, form url.Values, cookies ...*http.Cookie) *httptest.ResponseRecorder {
+	var req *http.Request
+	if form != nil {
+		req = httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest(method, path, nil)
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	rec := httptest.NewRecorder()
+	u.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+var csrfValue = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+func cookieOf(t *testing.T, rec *httptest.ResponseRecorder, name string) *http.Cookie {
+	t.Helper()
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in the answer", name)
+	return nil
+}
+
+// signInAt signs in through u's form with the token and returns the
+// session's cookie.
+func signInAt(t *testing.T, u *UI) *http.Cookie {
+	t.Helper()
+	form := serve(u, "GET", "/admin/signin", nil)
+	m := csrfValue.FindStringSubmatch(form.Body.String())
+	require.NotNil(t, m, "the sign-in form has its token")
+	rec := serve(u, "POST", "/admin/signin", url.Values{"token": {testToken}, csrfField: {m[1]}}, cookieOf(t, form, signInCookie))
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	return cookieOf(t, rec, sessionCookie)
+}
+
+// signedIn reports whether the cookie opens a page of u.
+func signedIn(t *testing.T, u *UI, c *http.Cookie) bool {
+	t.Helper()
+	rec := serve(u, "GET", "/admin/workitems", nil, c)
+	if rec.Code == http.StatusOK {
+		require.Contains(t, rec.Body.String(), `<span id="identity">ana</span>`)
+		return true
+	}
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	return false
+}
+
+// Two UIs on one store stand for two replicas sharing it: a session made
+// through one is accepted by the other, its CSRF token too, and signing
+// out through either ends it on both.
+func TestSessionMadeByOneUIIsAcceptedByAnotherOnTheSameStore(t *testing.T) {
+	store := bolttest.Open(t, t.TempDir())
+	c := &clock{now: time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)}
+	a, b := newStoreUI(t, store, c.Now), newStoreUI(t, store, c.Now)
+
+	sess := signInAt(t, a)
+	require.True(t, signedIn(t, a, sess))
+	require.True(t, signedIn(t, b, sess), "the other UI knows the session")
+
+	// The stored session holds the SHA-256 of the id, never the id.
+	stored, ok, err := store.GetSession(t.Context(), hashID(sess.Value))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "ana", stored.Identity)
+	_, ok, err = store.GetSession(t.Context(), []byte(sess.Value))
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	// Signing out through b, with the CSRF token a's page gave, ends it
+	// on both.
+	m := csrfValue.FindStringSubmatch(serve(a, "GET", "/admin/workitems", nil, sess).Body.String())
+	require.NotNil(t, m)
+	rec := serve(b, "POST", "/admin/signout", url.Values{csrfField: {m[1]}}, sess)
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	require.False(t, signedIn(t, a, sess), "signed out everywhere")
+	require.False(t, signedIn(t, b, sess))
+	_, ok, err = store.GetSession(t.Context(), hashID(sess.Value))
+	require.NoError(t, err)
+	require.False(t, ok, "the store forgot it")
+}
+
+// A session lasts its time from sign-in on every UI; once expired it is
+// refused and forgotten, and signing in drops the sessions that expired.
+func TestExpiredSessionIsRefusedAndForgotten(t *testing.T) {
+	store := bolttest.Open(t, t.TempDir())
+	c := &clock{now: time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)}
+	a, b := newStoreUI(t, store, c.Now), newStoreUI(t, store, c.Now)
+
+	first, second := signInAt(t, a), signInAt(t, a)
+	c.advance(time.Hour - time.Second)
+	require.True(t, signedIn(t, b, first), "a second before it expires")
+	c.advance(time.Second)
+	require.False(t, signedIn(t, b, first), "expired")
+	_, ok, err := store.GetSession(t.Context(), hashID(first.Value))
+	require.NoError(t, err)
+	require.False(t, ok, "an expired session asked for is forgotten")
+
+	_, ok, err = store.GetSession(t.Context(), hashID(second.Value))
+	require.NoError(t, err)
+	require.True(t, ok, "not asked for since it expired")
+	signInAt(t, b)
+	_, ok, err = store.GetSession(t.Context(), hashID(second.Value))
+	require.NoError(t, err)
+	require.False(t, ok, "a sign-in drops the sessions that expired")
+}
