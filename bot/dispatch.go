@@ -58,6 +58,27 @@ type Job struct {
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 	// Lane is its dispatches' lane ("" for the thread's).
 	Lane string `json:"lane,omitempty"`
+	// Cancel is set when a person cancelled the job's work while it ran:
+	// the worker running it stops it (see QueueStore.CancelWorkItem).
+	Cancel *Cancelled `json:"cancel,omitempty"`
+}
+
+// Cancelled is a person's cancel of running work: who, why and when. It is
+// the cause a cancelled run's context ends with, and what its status
+// message and work items say.
+type Cancelled struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Error says who cancelled, and why when they said.
+func (c *Cancelled) Error() string {
+	s := "cancelled by " + c.By
+	if c.Reason != "" {
+		s += ": " + c.Reason
+	}
+	return s
 }
 
 // ClaimRequest asks the queue for the next job.

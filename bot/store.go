@@ -68,8 +68,19 @@ type QueueStore interface {
 	ClaimNext(ctx context.Context, req ClaimRequest) (Claim, error)
 	// RenewLease extends a running job's lease. It fails with ECONFLICT when
 	// the job is no longer owned by owner (its lease expired and another
-	// worker took it).
+	// worker took it), and with the job's *Cancelled, extending nothing,
+	// when its work was cancelled (CancelWorkItem): the worker that missed
+	// the notification stops the run then.
 	RenewLease(ctx context.Context, jobID, owner string, until time.Time) error
+	// CancelWorkItem cancels a work item that has not finished, in one
+	// transaction. A queued one leaves the queue and ends cancelled with
+	// c's reason, and no job is returned. A running one is left to the
+	// worker running it: c is recorded on its running job (Job.Cancel),
+	// which is returned, and the job's end makes it cancelled. A claim
+	// racing with it either comes first (then the work item is running) or
+	// finds nothing to claim. ENOTFOUND for an unknown id, ECONFLICT for a
+	// finished work item.
+	CancelWorkItem(ctx context.Context, id string, c Cancelled) (*WorkItem, *Job, error)
 	// FinishJob records how a job ended, in one transaction with its
 	// dispatches (done or failed) and work items (done or failed, with the
 	// summary or error), and the records its run left (out.Records, written

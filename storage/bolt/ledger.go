@@ -433,7 +433,7 @@ func (s *Store) CancelRun(ctx context.Context, id string, receipt bot.Receipt) (
 			return bot.Errorf(bot.ECONFLICT, "%s is %s already", id, r.Status)
 		}
 		if r.Kind == bot.RunSubagent && r.Status == bot.RunQueued && r.ChildDispatchID != "" {
-			if err := t.cancelPending(r.ChildDispatchID, receipt.Reason, now); err != nil {
+			if err := t.cancelPending(r.ChildDispatchID, "cancelled: "+receipt.Reason, now); err != nil {
 				return err
 			}
 		}
@@ -453,8 +453,8 @@ func (s *Store) CancelRun(ctx context.Context, id string, receipt bot.Receipt) (
 }
 
 // cancelPending takes a pending dispatch out of the queue and cancels its
-// work item. A dispatch already claimed is left to its job.
-func (t txn) cancelPending(dispatchID, reason string, now time.Time) error {
+// work item with errText. A dispatch already claimed is left to its job.
+func (t txn) cancelPending(dispatchID, errText string, now time.Time) error {
 	d, seq, err := t.dispatch(dispatchID)
 	if err != nil || d.Status != bot.DispatchPending {
 		return err
@@ -462,12 +462,12 @@ func (t txn) cancelPending(dispatchID, reason string, now time.Time) error {
 	if err := t.removePending(seq, d); err != nil {
 		return err
 	}
-	d.Status, d.LastError, d.UpdatedAt = bot.DispatchFailed, "cancelled: "+reason, now
+	d.Status, d.LastError, d.UpdatedAt = bot.DispatchFailed, errText, now
 	if err := t.putDispatch(seq, bot.DispatchPending, d); err != nil {
 		return err
 	}
 	_, err = t.setItemStatus(d, bot.StatusCancelled, now, func(wi *bot.WorkItem) {
-		wi.Error = "cancelled: " + reason
+		wi.Error = errText
 		wi.FinishedAt = &now
 	})
 	return err

@@ -351,6 +351,9 @@ func (s *Store) RenewLease(ctx context.Context, jobID, owner string, until time.
 		if err != nil {
 			return err
 		}
+		if j.Cancel != nil {
+			return j.Cancel
+		}
 		j.LeaseExpires = utc(until)
 		if err := t.putJob(seq, j); err != nil {
 			return err
@@ -569,4 +572,65 @@ func (t txn) tellAbandoned(req bot.ClaimRequest, wi bot.WorkItem) error {
 		}
 	}
 	return nil
+}
+
+// CancelWorkItem cancels a queued work item, or records the cancel on the
+// running job of a running one for its worker.
+func (s *Store) CancelWorkItem(ctx context.Context, id string, c bot.Cancelled) (*bot.WorkItem, *bot.Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if c.At.IsZero() {
+		c.At = time.Now()
+	}
+	c.At = utc(c.At)
+	var (
+		wi  *bot.WorkItem
+		job *bot.Job
+	)
+	err := s.update("cancel work item", func(t txn) error {
+		rec, wiSeq, err := t.workItem(id)
+		if err != nil {
+			return err
+		}
+		switch rec.Status {
+		case bot.StatusQueued:
+			if err := t.cancelPending(rec.Dispatch, c.Error(), c.At); err != nil {
+				return err
+			}
+		case bot.StatusRunning:
+			err := scanPrefix(t.bucket(bucketJobsByItem), seqKey(wiSeq), 8, false, func(k, _ []byte) (bool, error) {
+				j, err := t.jobAt(k[8:])
+				if err != nil || j == nil || j.Status != bot.JobRunning {
+					return err == nil, err
+				}
+				if j.Cancel == nil {
+					j.Cancel = &c
+					if err := t.putJob(seqOf(k[8:]), j); err != nil {
+						return false, err
+					}
+				}
+				job = j
+				return false, nil
+			})
+			if err != nil {
+				return err
+			}
+			if job == nil {
+				return bot.Errorf(bot.ECONFLICT, "work item %s is running but no job runs it", id)
+			}
+		default:
+			return bot.Errorf(bot.ECONFLICT, "work item %s is %s already", id, rec.Status)
+		}
+		after, _, err := t.workItem(id)
+		if err != nil {
+			return err
+		}
+		wi = &after.WorkItem
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return wi, job, nil
 }

@@ -341,7 +341,7 @@ func (s *Store) CancelRun(ctx context.Context, id string, receipt bot.Receipt) (
 			return bot.Errorf(bot.ECONFLICT, "%s is %s already", id, r.Status)
 		}
 		if r.Kind == bot.RunSubagent && r.Status == bot.RunQueued && r.ChildDispatchID != "" {
-			if err := cancelPending(ctx, tx, r.ChildDispatchID, receipt.Reason, now); err != nil {
+			if err := cancelPending(ctx, tx, r.ChildDispatchID, "cancelled: "+receipt.Reason, now); err != nil {
 				return err
 			}
 		}
@@ -361,18 +361,18 @@ func (s *Store) CancelRun(ctx context.Context, id string, receipt bot.Receipt) (
 }
 
 // cancelPending takes a pending dispatch out of the queue and cancels its
-// work item; one already claimed is left to its job.
-func cancelPending(ctx context.Context, tx pgx.Tx, dispatchID, reason string, now time.Time) error {
+// work item with errText; one already claimed is left to its job.
+func cancelPending(ctx context.Context, tx pgx.Tx, dispatchID, errText string, now time.Time) error {
 	d, err := getDispatchID(ctx, tx, dispatchID, true)
 	if err != nil || d.Status != bot.DispatchPending {
 		return err
 	}
-	d.Status, d.LastError, d.UpdatedAt = bot.DispatchFailed, "cancelled: "+reason, now
+	d.Status, d.LastError, d.UpdatedAt = bot.DispatchFailed, errText, now
 	if err := putDispatch(ctx, tx, d); err != nil {
 		return err
 	}
 	_, err = setItemStatus(ctx, tx, d, bot.StatusCancelled, now, func(wi *bot.WorkItem) {
-		wi.Error = "cancelled: " + reason
+		wi.Error = errText
 		wi.FinishedAt = &now
 	})
 	return err

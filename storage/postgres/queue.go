@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -311,6 +312,9 @@ func (s *Store) RenewLease(ctx context.Context, jobID, owner string, until time.
 		if err != nil {
 			return err
 		}
+		if j.Cancel != nil {
+			return j.Cancel
+		}
 		j.LeaseExpires = utc(until)
 		return putJob(ctx, tx, j)
 	})
@@ -505,4 +509,63 @@ func tellAbandoned(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest, wi bot.
 		}
 	}
 	return nil
+}
+
+// CancelWorkItem cancels a queued work item, or records the cancel on the
+// running job of a running one for its worker.
+func (s *Store) CancelWorkItem(ctx context.Context, id string, c bot.Cancelled) (*bot.WorkItem, *bot.Job, error) {
+	if c.At.IsZero() {
+		c.At = time.Now()
+	}
+	c.At = utc(c.At)
+	var (
+		wi  *bot.WorkItem
+		job *bot.Job
+	)
+	err := s.tx(ctx, "cancel work item", func(tx pgx.Tx) error {
+		wi, job = nil, nil
+		rec, err := getWorkItem(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		switch rec.Status {
+		case bot.StatusQueued:
+			if err := cancelPending(ctx, tx, formatID(prefixDispatch, rec.dispatch), c.Error(), c.At); err != nil {
+				return err
+			}
+		case bot.StatusRunning:
+			var seq int64
+			err := tx.QueryRow(ctx, `SELECT j.seq FROM job_work_items x JOIN jobs j ON j.seq = x.job_seq
+				WHERE x.work_item_seq = $1 AND j.status = 'running' ORDER BY j.seq DESC LIMIT 1`, rec.seq).Scan(&seq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return bot.Errorf(bot.ECONFLICT, "work item %s is running but no job runs it", id)
+			}
+			if err != nil {
+				return err
+			}
+			j, err := getJob(ctx, tx, formatID(prefixJob, seq), true)
+			if err != nil {
+				return err
+			}
+			if j.Cancel == nil {
+				j.Cancel = &c
+				if err := putJob(ctx, tx, j); err != nil {
+					return err
+				}
+			}
+			job = &j.Job
+		default:
+			return bot.Errorf(bot.ECONFLICT, "work item %s is %s already", id, rec.Status)
+		}
+		after, err := getWorkItem(ctx, tx, id, false)
+		if err != nil {
+			return err
+		}
+		wi = &after.WorkItem
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return wi, job, nil
 }

@@ -204,6 +204,67 @@ func testQueue(t *testing.T, open Opener) {
 		require.Equal(t, bot.JobRunning, jobs[1].Status)
 	})
 
+	t.Run("cancel takes a queued work item out of the queue", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		a := h.submit(th, "coder", "a")
+		b := h.submit(th, "coder", "b")
+		who := bot.Cancelled{By: "alice", Reason: "wrong repo", At: at(time.Second)}
+
+		wi, job, err := h.s.CancelWorkItem(h.ctx, a.ID, who)
+		require.NoError(t, err)
+		require.Nil(t, job, "a queued work item has no job to stop")
+		require.Equal(t, bot.StatusCancelled, wi.Status)
+		require.Equal(t, "cancelled by alice: wrong repo", wi.Error)
+		require.NotNil(t, wi.FinishedAt)
+		require.Equal(t, bot.StatusCancelled, h.workItem(a.ID).Status)
+		require.Equal(t, 1, h.depth())
+
+		// The claim finds only what was not cancelled.
+		c := h.mustClaim("w1", at(2*time.Second))
+		require.Equal(t, []string{b.ID}, c.Job.WorkItemIDs)
+		require.Empty(t, h.jobs(a.ID))
+
+		_, _, err = h.s.CancelWorkItem(h.ctx, a.ID, who)
+		requireCode(t, bot.ECONFLICT, err)
+		_, _, err = h.s.CancelWorkItem(h.ctx, "wi_404", who)
+		requireCode(t, bot.ENOTFOUND, err)
+	})
+
+	t.Run("cancel of a running work item is for its worker, which ends it cancelled", func(t *testing.T) {
+		h := newHarness(t, open)
+		a := h.submit(bot.LocalThread("t"), "coder", "a")
+		c := h.mustClaim("w1", epoch())
+		who := bot.Cancelled{By: "alice", At: at(time.Second)}
+
+		wi, job, err := h.s.CancelWorkItem(h.ctx, a.ID, who)
+		require.NoError(t, err)
+		require.Equal(t, bot.StatusRunning, wi.Status, "the run ends it, not the cancel")
+		require.NotNil(t, job)
+		require.Equal(t, c.Job.ID, job.ID)
+		require.Equal(t, "w1", job.Owner)
+		require.NotNil(t, job.Cancel)
+		require.Equal(t, "alice", job.Cancel.By)
+
+		// A worker that missed the notification learns it at its renewal.
+		err = h.s.RenewLease(h.ctx, c.Job.ID, "w1", at(time.Hour))
+		var got *bot.Cancelled
+		require.ErrorAs(t, err, &got)
+		require.Equal(t, "alice", got.By)
+		require.True(t, got.At.Equal(at(time.Second)))
+
+		require.NoError(t, h.s.FinishJob(h.ctx, bot.JobOutcome{
+			JobID: c.Job.ID, Owner: "w1", Now: at(2 * time.Second), Cancelled: true, Error: got.Error(),
+		}))
+		done := h.workItem(a.ID)
+		require.Equal(t, bot.StatusCancelled, done.Status)
+		require.Equal(t, "cancelled by alice", done.Error)
+		require.Zero(t, h.depth())
+		h.requireNothingToClaim(at(time.Hour))
+		_, _, err = h.s.CancelWorkItem(h.ctx, a.ID, who)
+		requireCode(t, bot.ECONFLICT, err)
+	})
+
 	t.Run("missing jobs", func(t *testing.T) {
 		h := newHarness(t, open)
 		requireCode(t, bot.ENOTFOUND, h.s.RenewLease(h.ctx, "job_404", "w1", at(time.Hour)))
