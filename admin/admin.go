@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/bot"
@@ -122,12 +123,22 @@ type Options struct {
 	Runs Runs
 	// Workspaces deletes workspaces; nil: that answers 503.
 	Workspaces Workspaces
+	// Canceller cancels work items; nil: cancel answers 503.
+	Canceller Canceller
 	// Skills is the package registry: skills, packages, their settings
 	// per scope. Nil: the skills and packages endpoints answer 503.
 	Skills *skills.Registry
 	// Installer installs and uninstalls packages; nil: those answer 503.
 	Installer Installer
 	Logger    *slog.Logger
+}
+
+// Canceller cancels a work item that has not finished, for by: a
+// subagent's through the ledger of runs, any other queued one out of the
+// queue, a running one's run on whichever replica runs it. It returns the
+// work item as it is then; ECONFLICT when it has finished.
+type Canceller interface {
+	CancelWorkItem(ctx context.Context, id, reason, by string) (*bot.WorkItem, error)
 }
 
 // Rights says what an agent may do when a requester asks in a thread, and
@@ -155,6 +166,7 @@ func New(opts Options) *API {
 func (a *API) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/workitems", a.listWorkItems)
 	mux.HandleFunc("GET /api/v1/workitems/{id}", a.getWorkItem)
+	mux.HandleFunc("POST /api/v1/workitems/{id}/cancel", a.cancelWorkItem)
 	mux.HandleFunc("POST /api/v1/explain", a.explain)
 	mux.HandleFunc("GET /api/v1/ingress", a.listIngress)
 	mux.HandleFunc("GET /api/v1/agents", a.listAgents)
@@ -353,6 +365,36 @@ func (a *API) resetThread(w http.ResponseWriter, r *http.Request) {
 		res.Receipts = []bot.Receipt{}
 	}
 	httpapi.JSON(w, http.StatusOK, res)
+}
+
+// CancelRequest is the body of a cancel; it and its reason are optional.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+func (a *API) cancelWorkItem(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Canceller == nil {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAVAILABLE, "this daemon cannot cancel work items"))
+		return
+	}
+	id, ok := httpapi.IdentityFrom(r.Context())
+	if !ok {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EUNAUTHORIZED, "a cancel is made by who authenticated, and this request did not"))
+		return
+	}
+	var req CancelRequest
+	if r.ContentLength != 0 {
+		if err := httpapi.Decode(w, r, &req); err != nil {
+			httpapi.Error(w, r, a.logger, err)
+			return
+		}
+	}
+	wi, err := a.opts.Canceller.CancelWorkItem(r.Context(), r.PathValue("id"), strings.TrimSpace(req.Reason), id.Name)
+	if err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
+	httpapi.JSON(w, http.StatusOK, wi)
 }
 
 // WorkItemSummary is one row of the work item list.

@@ -293,6 +293,45 @@ func TestShutdownReleasesRunningJobs(t *testing.T) {
 	require.Equal(t, "finished after restart", c2.waitFinished(t, wi.ID).Summary)
 }
 
+func TestACancelNobodyWasToldOfStopsTheRunAtItsLeaseRenewal(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	started := make(chan struct{})
+	var runs atomic.Int32
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		if runs.Add(1) == 1 {
+			close(started)
+		}
+		<-ctx.Done()
+		return bot.RunResult{}, context.Cause(ctx)
+	})
+	c := startCore(t, store, coreOpts{runner: runner, lease: 150 * time.Millisecond})
+	wi := c.send(t, "t1", "long job")
+	<-started
+	// Cancelled in the store only, as by a replica whose notification
+	// this one missed: the next renewal finds it.
+	_, job, err := store.CancelWorkItem(context.Background(), wi.ID, bot.Cancelled{By: "ana", Reason: "wrong thread"})
+	require.NoError(t, err)
+	require.NotNil(t, job)
+
+	got := c.waitFinished(t, wi.ID)
+	require.Equal(t, bot.StatusCancelled, got.Status)
+	require.Equal(t, "cancelled by ana: wrong thread", got.Error)
+	jobs, err := store.ListJobs(context.Background(), wi.ID)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "a cancelled run is not retried")
+	require.Equal(t, int32(1), runs.Load())
+	msgs, err := store.ListOutbox(context.Background(), bot.LocalThread("t1").Key())
+	require.NoError(t, err)
+	var status string
+	for _, m := range msgs {
+		if m.Kind == bot.OutboxStatus {
+			status = m.Text
+		}
+	}
+	require.Contains(t, status, "stopped "+wi.ID)
+	require.Contains(t, status, "cancelled by ana: wrong thread")
+}
+
 // flakySink fails as told, then delivers.
 type flakySink struct {
 	mu        sync.Mutex

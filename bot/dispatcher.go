@@ -33,6 +33,10 @@ type DispatcherOptions struct {
 	// written (see JobRecords): a subagent's parent waits for its record
 	// to end. Nil tells no one.
 	Recorded func(ctx context.Context, recs JobRecords)
+	// Cancelled is told of a job whose run a person cancelled, once its
+	// end is recorded, so what its run left open (subagents, background
+	// tasks) is closed too. Nil closes nothing.
+	Cancelled func(ctx context.Context, job *Job, c *Cancelled)
 	// Workers is how many runs may work at once; default 4. Runs waiting
 	// for a person (see Await) do not count.
 	Workers int
@@ -69,6 +73,9 @@ type Dispatcher struct {
 	wake   chan struct{}
 	active chan struct{} // closed once Run has started claiming
 	once   sync.Once
+
+	mu      sync.Mutex
+	running map[string]chan struct{} // by job id, the runs of this process: CheckJob's wake
 }
 
 // NewDispatcher returns a Dispatcher.
@@ -100,7 +107,8 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Dispatcher{opts: opts, wake: make(chan struct{}, 1), active: make(chan struct{})}
+	return &Dispatcher{opts: opts, wake: make(chan struct{}, 1), active: make(chan struct{}),
+		running: map[string]chan struct{}{}}
 }
 
 // Wake tells the claiming loop there is work.
@@ -109,6 +117,26 @@ func (d *Dispatcher) Wake() {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// CheckJob has the run of job id, when this process runs it, renew its
+// lease at once rather than at its next renewal, and reports whether this
+// process runs it. A renewal is how a run learns its work was cancelled
+// (QueueStore.CancelWorkItem): the replica that cancels checks the job
+// here and tells the others (see the daemon's notifications), and a
+// replica not told learns it at the next renewal all the same.
+func (d *Dispatcher) CheckJob(id string) bool {
+	d.mu.Lock()
+	check := d.running[id]
+	d.mu.Unlock()
+	if check == nil {
+		return false
+	}
+	select {
+	case check <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // Running reports whether the workers have started (readiness).
@@ -221,12 +249,21 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	defer cancel(nil)
 	rs := &runSlot{pool: pool, cancel: cancel, slot: slot, held: true}
 	defer rs.release()
+	check := make(chan struct{}, 1)
+	d.mu.Lock()
+	d.running[job.ID] = check
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.running, job.ID)
+		d.mu.Unlock()
+	}()
 	runCtx = context.WithValue(runCtx, runSlotKey{}, rs)
 	runCtx = context.WithValue(runCtx, workersKey{}, w)
 
 	// The lease is renewed by one goroutine owned by this job.
 	var renewer sync.WaitGroup
-	renewer.Go(func() { d.renew(runCtx, cancel, job, log) })
+	renewer.Go(func() { d.renew(runCtx, cancel, check, job, log) })
 	defer renewer.Wait()
 	defer cancel(nil)
 
@@ -244,6 +281,11 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	res, err := d.safeRun(runCtx, req, run, log)
 
 	finishCtx := context.WithoutCancel(runCtx)
+	var cancelled *Cancelled
+	if errors.As(context.Cause(runCtx), &cancelled) {
+		d.cancelled(finishCtx, job, run, res, cancelled, start, log)
+		return
+	}
 	if ctx.Err() != nil && runCtx.Err() != nil {
 		// Shutdown cut the run short: give the work back for the next start.
 		if rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now()); rerr != nil {
@@ -289,6 +331,25 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 		slog.Int("tokens", res.TokensUsed), slog.Int("turns", res.TurnsUsed))
 }
 
+// cancelled ends a job whose run a person cancelled: its work items end
+// cancelled, saying who did it, and what the run left open is closed.
+func (d *Dispatcher) cancelled(ctx context.Context, job *Job, run *Run, res RunResult, c *Cancelled, start time.Time, log *slog.Logger) {
+	run.Cancelled(ctx, c)
+	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Cancelled: true, Error: c.Error(), Records: res.Records}
+	if err := d.opts.Queue.FinishJob(ctx, out); err != nil {
+		log.Error("finish job", slog.String("error", err.Error()))
+		d.saveRecords(ctx, res.Records, log)
+		return
+	}
+	d.recorded(ctx, res.Records)
+	if d.opts.Cancelled != nil {
+		d.opts.Cancelled(ctx, job, c)
+	}
+	d.opts.Metrics.Jobs.WithLabelValues("cancelled").Inc()
+	d.opts.Metrics.JobDuration.WithLabelValues(job.Agent, "cancelled").Observe(d.opts.Now().Sub(start).Seconds())
+	log.Info("job cancelled", slog.String("by", c.By), slog.String("reason", c.Reason))
+}
+
 // saveRecords writes what a run left for its job's end when the job does
 // not end here: the tokens it spent are counted, its transcript kept and
 // its record ended all the same.
@@ -321,7 +382,10 @@ func (d *Dispatcher) safeRun(ctx context.Context, req RunRequest, p Progress, lo
 	return d.opts.Runner.Run(ctx, req, p)
 }
 
-func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, job *Job, log *slog.Logger) {
+// renew renews job's lease every third of it, and at once when check
+// says so, until ctx ends. A lease taken over, or the job's work cancelled,
+// ends the run with ErrLeaseLost or the *Cancelled as its cause.
+func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, check <-chan struct{}, job *Job, log *slog.Logger) {
 	t := time.NewTicker(d.opts.Lease / 3)
 	defer t.Stop()
 	for {
@@ -329,10 +393,15 @@ func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-check:
 		}
 		err := d.opts.Queue.RenewLease(ctx, job.ID, job.Owner, d.opts.Now().Add(d.opts.Lease))
+		var cancelled *Cancelled
 		switch {
 		case err == nil:
+		case errors.As(err, &cancelled):
+			cancel(cancelled)
+			return
 		case ErrorCode(err) == ECONFLICT:
 			cancel(ErrLeaseLost)
 			return

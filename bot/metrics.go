@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 		}, []string{"agent", "outcome"}),
 		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "switchyard_jobs_total", Help: "Jobs ended, by outcome (succeeded, failed, released, abandoned).",
+			Name: "switchyard_jobs_total", Help: "Jobs ended, by outcome (succeeded, failed, cancelled, released, abandoned).",
 		}, []string{"outcome"}),
 		OutboxSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_outbox_delivered_total", Help: "Outbox deliveries, by sink and message kind.",

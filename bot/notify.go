@@ -10,5 +10,6 @@ const (
 	TopicConfig   = "config"   // payload: the replica that reloaded its config
 	TopicRules    = "rules"    // payload: the replica that changed a stored routing rule
 	TopicSkills   = "skills"   // payload: the replica that changed a stored skill setting or package
+	TopicCancel   = "cancel"   // payload: the id of a running job whose work was cancelled
 	TopicResync   = "resync"   // notifications may have been missed: look again
 )

@@ -277,6 +277,8 @@ func statusText(v *StatusView, others int, job string) string {
 		s = fmt.Sprintf("✅ %s finished %s in %s", v.Agent, v.WorkItemID, elapsed)
 	case "failed":
 		s = fmt.Sprintf("❌ %s failed %s after %s: %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
+	case "cancelled":
+		s = fmt.Sprintf("🛑 %s stopped %s after %s: %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	default:
 		s = fmt.Sprintf("⏳ %s is working on %s (%s): %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	}
@@ -340,6 +342,29 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 	} else {
 		run.r.react(ctx, &run.lead, ReactionFailure)
 	}
+}
+
+// Cancelled enqueues the final status and the reply of a run a person
+// cancelled, saying who (and why, when they said), as Finish does for a
+// run that ended by itself.
+func (run *Run) Cancelled(ctx context.Context, c *Cancelled) {
+	run.Close()
+	if run.quiet {
+		return
+	}
+	run.mu.Lock()
+	run.activity = c.Error()
+	run.mu.Unlock()
+	final := []OutboxMessage{run.status("cancelled"), {
+		Key: replyKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
+		Kind: OutboxReply, Text: fmt.Sprintf("%s stopped working on %s: %s", run.agent, run.lead.ID, c.Error()),
+	}}
+	if err := run.r.opts.Outbox.EnqueueAll(ctx, final); err != nil {
+		run.r.failed(ctx, final[1].Key, err)
+	} else {
+		run.r.opts.Wake()
+	}
+	run.r.react(ctx, &run.lead, ReactionFailure)
 }
 
 // Abandoned gives the messages that report a work item failed because its

@@ -551,7 +551,7 @@ func TestAdminUIReroutesAFinishedWorkItemAsTheSignedInPersonAndAuditsIt(t *testi
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Regexp(t, `<tr data-task="`+task.ID+`"><td>[^<]+</td><td>lead</td><td><pre>npm run dev</pre></td><td>running</td>`, page)
 	require.Contains(t, page, `id="reroute-form"`)
-	require.NotContains(t, page, `id="cancel-form"`, "only a subagent's work item is cancelled here")
+	require.NotContains(t, page, `id="cancel-form"`, "a finished work item cannot be cancelled")
 
 	// Without the form's token nothing happens.
 	resp, _ = c.do("POST", "/admin/workitems/"+id+"/reroute", url.Values{"agent": {"helper"}}, nil)

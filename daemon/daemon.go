@@ -286,7 +286,7 @@ func (d *Daemon) build() error {
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Open: d.subagents, Recorded: d.subagents.Recorded, Resets: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica, Details: d.details,
 		Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts, Grace: d.opts.ShutdownGrace,
-		Metrics: d.metrics, Logger: d.log,
+		Cancelled: d.runCancelled, Metrics: d.metrics, Logger: d.log,
 	})
 	d.scheduler, err = bot.NewScheduler(bot.SchedulerOptions{
 		Schedules: cfg.BotSchedules(), Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log,
@@ -503,7 +503,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	ao := admin.Options{
 		Store: d.store, Intake: d.intake, Logger: d.log,
 		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, RuleBook: ruleBook{d}, Threads: threadResetter{d}, Config: configReloader{d},
-		Runs: runsDesk{d}, Workspaces: workspaces{d},
+		Runs: runsDesk{d}, Workspaces: workspaces{d}, Canceller: canceller{d},
 		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
 		Skills: d.skills, Installer: d.installer,
 	}
@@ -702,7 +702,8 @@ func (d *Daemon) notify(topic, payload string) {
 }
 
 // listen acts on what the processes sharing the store tell each other:
-// work to claim, messages to deliver, approvals decided, a config reloaded,
+// work to claim, messages to deliver, approvals decided, work cancelled, a
+// config reloaded,
 // stored routing rules or skill settings changed.
 func (d *Daemon) listen(ctx context.Context) {
 	err := d.store.Listen(ctx, func(topic, payload string) {
@@ -713,6 +714,10 @@ func (d *Daemon) listen(ctx context.Context) {
 			d.deliverer.Wake()
 		case bot.TopicApproval:
 			d.approvals.Changed(payload)
+		case bot.TopicCancel:
+			// A person cancelled a job's work: if it runs here, its
+			// renewal now finds the cancel and stops it.
+			d.dispatcher.CheckJob(payload)
 		case bot.TopicRules:
 			if payload != d.replica {
 				// Another replica changed a stored rule: build the router

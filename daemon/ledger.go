@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,48 @@ func (r rerouter) RerouteWorkItem(ctx context.Context, id string, hop bot.Hop) (
 	}
 	r.d.notify(bot.TopicWork, "")
 	return wi, nil
+}
+
+// canceller cancels work items for the admin API and UI. A subagent's goes
+// through the ledger, as its parent's cancel does; any other is cancelled
+// in the store, and its run, when it runs, is stopped where it runs: here
+// at once, on another replica when the notification reaches it, and at the
+// job's next lease renewal (a third of the lease) when it does not.
+type canceller struct{ d *Daemon }
+
+func (c canceller) CancelWorkItem(ctx context.Context, id, reason, by string) (*bot.WorkItem, error) {
+	d := c.d
+	run, err := d.store.RunOfWorkItem(ctx, id)
+	switch {
+	case err == nil && run.Kind == bot.RunSubagent:
+		why := reason
+		if why == "" {
+			why = "cancelled by " + by
+		}
+		if _, err := d.subagents.Cancel(ctx, run.ID, why, by); err != nil {
+			return nil, err
+		}
+		return d.store.GetWorkItem(ctx, id)
+	case err != nil && bot.ErrorCode(err) != bot.ENOTFOUND:
+		return nil, err
+	}
+	wi, job, err := d.store.CancelWorkItem(ctx, id, bot.Cancelled{By: by, Reason: reason, At: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	if job != nil && !d.dispatcher.CheckJob(job.ID) {
+		d.notify(bot.TopicCancel, job.ID)
+	}
+	return wi, nil
+}
+
+// runCancelled closes what the run of a cancelled job left open in its
+// thread: its subagents are cancelled and its background tasks stopped,
+// each with a receipt.
+func (d *Daemon) runCancelled(ctx context.Context, job *bot.Job, c *bot.Cancelled) {
+	if _, err := d.closeOwned(ctx, job.Thread.Key(), "the run that started it was "+c.Error(), c.By, false); err != nil {
+		d.log.Error("close what a cancelled run left open", slog.String("job", job.ID), slog.String("error", err.Error()))
+	}
 }
 
 // closeOwned cancels, stops or (with archive) archives everything

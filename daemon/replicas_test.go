@@ -225,3 +225,42 @@ func TestAdminUISessionMadeOnOneReplicaIsAcceptedByTheOther(t *testing.T) {
 	resp, _ = c.do("GET", "/admin/workitems", nil, nil)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out on both")
 }
+
+// A work item cancelled through one replica while the other runs it stops
+// there at once: the lease is far too long for its renewal to be what
+// stops it.
+func TestCancelMadeOnOneReplicaStopsTheRunOnTheOther(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	ran := make(chan string, 2)
+	replica := func(name string) *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.Setup.Config.Dispatch.Lease = 10 * time.Minute
+			o.APIToken = "shared-token-0123456789"
+			o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+				return runnerFunc(func(ctx context.Context, _ bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+					ran <- name
+					<-ctx.Done()
+					return bot.RunResult{}, context.Cause(ctx)
+				}), nil
+			}
+		})
+	}
+	replicas := map[string]*running{"a": replica("a"), "b": replica("b")}
+	code, body := replicas["a"].do(t, "POST", "/api/v1/messages", `{"thread":"room","text":"take your time"}`)
+	require.Equal(t, 202, code, string(body))
+	var res local.MessageResponse
+	require.NoError(t, json.Unmarshal(body, &res), string(body))
+	other := map[string]string{"a": "b", "b": "a"}[<-ran]
+
+	var wi bot.WorkItem
+	replicas[other].json(t, "POST", "/api/v1/workitems/"+res.WorkItemID+"/cancel", `{"reason":"not today"}`, 200, &wi)
+	require.Eventually(t, func() bool {
+		replicas[other].json(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "", 200, &wi)
+		return wi.Status.Finished()
+	}, 15*time.Second, 10*time.Millisecond, "the run on the other replica stops")
+	require.Equal(t, bot.StatusCancelled, wi.Status)
+	require.Equal(t, "cancelled by admin: not today", wi.Error)
+	require.Empty(t, ran, "not run again")
+}

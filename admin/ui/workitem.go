@@ -153,12 +153,12 @@ func (u *UI) workItemDetail(ctx context.Context, id string) (workItemView, error
 			switch {
 			case err == nil:
 				v.Run = run
-				v.CanCancel = run.Status.Open()
 			case bot.ErrorCode(err) != bot.ENOTFOUND:
 				return v, err
 			}
 		}
 	}
+	v.CanCancel = u.opts.Admin.Canceller != nil && !wi.Status.Finished() && (v.Run == nil || v.Run.Status.Open())
 	if rt := u.opts.Admin.Routing; rt != nil && u.opts.Rerouter != nil && !wi.IsChild() {
 		for _, a := range rt.Routing().Agents() {
 			if a != wi.Route.Agent {
@@ -187,29 +187,27 @@ func transcriptOf(doc []byte) (transcriptView, error) {
 	return out, nil
 }
 
-// cancelWorkItem cancels a subagent's work item through the ledger, as
-// the signed-in person, and audits it.
+// cancelWorkItem cancels a queued or running work item as the signed-in
+// person (a subagent's through the ledger), with the reason they gave, and
+// audits it.
 func (u *UI) cancelWorkItem(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	runs := u.opts.Admin.Runs
-	if runs == nil {
-		u.fail(w, r, bot.Errorf(bot.EUNAVAILABLE, "no ledger of runs: the agent runtime is not configured"))
-		return
-	}
-	run, err := runs.RunOfWorkItem(r.Context(), id)
-	if err != nil {
-		if bot.ErrorCode(err) == bot.ENOTFOUND {
-			err = bot.Errorf(bot.ECONFLICT, "%s is not a subagent's work item: only those can be cancelled here", id)
-		}
-		u.fail(w, r, err)
+	if u.opts.Admin.Canceller == nil {
+		u.fail(w, r, bot.Errorf(bot.EUNAVAILABLE, "this daemon cannot cancel work items"))
 		return
 	}
 	who := identity(r)
-	if _, err := runs.CancelRun(r.Context(), run.ID, "cancelled in the admin UI by "+who, who); err != nil {
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	wi, err := u.opts.Admin.Canceller.CancelWorkItem(r.Context(), id, reason, who)
+	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	if err := u.audit(r, Change{Action: "workitem.cancel", WorkItemID: id, Detail: map[string]string{"run": run.ID}}); err != nil {
+	detail := map[string]string{"status": string(wi.Status)}
+	if reason != "" {
+		detail["reason"] = reason
+	}
+	if err := u.audit(r, Change{Action: "workitem.cancel", WorkItemID: id, Detail: detail}); err != nil {
 		u.fail(w, r, err)
 		return
 	}

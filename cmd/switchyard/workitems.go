@@ -122,7 +122,36 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 		},
 	}
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
-	cmd.AddCommand(list, show)
+
+	var (
+		reason     string
+		cancelJSON bool
+	)
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a queued or running work item: a queued one leaves the queue, a running one stops",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var wi bot.WorkItem
+			req := admin.CancelRequest{Reason: reason}
+			if err := cl.client().do(cmd.Context(), "POST", "/api/v1/workitems/"+url.PathEscape(args[0])+"/cancel", req, &wi); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if cancelJSON {
+				return printJSON(out, wi)
+			}
+			if wi.Status == bot.StatusRunning {
+				fmt.Fprintf(out, "%s is stopping: its run ends cancelled\n", wi.ID)
+				return nil
+			}
+			fmt.Fprintf(out, "%s %s\n", wi.ID, wi.Status)
+			return nil
+		},
+	}
+	cancel.Flags().StringVar(&reason, "reason", "", "why: the work item and its thread's status message say it")
+	cancel.Flags().BoolVar(&cancelJSON, "json", false, "print the work item as JSON")
+	cmd.AddCommand(list, show, cancel)
 	return cmd
 }
 
