@@ -109,6 +109,12 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	r = run(t, dir, p.env(), "runs", "cancel", id)
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, id+" is done already")
+	r = run(t, dir, p.env(), "workitems", "cancel", root, "--reason", "too late")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "work item "+root+" is done already")
+	r = run(t, dir, p.env(), "workitems", "cancel", "wi_404")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `work item "wi_404" not found`)
 
 	// The background task keeps the workspace: deletion is refused, and
 	// --force stops it with a receipt.
