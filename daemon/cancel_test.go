@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -71,6 +72,25 @@ func TestCancelThroughTheAPIStopsARunningWorkItemAndTakesAQueuedOneOutOfTheQueue
 	next := tr.finished(t, tr.send(t, "c", "@lead the thread goes on"), time.Minute)
 	require.Equal(t, bot.StatusDone, next.Status)
 	require.Len(t, tr.model.seen("lead"), 2, "the cancelled run once, the next request once")
+
+	// Both cancels are in the audit log, as who made them through the API.
+	code, body = tr.do(t, "GET", "/api/v1/audit?decision=change", "")
+	require.Equal(t, http.StatusOK, code, string(body))
+	var audit struct {
+		Items []policy.AuditRecord `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(body, &audit))
+	var cancels []string
+	for _, rec := range audit.Items {
+		if rec.Tool == "workitem.cancel" {
+			require.Equal(t, "admin", rec.By)
+			cancels = append(cancels, rec.WorkItemID+" "+rec.Arguments)
+		}
+	}
+	require.ElementsMatch(t, []string{
+		queued + ` {"status":"cancelled"}`,
+		running + ` {"reason":"wrong environment","status":"running"}`,
+	}, cancels)
 
 	// A finished work item, an unknown one, and a body that is not one.
 	code, body = tr.do(t, "POST", "/api/v1/workitems/"+running+"/cancel", "")

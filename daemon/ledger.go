@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/admin"
+	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 )
@@ -84,7 +86,26 @@ func (c canceller) CancelWorkItem(ctx context.Context, id, reason, by string) (*
 	if job != nil && !d.dispatcher.CheckJob(job.ID) {
 		d.notify(bot.TopicCancel, job.ID)
 	}
-	return wi, nil
+	return wi, c.audit(ctx, wi, reason, by)
+}
+
+// audit records a cancel as a change made by by, whichever way it came
+// (the API, the CLI or the admin UI). The cancel stands whatever the audit
+// log answers; a record that cannot be written is the request's error.
+func (c canceller) audit(ctx context.Context, wi *bot.WorkItem, reason, by string) error {
+	detail := map[string]string{"status": string(wi.Status)}
+	if reason != "" {
+		detail["reason"] = reason
+	}
+	args, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("encode the audit record of a cancel: %w", err)
+	}
+	rec := policy.AuditRecord{Decision: policy.AuditChange, Tool: "workitem.cancel", Arguments: string(args), WorkItemID: wi.ID, By: by}
+	if err := c.d.audit.Record(ctx, rec); err != nil {
+		return fmt.Errorf("%s was cancelled, but its audit record could not be written: %w", wi.ID, err)
+	}
+	return nil
 }
 
 // runCancelled closes what the run of a cancelled job left open in its
