@@ -218,6 +218,15 @@ func funcs() template.FuncMap {
 		"ago":  ago,
 		"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 		"join": strings.Join,
+		"count": func(n any, one, many string) (string, error) {
+			switch n := n.(type) {
+			case int:
+				return bot.Count(n, one, many), nil
+			case int64:
+				return bot.Count(int(n), one, many), nil
+			}
+			return "", fmt.Errorf("count: %T is not a number of things", n)
+		},
 	}
 }
 
