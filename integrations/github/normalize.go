@@ -210,12 +210,13 @@ func (d *delivery) edit() {
 	}
 }
 
-// envelope is what every repository-level payload shares, for events
-// Switchyard does not act on.
-type envelope struct {
-	Action     string   `json:"action"`
-	Number     int      `json:"number"`
-	Sender     *gh.User `json:"sender"`
+// envelopeOf is what every repository-level payload shares, for events
+// Switchyard does not act on, its sender a U: go-github's user here, the
+// acknowledgement's reader's own (fastEnvelope) there.
+type envelopeOf[U any] struct {
+	Action     string `json:"action"`
+	Number     int    `json:"number"`
+	Sender     *U     `json:"sender"`
 	Repository *struct {
 		Name  string `json:"name"`
 		Owner struct {
@@ -232,6 +233,9 @@ type envelope struct {
 		Number int `json:"number"`
 	} `json:"pull_request"`
 }
+
+// envelope is the envelope normalize reads.
+type envelope = envelopeOf[gh.User]
 
 func (d *delivery) fromEnvelope(event string, payload []byte) error {
 	var env envelope

@@ -192,26 +192,7 @@ type (
 )
 
 // fastEnvelope is normalize's envelope, its sender a fastUser.
-type fastEnvelope struct {
-	Action     string    `json:"action"`
-	Number     int       `json:"number"`
-	Sender     *fastUser `json:"sender"`
-	Repository *struct {
-		Name  string `json:"name"`
-		Owner struct {
-			Login string `json:"login"`
-		} `json:"owner"`
-	} `json:"repository"`
-	Installation struct {
-		ID int64 `json:"id"`
-	} `json:"installation"`
-	Issue struct {
-		Number int `json:"number"`
-	} `json:"issue"`
-	PullRequest struct {
-		Number int `json:"number"`
-	} `json:"pull_request"`
-}
+type fastEnvelope = envelopeOf[fastUser]
 
 // about is what every event on an issue or pull request says, as read.
 type about struct {
