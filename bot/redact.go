@@ -153,8 +153,13 @@ func encodedForms(value string) []string {
 			out = append(out, f)
 		}
 	}
-	add(url.QueryEscape(value))
-	add(url.PathEscape(value))
+	// Percent-encoding with either case of hex digit: net/url writes
+	// upper case, html/template's URL escaper lower case and more bytes
+	// (everything but letters, digits and -._~).
+	for _, f := range []string{url.QueryEscape(value), url.PathEscape(value), escapeUnreserved(value)} {
+		add(f)
+		add(lowerEscapes(f))
+	}
 	add(hex.EncodeToString([]byte(value)))
 	add(strings.ToUpper(hex.EncodeToString([]byte(value))))
 	buf := make([]byte, 0, len(value)+2)
@@ -169,6 +174,37 @@ func encodedForms(value string) []string {
 		}
 	}
 	return out
+}
+
+// escapeUnreserved percent-encodes every byte of s but letters, digits and
+// -._~, in upper-case hex.
+func escapeUnreserved(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// lowerEscapes returns s with the hex digits of its percent-escapes in
+// lower case.
+func lowerEscapes(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			for j := i + 1; j <= i+2; j++ {
+				if 'A' <= b[j] && b[j] <= 'F' {
+					b[j] += 'a' - 'A'
+				}
+			}
+		}
+	}
+	return string(b)
 }
 
 // Redact returns s with every secret masked.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	htmltemplate "html/template"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -168,6 +169,27 @@ func TestRedactEncodedConfiguredValues(t *testing.T) {
 	}
 	// Ordinary text that happens to be base64 stays.
 	require.Equal(t, "aGVsbG8gd29ybGQ=", r.Redact("aGVsbG8gd29ybGQ="))
+
+	// A link html/template writes escapes a query's value with lower-case
+	// hex, and more bytes than net/url does; a path keeps the characters a
+	// path may hold.
+	link := htmltemplate.Must(htmltemplate.New("").Parse(`<a href="/admin/workitems?thread=local:{{.}}">x</a>`))
+	path := htmltemplate.Must(htmltemplate.New("").Parse(`<a href="/t/{{.}}">y</a>`))
+	for _, tt := range []struct {
+		secret string
+		tmpl   *htmltemplate.Template
+	}{
+		{secret, link},
+		{"sk/Zq9Secret@Key:987654321", link},
+		{"sk/Zq9Secret@Key:987654321", path},
+		{"tok~en:with(parens)*and!bangs", link},
+	} {
+		r := bot.NewRedactor(bot.Secret(tt.secret))
+		var page strings.Builder
+		require.NoError(t, tt.tmpl.Execute(&page, tt.secret))
+		out := r.Redact(page.String())
+		require.Equal(t, 1, strings.Count(out, bot.Redacted), "%s\n%s", page.String(), out)
+	}
 }
 
 // Masking can join text around the placeholder; a configured value spelt
