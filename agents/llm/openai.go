@@ -9,7 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // openaiProvider speaks OpenAI chat completions. It builds the chat service
@@ -43,13 +43,28 @@ func newOpenAI(c Config, hc *http.Client) *openaiProvider {
 }
 
 func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error) {
-	params, err := p.params(req)
+	body, err := p.body(req)
 	if err != nil {
 		return Response{}, p.fail(err)
 	}
-	completion, err := p.chat.New(ctx, params)
-	if err != nil {
+	// The SDK carries the request (authentication, retries, timeouts,
+	// typed errors); the body is written and read with the types below,
+	// since its own params and completion go through reflection over
+	// union types: a third of a millisecond per call for a request with
+	// twenty tools, paid again on every turn.
+	var raw []byte
+	if _, err := p.chat.New(ctx, openai.ChatCompletionNewParams{},
+		option.WithRequestBody("application/json", body), option.WithResponseBodyInto(&raw)); err != nil {
 		return Response{}, p.fail(err)
+	}
+	return p.response(raw)
+}
+
+// response reads a chat completions response body.
+func (p *openaiProvider) response(raw []byte) (Response, error) {
+	var completion chatCompletion
+	if err := json.Unmarshal(raw, &completion); err != nil {
+		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: " + err.Error(), Err: err}
 	}
 	if len(completion.Choices) == 0 {
 		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: no choices"}
@@ -76,7 +91,7 @@ func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error
 			// name its call when the conversation is sent back.
 			id = fmt.Sprintf("call_%d", i)
 		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Input: rawArguments(tc.Function.Arguments)})
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Input: rawArguments(tc.Function.Arguments.text())})
 	}
 	switch {
 	case out.Refusal != "" || choice.FinishReason == "content_filter":
@@ -91,65 +106,140 @@ func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error
 	return out, nil
 }
 
-func (p *openaiProvider) params(req Request) (openai.ChatCompletionNewParams, error) {
-	params := openai.ChatCompletionNewParams{
-		Model:    p.cfg.Model,
-		Messages: make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1),
+// chatRequest is the body of a chat completions request.
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           int64         `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int64         `json:"max_completion_tokens,omitempty"`
+	Temperature         *float64      `json:"temperature,omitempty"`
+	ReasoningEffort     string        `json:"reasoning_effort,omitempty"`
+	Tools               []chatTool    `json:"tools,omitempty"`
+}
+
+// chatMessage is one message of a request. Content is always sent for the
+// system, user and tool roles, and for an assistant only when it wrote
+// text.
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string        `json:"name"`
+	Arguments chatArguments `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string          `json:"type"`
+	Function chatFunctionDef `json:"function"`
+}
+
+type chatFunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// chatArguments are a tool call's arguments: a JSON string on the wire.
+// A server that sends them as a JSON object instead is read as if it had
+// sent that object's text.
+type chatArguments string
+
+func (a chatArguments) text() string { return string(a) }
+
+func (a *chatArguments) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*a = chatArguments(s)
+		return nil
 	}
+	if string(b) == "null" {
+		*a = ""
+		return nil
+	}
+	*a = chatArguments(b)
+	return nil
+}
+
+// chatCompletion is what a response says that a Response needs.
+type chatCompletion struct {
+	Choices []struct {
+		FinishReason string `json:"finish_reason"`
+		Message      struct {
+			Content   string         `json:"content"`
+			Refusal   string         `json:"refusal"`
+			ToolCalls []chatToolCall `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// body is req as a chat completions request body.
+func (p *openaiProvider) body(req Request) ([]byte, error) {
+	r := chatRequest{Model: p.cfg.Model, Messages: make([]chatMessage, 0, len(req.Messages)+1), Temperature: req.Temperature,
+		ReasoningEffort: req.ReasoningEffort}
 	maxTokens := int64(p.cfg.MaxTokens)
 	if req.MaxTokens > 0 {
 		maxTokens = int64(req.MaxTokens)
 	}
+	// api.openai.com wants max_completion_tokens; the compatible servers
+	// (Ollama, vLLM, LM Studio) understand max_tokens.
 	if p.official {
-		params.MaxCompletionTokens = openai.Int(maxTokens)
+		r.MaxCompletionTokens = maxTokens
 	} else {
-		params.MaxTokens = openai.Int(maxTokens)
-	}
-	if req.Temperature != nil {
-		params.Temperature = openai.Float(*req.Temperature)
-	}
-	if req.ReasoningEffort != "" {
-		params.ReasoningEffort = shared.ReasoningEffort(req.ReasoningEffort)
+		r.MaxTokens = maxTokens
 	}
 	if req.System != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
+		r.Messages = append(r.Messages, chatMessage{Role: "system", Content: &req.System})
 	}
-	for _, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i]
 		switch m.Role {
 		case RoleUser:
-			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+			r.Messages = append(r.Messages, chatMessage{Role: "user", Content: &m.Content})
 		case RoleTool:
-			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+			r.Messages = append(r.Messages, chatMessage{Role: "tool", Content: &m.Content, ToolCallID: m.ToolCallID})
 		case RoleAssistant:
-			a := openai.ChatCompletionAssistantMessageParam{}
+			a := chatMessage{Role: "assistant"}
 			if m.Content != "" {
-				a.Content.OfString = openai.String(m.Content)
+				a.Content = &m.Content
 			}
 			for _, tc := range m.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       tc.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: string(tc.Input)},
-					},
-				})
+				a.ToolCalls = append(a.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+					Function: chatFunction{Name: tc.Name, Arguments: chatArguments(tc.Input)}})
 			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			r.Messages = append(r.Messages, a)
 		default:
-			return params, fmt.Errorf("message with unknown role %q", m.Role)
+			return nil, fmt.Errorf("message with unknown role %q", m.Role)
 		}
 	}
 	for _, t := range req.Tools {
-		var schema map[string]any
-		if err := json.Unmarshal(t.Schema, &schema); err != nil {
-			return params, fmt.Errorf("tool %s: schema: %w", t.Name, err)
-		}
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name:        t.Name,
-			Description: openai.String(t.Description),
-			Parameters:  schema,
-		}))
+		r.Tools = append(r.Tools, chatTool{Type: "function", Function: chatFunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
-	return params, nil
+	b, err := sjson.Marshal(r)
+	if err != nil {
+		// Schemas are checked here, where encoding checks them anyway,
+		// rather than once more on every call.
+		for _, t := range req.Tools {
+			if !json.Valid(t.Schema) {
+				return nil, fmt.Errorf("tool %s: schema: not valid JSON", t.Name)
+			}
+		}
+		return nil, fmt.Errorf("encode the request: %w", err)
+	}
+	return b, nil
 }
 
 func (p *openaiProvider) fail(err error) error {
