@@ -32,6 +32,14 @@ import (
 // answers its task after helperDelay.
 type treeModel struct {
 	helperDelay time.Duration
+	// helper keeps the latest request a helper made: the bare model call
+	// of the baseline is that request, sent again directly.
+	helper *lastRequest
+}
+
+type lastRequest struct {
+	mu   sync.Mutex
+	body []byte
 }
 
 var (
@@ -46,7 +54,11 @@ func (m treeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Content any    `json:"content"`
 		} `json:"messages"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) < 2 {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || len(req.Messages) < 2 {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
@@ -66,6 +78,11 @@ func (m treeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if agent == "helper" {
+		if m.helper != nil && r.Header.Get("X-Bench-Replay") == "" {
+			m.helper.mu.Lock()
+			m.helper.body = body
+			m.helper.mu.Unlock()
+		}
 		if m.helperDelay > 0 {
 			select {
 			case <-time.After(m.helperDelay):
@@ -118,8 +135,9 @@ func answer(w io.Writer, text string) {
 // treeDaemon is a daemon serving on loopback with its agents on a
 // treeModel.
 type treeDaemon struct {
-	d     *daemon.Daemon
-	model string // the fake model's chat completions URL
+	d      *daemon.Daemon
+	model  string // the fake model's chat completions URL
+	helper *lastRequest
 	base  string
 	token string
 	stop  func()
@@ -127,6 +145,9 @@ type treeDaemon struct {
 
 func startTreeDaemon(b *testing.B, model treeModel, workers, maxConcurrent int) *treeDaemon {
 	b.Helper()
+	if model.helper == nil {
+		model.helper = &lastRequest{}
+	}
 	srv := httptest.NewServer(model)
 	b.Cleanup(srv.Close)
 	dir := filepath.Join(b.TempDir(), "agents")
@@ -171,7 +192,7 @@ func startTreeDaemon(b *testing.B, model treeModel, workers, maxConcurrent int) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	bd := &treeDaemon{d: d, model: srv.URL + "/v1/chat/completions", base: "http://" + ln.Addr().String(), token: token.Reveal()}
+	bd := &treeDaemon{d: d, model: srv.URL + "/v1/chat/completions", helper: model.helper, base: "http://" + ln.Addr().String(), token: token.Reveal()}
 	var once sync.Once
 	bd.stop = func() {
 		once.Do(func() {
@@ -252,12 +273,24 @@ func (bd *treeDaemon) children(b *testing.B, workItem string) []bot.ChildRun {
 func median(l latencies) time.Duration { return l.quantile(0.5) }
 
 // modelCall is one helper's model call made directly, as the baseline of
-// what the model itself costs a child.
+// what the model itself costs a child: the latest request a helper sent,
+// its system prompt and tools included, sent again as it was.
 func (bd *treeDaemon) modelCall(b *testing.B) time.Duration {
 	b.Helper()
-	body := `{"model":"fake","messages":[{"role":"system","content":"You are the \"helper\" agent."},{"role":"user","content":"part 1"}]}`
+	bd.helper.mu.Lock()
+	body := bd.helper.body
+	bd.helper.mu.Unlock()
+	if body == nil {
+		b.Fatal("no helper has called the model yet")
+	}
+	req, err := http.NewRequest(http.MethodPost, bd.model, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Bench-Replay", "1")
 	t0 := time.Now()
-	resp, err := http.Post(bd.model, "application/json", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -307,7 +340,7 @@ func BenchmarkSubagentSpawnOverhead(b *testing.B) {
 		b.ReportMetric(float64(perChild.Nanoseconds()), "overhead-ns/child")
 		report(b, "subagents: spawn overhead per child, excluding the model",
 			fmt.Sprintf("a lead spawning %d helpers one a turn: %s (median of %d)", children, median(tree), rounds),
-			fmt.Sprintf("baseline, the same lead calling list_directory instead: %s; a helper's model call alone: %s", median(base), median(model)),
+			fmt.Sprintf("baseline, the same lead calling list_directory instead: %s; a helper's model call alone (its request sent again directly): %s", median(base), median(model)),
 			fmt.Sprintf("a child's life by its record, from its spawn to the end of its run: %s (median; the spawn's commit and "+
 				"its model call in it, the commit of its end and its parent waking not)", median(lives)),
 			fmt.Sprintf("overhead %s per child = %.3f of the 1ms target: %s", perChild,
