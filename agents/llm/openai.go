@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -71,8 +73,8 @@ func (p *openaiProvider) response(raw []byte) (Response, error) {
 	}
 	choice := completion.Choices[0]
 	out := Response{
-		Text:    choice.Message.Content,
-		Refusal: choice.Message.Refusal,
+		Text:    string(choice.Message.Content),
+		Refusal: string(choice.Message.Refusal),
 		Usage: Usage{
 			InputTokens:  int(completion.Usage.PromptTokens),
 			OutputTokens: int(completion.Usage.CompletionTokens),
@@ -170,20 +172,101 @@ func (a *chatArguments) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// chatCompletion is what a response says that a Response needs.
+// chatCompletion is what a response says that a Response needs. Compatible
+// servers differ in details the SDK's reader let pass (content as a list
+// of parts, token counts as floats, a null where a string belongs), so
+// each member that does not have its usual shape is read as empty rather
+// than failing the call; only a body that is not JSON, or whose choices
+// are not a list, is malformed.
 type chatCompletion struct {
 	Choices []struct {
-		FinishReason string `json:"finish_reason"`
+		FinishReason lenientText `json:"finish_reason"`
 		Message      struct {
-			Content   string         `json:"content"`
-			Refusal   string         `json:"refusal"`
-			ToolCalls []chatToolCall `json:"tool_calls"`
+			Content   lenientText  `json:"content"`
+			Refusal   lenientText  `json:"refusal"`
+			ToolCalls lenientCalls `json:"tool_calls"`
 		} `json:"message"`
 	} `json:"choices"`
 	Usage struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
+		PromptTokens     lenientCount `json:"prompt_tokens"`
+		CompletionTokens lenientCount `json:"completion_tokens"`
 	} `json:"usage"`
+}
+
+// lenientText is a string, the text of a list of parts ({"type":"text",
+// "text":…}, joined), or empty for anything else.
+type lenientText string
+
+func (t *lenientText) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*t = lenientText(s)
+		return nil
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	*t = ""
+	if json.Unmarshal(b, &parts) == nil {
+		var texts []string
+		for _, p := range parts {
+			if p.Text != "" {
+				texts = append(texts, p.Text)
+			}
+		}
+		*t = lenientText(strings.Join(texts, "\n"))
+	}
+	return nil
+}
+
+// lenientCount is a token count: a number (integral or not) or a numeric
+// string; anything else is 0.
+type lenientCount int64
+
+func (c *lenientCount) UnmarshalJSON(b []byte) error {
+	*c = 0
+	var n json.Number
+	if json.Unmarshal(b, &n) != nil {
+		var s string
+		if json.Unmarshal(b, &s) != nil {
+			return nil
+		}
+		n = json.Number(s)
+	}
+	if i, err := n.Int64(); err == nil {
+		*c = lenientCount(max(i, 0))
+	} else if f, err := n.Float64(); err == nil && f >= 0 && f < math.MaxInt32 {
+		*c = lenientCount(f)
+	}
+	return nil
+}
+
+// lenientCalls are the tool calls of a message; a member that is not a
+// list reads as none, and an entry that is not a call is skipped.
+type lenientCalls []chatToolCall
+
+func (l *lenientCalls) UnmarshalJSON(b []byte) error {
+	*l = nil
+	var raws []json.RawMessage
+	if json.Unmarshal(b, &raws) != nil {
+		return nil
+	}
+	for _, raw := range raws {
+		var c struct {
+			ID       lenientText `json:"id"`
+			Type     lenientText `json:"type"`
+			Function struct {
+				Name      lenientText   `json:"name"`
+				Arguments chatArguments `json:"arguments"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &c) != nil {
+			continue
+		}
+		*l = append(*l, chatToolCall{ID: string(c.ID), Type: string(c.Type),
+			Function: chatFunction{Name: string(c.Function.Name), Arguments: c.Function.Arguments}})
+	}
+	return nil
 }
 
 // body is req as a chat completions request body.

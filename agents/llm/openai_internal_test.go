@@ -161,6 +161,37 @@ func TestResponseArgumentsAsObject(t *testing.T) {
 	require.Equal(t, []string{`{"path":"x"}`, `{"path":"y"}`, `{}`, `"not json"`}, inputs)
 }
 
+func TestResponseOfCompatibleServers(t *testing.T) {
+	p := newOpenAI(Config{Model: "m", MaxTokens: 10}, http.DefaultClient)
+	for _, tc := range []struct {
+		name, body string
+		want       Response
+	}{
+		{"content as parts", `{"choices":[{"finish_reason":"stop","message":{"content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+			Response{Text: "one\ntwo", StopReason: StopEnd, Usage: Usage{InputTokens: 1, OutputTokens: 2}}},
+		{"counts as floats and strings", `{"choices":[{"finish_reason":"stop","message":{"content":"x"}}],"usage":{"prompt_tokens":12.0,"completion_tokens":"3"}}`,
+			Response{Text: "x", StopReason: StopEnd, Usage: Usage{InputTokens: 12, OutputTokens: 3}}},
+		{"nulls everywhere", `{"choices":[{"finish_reason":null,"message":{"content":null,"refusal":null,"tool_calls":null}}],"usage":null}`,
+			Response{StopReason: StopEnd}},
+		{"odd shapes read as empty", `{"choices":[{"finish_reason":7,"message":{"content":{"a":1},"refusal":false,"tool_calls":"none"}}],"usage":{"prompt_tokens":-4,"completion_tokens":[1]}}`,
+			Response{StopReason: StopEnd}},
+		{"an entry that is not a call is skipped", `{"choices":[{"finish_reason":"tool_calls","message":{"tool_calls":[3,{"id":"a","function":{"name":"t","arguments":"{}"}}]}}]}`,
+			Response{StopReason: StopToolUse, ToolCalls: []ToolCall{{ID: "a", Name: "t", Input: json.RawMessage("{}")}}}},
+		{"cut off", `{"choices":[{"finish_reason":"length","message":{"content":"par"}}]}`, Response{Text: "par", StopReason: StopMaxTokens}},
+		{"refused", `{"choices":[{"finish_reason":"stop","message":{"refusal":"no"}}]}`, Response{Refusal: "no", StopReason: StopRefusal}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := p.response([]byte(tc.body))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res)
+		})
+	}
+	for _, body := range []string{`not json`, `{"choices":{}}`, `{"choices":[]}`, `{"choices":[1]}`} {
+		_, err := p.response([]byte(body))
+		require.ErrorContains(t, err, "malformed response", body)
+	}
+}
+
 // FuzzResponse holds the reader of a completion to never panic and to give
 // every tool call arguments that are JSON.
 func FuzzResponse(f *testing.F) {
