@@ -10,6 +10,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // anthropicProvider speaks Anthropic messages. Like the OpenAI one it is
@@ -37,38 +38,53 @@ func newAnthropic(c Config, hc *http.Client) *anthropicProvider {
 }
 
 func (p *anthropicProvider) Chat(ctx context.Context, req Request) (Response, error) {
-	params, err := p.params(req)
+	body, maxTokens, err := p.body(req)
 	if err != nil {
 		return Response{}, p.fail(err)
 	}
-	msg, err := p.messages.New(ctx, params)
-	if err != nil {
+	// As with OpenAI, the SDK carries the request and our types write and
+	// read it: its params took a millisecond a call with twenty tools.
+	// The params it is given name only the model and max_tokens, from
+	// which it refuses a non-streaming request that could outlast its
+	// limits.
+	var raw []byte
+	stub := anthropic.MessageNewParams{Model: p.cfg.Model, MaxTokens: maxTokens}
+	if _, err := p.messages.New(ctx, stub, option.WithRequestBody("application/json", body), option.WithResponseBodyInto(&raw)); err != nil {
 		return Response{}, p.fail(err)
 	}
-	if !msg.JSON.Content.Valid() {
+	return p.response(raw)
+}
+
+// response reads a messages response body.
+func (p *anthropicProvider) response(raw []byte) (Response, error) {
+	var msg anthropicMessage
+	if err := json.Unmarshal(raw, &msg); err != nil {
+		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: " + err.Error(), Err: err}
+	}
+	if msg.Content == nil {
 		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: no content"}
 	}
 	out := Response{
 		Usage: Usage{InputTokens: int(msg.Usage.InputTokens), OutputTokens: int(msg.Usage.OutputTokens)},
 	}
 	var text []string
-	for _, block := range msg.Content {
+	for _, block := range *msg.Content {
 		switch block.Type {
 		case "text":
-			text = append(text, block.Text)
+			text = append(text, string(block.Text))
 		case "tool_use":
 			if block.Name == "" {
 				return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: tool_use without a name"}
 			}
 			input := block.Input
-			if len(input) == 0 || !json.Valid(input) {
+			if len(input) == 0 || string(input) == "null" || !json.Valid(input) {
 				input = json.RawMessage("{}")
 			}
-			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: block.ID, Name: block.Name, Input: input})
+			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: string(block.ID), Name: string(block.Name), Input: input})
 		}
 	}
 	out.Text = strings.Join(text, "\n")
-	switch msg.StopReason {
+	switch anthropic.StopReason(msg.StopReason) {
 	case anthropic.StopReasonRefusal:
 		out.StopReason = StopRefusal
 		out.Refusal = out.Text
@@ -88,95 +104,140 @@ func (p *anthropicProvider) Chat(ctx context.Context, req Request) (Response, er
 	return out, nil
 }
 
-func (p *anthropicProvider) params(req Request) (anthropic.MessageNewParams, error) {
+// anthropicMessage is what a response says that a Response needs; as
+// with chatCompletion, a member of an unusual shape reads as empty, and
+// only content that is missing or not a list is malformed.
+type anthropicMessage struct {
+	Content    *[]anthropicBlockOut `json:"content"`
+	StopReason lenientText          `json:"stop_reason"`
+	Usage      struct {
+		InputTokens  lenientCount `json:"input_tokens"`
+		OutputTokens lenientCount `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+type anthropicBlockOut struct {
+	Type  lenientText     `json:"type"`
+	Text  lenientText     `json:"text"`
+	ID    lenientText     `json:"id"`
+	Name  lenientText     `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// The request body of the messages API.
+type (
+	anthropicRequest struct {
+		Model        string             `json:"model"`
+		MaxTokens    int64              `json:"max_tokens"`
+		System       []anthropicText    `json:"system,omitempty"`
+		Temperature  *float64           `json:"temperature,omitempty"`
+		OutputConfig *anthropicEffort   `json:"output_config,omitempty"`
+		Messages     []anthropicTurn    `json:"messages"`
+		Tools        []anthropicToolDef `json:"tools,omitempty"`
+	}
+	anthropicEffort struct {
+		Effort string `json:"effort"`
+	}
+	anthropicTurn struct {
+		Role    string `json:"role"`
+		Content []any  `json:"content"` // anthropicText, anthropicToolUse, anthropicToolResult
+	}
+	anthropicText struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	anthropicToolUse struct {
+		Type  string          `json:"type"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	anthropicToolResult struct {
+		Type      string          `json:"type"`
+		ToolUseID string          `json:"tool_use_id"`
+		IsError   bool            `json:"is_error"`
+		Content   []anthropicText `json:"content"`
+	}
+	anthropicToolDef struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+)
+
+func textBlock(s string) anthropicText { return anthropicText{Type: "text", Text: s} }
+
+// body is req as a messages request body, and the max_tokens it asks for.
+// A tool's schema goes as it is: the SDK's params left out the
+// input_schema of a tool whose schema had no properties, which the API
+// refuses.
+func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 	maxTokens := int64(p.cfg.MaxTokens)
 	if req.MaxTokens > 0 {
 		maxTokens = int64(req.MaxTokens)
 	}
-	params := anthropic.MessageNewParams{
-		Model:     p.cfg.Model,
-		MaxTokens: maxTokens,
-	}
+	r := anthropicRequest{Model: p.cfg.Model, MaxTokens: maxTokens, Temperature: req.Temperature, Messages: make([]anthropicTurn, 0, len(req.Messages))}
 	if req.System != "" {
-		params.System = []anthropic.TextBlockParam{{Text: req.System}}
-	}
-	if req.Temperature != nil {
-		params.Temperature = anthropic.Float(*req.Temperature)
+		r.System = []anthropicText{textBlock(req.System)}
 	}
 	if req.ReasoningEffort != "" {
-		params.OutputConfig.Effort = anthropic.OutputConfigEffort(req.ReasoningEffort)
+		r.OutputConfig = &anthropicEffort{Effort: req.ReasoningEffort}
 	}
 	// Anthropic wants alternating user and assistant turns, with tool
 	// results as blocks of a user turn: consecutive messages that map to the
 	// same role are merged.
 	for _, m := range req.Messages {
-		var role anthropic.MessageParamRole
-		var blocks []anthropic.ContentBlockParamUnion
+		var role string
+		var blocks []any
 		switch m.Role {
 		case RoleUser:
-			role = anthropic.MessageParamRoleUser
+			role = "user"
 			if m.Content != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+				blocks = append(blocks, textBlock(m.Content))
 			}
 		case RoleTool:
-			role = anthropic.MessageParamRoleUser
-			blocks = append(blocks, anthropic.NewToolResultBlock(m.ToolCallID, m.Content, m.IsError))
+			role = "user"
+			blocks = append(blocks, anthropicToolResult{Type: "tool_result", ToolUseID: m.ToolCallID, IsError: m.IsError,
+				Content: []anthropicText{textBlock(m.Content)}})
 		case RoleAssistant:
-			role = anthropic.MessageParamRoleAssistant
+			role = "assistant"
 			if m.Content != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+				blocks = append(blocks, textBlock(m.Content))
 			}
 			for _, tc := range m.ToolCalls {
-				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, tc.Input, tc.Name))
+				input := tc.Input
+				if len(input) == 0 {
+					input = json.RawMessage("{}")
+				}
+				blocks = append(blocks, anthropicToolUse{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input})
 			}
 		default:
-			return params, fmt.Errorf("message with unknown role %q", m.Role)
+			return nil, 0, fmt.Errorf("message with unknown role %q", m.Role)
 		}
 		if len(blocks) == 0 {
 			continue
 		}
-		if n := len(params.Messages); n > 0 && params.Messages[n-1].Role == role {
-			params.Messages[n-1].Content = append(params.Messages[n-1].Content, blocks...)
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == role {
+			r.Messages[n-1].Content = append(r.Messages[n-1].Content, blocks...)
 			continue
 		}
-		params.Messages = append(params.Messages, anthropic.MessageParam{Role: role, Content: blocks})
+		r.Messages = append(r.Messages, anthropicTurn{Role: role, Content: blocks})
 	}
 	for _, t := range req.Tools {
-		schema, err := anthropicSchema(t.Schema)
-		if err != nil {
-			return params, fmt.Errorf("tool %s: schema: %w", t.Name, err)
-		}
-		tool := anthropic.ToolParam{Name: t.Name, InputSchema: schema}
-		if t.Description != "" {
-			tool.Description = anthropic.String(t.Description)
-		}
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tool})
+		r.Tools = append(r.Tools, anthropicToolDef{Name: t.Name, Description: t.Description, InputSchema: t.Schema})
 	}
-	return params, nil
-}
-
-// anthropicSchema splits a JSON schema into the SDK's typed fields and keeps
-// the rest (descriptions, additionalProperties, $defs) as extra fields.
-func anthropicSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error) {
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return anthropic.ToolInputSchemaParam{}, err
-	}
-	s := anthropic.ToolInputSchemaParam{Properties: m["properties"]}
-	if req, ok := m["required"].([]any); ok {
-		for _, r := range req {
-			if name, ok := r.(string); ok {
-				s.Required = append(s.Required, name)
+	b, err := sjson.Marshal(r)
+	if err != nil {
+		// Schemas are checked here, where encoding checks them anyway,
+		// rather than once more on every call.
+		for _, t := range req.Tools {
+			if !json.Valid(t.Schema) {
+				return nil, 0, fmt.Errorf("tool %s: schema: not valid JSON", t.Name)
 			}
 		}
+		return nil, 0, fmt.Errorf("encode the request: %w", err)
 	}
-	delete(m, "properties")
-	delete(m, "required")
-	delete(m, "type")
-	if len(m) > 0 {
-		s.ExtraFields = m
-	}
-	return s, nil
+	return b, maxTokens, nil
 }
 
 func (p *anthropicProvider) fail(err error) error {

@@ -118,30 +118,35 @@ func TestRequestBodyRefuses(t *testing.T) {
 }
 
 // BenchmarkRequestBody measures writing a helper's request (a system
-// prompt and twenty tools, 15 KB) against the SDK's params doing the same.
+// prompt and twenty tools, 15 KB) for each provider, against the SDK's
+// params doing the same.
 func BenchmarkRequestBody(b *testing.B) {
-	p := newOpenAI(Config{Model: "m", MaxTokens: 4096}, http.DefaultClient)
 	var tools []ToolDef
 	for i := range 20 {
 		tools = append(tools, ToolDef{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("does a thing. ", 10),
 			Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"` + strings.Repeat("the path of it ", 20) + `"},"n":{"type":"integer"}},"required":["path"],"additionalProperties":false}`)})
 	}
 	req := Request{System: strings.Repeat("You are the helper agent. ", 150), Tools: tools, Messages: []Message{{Role: RoleUser, Content: "part 1"}}}
-	b.Run("ours", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := p.body(req); err != nil {
-				b.Fatal(err)
+	t := &testing.T{}
+	oa := newOpenAI(Config{Model: "m", MaxTokens: 4096}, http.DefaultClient)
+	an := newAnthropic(Config{Model: "m", MaxTokens: 4096}, http.DefaultClient)
+	for _, bc := range []struct {
+		name string
+		body func() ([]byte, error)
+	}{
+		{"openai/ours", func() ([]byte, error) { return oa.body(req) }},
+		{"openai/sdk", func() ([]byte, error) { return json.Marshal(sdkParams(t, oa, req)) }},
+		{"anthropic/ours", func() ([]byte, error) { b, _, err := an.body(req); return b, err }},
+		{"anthropic/sdk", func() ([]byte, error) { return json.Marshal(sdkMessageParams(t, an, req)) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := bc.body(); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("sdk", func(b *testing.B) {
-		t := &testing.T{}
-		for b.Loop() {
-			if _, err := json.Marshal(sdkParams(t, p, req)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 }
 
 func TestResponseArgumentsAsObject(t *testing.T) {
