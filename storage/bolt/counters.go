@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -79,7 +80,9 @@ func dispatchCounter(s bot.DispatchStatus) string {
 }
 
 // CheckCounters compares every counter with a count of what it counts, and
-// returns an error naming each that differs.
+// returns an error naming each that differs. It also checks that every
+// pending outbox message's entry in the pending index says what the
+// message does (when it is due, its work item), since Due decides by it.
 func CheckCounters(tx *bolt.Tx) error {
 	t := txn{tx}
 	want := map[string]int64{}
@@ -104,6 +107,13 @@ func CheckCounters(tx *bolt.Tx) error {
 		if m.Pending() {
 			want[counterOutboxPending]++
 			want[pendingAt(m.Thread.Destination())]++
+			got := t.bucket(bucketOutboxPending).Get(indexKey(m.Thread.Destination(), m.Seq))
+			if got == nil {
+				return fmt.Errorf("pending outbox message %q is not in the pending index", m.Key)
+			}
+			if !bytes.Equal(got, pendingOutbox(&m)) {
+				return fmt.Errorf("the pending index's entry of outbox message %q does not say when it is due or its work item", m.Key)
+			}
 		}
 		if m.Dead {
 			want[counterOutboxDead]++

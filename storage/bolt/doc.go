@@ -19,8 +19,10 @@
 //     arrival order) and dispatches_pending_by_thread (for batching a
 //     thread's later messages into one job); jobs, jobs_by_work_item, and
 //     jobs_active (thread → its one running job).
-//   - outbox (key → message), outbox_by_thread, outbox_pending and
-//     outbox_dead (seq → key).
+//   - outbox (key → message), outbox_by_seq, outbox_by_thread,
+//     outbox_pending_by_destination (with each message's next attempt and
+//     work item, so Due reads only the messages it returns) and outbox_dead
+//     (seq → key).
 //   - schedules (name → last firing) and meta (schema version).
 //
 // IngestRecords and Buckets export the intake layout, so a benchmark can

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the layout version this code writes, recorded in the meta
 // bucket. A file with a newer version is refused rather than misread.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Bucket names. Record keys named "seq" are the 8-byte big-endian bucket
 // sequence of the record, so records append in creation order; index keys
@@ -62,8 +62,10 @@ const (
 	bucketOutbox         = "outbox"
 	bucketOutboxByThread = "outbox_by_thread" // thread key + 0x00 + seq → key
 	// bucketOutboxPending holds the messages still to deliver, grouped by
-	// destination so a destination that is down is skipped with one seek:
-	// destination + 0x00 + seq → key, while Pending().
+	// destination so a destination that is down is skipped with one seek,
+	// with what Due decides by so it reads only the messages it returns:
+	// destination + 0x00 + seq → next attempt (8, timeKey) + work item id
+	// (uvarint length + id) + key, while Pending() (see pendingOutbox).
 	bucketOutboxPending = "outbox_pending_by_destination"
 	bucketOutboxDead    = "outbox_dead" // seq → key
 
@@ -255,7 +257,7 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResul
 	}
 	// The keys: sequences, index keys of the thread, the unit and the
 	// destination, and the dedup keys, at most this many bytes.
-	keys := arena(make([]byte, 0, 6*8+4*(len(p.thread)+9)+len(p.destination)+9+3*(len(p.dedupKey)+8)+64))
+	keys := arena(make([]byte, 0, 6*8+4*(len(p.thread)+9)+len(p.destination)+9+3*(len(p.dedupKey)+8)+128))
 	evRef := formatID(prefixEvent, seqs.Event)
 	evKey := keys.seq(seqs.Event)
 	put(bucketEvents, evKey, p.event)
@@ -289,7 +291,7 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResul
 			put(bucketOutbox, key, p.reactionRec.fill(id+p.reactionKey, strconv.FormatUint(seqs.Outbox, 10), id))
 			put(bucketOutboxBySeq, keys.seq(seqs.Outbox), key)
 			put(bucketOutboxByThread, keys.index(p.thread, seqs.Outbox), key)
-			put(bucketOutboxPending, keys.index(p.destination, seqs.Outbox), key)
+			put(bucketOutboxPending, keys.index(p.destination, seqs.Outbox), keys.pendingOutbox(p.reaction.NextAttemptAt, id, key))
 			counts = append(counts, countDelta{counterOutboxPending, 1}, countDelta{pendingAt(p.destination), 1})
 		}
 	} else {
@@ -330,6 +332,13 @@ func (a *arena) index(prefix string, seq uint64) []byte {
 	n := len(*a)
 	*a = append(append(*a, prefix...), 0)
 	*a = binary.BigEndian.AppendUint64(*a, seq)
+	return a.take(n)
+}
+
+// pendingOutbox is the pending index's value of a message.
+func (a *arena) pendingOutbox(next time.Time, workItem string, key []byte) []byte {
+	n := len(*a)
+	*a = appendPendingOutbox(*a, next, workItem, key)
 	return a.take(n)
 }
 
@@ -551,7 +560,10 @@ func splitPendingValue(v []byte) (unit, agent string) {
 
 // timeKey encodes t as 8-byte big-endian Unix nanoseconds, clamped to the
 // representable range, so byte order is time order.
-func timeKey(t time.Time) []byte {
+func timeKey(t time.Time) []byte { return appendTimeKey(make([]byte, 0, 8), t) }
+
+// appendTimeKey appends timeKey(t) to b.
+func appendTimeKey(b []byte, t time.Time) []byte {
 	var n int64
 	switch {
 	case t.Before(time.Unix(0, 0)):
@@ -561,7 +573,7 @@ func timeKey(t time.Time) []byte {
 	default:
 		n = t.UnixNano()
 	}
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(n))
+	return binary.BigEndian.AppendUint64(b, uint64(n))
 }
 
 // utc drops the monotonic reading and the zone, so a time reads back from

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -17,6 +18,11 @@ func (t txn) migrate(from uint64) error {
 	if from < 2 {
 		if err := t.migrateV2(); err != nil {
 			return fmt.Errorf("migrate to schema 2: %w", err)
+		}
+	}
+	if from < 3 {
+		if err := t.migrateV3(); err != nil {
+			return fmt.Errorf("migrate to schema 3: %w", err)
 		}
 	}
 	return nil
@@ -96,6 +102,33 @@ func (t txn) migrateV2() error {
 	}
 	for _, l := range leases {
 		if err := t.bucket(bucketActive).Put(l.unit, l.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateV3 rewrites the values of the pending outbox index, which held a
+// message's key, as schema 3 lays them out: the message's next attempt and
+// work item before its key (pendingOutbox), so Due reads only the messages
+// it returns.
+func (t txn) migrateV3() error {
+	b := t.bucket(bucketOutboxPending)
+	type entry struct{ index, key []byte }
+	var entries []entry
+	err := b.ForEach(func(k, v []byte) error {
+		entries = append(entries, entry{bytes.Clone(k), bytes.Clone(v)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		m, err := t.outbox(string(e.key))
+		if err != nil {
+			return fmt.Errorf("the pending outbox index names a message it cannot read: %w", err)
+		}
+		if err := b.Put(e.index, pendingOutbox(m)); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,10 @@
 package bolt
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -86,6 +88,122 @@ func TestOpenMigratesSchema1(t *testing.T) {
 	require.Equal(t, 2, c.Job.Attempt)
 	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
 		require.Nil(t, tx.Bucket([]byte(bucketOutboxPendingV1)), "the old index is gone")
+		return nil
+	}))
+}
+
+// TestOpenMigratesSchema2 lays out a file as schema 2 did — the pending
+// outbox index holding only each message's key — with messages due, waiting
+// out an edit interval or a retry, held behind an earlier one of their work
+// item, delivered and dead, and opens it: Due finds what it found before,
+// and the index stays in step with what comes after.
+func TestOpenMigratesSchema2(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "switchyard.db")
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	ctx := t.Context()
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	slack, gh := bot.SlackThread("T1", "C1", "171.1"), bot.GitHubThread("octo", "hello", 7)
+	msg := func(key, wi string, th bot.Thread, next time.Time) bot.OutboxMessage {
+		return bot.OutboxMessage{Key: key, Thread: th, WorkItemID: wi, Kind: bot.OutboxStatus, Text: key, NextAttemptAt: next, UpdatedAt: now}
+	}
+	require.NoError(t, s.EnqueueAll(ctx, []bot.OutboxMessage{
+		msg("wi_1/status", "wi_1", slack, now.Add(time.Second)), // waits out its edit interval
+		msg("wi_1/reply", "wi_1", slack, time.Time{}),           // behind it
+		msg("wi_2/status", "wi_2", gh, time.Time{}),
+		msg("wi_3/status", "wi_3", gh, time.Time{}),
+		msg("wi_4/status", "wi_4", slack, time.Time{}),
+		msg("wi_5/status", "wi_5", slack, time.Time{}),
+		{Key: "note", Thread: slack, Kind: bot.OutboxReply, Text: "no work item", UpdatedAt: now},
+	}))
+	require.NoError(t, s.Record(ctx, []bot.DeliveryOutcome{
+		{Key: "wi_3/status", Error: "timeout", At: now, Next: now.Add(time.Minute)},
+		{Key: "wi_4/status", Delivered: true, Version: 1, RemoteID: "ts-4", At: now, Next: now.Add(time.Second)},
+		{Key: "wi_5/status", Error: "channel_not_found", Dead: true, At: now, Next: now},
+	}))
+	_, err = s.Enqueue(ctx, msg("wi_4/status", "wi_4", slack, time.Time{})) // an edit, due after the interval
+	require.NoError(t, err)
+	due := func(s *Store, at time.Time) []string {
+		t.Helper()
+		msgs, err := s.Due(ctx, at, 10, nil)
+		require.NoError(t, err)
+		keys := []string{}
+		for _, m := range msgs {
+			keys = append(keys, m.Key)
+		}
+		return keys
+	}
+	times := []time.Time{now, now.Add(time.Second), now.Add(time.Minute)}
+	var want [][]string
+	for _, at := range times {
+		want = append(want, due(s, at))
+	}
+	require.Equal(t, [][]string{
+		{"wi_2/status", "note"},
+		{"wi_2/status", "wi_1/status", "wi_1/reply", "wi_4/status", "note"},
+		{"wi_2/status", "wi_3/status", "wi_1/status", "wi_1/reply", "wi_4/status", "note"},
+	}, want)
+	require.NoError(t, s.Close())
+
+	// What schema 2 wrote: the pending index's values are the keys.
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucketOutboxPending))
+		entries := map[string][]byte{}
+		require.NoError(t, b.ForEach(func(k, v []byte) error {
+			_, _, key, err := splitPendingOutbox(v)
+			entries[string(k)] = bytes.Clone(key)
+			return err
+		}))
+		require.Len(t, entries, 6)
+		for k, key := range entries {
+			require.NoError(t, b.Put([]byte(k), key))
+		}
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(schemaKey), []byte("2"))
+	}))
+	require.NoError(t, db.Close())
+
+	s = openTest(t, dir)
+	for i, at := range times {
+		require.Equal(t, want[i], due(s, at), "due at %s", at)
+	}
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, strconv.Itoa(SchemaVersion), string(tx.Bucket([]byte(bucketMeta)).Get([]byte(schemaKey))))
+		return nil
+	}))
+	// The index follows the messages after the migration: a failure moves
+	// wi_2's status after the first minute.
+	require.NoError(t, s.Record(ctx, []bot.DeliveryOutcome{{Key: "wi_2/status", Error: "timeout", At: now, Next: now.Add(2 * time.Minute)}}))
+	require.Equal(t, []string{"wi_3/status", "wi_1/status", "wi_1/reply", "wi_4/status", "note"}, due(s, now.Add(time.Minute)))
+}
+
+// TestOpenSchema2WithAStrayPendingEntry opens a schema 2 file whose pending
+// outbox index names a message that is not there: the migration fails
+// naming it, and the file is left at schema 2, as it was.
+func TestOpenSchema2WithAStrayPendingEntry(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "switchyard.db")
+	s, err := Open(t.Context(), path, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		require.NoError(t, tx.Bucket([]byte(bucketOutboxPending)).Put(indexKey("slack", 1), []byte("wi_9/status")))
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(schemaKey), []byte("2"))
+	}))
+	require.NoError(t, db.Close())
+
+	_, err = Open(t.Context(), path, Options{})
+	require.ErrorContains(t, err, `migrate to schema 3: the pending outbox index names a message it cannot read: outbox message "wi_9/status" not found`)
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		require.Equal(t, "2", string(tx.Bucket([]byte(bucketMeta)).Get([]byte(schemaKey))))
+		require.Equal(t, []byte("wi_9/status"), tx.Bucket([]byte(bucketOutboxPending)).Get(indexKey("slack", 1)))
 		return nil
 	}))
 }

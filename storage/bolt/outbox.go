@@ -3,6 +3,9 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchyard/switchyard/bot"
@@ -49,11 +52,17 @@ func (t txn) putOutbox(prev, m *bot.OutboxMessage) error {
 		}
 		wasPending = false
 	}
-	if isPending && !wasPending {
+	// The pending index carries what Due decides by: a message newly
+	// pending enters it, and a pending one whose next attempt or work item
+	// changed has its entry rewritten.
+	if isPending && (!wasPending || !prev.NextAttemptAt.Equal(m.NextAttemptAt) || prev.WorkItemID != m.WorkItemID) {
 		dest := m.Thread.Destination()
-		if err := t.bucket(bucketOutboxPending).Put(indexKey(dest, m.Seq), key); err != nil {
+		if err := t.bucket(bucketOutboxPending).Put(indexKey(dest, m.Seq), pendingOutbox(m)); err != nil {
 			return err
 		}
+	}
+	if isPending && !wasPending {
+		dest := m.Thread.Destination()
 		if err := t.add(counterOutboxPending, 1); err != nil {
 			return err
 		}
@@ -213,13 +222,15 @@ func (t txn) enqueue(msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bo
 // Due returns pending messages whose NextAttemptAt is not after now, in Seq
 // order within each destination, at most limit of each, leaving out the
 // destinations skip reports. A message of a work item with an earlier
-// pending message waits for it. It walks the pending index only, and a
-// skipped destination costs one seek.
+// pending message waits for it. It walks the pending index only, which
+// holds each message's next attempt and work item, so it reads only the
+// messages it returns; a skipped destination costs one seek.
 func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(destination string) bool) ([]bot.OutboxMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	limit = bot.ListLimit(limit)
+	nowKey := timeKey(now)
 	out := []bot.OutboxMessage{}
 	err := s.view("due outbox messages", func(t txn) error {
 		c := t.bucket(bucketOutboxPending).Cursor()
@@ -236,20 +247,27 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 				k, v = c.Seek(next)
 				continue
 			}
-			waiting := map[string]bool{} // work items with an earlier message not due yet
+			var waiting map[string]bool // work items with an earlier message not due yet
 			n := 0
 			for ; k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, v = c.Next() {
-				m, err := t.outbox(string(v))
+				at, workItem, key, err := splitPendingOutbox(v)
 				if err != nil {
-					return err
+					return fmt.Errorf("pending outbox entry %q: %w", k, err)
 				}
 				switch {
-				case m.WorkItemID != "" && waiting[m.WorkItemID]:
-				case m.NextAttemptAt.After(now):
-					if m.WorkItemID != "" {
-						waiting[m.WorkItemID] = true
+				case len(workItem) > 0 && waiting[string(workItem)]:
+				case bytes.Compare(at, nowKey) > 0:
+					if len(workItem) > 0 {
+						if waiting == nil {
+							waiting = map[string]bool{}
+						}
+						waiting[string(workItem)] = true
 					}
 				default:
+					m, err := t.outbox(string(key))
+					if err != nil {
+						return err
+					}
 					out = append(out, *m)
 					n++
 				}
@@ -264,6 +282,33 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 		return nil, err
 	}
 	return out, nil
+}
+
+// pendingOutbox is m's value in the pending index: its next attempt
+// (timeKey, so byte order is time order), its work item's id after its
+// length (uvarint), and its key.
+func pendingOutbox(m *bot.OutboxMessage) []byte {
+	return appendPendingOutbox(make([]byte, 0, 8+binary.MaxVarintLen16+len(m.WorkItemID)+len(m.Key)), m.NextAttemptAt, m.WorkItemID, m.Key)
+}
+
+func appendPendingOutbox[K string | []byte](b []byte, next time.Time, workItem string, key K) []byte {
+	b = appendTimeKey(b, next)
+	b = binary.AppendUvarint(b, uint64(len(workItem)))
+	b = append(b, workItem...)
+	return append(b, key...)
+}
+
+// splitPendingOutbox reads a pending index value in place.
+func splitPendingOutbox(v []byte) (next, workItem, key []byte, err error) {
+	if len(v) < 9 {
+		return nil, nil, nil, fmt.Errorf("%d bytes, too short", len(v))
+	}
+	n, w := binary.Uvarint(v[8:])
+	if w <= 0 || n > uint64(len(v)-8-w) {
+		return nil, nil, nil, errors.New("work item id of a bad length")
+	}
+	rest := v[8+w:]
+	return v[:8], rest[:n], rest[n:], nil
 }
 
 // MarkAttempts records, in one transaction, that creating deliveries of

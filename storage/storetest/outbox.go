@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,6 +44,20 @@ func (h *harness) due(now time.Time, limit int) []string {
 		keys[i] = m.Key
 	}
 	return keys
+}
+
+// dueBy is due's keys by destination.
+func (h *harness) dueBy(now time.Time, limit int) map[string][]string {
+	h.t.Helper()
+	msgs, err := h.s.Due(h.ctx, now, limit, nil)
+	require.NoError(h.t, err)
+	out := map[string][]string{}
+	for _, m := range msgs {
+		require.True(h.t, m.Pending())
+		dest := m.Thread.Destination()
+		out[dest] = append(out[dest], m.Key)
+	}
+	return out
 }
 
 // markDelivered records that version of key is shown as remoteID.
@@ -144,6 +161,111 @@ func testOutbox(t *testing.T, open Opener) {
 		// A dead message holds nothing back.
 		require.NoError(t, h.markFailed("wi_1/status", "gone", at(time.Hour), true))
 		require.Equal(t, []string{"wi_2/status", "wi_1/reply", "note"}, h.due(at(2*time.Second), 10))
+	})
+
+	t.Run("due finds the due messages among many waiting ones", func(t *testing.T) {
+		h := newHarness(t, open)
+		threads := []bot.Thread{th, bot.GitHubThread("acme", "api", 1), bot.LocalThread("console")}
+		msg := func(key, wi string, thread bot.Thread, next time.Time) bot.OutboxMessage {
+			m := statusMsg(key, thread, key)
+			m.WorkItemID, m.Status.WorkItemID, m.NextAttemptAt = wi, wi, next
+			return m
+		}
+		// 300 status edits of as many work items wait out their edit
+		// interval; every 30th is due now. Each of the ten due ones has a
+		// reply after it, and so do five waiting ones, whose replies wait
+		// behind them.
+		var msgs []bot.OutboxMessage
+		for i := range 300 {
+			key, wi := fmt.Sprintf("wi_%d/status", i), fmt.Sprintf("wi_%d", i)
+			next := at(time.Second)
+			if i%30 == 7 {
+				next = time.Time{}
+			}
+			msgs = append(msgs, msg(key, wi, threads[i%3], next))
+		}
+		for i := 7; i < 300; i += 30 {
+			msgs = append(msgs, msg(fmt.Sprintf("wi_%d/reply", i), fmt.Sprintf("wi_%d", i), threads[i%3], time.Time{}))
+		}
+		for i := 10; i < 300; i += 60 {
+			msgs = append(msgs, msg(fmt.Sprintf("wi_%d/reply", i), fmt.Sprintf("wi_%d", i), threads[i%3], time.Time{}))
+		}
+		require.NoError(t, h.s.EnqueueAll(h.ctx, msgs))
+		// want is what is due at now, in seq order per destination: every
+		// message not after now and not behind a message of its work item
+		// that is pending and not due, among those pending.
+		want := func(now time.Time, limit int, gone ...string) map[string][]string {
+			out := map[string][]string{}
+			waiting := map[string]bool{}
+			for _, m := range msgs {
+				dest := m.Thread.Destination()
+				stored := h.outbox(m.Key)
+				switch {
+				case !stored.Pending(), slices.Contains(gone, m.Key), len(out[dest]) >= limit:
+				case waiting[m.WorkItemID]:
+				case stored.NextAttemptAt.After(now):
+					waiting[m.WorkItemID] = true
+				default:
+					out[dest] = append(out[dest], m.Key)
+				}
+			}
+			return out
+		}
+		require.Len(t, slices.Concat(slices.Collect(maps.Values(h.dueBy(epoch(), 256)))...), 20, "the due statuses and their replies")
+		require.Equal(t, want(epoch(), 256), h.dueBy(epoch(), 256))
+		require.Equal(t, want(epoch(), 2), h.dueBy(epoch(), 2), "the limit counts what is due, per destination")
+		require.Len(t, slices.Concat(slices.Collect(maps.Values(h.dueBy(at(time.Second), 256)))...), 315)
+		require.Equal(t, want(at(time.Second), 256), h.dueBy(at(time.Second), 256))
+
+		// A failure moves a due message's next attempt: it and its reply
+		// wait for the retry.
+		require.NoError(t, h.markFailed("wi_37/status", "timeout", at(time.Minute), false))
+		require.NotContains(t, h.due(at(time.Second), 256), "wi_37/status")
+		require.NotContains(t, h.due(at(time.Second), 256), "wi_37/reply")
+		require.Equal(t, want(at(time.Second), 256), h.dueBy(at(time.Second), 256))
+		require.Contains(t, h.due(at(time.Minute), 256), "wi_37/reply")
+
+		// Enqueueing new content keeps a later next attempt and takes a
+		// later one it is given.
+		h.enqueue(msg("wi_67/status", "wi_67", threads[67%3], at(2*time.Second)))
+		h.enqueue(msg("wi_0/status", "wi_0", threads[0], time.Time{}))
+		require.NotContains(t, h.due(at(time.Second), 256), "wi_67/status")
+		require.NotContains(t, h.due(at(time.Second), 256), "wi_67/reply")
+		require.NotContains(t, h.due(epoch(), 256), "wi_0/status", "its edit interval still runs")
+		require.Equal(t, want(epoch(), 256), h.dueBy(epoch(), 256))
+		require.Equal(t, want(at(2*time.Second), 256), h.dueBy(at(2*time.Second), 256))
+
+		// A waiting message enqueued under another work item no longer
+		// holds back its former work item's messages, and holds back its
+		// new one's.
+		require.NotContains(t, h.due(epoch(), 256), "wi_10/reply")
+		moved := msg("wi_10/status", "wi_7", threads[10%3], at(time.Second))
+		h.enqueue(moved)
+		msgs[10] = moved
+		require.Contains(t, h.due(epoch(), 256), "wi_10/reply")
+		require.NotContains(t, h.due(epoch(), 256), "wi_7/reply")
+		require.Equal(t, want(epoch(), 256), h.dueBy(epoch(), 256))
+
+		// A dead message is never due and holds nothing back, even when its
+		// content is replaced.
+		require.NoError(t, h.markFailed("wi_70/status", "channel_not_found", at(time.Second), true))
+		h.enqueue(msg("wi_70/status", "wi_70", threads[70%3], time.Time{}))
+		require.NotContains(t, h.due(at(time.Hour), 256), "wi_70/status")
+		require.Contains(t, h.due(epoch(), 256), "wi_70/reply")
+		require.Equal(t, want(epoch(), 256), h.dueBy(epoch(), 256))
+
+		// Delivered messages leave the look; the rest is as it was after a
+		// restart.
+		for _, key := range h.due(epoch(), 256) {
+			require.NoError(t, h.markDelivered(key, h.outbox(key).Version, "r-"+key, epoch(), at(time.Second)))
+		}
+		require.Empty(t, h.due(epoch(), 256))
+		h.reopen()
+		require.Equal(t, want(at(time.Second), 256), h.dueBy(at(time.Second), 256))
+		require.Equal(t, want(at(time.Hour), 256), h.dueBy(at(time.Hour), 256))
+		p, d := h.pending()
+		require.Equal(t, len(slices.Concat(slices.Collect(maps.Values(h.dueBy(at(time.Hour), 256)))...)), p)
+		require.Equal(t, 1, d)
 	})
 
 	t.Run("enqueue new never replaces", func(t *testing.T) {
