@@ -215,8 +215,11 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 		if len(dests) == 0 {
 			return nil
 		}
+		// What decides is in columns, read through the pending index; only
+		// the documents of the messages returned are read, as the claim
+		// on them returns them.
 		clock := time.Now().UnixNano()
-		rows, err = tx.Query(ctx, `SELECT destination, claimed_by <> '' AND claimed_by <> $2 AND claim_until > $3, doc
+		rows, err = tx.Query(ctx, `SELECT key, destination, work_item, next_attempt, claimed_by <> '' AND claimed_by <> $2 AND claim_until > $3
 			FROM outbox WHERE pending AND destination = ANY($1) ORDER BY destination, seq`, dests, s.id, clock)
 		if err != nil {
 			return err
@@ -227,36 +230,29 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 			waiting map[string]bool // work items with an earlier message not due yet, or another's
 			keys    []string
 		)
+		nowNanos := now.UnixNano()
 		for rows.Next() {
 			var (
-				d      string
-				others bool
-				doc    []byte
+				key, d, workItem string
+				next             int64
+				others           bool
 			)
-			if err := rows.Scan(&d, &others, &doc); err != nil {
+			if err := rows.Scan(&key, &d, &workItem, &next, &others); err != nil {
 				rows.Close()
 				return err
 			}
 			if d != dest || waiting == nil {
 				dest, n, waiting = d, 0, map[string]bool{}
 			}
-			if n >= limit {
-				continue
-			}
-			var m bot.OutboxMessage
-			if err := json.Unmarshal(doc, &m); err != nil {
-				rows.Close()
-				return fmt.Errorf("decode outbox message: %w", err)
-			}
 			switch {
-			case m.WorkItemID != "" && waiting[m.WorkItemID]:
-			case others, m.NextAttemptAt.After(now):
-				if m.WorkItemID != "" {
-					waiting[m.WorkItemID] = true
+			case n >= limit:
+			case workItem != "" && waiting[workItem]:
+			case others, next > nowNanos:
+				if workItem != "" {
+					waiting[workItem] = true
 				}
 			default:
-				out = append(out, m)
-				keys = append(keys, m.Key)
+				keys = append(keys, key)
 				n++
 			}
 		}
@@ -267,9 +263,35 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 		if len(keys) == 0 {
 			return nil
 		}
-		_, err = tx.Exec(ctx, "UPDATE outbox SET claimed_by = $2, claim_until = $3 WHERE key = ANY($1)",
+		rows, err = tx.Query(ctx, "UPDATE outbox SET claimed_by = $2, claim_until = $3 WHERE key = ANY($1) RETURNING key, doc",
 			keys, s.id, clock+OutboxClaim.Nanoseconds())
-		return err
+		if err != nil {
+			return err
+		}
+		docs := make(map[string][]byte, len(keys))
+		for rows.Next() {
+			var (
+				key string
+				doc []byte
+			)
+			if err := rows.Scan(&key, &doc); err != nil {
+				rows.Close()
+				return err
+			}
+			docs[key] = doc
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, key := range keys {
+			var m bot.OutboxMessage
+			if err := json.Unmarshal(docs[key], &m); err != nil {
+				return fmt.Errorf("decode outbox message %q: %w", key, err)
+			}
+			out = append(out, m)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
