@@ -252,7 +252,7 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 			for ; k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, v = c.Next() {
 				at, workItem, key, err := splitPendingOutbox(v)
 				if err != nil {
-					return fmt.Errorf("pending outbox entry %q: %w", k, err)
+					return fmt.Errorf("the pending outbox entry of %s at seq %d: %w", dest, seqOf(k[len(k)-8:]), err)
 				}
 				switch {
 				case len(workItem) > 0 && waiting[string(workItem)]:
