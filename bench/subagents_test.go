@@ -138,9 +138,9 @@ type treeDaemon struct {
 	d      *daemon.Daemon
 	model  string // the fake model's chat completions URL
 	helper *lastRequest
-	base  string
-	token string
-	stop  func()
+	base   string
+	token  string
+	stop   func()
 }
 
 func startTreeDaemon(b *testing.B, model treeModel, workers, maxConcurrent int) *treeDaemon {
