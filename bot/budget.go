@@ -105,6 +105,14 @@ type RunState struct {
 // after a crash goes on from it instead of starting over.
 type RunStateStore interface {
 	SaveRunState(ctx context.Context, workItemID string, doc []byte) error
+	// SaveRunStateWithEnds saves st as SaveRunState does and ends every
+	// job of ends as FinishJob does, in one transaction: a run that took
+	// its children's job ends (JobEnd) writes them with its next save. An
+	// end that cannot be written (its job no longer held by its owner,
+	// records that are not valid) fails the whole call and nothing is
+	// written, so the caller can save its state alone and leave the ends
+	// to their jobs.
+	SaveRunStateWithEnds(ctx context.Context, st RunState, ends []JobOutcome) error
 	// LoadRunState returns nil and no error when there is none.
 	LoadRunState(ctx context.Context, workItemID string) ([]byte, error)
 	DeleteRunState(ctx context.Context, workItemID string) error

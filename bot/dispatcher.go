@@ -33,6 +33,13 @@ type DispatcherOptions struct {
 	// written (see JobRecords): a subagent's parent waits for its record
 	// to end. Nil tells no one.
 	Recorded func(ctx context.Context, recs JobRecords)
+	// Adopt offers the end of a subagent's job that finished to a run of
+	// this process waiting for exactly that child, which writes it with
+	// its own next save (see JobEnd), and reports whether it took it.
+	// The job gives its worker back at once (its parent needs one to go
+	// on), keeps its lease, and writes its end itself if the taker does
+	// not. Nil, or false, and the job writes its end as any job does.
+	Adopt func(ctx context.Context, end *JobEnd) bool
 	// Cancelled is told of a job whose run a person cancelled, once its
 	// end is recorded, so what its run left open (subagents, background
 	// tasks) is closed too. Nil closes nothing.
@@ -315,9 +322,17 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	run.Finish(finishCtx, success, res.Reply, errText)
 	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Success: success, Summary: res.Reply, Error: errText,
 		Cancelled: err == nil && res.Status == ResultCancelled, Records: res.Records}
-	if ferr := d.opts.Queue.FinishJob(finishCtx, out); ferr != nil {
-		log.Error("finish job", slog.String("error", ferr.Error()))
-		d.saveRecords(finishCtx, res.Records, log)
+	if end := d.adopt(finishCtx, out); end != nil {
+		// Its parent writes the end with its next save, and needs a worker
+		// to go on: the lease is kept (the renewal goes on) until then.
+		rs.release()
+		adopted := end.taken(adoptWait)
+		if !adopted && !d.finish(finishCtx, out, log) {
+			close(end.settled)
+			return
+		}
+		close(end.settled)
+	} else if !d.finish(finishCtx, out, log) {
 		return
 	}
 	d.recorded(finishCtx, res.Records)
@@ -329,6 +344,18 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	d.opts.Metrics.JobDuration.WithLabelValues(job.Agent, outcome).Observe(d.opts.Now().Sub(start).Seconds())
 	log.Info("job finished", slog.String("outcome", outcome), slog.String("error", errText),
 		slog.Int("tokens", res.TokensUsed), slog.Int("turns", res.TurnsUsed))
+}
+
+// finish writes the end of a job that ran to its end, and reports whether
+// it did; what the run left is written on its own when the job could not
+// end here (its lease was taken over).
+func (d *Dispatcher) finish(ctx context.Context, out JobOutcome, log *slog.Logger) bool {
+	if err := d.opts.Queue.FinishJob(ctx, out); err != nil {
+		log.Error("finish job", slog.String("error", err.Error()))
+		d.saveRecords(ctx, out.Records, log)
+		return false
+	}
+	return true
 }
 
 // cancelled ends a job whose run a person cancelled: its work items end

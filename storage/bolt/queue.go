@@ -368,74 +368,120 @@ func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if out.Now.IsZero() {
-		out.Now = time.Now()
-	}
-	now := utc(out.Now)
-	if !out.Success && out.Error == "" {
-		out.Error = "the run failed"
-	}
-	usageAt, err := checkRecords(out.Records)
+	end, err := checkOutcome(out)
 	if err != nil {
 		return err
 	}
 	// Jobs that end together (subagents spawned in one turn) share a
 	// commit: the function may run more than once (see groupCommit) and
 	// changes nothing but the transaction.
-	return s.wrap("finish job", s.group.do(func(tx *bolt.Tx) error {
-		t := txn{tx}
-		j, seq, err := t.heldJob(out.JobID, out.Owner)
+	return s.wrap("finish job", s.group.do(func(tx *bolt.Tx) error { return txn{tx}.finishJob(end) }))
+}
+
+// SaveRunStateWithEnds saves a run's state and ends the jobs of ends in
+// one transaction, which any end that cannot be written fails whole.
+func (s *Store) SaveRunStateWithEnds(ctx context.Context, st bot.RunState, ends []bot.JobOutcome) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkRunState(st.WorkItemID, st.Doc); err != nil {
+		return err
+	}
+	checked := make([]jobEnd, len(ends))
+	for i, out := range ends {
+		end, err := checkOutcome(out)
 		if err != nil {
 			return err
 		}
-		if err := t.writeRecords(out.Records, usageAt, now); err != nil {
-			return err
-		}
-		j.Status, j.FinishedAt = bot.JobSucceeded, &now
-		dStatus, wStatus, rStatus := bot.DispatchDone, bot.StatusDone, bot.RunDone
-		switch {
-		case out.Cancelled:
-			j.Status, j.Error = bot.JobFailed, out.Error
-			dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusCancelled, bot.RunCancelled
-		case !out.Success:
-			j.Status, j.Error = bot.JobFailed, out.Error
-			dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusFailed, bot.RunFailed
-		}
-		if err := t.putJob(seq, j); err != nil {
-			return err
-		}
-		for _, id := range j.DispatchIDs {
-			d, dSeq, err := t.dispatch(id)
-			if err != nil {
+		checked[i] = end
+	}
+	return s.wrap("save run state", s.group.do(func(tx *bolt.Tx) error {
+		t := txn{tx}
+		for _, end := range checked {
+			if err := t.finishJob(end); err != nil {
 				return err
 			}
-			prev := d.Status
-			d.Status, d.UpdatedAt = dStatus, now
-			if !out.Success {
-				d.LastError = out.Error
-			}
-			if err := t.putDispatch(dSeq, prev, d); err != nil {
-				return err
-			}
-			wi, err := t.setItemStatus(d, wStatus, now, func(wi *bot.WorkItem) {
-				wi.Summary = out.Summary
-				wi.Error = ""
-				if !out.Success {
-					wi.Error = out.Error
-				}
-				wi.FinishedAt = &now
-			})
-			if err != nil {
-				return err
-			}
-			if wi != nil {
-				if err := t.childEnded(wi, rStatus, out.Summary, wi.Error, now); err != nil {
-					return err
-				}
-			}
 		}
-		return t.freeUnit(jobUnit(j), seq)
+		return t.saveRunState(st.WorkItemID, st.Doc)
 	}))
+}
+
+// jobEnd is a job's end checked before its transaction.
+type jobEnd struct {
+	out          bot.JobOutcome
+	now, usageAt time.Time
+}
+
+// checkOutcome checks out and fills in what it leaves to the store.
+func checkOutcome(out bot.JobOutcome) (jobEnd, error) {
+	if out.Now.IsZero() {
+		out.Now = time.Now()
+	}
+	if !out.Success && out.Error == "" {
+		out.Error = "the run failed"
+	}
+	usageAt, err := checkRecords(out.Records)
+	if err != nil {
+		return jobEnd{}, err
+	}
+	return jobEnd{out: out, now: utc(out.Now), usageAt: usageAt}, nil
+}
+
+// finishJob ends the job of e.out, which its owner must still hold, with
+// its dispatches, work items and the records its run left.
+func (t txn) finishJob(e jobEnd) error {
+	out, now := e.out, e.now
+	j, seq, err := t.heldJob(out.JobID, out.Owner)
+	if err != nil {
+		return err
+	}
+	if err := t.writeRecords(out.Records, e.usageAt, now); err != nil {
+		return err
+	}
+	j.Status, j.FinishedAt = bot.JobSucceeded, &now
+	dStatus, wStatus, rStatus := bot.DispatchDone, bot.StatusDone, bot.RunDone
+	switch {
+	case out.Cancelled:
+		j.Status, j.Error = bot.JobFailed, out.Error
+		dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusCancelled, bot.RunCancelled
+	case !out.Success:
+		j.Status, j.Error = bot.JobFailed, out.Error
+		dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusFailed, bot.RunFailed
+	}
+	if err := t.putJob(seq, j); err != nil {
+		return err
+	}
+	for _, id := range j.DispatchIDs {
+		d, dSeq, err := t.dispatch(id)
+		if err != nil {
+			return err
+		}
+		prev := d.Status
+		d.Status, d.UpdatedAt = dStatus, now
+		if !out.Success {
+			d.LastError = out.Error
+		}
+		if err := t.putDispatch(dSeq, prev, d); err != nil {
+			return err
+		}
+		wi, err := t.setItemStatus(d, wStatus, now, func(wi *bot.WorkItem) {
+			wi.Summary = out.Summary
+			wi.Error = ""
+			if !out.Success {
+				wi.Error = out.Error
+			}
+			wi.FinishedAt = &now
+		})
+		if err != nil {
+			return err
+		}
+		if wi != nil {
+			if err := t.childEnded(wi, rStatus, out.Summary, wi.Error, now); err != nil {
+				return err
+			}
+		}
+	}
+	return t.freeUnit(jobUnit(j), seq)
 }
 
 // SaveJobRecords writes what a run left for a job that does not end here.

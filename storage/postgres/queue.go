@@ -323,68 +323,103 @@ func (s *Store) RenewLease(ctx context.Context, jobID, owner string, until time.
 // FinishJob records the end of a job with its dispatches and work items
 // and frees its unit.
 func (s *Store) FinishJob(ctx context.Context, out bot.JobOutcome) error {
-	if out.Now.IsZero() {
-		out.Now = time.Now()
-	}
-	now := utc(out.Now)
-	if !out.Success && out.Error == "" {
-		out.Error = "the run failed"
-	}
-	if err := checkRecords(out.Records); err != nil {
+	out, err := checkOutcome(out)
+	if err != nil {
 		return err
 	}
-	return s.tx(ctx, "finish job", func(tx pgx.Tx) error {
-		j, err := heldJob(ctx, tx, out.JobID, out.Owner)
+	return s.tx(ctx, "finish job", func(tx pgx.Tx) error { return finishJob(ctx, tx, out) })
+}
+
+// SaveRunStateWithEnds saves a run's state and ends the jobs of ends in
+// one transaction, which any end that cannot be written fails whole.
+func (s *Store) SaveRunStateWithEnds(ctx context.Context, st bot.RunState, ends []bot.JobOutcome) error {
+	if err := checkRunState(st.WorkItemID, st.Doc); err != nil {
+		return err
+	}
+	checked := make([]bot.JobOutcome, len(ends))
+	for i, out := range ends {
+		out, err := checkOutcome(out)
 		if err != nil {
 			return err
 		}
-		if err := writeRecords(ctx, tx, out.Records, now); err != nil {
-			return err
-		}
-		j.Status, j.FinishedAt = bot.JobSucceeded, &now
-		dStatus, wStatus, rStatus := bot.DispatchDone, bot.StatusDone, bot.RunDone
-		switch {
-		case out.Cancelled:
-			j.Status, j.Error = bot.JobFailed, out.Error
-			dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusCancelled, bot.RunCancelled
-		case !out.Success:
-			j.Status, j.Error = bot.JobFailed, out.Error
-			dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusFailed, bot.RunFailed
-		}
-		if err := putJob(ctx, tx, j); err != nil {
-			return err
-		}
-		for _, id := range j.DispatchIDs {
-			d, err := getDispatchID(ctx, tx, id, true)
-			if err != nil {
+		checked[i] = out
+	}
+	return s.tx(ctx, "save run state", func(tx pgx.Tx) error {
+		for _, out := range checked {
+			if err := finishJob(ctx, tx, out); err != nil {
 				return err
 			}
-			d.Status, d.UpdatedAt = dStatus, now
-			if !out.Success {
-				d.LastError = out.Error
-			}
-			if err := putDispatch(ctx, tx, d); err != nil {
-				return err
-			}
-			wi, err := setItemStatus(ctx, tx, d, wStatus, now, func(wi *bot.WorkItem) {
-				wi.Summary = out.Summary
-				wi.Error = ""
-				if !out.Success {
-					wi.Error = out.Error
-				}
-				wi.FinishedAt = &now
-			})
-			if err != nil {
-				return err
-			}
-			if wi != nil {
-				if err := childEnded(ctx, tx, wi, rStatus, out.Summary, wi.Error, now); err != nil {
-					return err
-				}
-			}
 		}
-		return freeUnit(ctx, tx, j)
+		return saveRunState(ctx, tx, st.WorkItemID, st.Doc)
 	})
+}
+
+// checkOutcome checks out and fills in what it leaves to the store.
+func checkOutcome(out bot.JobOutcome) (bot.JobOutcome, error) {
+	if out.Now.IsZero() {
+		out.Now = time.Now()
+	}
+	out.Now = utc(out.Now)
+	if !out.Success && out.Error == "" {
+		out.Error = "the run failed"
+	}
+	return out, checkRecords(out.Records)
+}
+
+// finishJob ends the job of out, which its owner must still hold, with its
+// dispatches, work items and the records its run left.
+func finishJob(ctx context.Context, tx pgx.Tx, out bot.JobOutcome) error {
+	now := out.Now
+	j, err := heldJob(ctx, tx, out.JobID, out.Owner)
+	if err != nil {
+		return err
+	}
+	if err := writeRecords(ctx, tx, out.Records, now); err != nil {
+		return err
+	}
+	j.Status, j.FinishedAt = bot.JobSucceeded, &now
+	dStatus, wStatus, rStatus := bot.DispatchDone, bot.StatusDone, bot.RunDone
+	switch {
+	case out.Cancelled:
+		j.Status, j.Error = bot.JobFailed, out.Error
+		dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusCancelled, bot.RunCancelled
+	case !out.Success:
+		j.Status, j.Error = bot.JobFailed, out.Error
+		dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusFailed, bot.RunFailed
+	}
+	if err := putJob(ctx, tx, j); err != nil {
+		return err
+	}
+	for _, id := range j.DispatchIDs {
+		d, err := getDispatchID(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		d.Status, d.UpdatedAt = dStatus, now
+		if !out.Success {
+			d.LastError = out.Error
+		}
+		if err := putDispatch(ctx, tx, d); err != nil {
+			return err
+		}
+		wi, err := setItemStatus(ctx, tx, d, wStatus, now, func(wi *bot.WorkItem) {
+			wi.Summary = out.Summary
+			wi.Error = ""
+			if !out.Success {
+				wi.Error = out.Error
+			}
+			wi.FinishedAt = &now
+		})
+		if err != nil {
+			return err
+		}
+		if wi != nil {
+			if err := childEnded(ctx, tx, wi, rStatus, out.Summary, wi.Error, now); err != nil {
+				return err
+			}
+		}
+	}
+	return freeUnit(ctx, tx, j)
 }
 
 // freeUnit ends j's hold on its unit; the unit's next dispatch may be

@@ -249,6 +249,92 @@ func testLedger(t *testing.T, open Opener) {
 		require.Equal(t, []string{`{"said":"helped"}`}, docStrings(docs))
 	})
 
+	t.Run("a run's state and its children's job ends are saved in one transaction, or nothing of them is", func(t *testing.T) {
+		h := newHarness(t, open)
+		parent := h.submit(bot.LocalThread("p"), "coder", "x")
+		job := h.mustClaim("w1", epoch()).Job
+		r1 := h.spawn(parent, job, "tester", "one", epoch())
+		c1 := h.mustClaim("w2", epoch())
+		r2 := h.spawn(parent, job, "tester", "two", epoch())
+		c2 := h.mustClaim("w3", epoch())
+		tree := bot.TreeBudgetKey(parent.ID)
+		endOf := func(r bot.ChildRun, c bot.Claim, owner, said string) bot.JobOutcome {
+			return bot.JobOutcome{JobID: c.Job.ID, Owner: owner, Now: at(2 * time.Second), Success: true, Summary: said,
+				Records: bot.JobRecords{
+					Usage:      &bot.Usage{Keys: []string{tree}, Tokens: 15, At: at(time.Second)},
+					Transcript: &bot.Transcript{JobID: c.Job.ID, RunID: c.Job.ID, Doc: []byte(`{"said":"` + said + `"}`)},
+					Run:        &bot.RunEnd{ID: r.ID, ParentWorkItemID: parent.ID, Status: bot.RunDone, Result: said, Tokens: 15, At: at(time.Second)},
+				}}
+		}
+		state := func(doc string) bot.RunState { return bot.RunState{WorkItemID: parent.ID, Doc: []byte(doc)} }
+		requireNothing := func() {
+			t.Helper()
+			doc, err := h.s.LoadRunState(h.ctx, parent.ID)
+			require.NoError(t, err)
+			require.Nil(t, doc, "no state saved")
+			for _, r := range []bot.ChildRun{r1, r2} {
+				require.Equal(t, bot.RunRunning, h.run(r.ID).Status)
+				require.Equal(t, bot.StatusRunning, h.workItem(r.ChildWorkItemID).Status)
+			}
+			spent, err := h.s.Spent(h.ctx, []string{tree})
+			require.NoError(t, err)
+			require.Zero(t, spent[0].Calls)
+			for _, c := range []bot.Claim{c1, c2} {
+				docs, err := h.s.ListTranscripts(h.ctx, c.Job.ID)
+				require.NoError(t, err)
+				require.Empty(t, docs)
+			}
+		}
+
+		// One end whose job another worker holds fails the whole save.
+		requireCode(t, bot.ECONFLICT, h.s.SaveRunStateWithEnds(h.ctx, state(`{"turn":1}`),
+			[]bot.JobOutcome{endOf(r1, c1, "w2", "one done"), endOf(r2, c2, "w9", "two done")}))
+		requireNothing()
+		// So do an unknown job, records that are not valid and a state
+		// without a document.
+		unknown := endOf(r1, c1, "w2", "one done")
+		unknown.JobID = "job_404"
+		requireCode(t, bot.ENOTFOUND, h.s.SaveRunStateWithEnds(h.ctx, state(`{"turn":1}`), []bot.JobOutcome{unknown}))
+		bad := endOf(r1, c1, "w2", "one done")
+		bad.Records.Run = &bot.RunEnd{ID: r1.ID, Status: bot.RunQueued}
+		requireCode(t, bot.EINVALID, h.s.SaveRunStateWithEnds(h.ctx, state(`{"turn":1}`), []bot.JobOutcome{bad}))
+		requireCode(t, bot.EINVALID, h.s.SaveRunStateWithEnds(h.ctx, state(""), []bot.JobOutcome{endOf(r1, c1, "w2", "one done")}))
+		requireNothing()
+
+		// Both held: the state and both ends are there together.
+		require.NoError(t, h.s.SaveRunStateWithEnds(h.ctx, state(`{"turn":2}`),
+			[]bot.JobOutcome{endOf(r1, c1, "w2", "one done"), endOf(r2, c2, "w3", "two done")}))
+		doc, err := h.s.LoadRunState(h.ctx, parent.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"turn":2}`, string(doc))
+		for i, r := range []bot.ChildRun{r1, r2} {
+			said := []string{"one done", "two done"}[i]
+			rec := h.run(r.ID)
+			require.Equal(t, bot.RunDone, rec.Status)
+			require.Equal(t, said, rec.Result)
+			require.Equal(t, 15, rec.Tokens)
+			wi := h.workItem(r.ChildWorkItemID)
+			require.Equal(t, bot.StatusDone, wi.Status)
+			require.Equal(t, said, wi.Summary)
+		}
+		spent, err := h.s.Spent(h.ctx, []string{tree})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, spent[0].Calls)
+		require.EqualValues(t, 30, spent[0].Tokens)
+		docs, err := h.s.ListTranscripts(h.ctx, c2.Job.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{`{"said":"two done"}`}, docStrings(docs))
+		// The job ended: its end is written once.
+		requireCode(t, bot.ECONFLICT, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c1.Job.ID, Owner: "w2", Now: at(3 * time.Second), Success: true}))
+		require.Equal(t, 1, h.depth(), "only the parent's dispatch is leased")
+
+		// Without ends it is SaveRunState.
+		require.NoError(t, h.s.SaveRunStateWithEnds(h.ctx, state(`{"turn":3}`), nil))
+		doc, err = h.s.LoadRunState(h.ctx, parent.ID)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"turn":3}`, string(doc))
+	})
+
 	t.Run("what a run left is written alone when its job does not end, and a record that ended first keeps its end", func(t *testing.T) {
 		h := newHarness(t, open)
 		parent := h.submit(bot.LocalThread("p"), "coder", "x")
