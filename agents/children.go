@@ -83,6 +83,7 @@ type Subagents struct {
 
 	mu       sync.Mutex
 	waiters  map[string][]chan struct{} // record id → closed when it may have ended
+	adopters map[string]*adoption       // record id → the run waiting for exactly it, which may write its end
 	live     map[string]*liveChild      // subagents running in this process
 	trees    map[string]*treeWatch      // parent work item → the tree its run shows
 	treeWait time.Duration
@@ -118,7 +119,7 @@ func NewSubagents(opts SubagentsOptions) *Subagents {
 	}
 	return &Subagents{
 		store: opts.Ledger, wake: opts.Wake, now: opts.Now, log: opts.Logger,
-		waiters: map[string][]chan struct{}{}, live: map[string]*liveChild{}, trees: map[string]*treeWatch{},
+		waiters: map[string][]chan struct{}{}, adopters: map[string]*adoption{}, live: map[string]*liveChild{}, trees: map[string]*treeWatch{},
 		treeWait: 250 * time.Millisecond,
 	}
 }
@@ -161,9 +162,88 @@ func (c *Subagents) unsubscribe(id string, ch chan struct{}) {
 // whose workers kept dying).
 const childPoll = 2 * time.Second
 
+// adoption is a run's offer to write the end of one child's job with its
+// own next save (see Adopt): made before the child can end, so a child
+// that ends at once finds it, and withdrawn when the run stops waiting.
+type adoption struct {
+	id   string
+	ends chan *bot.JobEnd // cap 1
+	// may reports whether the run has nothing else of its turn to wait
+	// for, so a taken end is written at once, not held.
+	may func() bool
+}
+
+// errWaiterGone is what a waiter that stopped waiting tells the job whose
+// end was handed to it: the job writes its end itself.
+var errWaiterGone = errors.New("the run waiting for the subagent stopped waiting")
+
+// offer makes rec id's end offered to a run that may take it when may
+// says so; the wait that follows withdraws it.
+func (c *Subagents) offer(id string, may func() bool) *adoption {
+	a := &adoption{id: id, ends: make(chan *bot.JobEnd, 1), may: may}
+	c.mu.Lock()
+	c.adopters[id] = a
+	c.mu.Unlock()
+	return a
+}
+
+// withdraw ends the offer; an end handed over meanwhile is returned.
+func (c *Subagents) withdraw(a *adoption) *bot.JobEnd {
+	c.mu.Lock()
+	if c.adopters[a.id] == a {
+		delete(c.adopters, a.id)
+	}
+	c.mu.Unlock()
+	select {
+	case end := <-a.ends:
+		return end
+	default:
+		return nil
+	}
+}
+
+// Adopt implements bot.DispatcherOptions.Adopt: the end of a subagent's
+// job goes to its parent's run when that run waits in this process for
+// exactly this child and for nothing else of its turn (one spawn a turn,
+// or the last of a fan-out), so the parent writes it with its turn's
+// results, a commit it makes anyway. Otherwise the job writes it.
+func (c *Subagents) Adopt(_ context.Context, end *bot.JobEnd) bool {
+	e := end.Outcome.Records.Run
+	if e == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.adopters[e.ID]
+	if a == nil || !a.may() {
+		return false
+	}
+	delete(c.adopters, e.ID)
+	a.ends <- end
+	return true
+}
+
 // wait blocks until record id is no longer open, until deadline (zero: no
-// deadline), or until ctx ends, and returns the record as it then is.
-func (c *Subagents) wait(ctx context.Context, id string, deadline time.Time) (*bot.ChildRun, error) {
+// deadline), or until ctx ends, and returns the record as it then is. With
+// an offer to take the child's end (a), the wait withdraws it as it ends;
+// when the child's job handed its end over, the record is returned as that
+// end makes it, with the end, which the caller writes with its next save.
+func (c *Subagents) wait(ctx context.Context, id string, deadline time.Time, a *adoption) (rec *bot.ChildRun, end *bot.JobEnd, err error) {
+	var ends chan *bot.JobEnd
+	if a != nil {
+		ends = a.ends
+		defer func() {
+			late := c.withdraw(a)
+			switch {
+			case late == nil || end != nil:
+			case err != nil || rec == nil:
+				// Handed over as the wait failed: the job writes it.
+				late.Written(errWaiterGone)
+			default:
+				rec, end = ended(rec, late), late
+			}
+		}()
+	}
 	var timer <-chan time.Time
 	if !deadline.IsZero() {
 		t := time.NewTimer(time.Until(deadline))
@@ -177,20 +257,30 @@ func (c *Subagents) wait(ctx context.Context, id string, deadline time.Time) (*b
 		r, err := c.store.GetRun(ctx, id)
 		if err != nil || !r.Status.Open() {
 			c.unsubscribe(id, ch)
-			return r, err
+			return r, nil, err
 		}
 		select {
 		case <-ch:
+		case got := <-ends:
+			c.unsubscribe(id, ch)
+			return ended(r, got), got, nil
 		case <-poll.C:
 			c.unsubscribe(id, ch)
 		case <-timer:
 			c.unsubscribe(id, ch)
-			return r, nil
+			return r, nil, nil
 		case <-ctx.Done():
 			c.unsubscribe(id, ch)
-			return r, context.Cause(ctx)
+			return r, nil, context.Cause(ctx)
 		}
 	}
+}
+
+// ended is rec as end, a job's end handed over, leaves it.
+func ended(rec *bot.ChildRun, end *bot.JobEnd) *bot.ChildRun {
+	out := *rec
+	end.Outcome.Records.Run.Apply(&out)
+	return &out
 }
 
 // started records a subagent's run in this process; the returned function
@@ -464,7 +554,7 @@ func (c *Subagents) Await(ctx context.Context, id string, timeout time.Duration)
 	var out *bot.ChildRun
 	err := bot.Await(ctx, func() error {
 		var err error
-		out, err = c.wait(ctx, id, deadline)
+		out, _, err = c.wait(ctx, id, deadline, nil)
 		return err
 	})
 	return out, err

@@ -231,17 +231,23 @@ func concurrent(name string) bool { return name == SpawnTool || name == AwaitChi
 // another's.
 func (r *Runtime) calls(ctx, runCtx context.Context, rn *run, ts *tools.Toolset, cc tools.CallContext, turn int, calls []llm.ToolCall) []llm.Message {
 	out := make([]llm.Message, len(calls))
+	rn.outstanding.Store(int32(len(calls)))
+	defer rn.outstanding.Store(0)
+	one := func(i int) {
+		out[i] = r.call(ctx, runCtx, rn, ts, cc, turn, calls[i])
+		rn.outstanding.Add(-1)
+	}
 	var parallel []int
 	for i, call := range calls {
 		if concurrent(call.Name) && len(calls) > 1 {
 			parallel = append(parallel, i)
 			continue
 		}
-		out[i] = r.call(ctx, runCtx, rn, ts, cc, turn, call)
+		one(i)
 	}
 	var wg sync.WaitGroup
 	for _, i := range parallel {
-		wg.Go(func() { out[i] = r.call(ctx, runCtx, rn, ts, cc, turn, calls[i]) })
+		wg.Go(func() { one(i) })
 	}
 	wg.Wait()
 	return out

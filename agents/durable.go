@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -65,16 +66,22 @@ func (rn *run) stateKey() string {
 	return rn.jobItem
 }
 
-// saveState keeps where rn stands. A run whose state cannot be saved goes
-// on: it would start over after a crash, as before, and the log says so.
+// saveState keeps where rn stands, with the job ends of the children it
+// took (see Subagents.Adopt) in the same transaction. A run whose state
+// cannot be saved goes on: it would start over after a crash, as before,
+// and the log says so.
 func (r *Runtime) saveState(ctx context.Context, rn *run, st runState) {
+	ends := rn.takeAdopted()
 	key := rn.stateKey()
-	if r.opts.RunStates == nil || key == "" {
+	if !r.keepsState(rn) {
+		giveBack(ends, errNoState)
 		return
 	}
 	doc, err := encodeState(ctx, rn, st)
 	if err == nil {
-		err = r.opts.RunStates.SaveRunState(context.WithoutCancel(ctx), key, doc)
+		err = r.saveWithEnds(context.WithoutCancel(ctx), rn, key, doc, ends)
+	} else {
+		giveBack(ends, err)
 	}
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "save the run's state", append(rn.attrs(), slog.String("error", err.Error()))...)
@@ -82,6 +89,74 @@ func (r *Runtime) saveState(ctx context.Context, rn *run, st runState) {
 	}
 	rn.kept = true
 }
+
+// keepsState reports whether rn saves its state turn by turn.
+func (r *Runtime) keepsState(rn *run) bool { return r.opts.RunStates != nil && rn.stateKey() != "" }
+
+// errNoState tells a child's job that the run that took its end keeps no
+// state to write it with.
+var errNoState = errors.New("the run keeps no state")
+
+// saveWithEnds saves doc under key with the ends in one transaction. When
+// that fails (a child's job no longer held, the store refusing) the state
+// is saved alone and each end goes back to its job, which writes it; the
+// run goes on once they have, so what its children spent is counted before
+// its next model call.
+func (r *Runtime) saveWithEnds(ctx context.Context, rn *run, key string, doc []byte, ends []*bot.JobEnd) error {
+	var taken, theirs []*bot.JobEnd
+	var outs []bot.JobOutcome
+	for _, e := range ends {
+		if e.Take() {
+			taken, outs = append(taken, e), append(outs, e.Outcome)
+		} else {
+			theirs = append(theirs, e)
+		}
+	}
+	defer func() {
+		for _, e := range theirs {
+			<-e.Settled()
+		}
+	}()
+	if len(taken) > 0 {
+		err := r.opts.RunStates.SaveRunStateWithEnds(ctx, bot.RunState{WorkItemID: key, Doc: doc}, outs)
+		giveBack(taken, err)
+		if err == nil {
+			return nil
+		}
+		r.log.LogAttrs(ctx, slog.LevelWarn, "save the run's state with its subagents' ends; saving it alone",
+			append(rn.attrs(), slog.Int("subagents", len(taken)), slog.String("error", err.Error()))...)
+		theirs = append(theirs, taken...)
+	}
+	return r.opts.RunStates.SaveRunState(ctx, key, doc)
+}
+
+// giveBack tells the jobs of ends how their write went: nil, written;
+// an error, theirs to write.
+func giveBack(ends []*bot.JobEnd, err error) {
+	for _, e := range ends {
+		e.Written(err)
+	}
+}
+
+// adopt keeps a child's job end for rn's next save.
+func (rn *run) adopt(end *bot.JobEnd) {
+	rn.mu.Lock()
+	rn.adopted = append(rn.adopted, end)
+	rn.mu.Unlock()
+}
+
+// takeAdopted returns the ends rn took and forgets them.
+func (rn *run) takeAdopted() []*bot.JobEnd {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	ends := rn.adopted
+	rn.adopted = nil
+	return ends
+}
+
+// lastCall reports whether one call of rn's turn is still running: a child
+// whose end that call waits for is held by nothing else of the turn.
+func (rn *run) lastCall() bool { return rn.outstanding.Load() == 1 }
 
 // encodeState is the document that keeps where rn stands.
 func encodeState(ctx context.Context, rn *run, st runState) ([]byte, error) {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/agents/llm"
@@ -255,6 +256,11 @@ type run struct {
 	// held is the state the turn's spawns save with their children (see
 	// holdState).
 	held *bot.RunState
+	// adopted are the job ends of children the run took to write with its
+	// next save (see Subagents.Adopt).
+	adopted []*bot.JobEnd
+	// outstanding counts the calls of the current turn still running.
+	outstanding atomic.Int32
 }
 
 // endsWithJob reports whether rn's end is written with its job's, in one
@@ -559,6 +565,9 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 	copy(msgs, history)
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: input})
 	first := len(history)
+	// A child's end the run took is written with its next save; one left
+	// over (the run stopped before it) goes back to its job.
+	defer func() { giveBack(rn.takeAdopted(), errWaiterGone) }()
 	finish := func(resp AgentResponse) outcome {
 		r.dropState(ctx, rn)
 		out.resp = resp

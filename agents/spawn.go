@@ -161,7 +161,13 @@ func (r *Runtime) spawnCall(ctx context.Context, rn *run, cc tools.CallContext, 
 	if in.Task == "" {
 		return "", errors.New("invalid input: task is required")
 	}
-	rec, rebound, err := r.spawn(ctx, rn, cc.CallID, in)
+	// A foreground spawn of a run that keeps its state offers to write
+	// the child's end with its turn's results, before the child can end.
+	var offer func(id string) *adoption
+	if !in.Background && r.keepsState(rn) {
+		offer = func(id string) *adoption { return r.children.offer(id, rn.lastCall) }
+	}
+	rec, rebound, adopt, err := r.spawn(ctx, rn, cc.CallID, in, offer)
 	if err != nil {
 		return "", err
 	}
@@ -174,7 +180,7 @@ func (r *Runtime) spawnCall(ctx context.Context, rn *run, cc tools.CallContext, 
 		return a.json(), nil
 	}
 	limits := r.subagentLimits(rn.def)
-	rec, err = r.awaitChild(ctx, rec, rec.CreatedAt.Add(childTimeout(rec, limits)+childGrace))
+	rec, err = r.awaitChild(ctx, rn, rec, rec.CreatedAt.Add(childTimeout(rec, limits)+childGrace), adopt)
 	if err != nil {
 		return "", err
 	}
@@ -229,19 +235,21 @@ func (r *Runtime) subagentLimits(d Definition) SubagentLimits {
 // spawn starts a subagent for rn's call callID, or finds the one it started
 // before (a resumed run asks again): rebound is then true. Limits, an
 // unknown agent or skills that do not go together are refusals the model
-// reads, before anything starts.
-func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnRequest) (rec *bot.ChildRun, rebound bool, err error) {
+// reads, before anything starts. With offer, the offer to take the child's
+// end is made before the child can start, and returned.
+func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnRequest,
+	offer func(id string) *adoption) (rec *bot.ChildRun, rebound bool, adopt *adoption, err error) {
 	c := r.children
 	if c == nil || rn.jobItem == "" {
-		return nil, false, tools.Refuse("subagents are not available in this run")
+		return nil, false, nil, tools.Refuse("subagents are not available in this run")
 	}
 	limits := r.subagentLimits(rn.def)
 	if depth := rn.spawnDepth + 1; depth > limits.MaxDepth {
 		if rn.spawnDepth > 0 {
-			return nil, false, tools.Refuse("spawn refused: this run is a subagent %d deep and max_depth is %d, so it cannot spawn; do the task yourself or answer with what you have",
+			return nil, false, nil, tools.Refuse("spawn refused: this run is a subagent %d deep and max_depth is %d, so it cannot spawn; do the task yourself or answer with what you have",
 				rn.spawnDepth, limits.MaxDepth)
 		}
-		return nil, false, tools.Refuse("spawn refused: max_depth is %d for @%s; do the task yourself", limits.MaxDepth, rn.def.Name)
+		return nil, false, nil, tools.Refuse("spawn refused: max_depth is %d for @%s; do the task yourself", limits.MaxDepth, rn.def.Name)
 	}
 	agent := strings.TrimPrefix(strings.TrimSpace(in.Agent), "@")
 	if agent == "" {
@@ -249,7 +257,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 	}
 	def, ok := r.opts.Agents.Get(agent)
 	if !ok {
-		return nil, false, tools.Refuse("spawn refused: there is no agent %q (agents: %s)", agent, strings.Join(r.agentNames(), ", "))
+		return nil, false, nil, tools.Refuse("spawn refused: there is no agent %q (agents: %s)", agent, strings.Join(r.agentNames(), ", "))
 	}
 	timeout := limits.Timeout
 	if t := time.Duration(in.Timeout); t > 0 {
@@ -258,7 +266,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 	names := dedup(in.Skills)
 	if len(names) > 0 {
 		if _, err := r.spawnSkills(targetOf(rn.sessionKey, def.Name), names); err != nil {
-			return nil, false, tools.Refuse("spawn refused: %v", err)
+			return nil, false, nil, tools.Refuse("spawn refused: %v", err)
 		}
 	}
 
@@ -266,11 +274,14 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 	defer c.spawnMu.Unlock()
 	siblings, err := r.openChildren(ctx, rn.jobItem)
 	if err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	if callID != "" {
 		if prev := findCall(siblings, callID); prev != nil {
-			return prev, true, nil
+			if offer != nil && prev.Status.Open() {
+				adopt = offer(prev.ID)
+			}
+			return prev, true, adopt, nil
 		}
 	}
 	open := 0
@@ -280,7 +291,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 		}
 	}
 	if open >= limits.MaxConcurrent {
-		return nil, false, tools.Refuse("spawn refused: %s already open and max_concurrent is %d; "+
+		return nil, false, nil, tools.Refuse("spawn refused: %s already open and max_concurrent is %d; "+
 			"await_child or cancel_child one of them before spawning another",
 			bot.Count(open, "subagent of this run is", "subagents of this run are"), limits.MaxConcurrent)
 	}
@@ -310,9 +321,12 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 		if handed {
 			worker.Release()
 		}
-		return nil, false, fmt.Errorf("spawn %s: %w", def.Name, err)
+		return nil, false, nil, fmt.Errorf("spawn %s: %w", def.Name, err)
 	}
 	created := spawned.Run
+	if offer != nil {
+		adopt = offer(created.ID)
+	}
 	if handed {
 		worker.Start(spawned.Claim)
 	} else {
@@ -322,7 +336,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 	r.log.LogAttrs(ctx, slog.LevelInfo, "subagent spawned", append(rn.attrs(),
 		slog.String("run", created.ID), slog.String("child_agent", def.Name), slog.String("child_work_item", created.ChildWorkItemID),
 		slog.Bool("background", in.Background), slog.Duration("timeout", timeout), slog.Bool("started_at_once", spawned.Claim.Job != nil))...)
-	return &created, false, nil
+	return &created, false, adopt, nil
 }
 
 // openChildren lists the subagents of parentWorkItem (all of them, open or
@@ -367,12 +381,19 @@ func dedup(names []string) []string {
 	return out
 }
 
-// awaitChild waits, holding no worker, until rec ends or deadline.
-func (r *Runtime) awaitChild(ctx context.Context, rec *bot.ChildRun, deadline time.Time) (*bot.ChildRun, error) {
+// awaitChild waits, holding no worker, until rec ends or deadline. With
+// adopt, the run's offer to write the child's end with its turn's results
+// (see Subagents.Adopt), a child's end handed over is kept for rn's next
+// save: the child's job then costs no commit of its own.
+func (r *Runtime) awaitChild(ctx context.Context, rn *run, rec *bot.ChildRun, deadline time.Time, adopt *adoption) (*bot.ChildRun, error) {
 	var out *bot.ChildRun
 	err := bot.Await(ctx, func() error {
+		var end *bot.JobEnd
 		var err error
-		out, err = r.children.wait(ctx, rec.ID, deadline)
+		out, end, err = r.children.wait(ctx, rec.ID, deadline, adopt)
+		if end != nil {
+			rn.adopt(end)
+		}
 		return err
 	})
 	if err != nil {
@@ -424,7 +445,7 @@ func (r *Runtime) awaitChildCall(ctx context.Context, rn *run, input json.RawMes
 		wait = t
 	}
 	if rec.Status.Open() {
-		if rec, err = r.awaitChild(ctx, rec, r.opts.Now().Add(wait)); err != nil {
+		if rec, err = r.awaitChild(ctx, rn, rec, r.opts.Now().Add(wait), nil); err != nil {
 			return "", err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,12 +37,26 @@ func (tr *tree) withSubagents(o *agents.RuntimeOptions) {
 	o.Subagents = tr.hub
 }
 
+// withStore gives the runtime subagents over store, the ledger of an
+// earlier fixture's: a restarted daemon's.
+func (tr *tree) withStore(store *bolt.Store) func(*agents.RuntimeOptions) {
+	return func(o *agents.RuntimeOptions) {
+		o.Conversations, o.Transcripts, o.Rerouter = store, store, store
+		tr.hub = agents.NewSubagents(agents.SubagentsOptions{Ledger: store, Wake: func() {
+			if tr.wake != nil {
+				tr.wake()
+			}
+		}})
+		o.Subagents = tr.hub
+	}
+}
+
 // start runs the dispatcher until the test ends.
 func (tr *tree) start(t *testing.T, f *fixture) {
 	t.Helper()
 	d := bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-		Open: tr.hub, Recorded: tr.hub.Recorded, Resets: f.store, Workers: 2, Poll: 20 * time.Millisecond,
+		Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Resets: f.store, Workers: 2, Poll: 20 * time.Millisecond,
 	})
 	tr.wake = d.Wake
 	ctx, cancel := context.WithCancel(context.Background())
@@ -221,15 +237,22 @@ func TestAChildsEndIsOneWriteAndADaemonDyingBeforeItRunsTheChildAgain(t *testing
 	require.Equal(t, bot.StatusDone, wi.Status)
 }
 
-// countedStates counts the states a run saves on its own.
+// countedStates counts the states a run saves on its own, and those it
+// saves with its children's job ends.
 type countedStates struct {
 	bot.RunStateStore
-	saves atomic.Int32
+	saves, withEnds, ends atomic.Int32
 }
 
 func (c *countedStates) SaveRunState(ctx context.Context, workItemID string, doc []byte) error {
 	c.saves.Add(1)
 	return c.RunStateStore.SaveRunState(ctx, workItemID, doc)
+}
+
+func (c *countedStates) SaveRunStateWithEnds(ctx context.Context, st bot.RunState, ends []bot.JobOutcome) error {
+	c.withEnds.Add(1)
+	c.ends.Add(int32(len(ends)))
+	return c.RunStateStore.SaveRunStateWithEnds(ctx, st, ends)
 }
 
 func TestAnAnswerAskingOnlyForSpawnsIsSavedWithItsFirstChild(t *testing.T) {
@@ -264,8 +287,342 @@ func TestAnAnswerAskingOnlyForSpawnsIsSavedWithItsFirstChild(t *testing.T) {
 	require.NotNil(t, during, "by the time the child ran, its parent's answer was saved")
 	require.Contains(t, string(during), `"name":"spawn_subagent"`)
 	require.NotContains(t, string(during), `"role":"tool"`, "saved before any result")
-	require.EqualValues(t, 1, states.saves.Load(), "on its own the run saved only its results; the answer went with the child")
+	require.EqualValues(t, 0, states.saves.Load(), "the answer went with the child, the results with the child's end")
+	require.EqualValues(t, 1, states.withEnds.Load())
+	require.EqualValues(t, 1, states.ends.Load())
 	doc, err := store.LoadRunState(context.Background(), wi.ID)
 	require.NoError(t, err)
 	require.Nil(t, doc, "a run that ended keeps no state")
+}
+
+// frozenStates is the run-state store of a daemon killed as a parent
+// writes its turn's results with the end of the child it took: that save
+// never returns, as a killed process never does, and nothing of it is
+// written. Its goroutines stay parked until the test ends.
+type frozenStates struct {
+	bot.RunStateStore
+	killed, thaw chan struct{}
+	once         sync.Once
+}
+
+func (s *frozenStates) SaveRunStateWithEnds(context.Context, bot.RunState, []bot.JobOutcome) error {
+	s.once.Do(func() { close(s.killed) })
+	<-s.thaw
+	return errDied
+}
+
+func (s *frozenStates) dead() bool {
+	select {
+	case <-s.killed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *frozenStates) SaveRunState(ctx context.Context, workItemID string, doc []byte) error {
+	if s.dead() {
+		return errDied
+	}
+	return s.RunStateStore.SaveRunState(ctx, workItemID, doc)
+}
+
+func (s *frozenStates) DeleteRunState(ctx context.Context, workItemID string) error {
+	if s.dead() {
+		return errDied
+	}
+	return s.RunStateStore.DeleteRunState(ctx, workItemID)
+}
+
+// deadQueue writes nothing once its daemon was killed.
+type deadQueue struct {
+	*bolt.Store
+	states *frozenStates
+}
+
+func (q deadQueue) FinishJob(ctx context.Context, out bot.JobOutcome) error {
+	if q.states.dead() {
+		return errDied
+	}
+	return q.Store.FinishJob(ctx, out)
+}
+
+func (q deadQueue) SaveJobRecords(ctx context.Context, recs bot.JobRecords) error {
+	if q.states.dead() {
+		return errDied
+	}
+	return q.Store.SaveJobRecords(ctx, recs)
+}
+
+func (q deadQueue) RenewLease(ctx context.Context, jobID, owner string, until time.Time) error {
+	if q.states.dead() {
+		return errDied
+	}
+	return q.Store.RenewLease(ctx, jobID, owner, until)
+}
+
+func (q deadQueue) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
+	if q.states.dead() {
+		return errDied
+	}
+	return q.Store.ReleaseJob(ctx, jobID, owner, now)
+}
+
+func TestADaemonKilledAfterAChildHandedItsEndToItsParentRetriesTheChildAndResumesTheParent(t *testing.T) {
+	var helped atomic.Int32
+	think := func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+		if strings.Contains(req.Messages[0].Content, "part one") {
+			return answer(fmt.Sprintf("helped %d", helped.Add(1))), nil
+		}
+		switch len(req.Messages) {
+		case 1:
+			return call("bash", `{"command":"echo ran >> ran.txt"}`), nil
+		case 3:
+			return call(agents.SpawnTool, `{"task":"part one"}`), nil
+		}
+		return answer("done: " + lastMessage(req).Content), nil
+	}
+	var states *frozenStates
+	model := newBrain(func(ctx context.Context, agent string, req llm.Request) (llm.Response, error) {
+		if states.dead() {
+			return llm.Response{}, errDied
+		}
+		return think(ctx, agent, req)
+	})
+	tr := &tree{}
+	f := newFixture(t, model, nil, tr.withSubagents, func(o *agents.RuntimeOptions) {
+		store := o.Conversations.(*bolt.Store)
+		o.Budgets = agents.NewBudgets(store, nil)
+		states = &frozenStates{RunStateStore: store, killed: make(chan struct{}), thaw: make(chan struct{})}
+		o.RunStates = states
+	})
+	ctx := context.Background()
+
+	// The first daemon: the child answers and hands its end to its
+	// waiting parent, which is killed as it writes it with its results.
+	first := bot.NewDispatcher(bot.DispatcherOptions{
+		Queue: deadQueue{Store: f.store, states: states}, Items: f.store, Runner: f.rt,
+		Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+		Open:     tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: 1, Poll: 20 * time.Millisecond,
+	})
+	tr.wake = first.Wake
+	firstCtx, kill := context.WithCancel(ctx)
+	firstDone := make(chan struct{})
+	go func() { _ = first.Run(firstCtx); close(firstDone) }()
+	t.Cleanup(func() { close(states.thaw); kill(); <-firstDone })
+	res, err := f.store.Ingest(ctx, bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "split it", Thread: thread,
+			Requester: bot.Requester{Source: bot.SourceLocal, ID: "ana"}, ReceivedAt: time.Now()},
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	parent := res.WorkItem
+	first.Wake()
+	select {
+	case <-states.killed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the parent never wrote its child's end")
+	}
+	require.EqualValues(t, 1, helped.Load())
+	rs, _, err := f.store.ListRuns(ctx, bot.RunFilter{ParentWorkItemID: parent.ID})
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	rec := rs[0]
+	require.Equal(t, bot.RunRunning, rec.Status, "nothing of the child's end was written")
+	firstJob := rec.ChildJobID
+	child, err := f.store.GetWorkItem(ctx, rec.ChildWorkItemID)
+	require.NoError(t, err)
+	require.Equal(t, bot.StatusRunning, child.Status, "the child's job is leased and unfinished")
+	spent, err := f.store.Spent(ctx, []string{bot.TreeBudgetKey(parent.ID)})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, spent[0].Calls, "the parent's two calls; the child's died with its end")
+
+	// The restart: a daemon of its own over the same store and workspaces
+	// (the killed one's goroutines never come back).
+	restarted := &tree{}
+	model2 := newBrain(think)
+	f2 := newFixture(t, model2, nil, restarted.withStore(f.store), func(o *agents.RuntimeOptions) {
+		o.Workspaces = f.spaces
+		o.Budgets = agents.NewBudgets(f.store, nil)
+		o.RunStates = f.store
+	})
+	_, err = f.store.ExpireOrphanedLeases(ctx, time.Now())
+	require.NoError(t, err)
+	second := bot.NewDispatcher(bot.DispatcherOptions{
+		Queue: f.store, Items: f.store, Runner: f2.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+		Open: restarted.hub, Recorded: restarted.hub.Recorded, Adopt: restarted.hub.Adopt, Workers: 1, Poll: 20 * time.Millisecond,
+		Name: "restarted",
+	})
+	restarted.wake = second.Wake
+	secondCtx, stop := context.WithCancel(ctx)
+	secondDone := make(chan struct{})
+	go func() { _ = second.Run(secondCtx); close(secondDone) }()
+	t.Cleanup(func() { stop(); <-secondDone })
+
+	var wi *bot.WorkItem
+	require.Eventually(t, func() bool {
+		wi, err = f.store.GetWorkItem(ctx, parent.ID)
+		require.NoError(t, err)
+		return wi.Status.Finished()
+	}, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	require.Contains(t, wi.Summary, `"status":"done","content":"helped 2"`)
+	require.Contains(t, wi.Summary, "spawned before the restart and awaited again, not run twice")
+
+	// The child ran again, as one killed during its last model call does,
+	// and its end is written once, whole.
+	require.EqualValues(t, 2, helped.Load())
+	rs, _, err = f.store.ListRuns(ctx, bot.RunFilter{ParentWorkItemID: parent.ID})
+	require.NoError(t, err)
+	require.Len(t, rs, 1, "the child was not spawned again")
+	require.Equal(t, bot.RunDone, rs[0].Status)
+	require.Equal(t, "helped 2", rs[0].Result)
+	require.NotEqual(t, firstJob, rs[0].ChildJobID)
+	jobs, err := f.store.ListJobs(ctx, rec.ChildWorkItemID)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	require.Equal(t, bot.JobSucceeded, jobs[1].Status)
+	spent, err = f.store.Spent(ctx, []string{bot.TreeBudgetKey(parent.ID)})
+	require.NoError(t, err)
+	require.EqualValues(t, 4, spent[0].Calls, "and the child's second call and the parent's last")
+
+	// The parent went on from its last saved turn: neither the model nor
+	// the command of its first turn was made again.
+	leads := append(model.requests("coder"), model2.requests("coder")...)
+	var asked []int
+	for _, req := range leads {
+		if !strings.Contains(req.Messages[0].Content, "part one") {
+			asked = append(asked, len(req.Messages))
+		}
+	}
+	require.Equal(t, []int{1, 3, 5}, asked)
+	dir, err := f.spaces.Dir(thread.Key())
+	require.NoError(t, err)
+	ran, err := os.ReadFile(filepath.Join(dir, "ran.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "ran\n", string(ran), "the command that had finished did not run again")
+
+	// The thread says what happened.
+	status, err := f.store.GetOutbox(ctx, parent.ID+"/status")
+	require.NoError(t, err)
+	require.Contains(t, status.Text, "resumed after a restart, after turn 2: nothing that had finished ran again; picked up again: spawn_subagent")
+}
+
+// commitCounted counts the commits a tree's spawns and ends make: the
+// spawns, the subagents' job ends, and the states their parents save.
+type commitCounted struct {
+	*bolt.Store
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *commitCounted) count(what string) {
+	c.mu.Lock()
+	c.counts[what]++
+	c.mu.Unlock()
+}
+
+func (c *commitCounted) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawned, error) {
+	c.count("spawn")
+	return c.Store.SpawnChild(ctx, req)
+}
+
+func (c *commitCounted) FinishJob(ctx context.Context, out bot.JobOutcome) error {
+	if out.Records.Run != nil {
+		c.count("child's job end")
+	}
+	return c.Store.FinishJob(ctx, out)
+}
+
+func (c *commitCounted) SaveJobRecords(ctx context.Context, recs bot.JobRecords) error {
+	c.count("child's records")
+	return c.Store.SaveJobRecords(ctx, recs)
+}
+
+func (c *commitCounted) SaveRunState(ctx context.Context, workItemID string, doc []byte) error {
+	c.count("state")
+	return c.Store.SaveRunState(ctx, workItemID, doc)
+}
+
+func (c *commitCounted) SaveRunStateWithEnds(ctx context.Context, st bot.RunState, ends []bot.JobOutcome) error {
+	c.count("state with ends")
+	return c.Store.SaveRunStateWithEnds(ctx, st, ends)
+}
+
+func TestAChildsEndIsWrittenWithItsWaitingParentsResults(t *testing.T) {
+	const children = 3
+	tests := []struct {
+		name  string
+		adopt bool
+		want  map[string]int
+	}{
+		{"the child's job writes its end when nobody takes it", false,
+			map[string]int{"spawn": children, "child's job end": children, "state": children}},
+		{"a parent waiting for it writes it with its turn's results", true,
+			map[string]int{"spawn": children, "state with ends": children}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+				if strings.Contains(req.Messages[0].Content, "part ") {
+					return answer("helped"), nil
+				}
+				if n := (len(req.Messages) - 1) / 2; n < children {
+					spawn := call(agents.SpawnTool, fmt.Sprintf(`{"task":"part %d"}`, n))
+					spawn.ToolCalls[0].ID = fmt.Sprintf("spawn_%d", n)
+					return spawn, nil
+				}
+				return answer("done: " + lastMessage(req).Content), nil
+			})
+			var counted *commitCounted
+			tr := &tree{}
+			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+				counted = &commitCounted{Store: o.Conversations.(*bolt.Store), counts: map[string]int{}}
+				o.Budgets = agents.NewBudgets(counted.Store, nil)
+				o.RunStates = counted
+				tr.hub = agents.NewSubagents(agents.SubagentsOptions{Ledger: counted, Wake: func() {
+					if tr.wake != nil {
+						tr.wake()
+					}
+				}})
+				o.Subagents = tr.hub
+			})
+			opts := bot.DispatcherOptions{
+				Queue: counted, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+				Open: tr.hub, Recorded: tr.hub.Recorded, Workers: 2, Poll: 20 * time.Millisecond,
+			}
+			if tt.adopt {
+				opts.Adopt = tr.hub.Adopt
+			}
+			d := bot.NewDispatcher(opts)
+			tr.wake = d.Wake
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = d.Run(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			wi := tr.send(t, f, "coder", "split it")
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			require.Contains(t, wi.Summary, `"status":"done","content":"helped"`)
+			rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+			require.NoError(t, err)
+			require.Len(t, rs, children)
+			for _, r := range rs {
+				require.Equal(t, bot.RunDone, r.Status)
+				require.Equal(t, 15, r.Tokens)
+				child, err := f.store.GetWorkItem(context.Background(), r.ChildWorkItemID)
+				require.NoError(t, err)
+				require.Equal(t, bot.StatusDone, child.Status)
+				docs, err := f.store.ListTranscripts(context.Background(), r.ChildJobID)
+				require.NoError(t, err)
+				require.Len(t, docs, 1)
+			}
+			spent, err := f.store.Spent(context.Background(), []string{bot.TreeBudgetKey(wi.ID)})
+			require.NoError(t, err)
+			require.EqualValues(t, 2*children+1, spent[0].Calls, "every call of the tree is counted")
+			counted.mu.Lock()
+			defer counted.mu.Unlock()
+			require.Equal(t, tt.want, counted.counts)
+		})
+	}
 }

@@ -284,7 +284,7 @@ func (d *Daemon) build() error {
 		d.log.Info(setup.ModelNote)
 	}
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Open: d.subagents, Recorded: d.subagents.Recorded, Resets: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica, Details: d.details,
+		Queue: store, Items: store, Open: d.subagents, Recorded: d.subagents.Recorded, Adopt: d.subagents.Adopt, Resets: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica, Details: d.details,
 		Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts, Grace: d.opts.ShutdownGrace,
 		Cancelled: d.runCancelled, Metrics: d.metrics, Logger: d.log,
 	})
