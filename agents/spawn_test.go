@@ -512,6 +512,9 @@ func TestADaemonKilledAfterAChildHandedItsEndToItsParentRetriesTheChildAndResume
 // spawns, the subagents' job ends, and the states their parents save.
 type commitCounted struct {
 	*bolt.Store
+	// refuse fails every save with ends, writing nothing, as a store
+	// does when a child's job is no longer held.
+	refuse bool
 	mu     sync.Mutex
 	counts map[string]int
 }
@@ -546,20 +549,25 @@ func (c *commitCounted) SaveRunState(ctx context.Context, workItemID string, doc
 
 func (c *commitCounted) SaveRunStateWithEnds(ctx context.Context, st bot.RunState, ends []bot.JobOutcome) error {
 	c.count("state with ends")
+	if c.refuse {
+		return bot.Errorf(bot.ECONFLICT, "job %s is no longer held", ends[0].JobID)
+	}
 	return c.Store.SaveRunStateWithEnds(ctx, st, ends)
 }
 
 func TestAChildsEndIsWrittenWithItsWaitingParentsResults(t *testing.T) {
 	const children = 3
 	tests := []struct {
-		name  string
-		adopt bool
-		want  map[string]int
+		name          string
+		adopt, refuse bool
+		want          map[string]int
 	}{
-		{"the child's job writes its end when nobody takes it", false,
+		{"the child's job writes its end when nobody takes it", false, false,
 			map[string]int{"spawn": children, "child's job end": children, "state": children}},
-		{"a parent waiting for it writes it with its turn's results", true,
+		{"a parent waiting for it writes it with its turn's results", true, false,
 			map[string]int{"spawn": children, "state with ends": children}},
+		{"a parent whose save with it fails saves its state alone and leaves the end to the child's job", true, true,
+			map[string]int{"spawn": children, "state with ends": children, "state": children, "child's job end": children}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -577,7 +585,7 @@ func TestAChildsEndIsWrittenWithItsWaitingParentsResults(t *testing.T) {
 			var counted *commitCounted
 			tr := &tree{}
 			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-				counted = &commitCounted{Store: o.Conversations.(*bolt.Store), counts: map[string]int{}}
+				counted = &commitCounted{Store: o.Conversations.(*bolt.Store), refuse: tt.refuse, counts: map[string]int{}}
 				o.Budgets = agents.NewBudgets(counted.Store, nil)
 				o.RunStates = counted
 				tr.hub = agents.NewSubagents(agents.SubagentsOptions{Ledger: counted, Wake: func() {

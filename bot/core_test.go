@@ -66,6 +66,9 @@ type coreOpts struct {
 	// noReact leaves 👀 out of the intake, as for work items made without
 	// it (by a schedule, a hand-off): the reporter then makes sure of it.
 	noReact bool
+	// adopt and adoptWait are the dispatcher's Adopt and AdoptWait.
+	adopt     func(context.Context, *bot.JobEnd) bool
+	adoptWait time.Duration
 }
 
 func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
@@ -80,7 +83,7 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 	c.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Runner: o.runner, Reporter: rep,
 		Workers: cmp.Or(o.workers, 4), Lease: o.lease, Grace: o.grace, Poll: 20 * time.Millisecond,
-		MaxAttempts: o.maxAttempts, Now: o.now,
+		MaxAttempts: o.maxAttempts, Now: o.now, Adopt: o.adopt, AdoptWait: o.adoptWait,
 	})
 	c.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: toAgent("triage"), React: !o.noReact, Wake: c.deliverer.Wake,

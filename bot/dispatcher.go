@@ -40,6 +40,9 @@ type DispatcherOptions struct {
 	// on), keeps its lease, and writes its end itself if the taker does
 	// not. Nil, or false, and the job writes its end as any job does.
 	Adopt func(ctx context.Context, end *JobEnd) bool
+	// AdoptWait is how long a job whose end was taken waits for the taker
+	// to take it into a commit before it writes its end itself; default 5s.
+	AdoptWait time.Duration
 	// Cancelled is told of a job whose run a person cancelled, once its
 	// end is recorded, so what its run left open (subagents, background
 	// tasks) is closed too. Nil closes nothing.
@@ -101,6 +104,9 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
+	}
+	if opts.AdoptWait <= 0 {
+		opts.AdoptWait = 5 * time.Second
 	}
 	if opts.Name == "" {
 		opts.Name = "worker"
@@ -326,7 +332,7 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 		// Its parent writes the end with its next save, and needs a worker
 		// to go on: the lease is kept (the renewal goes on) until then.
 		rs.release()
-		adopted := end.taken(adoptWait)
+		adopted := end.taken(d.opts.AdoptWait)
 		if !adopted && !d.finish(finishCtx, out, log) {
 			close(end.settled)
 			return

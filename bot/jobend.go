@@ -70,10 +70,6 @@ func (e *JobEnd) taken(limit time.Duration) bool {
 	return <-e.written == nil
 }
 
-// adoptWait is how long a finished job waits for the run that took its end
-// to take it into a commit before it writes the end itself.
-const adoptWait = 5 * time.Second
-
 // adopt offers out to DispatcherOptions.Adopt; nil when nobody takes it.
 func (d *Dispatcher) adopt(ctx context.Context, out JobOutcome) *JobEnd {
 	if d.opts.Adopt == nil || out.Records.Run == nil {

@@ -294,3 +294,132 @@ func TestASpawnedChildGoesStraightToAFreeWorkerAndWaitsInTheQueueWithoutOne(t *t
 	_, ok := bot.TakeWorker(context.Background())
 	require.False(t, ok, "outside a dispatcher's run there is no worker to take")
 }
+
+// childRunner's children answer at once with their record's end; a parent
+// waits until told to go on.
+type childRunner struct {
+	store    *bolt.Store
+	parentGo chan struct{}
+}
+
+func (r childRunner) Run(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+	lead := req.WorkItems[0]
+	if !lead.IsChild() {
+		if req.Thread.Name != "tree" {
+			return bot.RunResult{Status: bot.ResultSuccess, Reply: "quick"}, nil
+		}
+		select {
+		case <-r.parentGo:
+		case <-ctx.Done():
+			return bot.RunResult{}, ctx.Err()
+		}
+		return bot.RunResult{Status: bot.ResultSuccess, Reply: "led"}, nil
+	}
+	rec, err := r.store.RunOfWorkItem(ctx, lead.ID)
+	if err != nil {
+		return bot.RunResult{}, err
+	}
+	return bot.RunResult{Status: bot.ResultSuccess, Reply: "helped", TokensUsed: 15, Records: bot.JobRecords{
+		Run: &bot.RunEnd{ID: rec.ID, ParentWorkItemID: lead.ParentID, Status: bot.RunDone, Result: "helped", Tokens: 15, At: time.Now()},
+	}}, nil
+}
+
+func TestAFinishedChildsEndGoesToTheRunThatTakesItAndBackToItsJobOtherwise(t *testing.T) {
+	tests := []struct {
+		name string
+		// settle is what the taker does with the end.
+		settle func(t *testing.T, store *bolt.Store, parent string, end *bot.JobEnd)
+		// held: the taker holds the end until it settles it; taken: it
+		// wrote it.
+		held, taken bool
+	}{
+		{"the taker writes it with its own state", func(t *testing.T, store *bolt.Store, parent string, end *bot.JobEnd) {
+			require.True(t, end.Take())
+			require.NoError(t, store.SaveRunStateWithEnds(context.Background(), bot.RunState{WorkItemID: parent, Doc: []byte(`{"turn":1}`)},
+				[]bot.JobOutcome{end.Outcome}))
+			end.Written(nil)
+		}, true, true},
+		{"the taker's commit failed: the job writes it", func(t *testing.T, _ *bolt.Store, _ string, end *bot.JobEnd) {
+			require.True(t, end.Take())
+			end.Written(errors.New("the commit failed"))
+		}, true, false},
+		{"the taker went away: the job writes it", func(t *testing.T, _ *bolt.Store, _ string, end *bot.JobEnd) {
+			end.Written(errors.New("the run stopped waiting"))
+		}, true, false},
+		{"the taker never takes it into a commit: the job takes it back", func(t *testing.T, _ *bolt.Store, _ string, end *bot.JobEnd) {
+			<-end.Settled()
+			require.False(t, end.Take(), "taken back")
+		}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := openStore(t, t.TempDir())
+			ends := make(chan *bot.JobEnd, 1)
+			r := childRunner{store: store, parentGo: make(chan struct{})}
+			c := startCore(t, store, coreOpts{runner: r, workers: 2, adoptWait: 200 * time.Millisecond,
+				adopt: func(_ context.Context, end *bot.JobEnd) bool { ends <- end; return true }})
+			parent := c.send(t, "tree", "lead")
+			var job *bot.Job
+			require.Eventually(t, func() bool {
+				jobs, err := store.ListJobs(context.Background(), parent.ID)
+				require.NoError(t, err)
+				if len(jobs) == 0 {
+					return false
+				}
+				job = &jobs[0]
+				return true
+			}, 5*time.Second, 5*time.Millisecond)
+			spawned, err := store.SpawnChild(context.Background(), bot.SpawnRequest{
+				Run: bot.ChildRun{
+					Owner:       bot.Owner{SessionKey: parent.Thread.Key(), AgentID: "triage"},
+					ParentLinks: bot.ParentLinks{WorkItemID: parent.ID, JobID: job.ID}, RootWorkItemID: parent.ID,
+					Agent: "triage", Task: "help", Depth: 1,
+				},
+				Thread: parent.Thread, Now: time.Now(),
+			})
+			require.NoError(t, err)
+			c.dispatcher.Wake()
+			var end *bot.JobEnd
+			select {
+			case end = <-ends:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the child's end was not offered")
+			}
+			require.Equal(t, spawned.Run.ID, end.Outcome.Records.Run.ID)
+			require.True(t, end.Outcome.Success)
+			if tt.held {
+				// Its worker was given back at once: with the parent on the
+				// other, other work goes on while the end waits.
+				quick := c.send(t, "other", "quick one")
+				require.Equal(t, bot.StatusDone, c.waitFinished(t, quick.ID).Status)
+				child, err := store.GetWorkItem(context.Background(), spawned.Run.ChildWorkItemID)
+				require.NoError(t, err)
+				require.Equal(t, bot.StatusRunning, child.Status, "nothing of its end is written before the taker says")
+			}
+
+			tt.settle(t, store, parent.ID, end)
+			select {
+			case <-end.Settled():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the child's end was never written")
+			}
+			child := c.waitFinished(t, spawned.Run.ChildWorkItemID)
+			require.Equal(t, bot.StatusDone, child.Status)
+			require.Equal(t, "helped", child.Summary)
+			rec, err := store.GetRun(context.Background(), spawned.Run.ID)
+			require.NoError(t, err)
+			require.Equal(t, bot.RunDone, rec.Status)
+			require.Equal(t, 15, rec.Tokens)
+			jobs, err := store.ListJobs(context.Background(), child.ID)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1, "ended once, by one of the two")
+			require.Equal(t, bot.JobSucceeded, jobs[0].Status)
+			doc, err := store.LoadRunState(context.Background(), parent.ID)
+			require.NoError(t, err)
+			require.Equal(t, tt.taken, doc != nil, "the taker's state is saved with the end it wrote")
+
+			close(r.parentGo)
+			require.Equal(t, bot.StatusDone, c.waitFinished(t, parent.ID).Status)
+		})
+	}
+}
