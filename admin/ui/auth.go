@@ -8,8 +8,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -246,13 +248,28 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		u.showSignIn(w, r, http.StatusForbidden, v)
 		return
 	}
+	token := r.PostFormValue("token")
+	keys := signInKeys(r, "")
+	if token == "" {
+		keys = signInKeys(r, v.Name)
+	}
+	if d := u.guard.wait(keys); d > 0 {
+		u.tooMany(w, r, v, d, "Too many failed sign-ins")
+		return
+	}
+	refused := func(msg, logMsg string, attrs ...any) {
+		v.Error = msg
+		u.opts.Logger.Warn(logMsg, append(attrs, "remote", r.RemoteAddr)...)
+		if u.guard.failed(keys) {
+			u.opts.Logger.Warn("admin sign-in slowed down: too many failures", append(attrs, "remote", r.RemoteAddr)...)
+		}
+		u.showSignIn(w, r, http.StatusUnauthorized, v)
+	}
 	who := ""
-	if token := r.PostFormValue("token"); token != "" {
+	if token != "" {
 		name, ok := u.tokens.Name(token)
 		if !ok {
-			v.Error = "Wrong token."
-			u.opts.Logger.Warn("admin sign-in refused: wrong token", "remote", r.RemoteAddr)
-			u.showSignIn(w, r, http.StatusUnauthorized, v)
+			refused("Wrong token.", "admin sign-in refused: wrong token")
 			return
 		}
 		who = name
@@ -262,14 +279,18 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		if known {
 			hash = usr.PasswordHash.Reveal()
 		}
-		if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(r.PostFormValue("password"))); err != nil || !known {
-			v.Error = "Wrong name or password."
-			u.opts.Logger.Warn("admin sign-in refused: wrong name or password", "name", v.Name, "remote", r.RemoteAddr)
-			u.showSignIn(w, r, http.StatusUnauthorized, v)
+		var err error
+		if !u.guard.check(r.Context(), func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(r.PostFormValue("password"))) }) {
+			u.tooMany(w, r, v, checkWait, "Too many sign-ins at once")
+			return
+		}
+		if err != nil || !known {
+			refused("Wrong name or password.", "admin sign-in refused: wrong name or password", "name", v.Name)
 			return
 		}
 		who = usr.Name
 	}
+	u.guard.succeeded(keys)
 	id, err := u.sessions.start(r.Context(), who)
 	if err != nil {
 		u.fail(w, r, err)
@@ -283,6 +304,14 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		next = "/admin/"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// tooMany refuses a sign-in that must wait d, with 429 and Retry-After.
+func (u *UI) tooMany(w http.ResponseWriter, r *http.Request, v signInView, d time.Duration, why string) {
+	secs := max(1, int(math.Ceil(d.Seconds())))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	v.Error = fmt.Sprintf("%s: try again in %s.", why, bot.Count(secs, "second", "seconds"))
+	u.showSignIn(w, r, http.StatusTooManyRequests, v)
 }
 
 // signOut ends the session.

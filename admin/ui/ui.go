@@ -104,6 +104,7 @@ type UI struct {
 	tokens   *httpapi.TokenSet
 	users    map[string]User
 	sessions *sessions
+	guard    *signInGuard
 	pages    []page
 	tmpl     map[string]*template.Template // by file name under templates/
 	handler  http.Handler
@@ -150,6 +151,7 @@ func New(opts Options) (*UI, error) {
 	u := &UI{
 		opts: opts, log: opts.Logger, tokens: httpapi.NewTokenSet(opts.Tokens), users: map[string]User{},
 		sessions: &sessions{store: opts.Sessions, ttl: opts.SessionTTL, now: opts.Now, log: opts.Logger},
+		guard:    newSignInGuard(opts.Now),
 	}
 	for _, usr := range opts.Users {
 		u.users[strings.ToLower(usr.Name)] = usr

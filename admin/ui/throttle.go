@@ -1,0 +1,165 @@
+package ui
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Guessing at the sign-in form is slowed down twice over. Failures are
+// counted per client address and per name: after freeFailures of them,
+// sign-in from that address, or as that name, waits a backoff from the
+// latest failure (one second, doubling to maxBackoff) and is refused with
+// 429 before anything it sent is checked; a success, or failureMemory
+// without a failure, forgets them. A backoff rather than a lock-out, so
+// that someone guessing at a name keeps its owner out for minutes at
+// most. And at most maxChecks password comparisons (bcrypt, a quarter
+// of a second of CPU each) run at once, so a flood of guesses from many
+// addresses cannot take the daemon's CPU.
+//
+// The counts live in each process: behind several replicas a guesser gets
+// freeFailures at each.
+const (
+	freeFailures  = 5
+	maxBackoff    = 5 * time.Minute
+	failureMemory = 15 * time.Minute
+	maxTracked    = 10000 // addresses and names counted at once
+	maxChecks     = 2
+	checkWait     = 5 * time.Second // how long a sign-in waits for a comparison slot
+)
+
+type signInGuard struct {
+	now    func() time.Time
+	checks chan struct{}
+
+	mu       sync.Mutex
+	failures map[string]*failureCount
+	swept    time.Time // when forgetOld last looked
+}
+
+type failureCount struct {
+	n    int
+	last time.Time
+}
+
+func newSignInGuard(now func() time.Time) *signInGuard {
+	return &signInGuard{now: now, checks: make(chan struct{}, maxChecks), failures: map[string]*failureCount{}}
+}
+
+// signInKeys are what a sign-in's failures count against: its client's
+// address, and the name it signs in as, if any.
+func signInKeys(r *http.Request, name string) []string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	keys := []string{"addr " + host}
+	if name = strings.ToLower(strings.TrimSpace(name)); name != "" {
+		keys = append(keys, "name "+name)
+	}
+	return keys
+}
+
+// wait returns how long a sign-in for keys must still wait; 0: it may be
+// checked now.
+func (g *signInGuard) wait(keys []string) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	var longest time.Duration
+	for _, k := range keys {
+		f := g.failures[k]
+		if f == nil || f.n < freeFailures || now.Sub(f.last) >= failureMemory {
+			continue
+		}
+		if left := backoff(f.n) - now.Sub(f.last); left > longest {
+			longest = left
+		}
+	}
+	return longest
+}
+
+// backoff is how long after its latest failure a key with n failures
+// waits.
+func backoff(n int) time.Duration {
+	if n < freeFailures {
+		return 0
+	}
+	d := time.Second
+	for i := freeFailures; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// failed counts a failure against keys, and reports whether one of them
+// has just reached its first backoff (worth a line in the log; the later
+// ones are not).
+func (g *signInGuard) failed(keys []string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	g.forgetOld(now)
+	started := false
+	for _, k := range keys {
+		f := g.failures[k]
+		if f == nil {
+			if len(g.failures) >= maxTracked {
+				continue // counted again once older ones are forgotten
+			}
+			f = &failureCount{}
+			g.failures[k] = f
+		}
+		if now.Sub(f.last) >= failureMemory {
+			f.n = 0
+		}
+		f.n++
+		f.last = now
+		started = started || f.n == freeFailures
+	}
+	return started
+}
+
+// succeeded forgets the failures of keys.
+func (g *signInGuard) succeeded(keys []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		delete(g.failures, k)
+	}
+}
+
+// forgetOld drops the counts of keys without a failure for failureMemory,
+// once the map is half full, at most once a minute.
+func (g *signInGuard) forgetOld(now time.Time) {
+	if len(g.failures) < maxTracked/2 || now.Sub(g.swept) < time.Minute {
+		return
+	}
+	g.swept = now
+	for k, f := range g.failures {
+		if now.Sub(f.last) >= failureMemory {
+			delete(g.failures, k)
+		}
+	}
+}
+
+// check runs a password comparison when a slot is free, waiting for one
+// at most checkWait; false: none came free (or ctx ended), nothing was
+// compared.
+func (g *signInGuard) check(ctx context.Context, compare func()) bool {
+	t := time.NewTimer(checkWait)
+	defer t.Stop()
+	select {
+	case g.checks <- struct{}{}:
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-g.checks }()
+	compare()
+	return true
+}
