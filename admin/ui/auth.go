@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -195,7 +196,10 @@ func (u *UI) checkCSRF(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if err := readForm(w, r); err != nil {
+			u.fail(w, r, err)
+			return
+		}
 		got := r.Header.Get(csrfHeader)
 		if got == "" {
 			got = r.PostFormValue(csrfField)
@@ -206,6 +210,21 @@ func (u *UI) checkCSRF(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readForm reads a form of at most maxForm bytes, so that a handler never
+// goes on with a form cut short: a bigger one is refused with 413, one
+// that cannot be read with 400.
+func readForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return bot.Errorf(bot.ETOOLARGE, "the form is over %d bytes", maxForm)
+		}
+		return bot.Errorf(bot.EINVALID, "the form cannot be read: %v", err)
+	}
+	return nil
 }
 
 func sameToken(got, want string) bool {
@@ -240,7 +259,10 @@ const dummyHash = "$2a$12$kAVMS1k7A7EWnfI/2/tMYO18hPnp/3/2wrGwcsLP30o5jrfi62tbG"
 
 // signIn checks a token or a name and password and starts a session.
 func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := readForm(w, r); err != nil {
+		u.fail(w, r, err)
+		return
+	}
 	v := signInView{Next: localNext(r.PostFormValue("next")), Name: r.PostFormValue("name")}
 	c, err := r.Cookie(signInCookie)
 	if err != nil || !sameToken(r.PostFormValue(csrfField), c.Value) {

@@ -165,3 +165,28 @@ func TestExpiredSessionIsRefusedAndForgotten(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "a sign-in drops the sessions that expired")
 }
+
+// A form over its limit is refused as too large, wherever it is sent,
+// rather than read cut short.
+func TestFormOverItsLimitIsTooLarge(t *testing.T) {
+	store := bolttest.Open(t, t.TempDir())
+	c := &clock{now: time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)}
+	u := newStoreUI(t, store, c.Now)
+	sess := signInAt(t, u)
+	m := csrfValue.FindStringSubmatch(serve(u, "GET", "/admin/workitems", nil, sess).Body.String())
+	require.NotNil(t, m)
+	big := strings.Repeat("a", maxForm)
+	for _, tc := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/admin/signin", url.Values{"token": {testToken}, "pad": {big}}},
+		{"/admin/rules/test", url.Values{csrfField: {m[1]}, "text": {big}}},
+		{"/admin/signout", url.Values{csrfField: {m[1]}, "pad": {big}}},
+	} {
+		rec := serve(u, "POST", tc.path, tc.form, sess)
+		require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, "%s: %s", tc.path, rec.Body.String())
+		require.Contains(t, rec.Body.String(), "over 1048576 bytes")
+	}
+	require.True(t, signedIn(t, u, sess), "the sign-out that was too large did not happen")
+}
