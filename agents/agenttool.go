@@ -98,6 +98,7 @@ func (t *agentTool) Run(ctx context.Context, cc tools.CallContext, input json.Ra
 		owner:         caller.owner,
 		rootWorkItem:  caller.rootWorkItem,
 		spawnDepth:    caller.spawnDepth,
+		retried:       caller.retried,
 	}
 	for _, c := range passed {
 		child.ceilings = appendCeiling(child.ceilings, c)

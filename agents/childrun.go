@@ -62,6 +62,7 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 		sessionKey:    thread.Key(),
 		correlationID: req.Job.ID,
 		chain:         []string{def.Name},
+		retried:       req.Job.Attempt > 1,
 		child:         rec,
 		thread:        thread,
 		jobItem:       lead.ID,

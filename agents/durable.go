@@ -254,6 +254,7 @@ func (r *Runtime) resumeState(ctx context.Context, rn *run) (runState, bool) {
 	if doc == nil {
 		return runState{}, false
 	}
+	rn.retried = true
 	var st runState
 	if err := json.Unmarshal(doc, &st); err != nil || st.Version != runStateVersion || st.Agent != rn.def.Name ||
 		st.First < 0 || st.First > len(st.Messages) {

@@ -245,6 +245,10 @@ type run struct {
 	// kept says the run saved its state (or resumed from one), which its
 	// end deletes.
 	kept bool
+	// retried says its job ran before (a later attempt, or a saved state
+	// found): its spawns look for a child an earlier run started for the
+	// same call.
+	retried bool
 	// lastUsage is the usage of the last model call of a run that ends
 	// with its job, written with the job's end (see spent).
 	lastUsage *bot.Usage
@@ -336,6 +340,7 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 		sessionKey:    thread.Key(),
 		correlationID: req.Job.ID,
 		chain:         []string{def.Name},
+		retried:       req.Job.Attempt > 1,
 		progress:      progress,
 		target:        targetOf(thread.Key(), def.Name),
 		skills:        &loadedSkills{},

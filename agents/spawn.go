@@ -272,11 +272,13 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 
 	c.spawnMu.Lock()
 	defer c.spawnMu.Unlock()
-	siblings, err := r.openChildren(ctx, rn.jobItem)
+	// A job that ran before looks for the child an earlier run started
+	// for this call among all of them; otherwise only the open ones count.
+	siblings, err := r.subagentsOf(ctx, rn.jobItem, !rn.retried)
 	if err != nil {
 		return nil, false, nil, err
 	}
-	if callID != "" {
+	if callID != "" && rn.retried {
 		if prev := findCall(siblings, callID); prev != nil {
 			if offer != nil && prev.Status.Open() {
 				adopt = offer(prev.ID)
@@ -339,11 +341,11 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 	return &created, false, adopt, nil
 }
 
-// openChildren lists the subagents of parentWorkItem (all of them, open or
-// not: a resumed run looks its calls up among them).
-func (r *Runtime) openChildren(ctx context.Context, parentWorkItem string) ([]bot.ChildRun, error) {
+// subagentsOf lists the subagents of parentWorkItem: the open ones, or all
+// of them (a resumed run looks its calls up among them).
+func (r *Runtime) subagentsOf(ctx context.Context, parentWorkItem string, open bool) ([]bot.ChildRun, error) {
 	var out []bot.ChildRun
-	f := bot.RunFilter{ParentWorkItemID: parentWorkItem, Limit: 1000}
+	f := bot.RunFilter{ParentWorkItemID: parentWorkItem, Open: open, Limit: 1000}
 	for {
 		rs, next, err := r.children.store.ListRuns(ctx, f)
 		if err != nil {

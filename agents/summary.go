@@ -16,7 +16,7 @@ func (r *Runtime) summarize(ctx context.Context, rn *run, resp AgentResponse) {
 	if r.children == nil {
 		return
 	}
-	spawned, err := r.openChildren(ctx, rn.jobItem)
+	spawned, err := r.subagentsOf(ctx, rn.jobItem, false)
 	if err != nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "list the run's subagents", append(rn.attrs(), slog.String("error", err.Error()))...)
 		return

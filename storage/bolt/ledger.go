@@ -572,14 +572,17 @@ func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, 
 			}
 			return goOn, nil
 		}
+		// What is open is little beside everything a parent or an owner
+		// ever started, which only grows: open records are found by their
+		// own index whatever else the filter says.
 		bucket, prefix := l.runs, []byte(nil)
 		switch {
+		case f.Open || f.Status.Open():
+			bucket = l.open
 		case f.ParentWorkItemID != "":
 			bucket, prefix = l.byParent, indexPrefix(f.ParentWorkItemID)
 		case f.OwnerSessionKey != "":
 			bucket, prefix = l.byOwner, indexPrefix(f.OwnerSessionKey)
-		case f.Open || f.Status.Open():
-			bucket = l.open
 		}
 		return scanBefore(bucket, prefix, 8, before, func(k, _ []byte) (bool, error) {
 			return add(seqOf(k[len(prefix):]))
