@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -28,6 +30,7 @@ func newAnthropic(c Config, hc *http.Client) *anthropicProvider {
 		option.WithMaxRetries(c.MaxRetries),
 		option.WithRequestTimeout(c.Timeout),
 		option.WithAPIKey(c.APIKey.Reveal()),
+		option.WithMiddleware(noLongWaits),
 	}
 	if c.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(c.BaseURL))
@@ -35,6 +38,43 @@ func newAnthropic(c Config, hc *http.Client) *anthropicProvider {
 		opts = append(opts, option.WithEnvironmentProduction())
 	}
 	return &anthropicProvider{cfg: c, messages: anthropic.NewMessageService(opts...)}
+}
+
+// maxServerDelay is the longest wait a server's Retry-After gets before
+// the call is tried again. The SDK waits as long as it is told, even a
+// day; a longer wait fails the call at once with the server's answer, as
+// the OpenAI SDK does by itself.
+const maxServerDelay = time.Minute
+
+// noLongWaits marks an answer that asks for a wait longer than
+// maxServerDelay as one not to retry.
+func noLongWaits(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if res != nil && serverDelay(res.Header) > maxServerDelay {
+		res.Header.Set("X-Should-Retry", "false")
+	}
+	return res, err
+}
+
+// serverDelay is the wait h asks for, as the SDK reads it: Retry-After-Ms
+// in milliseconds, or Retry-After in seconds or as a date; 0 if neither.
+func serverDelay(h http.Header) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(s * float64(time.Second))
+	}
+	if at, err := time.Parse(time.RFC1123, v); err == nil {
+		return time.Until(at)
+	}
+	return 0
 }
 
 func (p *anthropicProvider) Chat(ctx context.Context, req Request) (Response, error) {
@@ -59,10 +99,14 @@ func (p *anthropicProvider) Chat(ctx context.Context, req Request) (Response, er
 func (p *anthropicProvider) response(raw []byte) (Response, error) {
 	var msg anthropicMessage
 	if err := json.Unmarshal(raw, &msg); err != nil {
-		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: " + err.Error(), Err: err}
+		return Response{}, p.cfg.malformed(err)
 	}
 	if msg.Content == nil {
-		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: no content"}
+		if e := string(msg.Error.Message); e != "" {
+			// An error event answered with 200, as proxies do.
+			return Response{}, p.cfg.failure(0, e, nil)
+		}
+		return Response{}, p.cfg.failure(0, "malformed response: no content", nil)
 	}
 	out := Response{
 		Usage: Usage{InputTokens: int(msg.Usage.InputTokens), OutputTokens: int(msg.Usage.OutputTokens)},
@@ -74,7 +118,7 @@ func (p *anthropicProvider) response(raw []byte) (Response, error) {
 			text = append(text, string(block.Text))
 		case "tool_use":
 			if block.Name == "" {
-				return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: tool_use without a name"}
+				return Response{}, p.cfg.failure(0, "malformed response: tool_use without a name", nil)
 			}
 			input := block.Input
 			if len(input) == 0 || string(input) == "null" || !json.Valid(input) {
@@ -83,6 +127,7 @@ func (p *anthropicProvider) response(raw []byte) (Response, error) {
 			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: string(block.ID), Name: string(block.Name), Input: input})
 		}
 	}
+	callIDs(out.ToolCalls)
 	out.Text = strings.Join(text, "\n")
 	switch anthropic.StopReason(msg.StopReason) {
 	case anthropic.StopReasonRefusal:
@@ -114,6 +159,9 @@ type anthropicMessage struct {
 		InputTokens  lenientCount `json:"input_tokens"`
 		OutputTokens lenientCount `json:"output_tokens"`
 	} `json:"usage"`
+	Error struct {
+		Message lenientText `json:"message"`
+	} `json:"error"`
 }
 
 type anthropicBlockOut struct {
@@ -241,20 +289,15 @@ func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 }
 
 func (p *anthropicProvider) fail(err error) error {
-	e := &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Err: err}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
-		e.StatusCode = apiErr.StatusCode
 		var body struct {
 			Error struct {
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if json.Unmarshal([]byte(apiErr.RawJSON()), &body) == nil {
-			e.Message = body.Error.Message
-		}
-	} else {
-		e.Message = err.Error()
+		_ = json.Unmarshal([]byte(apiErr.RawJSON()), &body)
+		return p.cfg.failure(apiErr.StatusCode, body.Error.Message, err)
 	}
-	return e
+	return p.cfg.failure(0, err.Error(), err)
 }

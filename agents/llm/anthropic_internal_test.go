@@ -161,7 +161,8 @@ func TestMessagesResponse(t *testing.T) {
 }
 
 // FuzzMessagesResponse holds the reader of a messages answer to never
-// panic and to give every tool call arguments that are JSON.
+// panic, to give every tool call an id of its own and arguments that are
+// JSON, and to read counts that add up.
 func FuzzMessagesResponse(f *testing.F) {
 	for _, seed := range []string{
 		`{"content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`,
@@ -176,10 +177,15 @@ func FuzzMessagesResponse(f *testing.F) {
 		if err != nil {
 			return
 		}
+		ids := map[string]bool{}
 		for _, c := range res.ToolCalls {
-			if c.Name == "" || !json.Valid(c.Input) {
+			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) {
 				t.Fatalf("tool call %+v from %s", c, raw)
 			}
+			ids[c.ID] = true
+		}
+		if res.Usage.Total() < 0 {
+			t.Fatalf("usage %+v from %s", res.Usage, raw)
 		}
 	})
 }

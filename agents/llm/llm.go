@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -264,3 +265,42 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// failure is a failed call to the model c configures. The message is the
+// server's or the transport's: it is masked with c's key and every
+// credential shape, since a server may repeat the key it was given ("invalid
+// x-api-key sk-…").
+func (c Config) failure(status int, msg string, err error) *Error {
+	return &Error{Provider: c.Provider, Model: c.Model, StatusCode: status, Message: bot.NewRedactor(c.APIKey).Redact(msg), Err: err}
+}
+
+// malformed is a failure for an answer that cannot be read: err is what
+// the JSON decoder said, which names a Go type where the answer had a
+// member of the wrong shape, so that is said in the answer's words.
+func (c Config) malformed(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	msg := err.Error()
+	if errors.As(err, &typeErr) {
+		if typeErr.Field == "" {
+			msg = fmt.Sprintf("the body is a JSON %s, not an object", typeErr.Value)
+		} else {
+			msg = fmt.Sprintf("%s is a JSON %s, which is not what belongs there", typeErr.Field, typeErr.Value)
+		}
+	}
+	return c.failure(0, "malformed response: "+msg, err)
+}
+
+// callIDs gives each call of one answer an id of its own: a call without
+// one, or with the id of an earlier call of the answer, gets a new one.
+// A result names its call by id, and a spawned subagent is found again by
+// its call's id, so an id is never reused: new ones are random, since a
+// server that leaves ids out leaves them out on every turn.
+func callIDs(calls []ToolCall) {
+	seen := make(map[string]bool, len(calls))
+	for i := range calls {
+		if calls[i].ID == "" || seen[calls[i].ID] {
+			calls[i].ID = "call_" + rand.Text()
+		}
+		seen[calls[i].ID] = true
+	}
+}

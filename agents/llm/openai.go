@@ -66,10 +66,15 @@ func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error
 func (p *openaiProvider) response(raw []byte) (Response, error) {
 	var completion chatCompletion
 	if err := json.Unmarshal(raw, &completion); err != nil {
-		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: " + err.Error(), Err: err}
+		return Response{}, p.cfg.malformed(err)
 	}
 	if len(completion.Choices) == 0 {
-		return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: no choices"}
+		if msg := string(completion.Error.Message); msg != "" {
+			// Proxies and compatible servers answer some failures with
+			// 200 and an error object.
+			return Response{}, p.cfg.failure(0, msg, nil)
+		}
+		return Response{}, p.cfg.failure(0, "malformed response: no choices", nil)
 	}
 	choice := completion.Choices[0]
 	out := Response{
@@ -80,21 +85,17 @@ func (p *openaiProvider) response(raw []byte) (Response, error) {
 			OutputTokens: int(completion.Usage.CompletionTokens),
 		},
 	}
-	for i, tc := range choice.Message.ToolCalls {
+	for _, tc := range choice.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
 			continue
 		}
 		if tc.Function.Name == "" {
-			return Response{}, &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Message: "malformed response: tool call without a function name"}
+			return Response{}, p.cfg.failure(0, "malformed response: tool call without a function name", nil)
 		}
-		id := tc.ID
-		if id == "" {
-			// Some compatible servers leave ids out; the result must still
-			// name its call when the conversation is sent back.
-			id = fmt.Sprintf("call_%d", i)
-		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Input: rawArguments(tc.Function.Arguments.text())})
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Input: rawArguments(tc.Function.Arguments.text())})
 	}
+	// Some compatible servers leave ids out, or repeat them.
+	callIDs(out.ToolCalls)
 	switch {
 	case out.Refusal != "" || choice.FinishReason == "content_filter":
 		out.StopReason = StopRefusal
@@ -191,6 +192,9 @@ type chatCompletion struct {
 		PromptTokens     lenientCount `json:"prompt_tokens"`
 		CompletionTokens lenientCount `json:"completion_tokens"`
 	} `json:"usage"`
+	Error struct {
+		Message lenientText `json:"message"`
+	} `json:"error"`
 }
 
 // lenientText is a string, the text of a list of parts ({"type":"text",
@@ -220,8 +224,13 @@ func (t *lenientText) UnmarshalJSON(b []byte) error {
 }
 
 // lenientCount is a token count: a number (integral or not) or a numeric
-// string; anything else is 0.
+// string, at most maxCount; anything else is 0.
 type lenientCount int64
+
+// maxCount bounds a token count a server reports, so that adding up the
+// counts of a run cannot overflow into a negative total that no token
+// limit or budget would stop.
+const maxCount = math.MaxInt32
 
 func (c *lenientCount) UnmarshalJSON(b []byte) error {
 	*c = 0
@@ -234,9 +243,9 @@ func (c *lenientCount) UnmarshalJSON(b []byte) error {
 		n = json.Number(s)
 	}
 	if i, err := n.Int64(); err == nil {
-		*c = lenientCount(max(i, 0))
-	} else if f, err := n.Float64(); err == nil && f >= 0 && f < math.MaxInt32 {
-		*c = lenientCount(f)
+		*c = lenientCount(min(max(i, 0), maxCount))
+	} else if f, err := n.Float64(); err == nil && f >= 0 {
+		*c = lenientCount(min(f, maxCount))
 	}
 	return nil
 }
@@ -326,15 +335,11 @@ func (p *openaiProvider) body(req Request) ([]byte, error) {
 }
 
 func (p *openaiProvider) fail(err error) error {
-	e := &Error{Provider: p.cfg.Provider, Model: p.cfg.Model, Err: err}
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
-		e.StatusCode = apiErr.StatusCode
-		e.Message = apiErr.Message
-	} else {
-		e.Message = err.Error()
+		return p.cfg.failure(apiErr.StatusCode, apiErr.Message, err)
 	}
-	return e
+	return p.cfg.failure(0, err.Error(), err)
 }
 
 // rawArguments keeps a tool call's arguments as JSON. A model that sends

@@ -197,8 +197,9 @@ func TestResponseOfCompatibleServers(t *testing.T) {
 	}
 }
 
-// FuzzResponse holds the reader of a completion to never panic and to give
-// every tool call arguments that are JSON.
+// FuzzResponse holds the reader of a completion to never panic, to give
+// every tool call an id of its own and arguments that are JSON, and to
+// read counts that add up.
 func FuzzResponse(f *testing.F) {
 	for _, seed := range []string{
 		`{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`,
@@ -214,10 +215,15 @@ func FuzzResponse(f *testing.F) {
 		if err != nil {
 			return
 		}
+		ids := map[string]bool{}
 		for _, c := range res.ToolCalls {
-			if c.ID == "" || c.Name == "" || !json.Valid(c.Input) {
+			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) {
 				t.Fatalf("tool call %+v from %s", c, raw)
 			}
+			ids[c.ID] = true
+		}
+		if res.Usage.Total() < 0 {
+			t.Fatalf("usage %+v from %s", res.Usage, raw)
 		}
 	})
 }
