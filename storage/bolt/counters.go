@@ -124,10 +124,12 @@ func CheckCounters(tx *bolt.Tx) error {
 		return err
 	}
 	if n := int64(countKeys(t.bucket(bucketPending))); n != want[counterDispatchesPending] {
-		return fmt.Errorf("the pending dispatch index holds %d dispatches, %d are pending", n, want[counterDispatchesPending])
+		return fmt.Errorf("the pending dispatch index holds %s; a scan finds %s pending", bot.Count(int(n), "dispatch", "dispatches"),
+			bot.Count(int(want[counterDispatchesPending]), "dispatch", "dispatches"))
 	}
 	if n := int64(countKeys(t.bucket(bucketOutboxPending))); n != want[counterOutboxPending] {
-		return fmt.Errorf("the pending outbox index holds %d messages, %d are pending", n, want[counterOutboxPending])
+		return fmt.Errorf("the pending outbox index holds %s; a scan finds %s pending", bot.Count(int(n), "message", "messages"),
+			bot.Count(int(want[counterOutboxPending]), "message", "messages"))
 	}
 	got := map[string]int64{}
 	err = t.bucket(bucketCounters).ForEach(func(k, v []byte) error {

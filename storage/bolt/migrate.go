@@ -128,9 +128,28 @@ func (t txn) migrateV3() error {
 		if err != nil {
 			return fmt.Errorf("the pending outbox index names a message it cannot read: %w", err)
 		}
+		// An entry of a message that is not pending, or that sits where
+		// another message belongs, would have Due return that message on
+		// every round, delivered or not, and nothing would take it out.
+		switch {
+		case !m.Pending():
+			return fmt.Errorf("the pending outbox index names message %q, which is not pending (delivered or dead)", m.Key)
+		case !bytes.Equal(e.index, indexKey(m.Thread.Destination(), m.Seq)):
+			return fmt.Errorf("the pending outbox index names message %q at %s, where it is at %s seq %d",
+				m.Key, describeIndexKey(e.index), m.Thread.Destination(), m.Seq)
+		}
 		if err := b.Put(e.index, pendingOutbox(m)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// describeIndexKey reads a key of an index by destination or thread
+// (name, 0, seq) for a message: "slack/T1 seq 4".
+func describeIndexKey(k []byte) string {
+	if len(k) < 9 || k[len(k)-9] != 0 {
+		return fmt.Sprintf("the key %q", k)
+	}
+	return fmt.Sprintf("%s seq %d", k[:len(k)-9], seqOf(k[len(k)-8:]))
 }

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -206,4 +207,155 @@ func TestOpenSchema2WithAStrayPendingEntry(t *testing.T) {
 		require.Equal(t, []byte("wi_9/status"), tx.Bucket([]byte(bucketOutboxPending)).Get(indexKey("slack", 1)))
 		return nil
 	}))
+}
+
+// schema2 lays out the file at path as schema 2 did: the pending outbox
+// index's values are the messages' keys. corrupt, if set, changes the
+// file further in the same transaction.
+func schema2(t *testing.T, path string, corrupt func(tx *bolt.Tx)) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucketOutboxPending))
+		entries := map[string][]byte{}
+		require.NoError(t, b.ForEach(func(k, v []byte) error {
+			_, _, key, err := splitPendingOutbox(v)
+			entries[string(k)] = bytes.Clone(key)
+			return err
+		}))
+		for k, key := range entries {
+			require.NoError(t, b.Put([]byte(k), key))
+		}
+		if corrupt != nil {
+			corrupt(tx)
+		}
+		return tx.Bucket([]byte(bucketMeta)).Put([]byte(schemaKey), []byte("2"))
+	}))
+	require.NoError(t, db.Close())
+}
+
+// TestOpenMigratesThousandsOfPendingMessages opens a schema 2 file with
+// 5,000 messages waiting, of 300 work items across seven channels, due at
+// different times: every one is delivered exactly once, each work item's
+// in order within its channel, and the file checks out.
+func TestOpenMigratesThousandsOfPendingMessages(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "switchyard.db")
+	ctx := t.Context()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	const total = 5000
+	var msgs []bot.OutboxMessage
+	for i := range total {
+		wi := fmt.Sprintf("wi_%d", i%300)
+		msgs = append(msgs, bot.OutboxMessage{Key: fmt.Sprintf("%s/m%d", wi, i), WorkItemID: wi,
+			Thread: bot.SlackThread("T1", fmt.Sprintf("C%d", i%7), fmt.Sprintf("%d.1", i%300)),
+			Kind:   bot.OutboxReply, Text: "x", NextAttemptAt: now.Add(time.Duration((i*7)%5) * time.Second), UpdatedAt: now})
+	}
+	require.NoError(t, s.EnqueueAll(ctx, msgs))
+	require.NoError(t, s.Close())
+	schema2(t, path, nil)
+
+	s = openTest(t, dir)
+	delivered := map[string]bool{}
+	last := map[string]uint64{} // channel and work item → seq delivered last
+	for at := now; at.Before(now.Add(6 * time.Second)); at = at.Add(time.Second) {
+		for {
+			due, err := s.Due(ctx, at, 1000, nil)
+			require.NoError(t, err)
+			if len(due) == 0 {
+				break
+			}
+			var outcomes []bot.DeliveryOutcome
+			for _, m := range due {
+				require.False(t, delivered[m.Key], "%s delivered twice", m.Key)
+				delivered[m.Key] = true
+				queue := m.Thread.Channel + "/" + m.WorkItemID
+				require.Greater(t, m.Seq, last[queue], "%s out of order", m.Key)
+				last[queue] = m.Seq
+				outcomes = append(outcomes, bot.DeliveryOutcome{Key: m.Key, Delivered: true, Version: m.Version, RemoteID: "ts", At: at, Next: at})
+			}
+			require.NoError(t, s.Record(ctx, outcomes))
+		}
+	}
+	require.Len(t, delivered, total)
+	pending, dead, err := s.OutboxPending(ctx)
+	require.NoError(t, err)
+	require.Zero(t, pending)
+	require.Zero(t, dead)
+}
+
+// TestOpenRefusesACorruptSchema2PendingIndex opens schema 2 files whose
+// pending outbox index says what the messages do not: each is refused with
+// a message naming the entry, and left exactly as it was.
+func TestOpenRefusesACorruptSchema2PendingIndex(t *testing.T) {
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	th := bot.SlackThread("T1", "C1", "171.1")
+	dest := th.Destination()
+	for _, tc := range []struct {
+		name    string
+		corrupt func(t *testing.T, b *bolt.Bucket)
+		want    string
+	}{
+		{"an entry of a delivered message", func(t *testing.T, b *bolt.Bucket) {
+			require.NoError(t, b.Put(indexKey(dest, 1), []byte("wi_1/delivered")))
+		}, `names message "wi_1/delivered", which is not pending (delivered or dead)`},
+		{"an entry of a dead message", func(t *testing.T, b *bolt.Bucket) {
+			require.NoError(t, b.Put(indexKey(dest, 2), []byte("wi_1/dead")))
+		}, `names message "wi_1/dead", which is not pending (delivered or dead)`},
+		{"an entry at another seq", func(t *testing.T, b *bolt.Bucket) {
+			require.NoError(t, b.Delete(indexKey(dest, 3)))
+			require.NoError(t, b.Put(indexKey(dest, 9), []byte("wi_1/pending")))
+		}, `names message "wi_1/pending" at ` + dest + ` seq 9, where it is at ` + dest + ` seq 3`},
+		{"an entry at another destination", func(t *testing.T, b *bolt.Bucket) {
+			require.NoError(t, b.Put(indexKey("github/octo", 3), []byte("wi_1/pending")))
+		}, `names message "wi_1/pending" at github/octo seq 3, where it is at ` + dest + ` seq 3`},
+		{"an entry of no message", func(t *testing.T, b *bolt.Bucket) {
+			require.NoError(t, b.Put(indexKey(dest, 7), []byte("wi_9/status")))
+		}, `outbox message "wi_9/status" not found`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "switchyard.db")
+			ctx := t.Context()
+			s, err := Open(ctx, path, Options{})
+			require.NoError(t, err)
+			msg := func(key string) bot.OutboxMessage {
+				return bot.OutboxMessage{Key: key, Thread: th, WorkItemID: "wi_1", Kind: bot.OutboxReply, Text: key, UpdatedAt: now}
+			}
+			require.NoError(t, s.EnqueueAll(ctx, []bot.OutboxMessage{msg("wi_1/delivered"), msg("wi_1/dead"), msg("wi_1/pending")}))
+			require.NoError(t, s.Record(ctx, []bot.DeliveryOutcome{
+				{Key: "wi_1/delivered", Delivered: true, Version: 1, RemoteID: "ts-1", At: now, Next: now},
+				{Key: "wi_1/dead", Error: "channel_not_found", Dead: true, At: now, Next: now},
+			}))
+			require.NoError(t, s.Close())
+			schema2(t, path, func(tx *bolt.Tx) { tc.corrupt(t, tx.Bucket([]byte(bucketOutboxPending))) })
+			before := dumpFile(t, path)
+
+			_, err = Open(ctx, path, Options{})
+			require.ErrorContains(t, err, "migrate to schema 3: the pending outbox index ")
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, before, dumpFile(t, path), "the file is left as it was")
+		})
+	}
+}
+
+// dumpFile is every bucket's keys and values of the file at path.
+func dumpFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	out := map[string]string{}
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				out[string(name)+"\x00"+string(k)] = string(v)
+				return nil
+			})
+		})
+	}))
+	return out
 }
