@@ -3,7 +3,6 @@ package agents_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 // brokenBudgets is a budget store that cannot read or cannot write.
@@ -36,10 +36,7 @@ func (b brokenBudgets) AddUsage(ctx context.Context, u bot.Usage) error {
 
 func budgetStore(t *testing.T) *bolt.Store {
 	t.Helper()
-	s, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "budgets.db"), bolt.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	return s
+	return bolttest.Open(t, t.TempDir())
 }
 
 func TestBudgetsAreCheckedBeforeEveryModelCallAndFailClosed(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 var (
@@ -123,9 +124,7 @@ func newFixture(t *testing.T, model llm.Provider, files map[string]string, confi
 	}
 	m, err := agents.NewManager(context.Background(), agents.ManagerOptions{Dir: dir})
 	require.NoError(t, err)
-	store, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := bolttest.Open(t, t.TempDir())
 	reg, err := tools.NewRegistry(tools.Core(tools.CoreOptions{BashTimeout: 20 * time.Second, Sandbox: plainSandbox(t)})...)
 	require.NoError(t, err)
 	opts := agents.RuntimeOptions{

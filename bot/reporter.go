@@ -118,9 +118,15 @@ func (r *Reporter) failed(ctx context.Context, key string, err error) {
 }
 
 // Run tracks one job's status message. Its Report method is the
-// bot.Progress a Runner receives. While the job runs, the status is
-// refreshed every ReporterOptions.Refresh, so its elapsed time moves even
-// when the agent reports nothing; Finish or Close stop that.
+// bot.Progress a Runner receives. The status is written by a goroutine of
+// the Run, not by whoever reports: a progress event marks it changed and
+// returns, so a run's turn never waits for a commit of its status, and
+// events that come while one is written are one edit (the latest state;
+// the deliverer sends at most one edit a second anyway). While the job
+// runs, the status is also refreshed every ReporterOptions.Refresh, so its
+// elapsed time moves even when the agent reports nothing. Finish or Close
+// stop the goroutine, after the write under way, before anything final is
+// written.
 type Run struct {
 	r       *Reporter
 	lead    WorkItem
@@ -139,6 +145,7 @@ type Run struct {
 	done     bool
 	quiet    bool // a subagent's: nothing is posted
 
+	changed chan struct{} // a progress event since the status was last written
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
@@ -154,7 +161,8 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 	if started.IsZero() {
 		started = r.opts.Now()
 	}
-	run := &Run{r: r, lead: items[0], others: len(items) - 1, job: job.ID, agent: job.Agent, started: started, activity: "starting", stop: make(chan struct{})}
+	run := &Run{r: r, lead: items[0], others: len(items) - 1, job: job.ID, agent: job.Agent, started: started, activity: "starting",
+		changed: make(chan struct{}, 1), stop: make(chan struct{})}
 	if run.lead.IsChild() {
 		// A subagent reports to the run that spawned it, whose status
 		// message shows the tree; it posts nothing in the thread itself.
@@ -168,13 +176,15 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 	for i := range items {
 		r.react(ctx, &items[i], ReactionSeen)
 	}
-	run.push(ctx, "running")
-	run.stopped.Go(func() { run.refresh(ctx) })
+	// The first status is there before the run starts.
+	r.enqueue(ctx, run.status("running"))
+	run.stopped.Go(func() { run.write(ctx) })
 	return run
 }
 
-// refresh re-sends the running status until the run stops.
-func (run *Run) refresh(ctx context.Context) {
+// write writes the running status whenever a progress event changed it,
+// and every Refresh, until the run stops.
+func (run *Run) write(ctx context.Context) {
 	t := time.NewTicker(run.r.opts.Refresh)
 	defer t.Stop()
 	for {
@@ -183,9 +193,10 @@ func (run *Run) refresh(ctx context.Context) {
 			return
 		case <-run.stop:
 			return
+		case <-run.changed:
 		case <-t.C:
-			run.push(ctx, "running")
 		}
+		run.r.enqueue(ctx, run.status("running"))
 	}
 }
 
@@ -242,14 +253,12 @@ func (run *Run) Report(ctx context.Context, ev ProgressEvent) {
 		run.activity = text
 	}
 	run.mu.Unlock()
-	run.push(ctx, "running")
-}
-
-func (run *Run) push(ctx context.Context, state string) {
-	if run.quiet {
-		return
+	if !run.quiet {
+		select {
+		case run.changed <- struct{}{}:
+		default: // a write is due already, and reads the state then
+		}
 	}
-	run.r.enqueue(ctx, run.status(state))
 }
 
 // status is the job's status message in state.

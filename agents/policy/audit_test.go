@@ -3,7 +3,6 @@ package policy_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 var _ policy.AuditStore = (*bolt.Store)(nil)
@@ -23,9 +23,7 @@ const configuredSecret = "s3cr3t-model-key-4f9a8b7c6d5e"
 
 func openAudit(t *testing.T) (*policy.Auditor, *bolt.Store) {
 	t.Helper()
-	store, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := bolttest.Open(t, t.TempDir())
 	a, err := policy.NewAuditor(store, bot.NewRedactor(configuredSecret))
 	require.NoError(t, err)
 	return a, store

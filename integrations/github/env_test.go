@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 var _ InstallationStore = (*bolt.Store)(nil)
@@ -69,10 +69,9 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env
 	t.Helper()
 	e := &env{t: t, gh: newFakeGitHub(t, "")}
 	e.gh.installs["octo/hello"] = testInstallation
-	store, err := bolt.Open(context.Background(), filepath.Join(t.TempDir(), "switchyard.db"), bolt.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
+	store := bolttest.Open(t, t.TempDir())
 	e.store = store
+	var err error
 	e.client, err = NewClient(ClientOptions{
 		AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: e.gh.url(), Installations: store,
 	})
