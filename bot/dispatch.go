@@ -138,6 +138,19 @@ type JobOutcome struct {
 	Records JobRecords
 }
 
+// Ends are the statuses a job that ended this way leaves: its own, its
+// dispatches', its work items' and a subagent's ledger record's. Every
+// store writes these.
+func (o JobOutcome) Ends() (JobStatus, DispatchStatus, WorkStatus, RunStatus) {
+	switch {
+	case o.Cancelled:
+		return JobFailed, DispatchFailed, StatusCancelled, RunCancelled
+	case !o.Success:
+		return JobFailed, DispatchFailed, StatusFailed, RunFailed
+	}
+	return JobSucceeded, DispatchDone, StatusDone, RunDone
+}
+
 // JobRecords are what a run leaves to be written in the transaction that
 // ends its job, so that a subagent's end is one commit: its last model
 // call's usage, its transcript and its ledger record's end. None of them

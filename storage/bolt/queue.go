@@ -438,15 +438,13 @@ func (t txn) finishJob(e jobEnd) error {
 	if err := t.writeRecords(out.Records, e.usageAt, now); err != nil {
 		return err
 	}
-	j.Status, j.FinishedAt = bot.JobSucceeded, &now
-	dStatus, wStatus, rStatus := bot.DispatchDone, bot.StatusDone, bot.RunDone
-	switch {
-	case out.Cancelled:
-		j.Status, j.Error = bot.JobFailed, out.Error
-		dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusCancelled, bot.RunCancelled
-	case !out.Success:
-		j.Status, j.Error = bot.JobFailed, out.Error
-		dStatus, wStatus, rStatus = bot.DispatchFailed, bot.StatusFailed, bot.RunFailed
+	var dStatus bot.DispatchStatus
+	var wStatus bot.WorkStatus
+	var rStatus bot.RunStatus
+	j.Status, dStatus, wStatus, rStatus = out.Ends()
+	j.FinishedAt = &now
+	if j.Status == bot.JobFailed {
+		j.Error = out.Error
 	}
 	if err := t.putJob(seq, j); err != nil {
 		return err
