@@ -138,17 +138,21 @@ type JobOutcome struct {
 	Records JobRecords
 }
 
-// Ends are the statuses a job that ended this way leaves: its own, its
-// dispatches', its work items' and a subagent's ledger record's. Every
-// store writes these.
-func (o JobOutcome) Ends() (JobStatus, DispatchStatus, WorkStatus, RunStatus) {
+// End ends job j as the outcome says, at now, and returns the statuses
+// its dispatches, its work items and a subagent's ledger record take.
+// Every store ends a job through it.
+func (o JobOutcome) End(j *Job, now time.Time) (DispatchStatus, WorkStatus, RunStatus) {
+	j.FinishedAt = &now
 	switch {
 	case o.Cancelled:
-		return JobFailed, DispatchFailed, StatusCancelled, RunCancelled
+		j.Status, j.Error = JobFailed, o.Error
+		return DispatchFailed, StatusCancelled, RunCancelled
 	case !o.Success:
-		return JobFailed, DispatchFailed, StatusFailed, RunFailed
+		j.Status, j.Error = JobFailed, o.Error
+		return DispatchFailed, StatusFailed, RunFailed
 	}
-	return JobSucceeded, DispatchDone, StatusDone, RunDone
+	j.Status = JobSucceeded
+	return DispatchDone, StatusDone, RunDone
 }
 
 // JobRecords are what a run leaves to be written in the transaction that

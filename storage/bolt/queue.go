@@ -438,14 +438,7 @@ func (t txn) finishJob(e jobEnd) error {
 	if err := t.writeRecords(out.Records, e.usageAt, now); err != nil {
 		return err
 	}
-	var dStatus bot.DispatchStatus
-	var wStatus bot.WorkStatus
-	var rStatus bot.RunStatus
-	j.Status, dStatus, wStatus, rStatus = out.Ends()
-	j.FinishedAt = &now
-	if j.Status == bot.JobFailed {
-		j.Error = out.Error
-	}
+	dStatus, wStatus, rStatus := out.End(j, now)
 	if err := t.putJob(seq, j); err != nil {
 		return err
 	}

@@ -377,14 +377,7 @@ func finishJob(ctx context.Context, tx pgx.Tx, out bot.JobOutcome) error {
 	if err := writeRecords(ctx, tx, out.Records, now); err != nil {
 		return err
 	}
-	var dStatus bot.DispatchStatus
-	var wStatus bot.WorkStatus
-	var rStatus bot.RunStatus
-	j.Status, dStatus, wStatus, rStatus = out.Ends()
-	j.FinishedAt = &now
-	if j.Status == bot.JobFailed {
-		j.Error = out.Error
-	}
+	dStatus, wStatus, rStatus := out.End(&j.Job, now)
 	if err := putJob(ctx, tx, j); err != nil {
 		return err
 	}
