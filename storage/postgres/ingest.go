@@ -197,7 +197,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 			if err != nil {
 				return nil, fmt.Errorf("encode reaction: %w", err)
 			}
-			p.args = append(p.args, bot.ReactionKey("", req.Reaction), ev.Thread.Destination(), m.NextAttemptAt.UnixNano(), mDoc)
+			p.args = append(p.args, bot.ReactionKey("", req.Reaction), ev.Thread.Destination(), clampNanos(m.NextAttemptAt), mDoc)
 		}
 		p.workItem = &wi
 		return p, nil

@@ -101,6 +101,22 @@ func testOutbox(t *testing.T, open Opener) {
 		require.Zero(t, d)
 	})
 
+	t.Run("a next attempt beyond what nanoseconds hold waits, one before 1970 is due", func(t *testing.T) {
+		// A platform that asks for a wait of centuries (a rate limit
+		// reset in the year 5000) is waited for, not taken as due now.
+		h := newHarness(t, open)
+		far := bot.OutboxMessage{Key: "far", Thread: th, Kind: bot.OutboxReply, Text: "x", NextAttemptAt: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)}
+		farther := far
+		farther.Key, farther.NextAttemptAt = "farther", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		old := far
+		old.Key, old.NextAttemptAt = "old", time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+		h.enqueue(far)
+		h.enqueue(farther)
+		h.enqueue(old)
+		require.Equal(t, []string{"old"}, h.due(epoch(), 10))
+		require.Equal(t, []string{"old"}, h.due(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), 10))
+	})
+
 	t.Run("enqueue of a known key edits it in place", func(t *testing.T) {
 		h := newHarness(t, open)
 		first := h.enqueue(statusMsg("k", th, "queued"))
