@@ -124,6 +124,7 @@ func (p *anthropicProvider) response(raw []byte) (Response, error) {
 			if len(input) == 0 || string(input) == "null" || !json.Valid(input) {
 				input = json.RawMessage("{}")
 			}
+			input = utf8Input(input)
 			out.ToolCalls = append(out.ToolCalls, ToolCall{ID: string(block.ID), Name: string(block.Name), Input: input})
 		}
 	}

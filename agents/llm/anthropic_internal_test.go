@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/stretchr/testify/require"
@@ -162,7 +163,7 @@ func TestMessagesResponse(t *testing.T) {
 
 // FuzzMessagesResponse holds the reader of a messages answer to never
 // panic, to give every tool call an id of its own and arguments that are
-// JSON, and to read counts that add up.
+// JSON in UTF-8, and to read counts that add up.
 func FuzzMessagesResponse(f *testing.F) {
 	for _, seed := range []string{
 		`{"content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`,
@@ -179,7 +180,7 @@ func FuzzMessagesResponse(f *testing.F) {
 		}
 		ids := map[string]bool{}
 		for _, c := range res.ToolCalls {
-			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) {
+			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) || !utf8.Valid(c.Input) {
 				t.Fatalf("tool call %+v from %s", c, raw)
 			}
 			ids[c.ID] = true

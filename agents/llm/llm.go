@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/bot"
 )
@@ -288,6 +290,28 @@ func (c Config) malformed(err error) *Error {
 		}
 	}
 	return c.failure(0, "malformed response: "+msg, err)
+}
+
+// utf8Input is a tool call's input, which is JSON, in valid UTF-8: the
+// JSON reader keeps the bytes of a raw member as they came, and input
+// that is not UTF-8 would reach the tool as it came and be sent back to
+// the model in a body that is not JSON. Strings with bytes that are not
+// UTF-8 have them replaced with U+FFFD, as in every other member.
+func utf8Input(in json.RawMessage) json.RawMessage {
+	if utf8.Valid(in) {
+		return in
+	}
+	d := json.NewDecoder(bytes.NewReader(in))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return json.RawMessage("{}")
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return out
 }
 
 // callIDs gives each call of one answer an id of its own: a call without

@@ -2,9 +2,13 @@ package llm_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -152,6 +156,37 @@ func TestToolCallIDsAreTheirOwn(t *testing.T) {
 					made[c.ID] = true
 				}
 			}
+		})
+	}
+}
+
+func TestToolInputNotUTF8ReachesTheToolAsJSON(t *testing.T) {
+	for _, f := range flavours {
+		t.Run(f.name, func(t *testing.T) {
+			res, err, _ := chatOnce(t, f, jsonReply(200, oddAnswer(f,
+				"{\"choices\":[{\"finish_reason\":\"tool_calls\",\"message\":{\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\\\"echo \xff\xfe\\\",\\\"n\\\":12345678901234567890}\"}}]}}]}",
+				"{\"content\":[{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"bash\",\"input\":{\"command\":\"echo \xff\xfe\",\"n\":12345678901234567890}}],\"stop_reason\":\"tool_use\"}")))
+			require.NoError(t, err)
+			require.Len(t, res.ToolCalls, 1)
+			in := res.ToolCalls[0].Input
+			require.True(t, utf8.Valid(in) && json.Valid(in), "%q", in)
+			require.JSONEq(t, `{"command":"echo \ufffd\ufffd","n":12345678901234567890}`, string(in))
+
+			// Sent back, the conversation is a body of JSON.
+			var body []byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ = io.ReadAll(r.Body)
+				jsonReply(200, f.text)(w)
+			}))
+			t.Cleanup(srv.Close)
+			_, err = provider(t, f, srv.URL).Chat(context.Background(), llm.Request{Messages: []llm.Message{
+				{Role: llm.RoleUser, Content: "hi"},
+				{Role: llm.RoleAssistant, ToolCalls: res.ToolCalls},
+				{Role: llm.RoleTool, ToolCallID: "c1", Content: "ok"},
+			}})
+			require.NoError(t, err)
+			require.True(t, utf8.Valid(body), "%q", body)
+			require.True(t, json.Valid(body))
 		})
 	}
 }

@@ -350,7 +350,7 @@ func rawArguments(args string) json.RawMessage {
 	case args == "":
 		return json.RawMessage("{}")
 	case json.Valid([]byte(args)):
-		return json.RawMessage(args)
+		return utf8Input(json.RawMessage(args))
 	}
 	b, _ := json.Marshal(args)
 	return b

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
@@ -198,8 +199,8 @@ func TestResponseOfCompatibleServers(t *testing.T) {
 }
 
 // FuzzResponse holds the reader of a completion to never panic, to give
-// every tool call an id of its own and arguments that are JSON, and to
-// read counts that add up.
+// every tool call an id of its own and arguments that are JSON in UTF-8,
+// and to read counts that add up.
 func FuzzResponse(f *testing.F) {
 	for _, seed := range []string{
 		`{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`,
@@ -217,7 +218,7 @@ func FuzzResponse(f *testing.F) {
 		}
 		ids := map[string]bool{}
 		for _, c := range res.ToolCalls {
-			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) {
+			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) || !utf8.Valid(c.Input) {
 				t.Fatalf("tool call %+v from %s", c, raw)
 			}
 			ids[c.ID] = true
