@@ -23,7 +23,7 @@ func oddAnswer(f flavour, openai, anthropic string) string {
 	return anthropic
 }
 
-func chatOnce(t *testing.T, f flavour, reply func(http.ResponseWriter)) (llm.Response, error, []recorded) {
+func chatOnce(t *testing.T, f flavour, reply func(http.ResponseWriter)) (llm.Response, []recorded, error) {
 	t.Helper()
 	w, srv := newWire(t, reply, reply, reply, reply)
 	cfg := f.cfg(srv.URL)
@@ -38,7 +38,7 @@ func chatOnce(t *testing.T, f flavour, reply func(http.ResponseWriter)) (llm.Res
 	require.NotPanics(t, func() {
 		res, err = p.Chat(ctx, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
 	})
-	return res, err, w.requests()
+	return res, w.requests(), err
 }
 
 func TestFailuresKeepTheirMeaning(t *testing.T) {
@@ -92,7 +92,7 @@ func TestFailuresKeepTheirMeaning(t *testing.T) {
 	for _, tc := range cases {
 		for _, f := range flavours {
 			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
-				_, err, reqs := chatOnce(t, f, jsonReply(tc.status, oddAnswer(f, tc.openai, tc.anthropic), tc.headers...))
+				_, reqs, err := chatOnce(t, f, jsonReply(tc.status, oddAnswer(f, tc.openai, tc.anthropic), tc.headers...))
 				var e *llm.Error
 				require.ErrorAs(t, err, &e)
 				require.NotErrorIs(t, err, context.DeadlineExceeded)
@@ -112,7 +112,7 @@ func TestTokenCountsCannotOverflow(t *testing.T) {
 	const huge = "9223372036854775807"
 	for _, f := range flavours {
 		t.Run(f.name, func(t *testing.T) {
-			res, err, _ := chatOnce(t, f, jsonReply(200, oddAnswer(f,
+			res, _, err := chatOnce(t, f, jsonReply(200, oddAnswer(f,
 				`{"choices":[{"finish_reason":"stop","message":{"content":"x"}}],"usage":{"prompt_tokens":`+huge+`,"completion_tokens":`+huge+`}}`,
 				`{"content":[{"type":"text","text":"x"}],"stop_reason":"end_turn","usage":{"input_tokens":`+huge+`,"output_tokens":1e300}}`)))
 			require.NoError(t, err)
@@ -145,7 +145,7 @@ func TestToolCallIDsAreTheirOwn(t *testing.T) {
 					{"type":"tool_use","id":"","name":"d","input":{}}],"stop_reason":"tool_use"}`)
 			made := map[string]bool{} // the ids given to calls the server left without one of their own
 			for range 2 {             // two turns of a server that leaves ids out
-				res, err, _ := chatOnce(t, f, jsonReply(200, answer))
+				res, _, err := chatOnce(t, f, jsonReply(200, answer))
 				require.NoError(t, err)
 				require.Len(t, res.ToolCalls, 4)
 				require.Equal(t, "call_1", res.ToolCalls[0].ID, "the first call keeps its id")
@@ -163,7 +163,7 @@ func TestToolCallIDsAreTheirOwn(t *testing.T) {
 func TestToolInputNotUTF8ReachesTheToolAsJSON(t *testing.T) {
 	for _, f := range flavours {
 		t.Run(f.name, func(t *testing.T) {
-			res, err, _ := chatOnce(t, f, jsonReply(200, oddAnswer(f,
+			res, _, err := chatOnce(t, f, jsonReply(200, oddAnswer(f,
 				"{\"choices\":[{\"finish_reason\":\"tool_calls\",\"message\":{\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"{\\\"command\\\":\\\"echo \xff\xfe\\\",\\\"n\\\":12345678901234567890}\"}}]}}]}",
 				"{\"content\":[{\"type\":\"tool_use\",\"id\":\"c1\",\"name\":\"bash\",\"input\":{\"command\":\"echo \xff\xfe\",\"n\":12345678901234567890}}],\"stop_reason\":\"tool_use\"}")))
 			require.NoError(t, err)
