@@ -43,8 +43,8 @@ func newAnthropic(c Config, hc *http.Client) *anthropicProvider {
 // maxServerDelay is the longest wait a server's Retry-After gets before
 // the call is tried again. The SDK waits as long as it is told, even a
 // day; a longer wait fails the call at once with the server's answer, as
-// the OpenAI SDK does by itself.
-const maxServerDelay = time.Minute
+// the OpenAI SDK does by itself past the same two minutes.
+const maxServerDelay = 2 * time.Minute
 
 // noLongWaits marks an answer that asks for a wait longer than
 // maxServerDelay as one not to retry.
