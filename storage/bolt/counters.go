@@ -86,10 +86,10 @@ func dispatchCounter(s bot.DispatchStatus) string {
 func CheckCounters(tx *bolt.Tx) error {
 	t := txn{tx}
 	want := map[string]int64{}
-	err := t.bucket(bucketDispatches).ForEach(func(_, v []byte) error {
+	err := t.bucket(bucketDispatches).ForEach(func(k, v []byte) error {
 		var d bot.Dispatch
 		if err := json.Unmarshal(v, &d); err != nil {
-			return err
+			return fmt.Errorf("decode dispatch d_%d: %w", seqOf(k), err)
 		}
 		if name := dispatchCounter(d.Status); name != "" {
 			want[name]++
@@ -99,10 +99,10 @@ func CheckCounters(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	err = t.bucket(bucketOutbox).ForEach(func(_, v []byte) error {
+	err = t.bucket(bucketOutbox).ForEach(func(k, v []byte) error {
 		var m bot.OutboxMessage
 		if err := json.Unmarshal(v, &m); err != nil {
-			return err
+			return fmt.Errorf("decode outbox/%s: %w", k, err)
 		}
 		if m.Pending() {
 			want[counterOutboxPending]++
