@@ -49,6 +49,15 @@ type StatusView struct {
 	// Summary is what a run that started others ends with: what it spent,
 	// its subagents' included, and what it owns that is still open.
 	Summary string `json:"summary,omitempty"`
+	// Attempt is the attempt of the job whose run wrote the status; zero
+	// where no run did (a work item given up because its workers kept
+	// dying).
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// Final reports whether the status says how the work item ended.
+func (v *StatusView) Final() bool {
+	return v.State == "done" || v.State == "failed" || v.State == "cancelled"
 }
 
 // ApprovalView is the structured state behind an approval request posted
@@ -114,6 +123,31 @@ type OutboxMessage struct {
 
 // Pending reports whether the platform does not yet show the latest version.
 func (m *OutboxMessage) Pending() bool { return !m.Dead && m.Version > m.DeliveredVersion }
+
+// Replaces reports whether m, enqueued under the key of prev, replaces it.
+// A work item's status written by a run that no longer holds its job (its
+// replica lost the lease, or was paused past it, and has not noticed yet)
+// does not undo what the run that took the job over wrote: a status of an
+// earlier attempt never replaces one of a later attempt, and a running
+// status replaces a final one only when it is of a later attempt (the job
+// ran again after its end was written but not recorded). A work item given
+// up for good (a final status without an attempt) stays so, whatever a run
+// that lost its job writes. Every other message replaces its key's content.
+func (m *OutboxMessage) Replaces(prev *OutboxMessage) bool {
+	if m.Kind != OutboxStatus || prev.Kind != OutboxStatus || m.Status == nil || prev.Status == nil {
+		return true
+	}
+	next, was := m.Status, prev.Status
+	switch {
+	case was.Final() && was.Attempt == 0:
+		return next.Attempt == 0
+	case next.Attempt > 0 && next.Attempt < was.Attempt:
+		return false
+	case was.Final() && !next.Final():
+		return next.Attempt > was.Attempt
+	}
+	return true
+}
 
 // DeliveryError is how a Sink says a delivery failed in a way the outbox
 // should treat specially. Any other error is retried with backoff.

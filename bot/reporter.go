@@ -132,6 +132,7 @@ type Run struct {
 	lead    WorkItem
 	others  int    // the job's other work items
 	job     string // the job's id
+	attempt int    // the job's attempt
 	agent   string
 	started time.Time
 
@@ -161,7 +162,7 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 	if started.IsZero() {
 		started = r.opts.Now()
 	}
-	run := &Run{r: r, lead: items[0], others: len(items) - 1, job: job.ID, agent: job.Agent, started: started, activity: "starting",
+	run := &Run{r: r, lead: items[0], others: len(items) - 1, job: job.ID, attempt: job.Attempt, agent: job.Agent, started: started, activity: "starting",
 		changed: make(chan struct{}, 1), stop: make(chan struct{})}
 	if run.lead.IsChild() {
 		// A subagent reports to the run that spawned it, whose status
@@ -196,7 +197,15 @@ func (run *Run) write(ctx context.Context) {
 		case <-run.changed:
 		case <-t.C:
 		}
-		run.r.enqueue(ctx, run.status("running"))
+		msg := run.status("running")
+		if _, err := run.r.opts.Outbox.Enqueue(ctx, msg); err != nil {
+			if ctx.Err() != nil {
+				return // the run was stopped: its end writes the final status
+			}
+			run.r.failed(ctx, msg.Key, err)
+			continue
+		}
+		run.r.opts.Wake()
 	}
 }
 
@@ -269,6 +278,7 @@ func (run *Run) status(state string) OutboxMessage {
 	view := &StatusView{
 		WorkItemID: run.lead.ID, Agent: run.agent, State: state, Activity: activity, Rights: rights, Skills: skills,
 		Started: run.started, Updated: run.r.opts.Now(), Children: children, Resumed: resumed, Summary: summary,
+		Attempt: run.attempt,
 	}
 	return OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,

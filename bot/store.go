@@ -137,6 +137,8 @@ type OutboxStore interface {
 	// Enqueue creates the message of msg.Key (Version 1) or, when the key
 	// exists, replaces its content and bumps Version. Delivery state
 	// (DeliveredVersion, RemoteID, Edits) is kept. A dead message stays dead.
+	// A status that does not replace the stored one (OutboxMessage.Replaces)
+	// changes nothing, and the stored message is returned.
 	Enqueue(ctx context.Context, msg OutboxMessage) (OutboxMessage, error)
 	// EnqueueNew creates the message of msg.Key as Enqueue does, unless the
 	// key exists: then it changes nothing and returns the stored message

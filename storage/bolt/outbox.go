@@ -186,7 +186,7 @@ func (t txn) enqueue(msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bo
 	if err != nil && bot.ErrorCode(err) != bot.ENOTFOUND {
 		return bot.OutboxMessage{}, false, err
 	}
-	if prev != nil && !replace {
+	if prev != nil && (!replace || !msg.Replaces(prev)) {
 		return *prev, false, nil
 	}
 	m := msg

@@ -131,7 +131,7 @@ func enqueueTx(ctx context.Context, tx pgx.Tx, msg bot.OutboxMessage, replace bo
 	if err != nil && bot.ErrorCode(err) != bot.ENOTFOUND {
 		return bot.OutboxMessage{}, false, err
 	}
-	if prev != nil && !replace {
+	if prev != nil && (!replace || !msg.Replaces(prev)) {
 		return *prev, false, nil
 	}
 	m := msg

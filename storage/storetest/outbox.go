@@ -302,6 +302,41 @@ func testOutbox(t *testing.T, open Opener) {
 		requireCode(t, bot.EINVALID, err)
 	})
 
+	t.Run("a status of a run that lost its job does not undo a later one", func(t *testing.T) {
+		status := func(state string, attempt int) bot.OutboxMessage {
+			m := statusMsg("wi_1/status", th, fmt.Sprintf("%s (attempt %d)", state, attempt))
+			m.Status.State, m.Status.Attempt = state, attempt
+			return m
+		}
+		steps := []struct {
+			msg  bot.OutboxMessage
+			all  bool   // with EnqueueAll, as a run's end is written
+			want string // the stored text after it
+		}{
+			{status("running", 1), false, "running (attempt 1)"},
+			{status("running", 2), false, "running (attempt 2)"}, // another replica took the job over
+			{status("running", 1), false, "running (attempt 2)"}, // the first has not noticed yet
+			{status("done", 2), true, "done (attempt 2)"},
+			{status("running", 1), false, "done (attempt 2)"},
+			{status("failed", 1), true, "done (attempt 2)"},
+			{status("running", 2), false, "done (attempt 2)"},    // its own late refresh
+			{status("running", 3), false, "running (attempt 3)"}, // run again after its end was not recorded
+			{status("failed", 0), false, "failed (attempt 0)"},   // given up: its workers kept dying
+			{status("running", 4), false, "failed (attempt 0)"},
+			{status("done", 3), true, "failed (attempt 0)"},
+		}
+		h := newHarness(t, open)
+		for i, s := range steps {
+			if s.all {
+				require.NoError(t, h.s.EnqueueAll(h.ctx, []bot.OutboxMessage{s.msg}))
+			} else {
+				got := h.enqueue(s.msg)
+				require.Equal(t, s.want, got.Text, "step %d: Enqueue returns what is stored", i)
+			}
+			require.Equal(t, s.want, h.outbox("wi_1/status").Text, "step %d", i)
+		}
+	})
+
 	t.Run("an attempt is recorded until a delivery succeeds", func(t *testing.T) {
 		h := newHarness(t, open)
 		opener := bot.OutboxMessage{Key: "slack/command/trig-1", Thread: bot.SlackThread("T1", "C1", ""), Kind: bot.OutboxOpener,

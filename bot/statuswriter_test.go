@@ -1,0 +1,192 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// watchedOutbox is a store's outbox that tells the test of each status
+// enqueued, and which state it said.
+type watchedOutbox struct {
+	bot.Outboxer
+	mu     sync.Mutex
+	states []string
+	wrote  chan struct{}
+}
+
+func (o *watchedOutbox) note(msgs ...bot.OutboxMessage) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range msgs {
+		if m.Kind == bot.OutboxStatus {
+			o.states = append(o.states, m.Status.State)
+		}
+	}
+}
+
+func (o *watchedOutbox) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, error) {
+	m, err := o.Outboxer.Enqueue(ctx, msg)
+	o.note(msg)
+	if o.wrote != nil {
+		o.wrote <- struct{}{}
+	}
+	return m, err
+}
+
+func (o *watchedOutbox) EnqueueAll(ctx context.Context, msgs []bot.OutboxMessage) error {
+	err := o.Outboxer.EnqueueAll(ctx, msgs)
+	o.note(msgs...)
+	return err
+}
+
+func (o *watchedOutbox) written() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.states...)
+}
+
+// errorCount is a log handler that counts the errors logged.
+type errorCount struct {
+	slog.Handler
+	n *atomic.Int32
+}
+
+func (h errorCount) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h errorCount) Enabled(context.Context, slog.Level) bool { return true }
+
+// claimedJob ingests a message in a local thread and claims its job, as a
+// worker would, for a Reporter to report on.
+func claimedJob(t *testing.T, store bot.Store, thread string) (*bot.Job, []bot.WorkItem) {
+	t.Helper()
+	ctx := context.Background()
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: toAgent("triage")})
+	_, err := intake.Ingest(ctx, &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "x", Thread: bot.LocalThread(thread)})
+	require.NoError(t, err)
+	claim, err := store.ClaimNext(ctx, bot.ClaimRequest{Owner: "w-0", Now: time.Now(), Lease: time.Hour, MaxAttempts: 3})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Job)
+	return claim.Job, claim.WorkItems
+}
+
+// settledGoroutines waits for the goroutine count to come down to at most
+// want, and returns it.
+func settledGoroutines(want int) int {
+	n := runtime.NumGoroutine()
+	for i := 0; i < 200 && n > want; i++ {
+		time.Sleep(10 * time.Millisecond)
+		n = runtime.NumGoroutine()
+	}
+	return n
+}
+
+// TestABurstOfProgressEndsWithTheFinalStatusAndNoGoroutineLeft reports
+// thousands of progress events from many goroutines while the run
+// finishes, over and over: the last status written says how the run
+// ended, nothing is written after it, and no goroutine is left behind.
+func TestABurstOfProgressEndsWithTheFinalStatusAndNoGoroutineLeft(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	before := runtime.NumGoroutine()
+	for round := range 20 {
+		job, items := claimedJob(t, store, fmt.Sprintf("burst-%d", round))
+		out := &watchedOutbox{Outboxer: store}
+		rep := bot.NewReporter(bot.ReporterOptions{Outbox: out, Refresh: time.Millisecond})
+		run := rep.Start(ctx, job, items)
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 500 {
+					run.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: fmt.Sprintf("step %d.%d", g, i)})
+				}
+			})
+		}
+		if round%2 == 0 {
+			wg.Wait() // finished right after the last event
+		}
+		run.Finish(ctx, round%3 != 0, "ok", "it broke")
+		wg.Wait()
+		run.Close()
+		states := out.written()
+		require.NotEmpty(t, states)
+		last := states[len(states)-1]
+		require.Contains(t, []string{"done", "failed"}, last, "round %d: %v", round, states[max(0, len(states)-5):])
+		text := statusText(t, store, items[0].ID+"/status")
+		require.False(t, strings.HasPrefix(text, "⏳"), "round %d: the status stayed running: %s", round, text)
+	}
+	require.LessOrEqual(t, settledGoroutines(before), before, "the runs' status writers are gone")
+}
+
+// TestACancelledRunsStatusWriterStopsQuietly cancels runs while progress
+// events keep coming: the status ends cancelled, and the writer stopping
+// with the run's context logs no failed write.
+func TestACancelledRunsStatusWriterStopsQuietly(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	var errs atomic.Int32
+	before := runtime.NumGoroutine()
+	for round := range 50 {
+		job, items := claimedJob(t, store, fmt.Sprintf("cancel-%d", round))
+		rep := bot.NewReporter(bot.ReporterOptions{Outbox: store, Logger: slog.New(errorCount{n: &errs})})
+		runCtx, cancel := context.WithCancelCause(context.Background())
+		run := rep.Start(runCtx, job, items)
+		c := &bot.Cancelled{By: "alice", Reason: "wrong repo", At: time.Now()}
+		cancel(c)
+		for i := range 50 {
+			run.Report(runCtx, bot.ProgressEvent{Kind: bot.ProgressToolFinished, Text: fmt.Sprintf("bash %d finished", i)})
+		}
+		run.Cancelled(context.WithoutCancel(runCtx), c)
+		require.True(t, strings.HasPrefix(statusText(t, store, items[0].ID+"/status"), "🛑 triage stopped "+items[0].ID),
+			statusText(t, store, items[0].ID+"/status"))
+	}
+	require.Zero(t, errs.Load(), "a run's status writer logged a failed write when the run was cancelled")
+	require.LessOrEqual(t, settledGoroutines(before), before)
+}
+
+// TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd: a
+// replica whose lease ran out (it was paused) still reports progress
+// before it notices; the replica that took the job over has finished it
+// meanwhile. The status stays what the second run ended with.
+func TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	job, items := claimedJob(t, store, "replicas")
+	key := items[0].ID + "/status"
+
+	stale := &watchedOutbox{Outboxer: store, wrote: make(chan struct{}, 16)}
+	first := bot.NewReporter(bot.ReporterOptions{Outbox: stale, Refresh: time.Hour}).Start(ctx, job, items)
+	defer first.Close()
+	<-stale.wrote // its first status
+
+	// The other replica's claim of the same work: the next attempt.
+	taken := *job
+	taken.ID, taken.Attempt, taken.Owner = job.ID+"-b", job.Attempt+1, "b-0"
+	second := bot.NewReporter(bot.ReporterOptions{Outbox: store, Refresh: time.Hour}).Start(ctx, &taken, items)
+	second.Finish(ctx, true, "all done", "")
+	final := statusText(t, store, key)
+	require.True(t, strings.HasPrefix(final, "✅"), final)
+
+	for range 3 {
+		first.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: "still at it"})
+		<-stale.wrote
+		require.Equal(t, final, statusText(t, store, key), "a late running status of the first run replaced the end")
+	}
+	// Its own end, which its job cannot record, does not replace it either.
+	first.Finish(ctx, false, "", "it broke")
+	require.Equal(t, final, statusText(t, store, key))
+}
