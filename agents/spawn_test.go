@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -632,5 +633,310 @@ func TestAChildsEndIsWrittenWithItsWaitingParentsResults(t *testing.T) {
 			defer counted.mu.Unlock()
 			require.Equal(t, tt.want, counted.counts)
 		})
+	}
+}
+
+// TestFanOutsEndEveryChildOnceWithOneOrTwoWorkers runs a turn spawning one
+// to eight children at once, under max_concurrent one to eight, on one
+// worker and on two, with children's ends handed to their waiting parent:
+// every child that started runs once and ends done, with its transcript
+// and its tokens, every model call of the tree is counted once, and what
+// was over the limit is refused, not started.
+func TestFanOutsEndEveryChildOnceWithOneOrTwoWorkers(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		for _, fan := range []int{1, 2, 3, 5, 8} {
+			for _, limit := range []int{1, 3, 8} {
+				t.Run(fmt.Sprintf("workers %d, %d spawns, max_concurrent %d", workers, fan, limit), func(t *testing.T) {
+					var mu sync.Mutex
+					ran := map[string]int{}
+					model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+						if task := req.Messages[0].Content; strings.Contains(task, "part ") {
+							mu.Lock()
+							for i := range fan {
+								if part := fmt.Sprintf("part %d", i); strings.Contains(task, part) {
+									ran[part]++
+								}
+							}
+							mu.Unlock()
+							return answer("helped"), nil
+						}
+						if len(req.Messages) > 1 {
+							return answer("done"), nil
+						}
+						res := llm.Response{StopReason: llm.StopToolUse, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
+						for i := range fan {
+							res.ToolCalls = append(res.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("spawn_%d", i), Name: agents.SpawnTool,
+								Input: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))})
+						}
+						return res, nil
+					})
+					tr := &tree{}
+					f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+						o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+						o.RunStates = o.Conversations.(*bolt.Store)
+						o.SubagentLimits = agents.SubagentLimits{MaxConcurrent: limit}
+						tr.withSubagents(o)
+					})
+					d := bot.NewDispatcher(bot.DispatcherOptions{
+						Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+						Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: workers, Poll: 20 * time.Millisecond,
+					})
+					tr.wake = d.Wake
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan struct{})
+					go func() { _ = d.Run(ctx); close(done) }()
+					t.Cleanup(func() { cancel(); <-done })
+
+					wi := tr.send(t, f, "coder", "split it")
+					require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+					rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+					require.NoError(t, err)
+					require.GreaterOrEqual(t, len(rs), min(fan, limit), "as many as the limit let start")
+					require.LessOrEqual(t, len(rs), fan)
+					for _, r := range rs {
+						require.Equal(t, bot.RunDone, r.Status, r.ID)
+						require.Equal(t, 15, r.Tokens, r.ID)
+						require.Equal(t, 1, ran[r.Task], "%s ran once", r.Task)
+						child, err := f.store.GetWorkItem(context.Background(), r.ChildWorkItemID)
+						require.NoError(t, err)
+						require.Equal(t, bot.StatusDone, child.Status)
+						docs, err := f.store.ListTranscripts(context.Background(), r.ChildJobID)
+						require.NoError(t, err)
+						require.Len(t, docs, 1)
+					}
+					mu.Lock()
+					require.Len(t, ran, len(rs), "no child ran without its record")
+					mu.Unlock()
+					spent, err := f.store.Spent(context.Background(), []string{bot.TreeBudgetKey(wi.ID)})
+					require.NoError(t, err)
+					require.EqualValues(t, len(rs)+2, spent[0].Calls, "every call of the tree is counted once")
+					state, err := f.store.LoadRunState(context.Background(), wi.ID)
+					require.NoError(t, err)
+					require.Nil(t, state, "the parent's state is gone with its end")
+				})
+			}
+		}
+	}
+}
+
+// TestCancellingAroundAChildsHandOverEndsEverythingOnce cancels the parent's
+// work item, or the child's, while the child runs and right after the child
+// handed its end to its waiting parent: the cancelled work item ends
+// cancelled, every record and work item ends once and stays so, the child
+// ran once, and every model call of the tree is counted once.
+func TestCancellingAroundAChildsHandOverEndsEverythingOnce(t *testing.T) {
+	for _, target := range []string{"parent", "child"} {
+		for _, when := range []string{"while the child runs", "as the child finishes", "after the hand-over"} {
+			for _, workers := range []int{1, 2} {
+				t.Run(fmt.Sprintf("the %s %s, %d workers", target, when, workers), func(t *testing.T) {
+					childRuns := make(chan struct{})
+					release := make(chan struct{})
+					var calls atomic.Int32
+					var childCalls atomic.Int32
+					model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+						if strings.Contains(req.Messages[0].Content, "part ") {
+							childCalls.Add(1)
+							close(childRuns)
+							select {
+							case <-release:
+							case <-ctx.Done():
+								return llm.Response{}, context.Cause(ctx) // a call cut short spends nothing
+							}
+							calls.Add(1)
+							return answer("helped"), nil
+						}
+						calls.Add(1)
+						if len(req.Messages) == 1 {
+							return call(agents.SpawnTool, `{"task":"part 1"}`), nil
+						}
+						return answer("done: " + lastMessage(req).Content), nil
+					})
+					tr := &tree{}
+					f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+						o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+						o.RunStates = o.Conversations.(*bolt.Store)
+						tr.withSubagents(o)
+					})
+					var d *bot.Dispatcher
+					var parentID, childID atomic.Value
+					cancelOne := func() {
+						id := parentID.Load().(string)
+						if target == "child" {
+							id = childID.Load().(string)
+						}
+						_, job, err := f.store.CancelWorkItem(context.Background(), id, bot.Cancelled{By: "ana", Reason: "not needed"})
+						if target == "child" && when == "after the hand-over" && bot.ErrorCode(err) == bot.ECONFLICT {
+							return // its parent wrote its end first: it is done already
+						}
+						require.NoError(t, err)
+						d.CheckJob(job.ID)
+					}
+					d = bot.NewDispatcher(bot.DispatcherOptions{
+						Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+						Open: tr.hub, Recorded: tr.hub.Recorded, Workers: workers, Poll: 20 * time.Millisecond,
+						Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
+							ok := tr.hub.Adopt(ctx, end)
+							if ok && when == "after the hand-over" {
+								childID.Store(end.Outcome.Records.Run.ID)
+								rec, err := f.store.GetRun(ctx, end.Outcome.Records.Run.ID)
+								require.NoError(t, err)
+								childID.Store(rec.ChildWorkItemID)
+								cancelOne()
+							}
+							return ok
+						},
+						Cancelled: func(ctx context.Context, job *bot.Job, c *bot.Cancelled) {
+							_, err := tr.hub.CloseOwned(ctx, job.Thread.Key(), "the run that started it was "+c.Error(), c.By, false)
+							require.NoError(t, err)
+						},
+					})
+					tr.wake = d.Wake
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan struct{})
+					go func() { _ = d.Run(ctx); close(done) }()
+					t.Cleanup(func() { cancel(); <-done })
+
+					now := time.Now()
+					res, err := f.store.Ingest(context.Background(), bot.IngestRequest{
+						Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "split it", Thread: thread,
+							Requester: bot.Requester{Source: bot.SourceLocal, ID: "ana"}, ReceivedAt: now},
+						Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: now,
+					})
+					require.NoError(t, err)
+					parentID.Store(res.WorkItem.ID)
+					d.Wake()
+					<-childRuns
+					if when != "after the hand-over" {
+						rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: res.WorkItem.ID})
+						require.NoError(t, err)
+						require.Len(t, rs, 1)
+						childID.Store(rs[0].ChildWorkItemID)
+						cancelOne()
+					}
+					if when != "while the child runs" {
+						close(release) // its model answers: it finishes as the cancel comes
+					}
+
+					finished := func(id string) *bot.WorkItem {
+						var wi *bot.WorkItem
+						require.Eventually(t, func() bool {
+							wi, err = f.store.GetWorkItem(context.Background(), id)
+							require.NoError(t, err)
+							return wi.Status.Finished()
+						}, 30*time.Second, 10*time.Millisecond)
+						return wi
+					}
+					parent := finished(res.WorkItem.ID)
+					rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: parent.ID})
+					require.NoError(t, err)
+					require.Len(t, rs, 1)
+					child := finished(rs[0].ChildWorkItemID)
+					switch target {
+					case "parent":
+						require.Equal(t, bot.StatusCancelled, parent.Status, parent.Error)
+					case "child":
+						require.Equal(t, bot.StatusDone, parent.Status, parent.Error)
+					}
+					// Settled: nothing changes any more.
+					require.Eventually(t, func() bool {
+						rec, err := f.store.GetRun(context.Background(), rs[0].ID)
+						require.NoError(t, err)
+						return !rec.Status.Open()
+					}, 10*time.Second, 10*time.Millisecond)
+					time.Sleep(100 * time.Millisecond)
+					rec, err := f.store.GetRun(context.Background(), rs[0].ID)
+					require.NoError(t, err)
+					again, err := f.store.GetWorkItem(context.Background(), child.ID)
+					require.NoError(t, err)
+					require.Equal(t, child.Status, again.Status, "the child's work item ended once")
+					switch rec.Status {
+					case bot.RunDone:
+						require.Equal(t, bot.StatusDone, child.Status, "record %s, work item %s", rec.Status, child.Status)
+					case bot.RunCancelled:
+						require.Equal(t, bot.StatusCancelled, child.Status, "record %s, work item %s", rec.Status, child.Status)
+						if target == "child" {
+							require.Equal(t, "cancelled by ana: not needed", rec.Error)
+						}
+					default:
+						t.Fatalf("the child's record ended %s (%s), its work item %s", rec.Status, rec.Error, child.Status)
+					}
+					require.EqualValues(t, 1, childCalls.Load(), "the child ran once")
+					spent, err := f.store.Spent(context.Background(), []string{bot.TreeBudgetKey(parent.ID)})
+					require.NoError(t, err)
+					require.EqualValues(t, calls.Load(), spent[0].Calls, "every model call of the tree is counted once")
+				})
+			}
+		}
+	}
+}
+
+// TestATimedOutChildAndAnAwaitedBackgroundChildEndOnce: a foreground child
+// that runs past its timeout, and a background child collected with
+// await_child, on one worker and on two: each record ends once, as its
+// run ended, the child's model was asked once, and its parent goes on.
+func TestATimedOutChildAndAnAwaitedBackgroundChildEndOnce(t *testing.T) {
+	tests := []struct {
+		name   string
+		spawn  string
+		status bot.RunStatus
+	}{
+		{"a child past its timeout", `{"task":"part 1","timeout":"1s"}`, bot.RunTimedOut},
+		{"a background child awaited", `{"task":"part 1","background":true}`, bot.RunDone},
+	}
+	for _, tt := range tests {
+		for _, workers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s, %d workers", tt.name, workers), func(t *testing.T) {
+				var childCalls atomic.Int32
+				model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+					if strings.Contains(req.Messages[0].Content, "part ") {
+						childCalls.Add(1)
+						if tt.status == bot.RunTimedOut {
+							<-ctx.Done()
+							return llm.Response{}, context.Cause(ctx)
+						}
+						return answer("helped"), nil
+					}
+					switch n := len(req.Messages); {
+					case n == 1:
+						return call(agents.SpawnTool, tt.spawn), nil
+					case n == 3 && tt.status == bot.RunDone:
+						var a struct{ ID string }
+						require.NoError(t, json.Unmarshal([]byte(lastMessage(req).Content), &a))
+						return call(agents.AwaitChildTool, fmt.Sprintf(`{"id":%q}`, a.ID)), nil
+					}
+					return answer("done: " + lastMessage(req).Content), nil
+				})
+				tr := &tree{}
+				f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+					o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+					o.RunStates = o.Conversations.(*bolt.Store)
+					tr.withSubagents(o)
+				})
+				d := bot.NewDispatcher(bot.DispatcherOptions{
+					Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+					Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: workers, Poll: 20 * time.Millisecond,
+				})
+				tr.wake = d.Wake
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { _ = d.Run(ctx); close(done) }()
+				t.Cleanup(func() { cancel(); <-done })
+
+				wi := tr.send(t, f, "coder", "split it")
+				require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+				rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+				require.NoError(t, err)
+				require.Len(t, rs, 1)
+				require.Equal(t, tt.status, rs[0].Status, rs[0].Error)
+				require.Contains(t, wi.Summary, `"status":"`+string(tt.status)+`"`)
+				require.EqualValues(t, 1, childCalls.Load(), "the child ran once")
+				child, err := f.store.GetWorkItem(context.Background(), rs[0].ChildWorkItemID)
+				require.NoError(t, err)
+				require.True(t, child.Status.Finished(), child.Status)
+				docs, err := f.store.ListTranscripts(context.Background(), rs[0].ChildJobID)
+				require.NoError(t, err)
+				require.Len(t, docs, 1)
+			})
+		}
 	}
 }

@@ -368,6 +368,13 @@ func (d *Dispatcher) finish(ctx context.Context, out JobOutcome, log *slog.Logge
 // cancelled, saying who did it, and what the run left open is closed.
 func (d *Dispatcher) cancelled(ctx context.Context, job *Job, run *Run, res RunResult, c *Cancelled, start time.Time, log *slog.Logger) {
 	run.Cancelled(ctx, c)
+	if end := res.Records.Run; end != nil && end.Status != RunCancelled {
+		// The run ended another way as the cancel came (it failed for it,
+		// or finished just before): its record ends as its work item does.
+		cancelled := *end
+		cancelled.Status, cancelled.Error = RunCancelled, c.Error()
+		res.Records.Run = &cancelled
+	}
 	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Cancelled: true, Error: c.Error(), Records: res.Records}
 	if err := d.opts.Queue.FinishJob(ctx, out); err != nil {
 		log.Error("finish job", slog.String("error", err.Error()))
