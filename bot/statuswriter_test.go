@@ -190,3 +190,46 @@ func TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd(t *testing.
 	first.Finish(ctx, false, "", "it broke")
 	require.Equal(t, final, statusText(t, store, key))
 }
+
+// stuckOutbox is an outbox whose single enqueues wait until it is let go,
+// as a store under a long commit does.
+type stuckOutbox struct {
+	bot.Outboxer
+	held  atomic.Bool
+	letGo chan struct{}
+}
+
+func (o *stuckOutbox) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, error) {
+	if o.held.Load() {
+		<-o.letGo
+	}
+	return o.Outboxer.Enqueue(ctx, msg)
+}
+
+// TestProgressNeverWaitsForAStatusWrite reports thousands of events while
+// the store holds the status write under way: none of them waits for it,
+// and once the store goes on the run ends with its final status.
+func TestProgressNeverWaitsForAStatusWrite(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	job, items := claimedJob(t, store, "stuck")
+	out := &stuckOutbox{Outboxer: store, letGo: make(chan struct{})}
+	rep := bot.NewReporter(bot.ReporterOptions{Outbox: out, Refresh: time.Millisecond})
+	run := rep.Start(ctx, job, items)
+	out.held.Store(true) // from the first write after the start on
+	reported := make(chan struct{})
+	go func() {
+		for i := range 5000 {
+			run.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: fmt.Sprintf("step %d", i)})
+		}
+		close(reported)
+	}()
+	select {
+	case <-reported:
+	case <-time.After(time.Minute):
+		t.Fatal("progress events waited for the status write the store held")
+	}
+	close(out.letGo)
+	run.Finish(ctx, true, "ok", "")
+	require.True(t, strings.HasPrefix(statusText(t, store, items[0].ID+"/status"), "✅"))
+}
