@@ -940,3 +940,89 @@ func TestATimedOutChildAndAnAwaitedBackgroundChildEndOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAShutdownAtAChildsHandOverEndsItOnceAfterTheRestart shuts the
+// dispatcher down as a child hands its end to its waiting parent, with a
+// grace that lets the parent finish and one that cuts it short at once,
+// then starts it again on the same store: the parent ends done, the child
+// ran once and its record ended once, and every model call of the tree is
+// counted once.
+func TestAShutdownAtAChildsHandOverEndsItOnceAfterTheRestart(t *testing.T) {
+	for _, grace := range []time.Duration{time.Nanosecond, time.Minute} {
+		for _, workers := range []int{1, 2} {
+			t.Run(fmt.Sprintf("grace %s, %d workers", grace, workers), func(t *testing.T) {
+				var calls, childCalls atomic.Int32
+				model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+					calls.Add(1)
+					if strings.Contains(req.Messages[0].Content, "part ") {
+						childCalls.Add(1)
+						return answer("helped"), nil
+					}
+					if len(req.Messages) == 1 {
+						return call(agents.SpawnTool, `{"task":"part 1"}`), nil
+					}
+					return answer("done: " + lastMessage(req).Content), nil
+				})
+				tr := &tree{}
+				f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+					o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+					o.RunStates = o.Conversations.(*bolt.Store)
+					tr.withSubagents(o)
+				})
+				start := func(adopt func(context.Context, *bot.JobEnd) bool) (stop func()) {
+					d := bot.NewDispatcher(bot.DispatcherOptions{
+						Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+						Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: adopt, Workers: workers, Poll: 20 * time.Millisecond, Grace: grace,
+					})
+					tr.wake = d.Wake
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan struct{})
+					go func() { _ = d.Run(ctx); close(done) }()
+					return func() { cancel(); <-done }
+				}
+				var shutdown atomic.Bool
+				stopped := make(chan struct{})
+				var stop func()
+				stop = start(func(ctx context.Context, end *bot.JobEnd) bool {
+					ok := tr.hub.Adopt(ctx, end)
+					if ok && shutdown.CompareAndSwap(false, true) {
+						go func() { stop(); close(stopped) }()
+					}
+					return ok
+				})
+				now := time.Now()
+				res, err := f.store.Ingest(context.Background(), bot.IngestRequest{
+					Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "split it", Thread: thread,
+						Requester: bot.Requester{Source: bot.SourceLocal, ID: "ana"}, ReceivedAt: now},
+					Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: now,
+				})
+				require.NoError(t, err)
+				tr.wake()
+				<-stopped
+				t.Cleanup(start(tr.hub.Adopt))
+
+				var wi *bot.WorkItem
+				require.Eventually(t, func() bool {
+					wi, err = f.store.GetWorkItem(context.Background(), res.WorkItem.ID)
+					require.NoError(t, err)
+					return wi.Status.Finished()
+				}, 30*time.Second, 10*time.Millisecond)
+				require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+				rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+				require.NoError(t, err)
+				require.Len(t, rs, 1)
+				require.Equal(t, bot.RunDone, rs[0].Status, rs[0].Error)
+				require.EqualValues(t, 1, childCalls.Load(), "the child ran once")
+				child, err := f.store.GetWorkItem(context.Background(), rs[0].ChildWorkItemID)
+				require.NoError(t, err)
+				require.Equal(t, bot.StatusDone, child.Status)
+				docs, err := f.store.ListTranscripts(context.Background(), rs[0].ChildJobID)
+				require.NoError(t, err)
+				require.Len(t, docs, 1)
+				spent, err := f.store.Spent(context.Background(), []string{bot.TreeBudgetKey(wi.ID)})
+				require.NoError(t, err)
+				require.EqualValues(t, calls.Load(), spent[0].Calls, "every model call of the tree is counted once")
+			})
+		}
+	}
+}
