@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1024,5 +1025,58 @@ func TestAShutdownAtAChildsHandOverEndsItOnceAfterTheRestart(t *testing.T) {
 				require.EqualValues(t, calls.Load(), spent[0].Calls, "every model call of the tree is counted once")
 			})
 		}
+	}
+}
+
+// TestATreeLeavesNoGoroutineBehind runs trees of one to four children,
+// their ends handed to their parent, and stops the dispatcher: every
+// goroutine the runs, their status writers and their trees started is
+// gone.
+func TestATreeLeavesNoGoroutineBehind(t *testing.T) {
+	for fan := 1; fan <= 4; fan++ {
+		t.Run(fmt.Sprintf("%d children", fan), func(t *testing.T) {
+			model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+				if strings.Contains(req.Messages[0].Content, "part ") {
+					return answer("helped"), nil
+				}
+				if len(req.Messages) > 1 {
+					return answer("done"), nil
+				}
+				res := llm.Response{StopReason: llm.StopToolUse, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
+				for i := range fan {
+					res.ToolCalls = append(res.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("spawn_%d", i), Name: agents.SpawnTool,
+						Input: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))})
+				}
+				return res, nil
+			})
+			tr := &tree{}
+			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+				o.RunStates = o.Conversations.(*bolt.Store)
+				tr.withSubagents(o)
+			})
+			before := runtime.NumGoroutine()
+			d := bot.NewDispatcher(bot.DispatcherOptions{
+				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store, Refresh: time.Millisecond}),
+				Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: 2, Poll: 20 * time.Millisecond,
+			})
+			tr.wake = d.Wake
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = d.Run(ctx); close(done) }()
+			wi := tr.send(t, f, "coder", "split it")
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			cancel()
+			<-done
+			n := runtime.NumGoroutine()
+			for i := 0; i < 300 && n > before; i++ {
+				time.Sleep(10 * time.Millisecond)
+				n = runtime.NumGoroutine()
+			}
+			if n > before {
+				buf := make([]byte, 1<<20)
+				t.Fatalf("%d goroutines left of %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+			}
+		})
 	}
 }
