@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -314,4 +315,34 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 	}
 	require.Equal(t, []string{"approved by ana", "not_approver by bob", "not_approver by admin", "wrong_identity by admin"}, got,
 		"every attempt is on the record, newest first")
+}
+
+// TestModelRepeatingTheKeyNeverShowsIt runs an agent against a model
+// server that answers 401 repeating the key it was sent, as servers do: the
+// reply says the call was refused, and neither it, the thread nor the
+// daemon's log holds the key.
+func TestModelRepeatingTheKeyNeverShowsIt(t *testing.T) {
+	const key = "sk-proj-e2eKEYrepeated0123456789abcdefghijklmnop"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s.","type":"invalid_request_error","code":"invalid_api_key"}}`, got)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n    api_key: %s\n", srv.URL, key)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	r := run(t, dir, p.env(), "send", "--wait", "--thread", "keyed", "@coder list the files")
+	require.Contains(t, r.stdout+r.stderr, "HTTP 401 Unauthorized", "the reply says the model refused the key")
+	require.NotContains(t, r.stdout+r.stderr, key)
+	r = run(t, dir, p.env(), "thread", "keyed", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, key)
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait())
+	require.NotContains(t, p.log.String(), key)
 }
