@@ -205,7 +205,7 @@ type (
 		Type      string          `json:"type"`
 		ToolUseID string          `json:"tool_use_id"`
 		IsError   bool            `json:"is_error"`
-		Content   []anthropicText `json:"content"`
+		Content   []anthropicText `json:"content,omitempty"`
 	}
 	anthropicToolDef struct {
 		Name        string          `json:"name"`
@@ -246,8 +246,13 @@ func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 			}
 		case RoleTool:
 			role = "user"
-			blocks = append(blocks, anthropicToolResult{Type: "tool_result", ToolUseID: m.ToolCallID, IsError: m.IsError,
-				Content: []anthropicText{textBlock(m.Content)}})
+			res := anthropicToolResult{Type: "tool_result", ToolUseID: m.ToolCallID, IsError: m.IsError}
+			if m.Content != "" {
+				// The API refuses an empty text block; a result without
+				// content is a result that said nothing.
+				res.Content = []anthropicText{textBlock(m.Content)}
+			}
+			blocks = append(blocks, res)
 		case RoleAssistant:
 			role = "assistant"
 			if m.Content != "" {

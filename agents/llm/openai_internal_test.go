@@ -216,15 +216,23 @@ func FuzzResponse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		ids := map[string]bool{}
-		for _, c := range res.ToolCalls {
-			if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) || !utf8.Valid(c.Input) {
-				t.Fatalf("tool call %+v from %s", c, raw)
-			}
-			ids[c.ID] = true
-		}
-		if res.Usage.Total() < 0 {
-			t.Fatalf("usage %+v from %s", res.Usage, raw)
-		}
+		checkAnswer(t, res, raw)
 	})
+}
+
+// checkAnswer holds an answer a reader accepted to what the runtime relies
+// on: every tool call has a name and an id of its own, and arguments that
+// are JSON in UTF-8; the tokens counted are never negative.
+func checkAnswer(t *testing.T, res Response, raw []byte) {
+	t.Helper()
+	ids := map[string]bool{}
+	for _, c := range res.ToolCalls {
+		if c.ID == "" || ids[c.ID] || c.Name == "" || !json.Valid(c.Input) || !utf8.Valid(c.Input) {
+			t.Fatalf("tool call %+v from %s", c, raw)
+		}
+		ids[c.ID] = true
+	}
+	if res.Usage.Total() < 0 {
+		t.Fatalf("usage %+v from %s", res.Usage, raw)
+	}
 }
