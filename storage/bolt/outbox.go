@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/switchyard/switchyard/bot"
@@ -252,7 +253,8 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 			for ; k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, v = c.Next() {
 				at, workItem, key, err := splitPendingOutbox(v)
 				if err != nil {
-					return fmt.Errorf("the pending outbox entry of %s at seq %d: %w", dest, seqOf(k[len(k)-8:]), err)
+					s.passOver(k, fmt.Errorf("the pending outbox entry of %s at seq %d: %w", dest, seqOf(k[len(k)-8:]), err))
+					continue
 				}
 				switch {
 				case len(workItem) > 0 && waiting[string(workItem)]:
@@ -266,7 +268,8 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 				default:
 					m, err := t.outbox(string(key))
 					if err != nil {
-						return err
+						s.passOver(k, fmt.Errorf("the pending outbox message of %s at seq %d: %w", dest, seqOf(k[len(k)-8:]), err))
+						continue
 					}
 					out = append(out, *m)
 					n++
@@ -309,6 +312,15 @@ func splitPendingOutbox(v []byte) (next, workItem, key []byte, err error) {
 	}
 	rest := v[8+w:]
 	return v[:8], rest[:n], rest[n:], nil
+}
+
+// passOver logs, once per entry, that Due cannot read the pending entry
+// at key and goes on without it: one corrupt entry must not stop the
+// delivery of every other message.
+func (s *Store) passOver(key []byte, err error) {
+	if _, seen := s.unreadable.LoadOrStore(string(key), true); !seen {
+		s.log.Error("outbox message passed over: it cannot be read (switchyard storage compact checks the file)", slog.String("error", err.Error()))
+	}
 }
 
 // MarkAttempts records, in one transaction, that creating deliveries of

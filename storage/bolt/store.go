@@ -38,6 +38,10 @@ type Store struct {
 	log   *slog.Logger
 	bus   bus
 	group *groupCommit
+	// unreadable are the outbox entries Due found it cannot read, each
+	// logged once: they are passed over rather than holding back every
+	// destination (the consistency check names them too).
+	unreadable sync.Map
 
 	closeOnce sync.Once
 	closeErr  error
