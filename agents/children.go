@@ -84,9 +84,16 @@ type Subagents struct {
 	mu       sync.Mutex
 	waiters  map[string][]chan struct{} // record id → closed when it may have ended
 	adopters map[string]*adoption       // record id → the run waiting for exactly it, which may write its end
-	live     map[string]*liveChild      // subagents running in this process
-	trees    map[string]*treeWatch      // parent work item → the tree its run shows
-	treeWait time.Duration
+	// handed are the ends of finished children handed to their parent
+	// (Adopt) until they are written; cancelling counts the cancels under
+	// way of each record. A cancel refuses a child whose end was handed
+	// over, and a child being cancelled is not handed over, so a child
+	// that finished is never recorded cancelled beside a work item done.
+	handed     map[string]*bot.JobEnd
+	cancelling map[string]int
+	live       map[string]*liveChild // subagents running in this process
+	trees      map[string]*treeWatch // parent work item → the tree its run shows
+	treeWait   time.Duration
 }
 
 // liveChild is a subagent running in this process.
@@ -120,6 +127,7 @@ func NewSubagents(opts SubagentsOptions) *Subagents {
 	return &Subagents{
 		store: opts.Ledger, wake: opts.Wake, now: opts.Now, log: opts.Logger,
 		waiters: map[string][]chan struct{}{}, adopters: map[string]*adoption{}, live: map[string]*liveChild{}, trees: map[string]*treeWatch{},
+		handed: map[string]*bot.JobEnd{}, cancelling: map[string]int{},
 		treeWait: 250 * time.Millisecond,
 	}
 }
@@ -215,12 +223,38 @@ func (c *Subagents) Adopt(_ context.Context, end *bot.JobEnd) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a := c.adopters[e.ID]
-	if a == nil || !a.may() {
+	if a == nil || c.cancelling[e.ID] > 0 || !a.may() {
 		return false
 	}
 	delete(c.adopters, e.ID)
+	c.handed[e.ID] = end
 	a.ends <- end
 	return true
+}
+
+// beginCancel notes a cancel of record id under way, unless the record's
+// end was handed to its parent and is not written yet: the child finished,
+// and the cancel is refused as for a record that ended. The returned
+// function ends the note.
+func (c *Subagents) beginCancel(id string) (func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if end := c.handed[id]; end != nil {
+		select {
+		case <-end.Settled():
+			delete(c.handed, id)
+		default:
+			return nil, bot.Errorf(bot.ECONFLICT, "%s has finished already; its end is being written with its parent's", id)
+		}
+	}
+	c.cancelling[id]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.cancelling[id]--; c.cancelling[id] <= 0 {
+			delete(c.cancelling, id)
+		}
+	}, nil
 }
 
 // wait blocks until record id is no longer open, until deadline (zero: no
@@ -362,10 +396,14 @@ func clip(s string, n int) string {
 // cancel ends an open subagent with a receipt: a queued one leaves the
 // queue, a running one here is stopped. by and reason go on the receipt.
 func (c *Subagents) cancel(ctx context.Context, rec *bot.ChildRun, reason, by string) (*bot.ChildRun, error) {
+	done, err := c.beginCancel(rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	now := c.now().UTC()
 	receipt := bot.Receipt{Reason: reason, By: by, At: now}
 	var out *bot.ChildRun
-	var err error
 	switch {
 	case rec.Kind != bot.RunSubagent || rec.Status == bot.RunQueued:
 		out, err = c.store.CancelRun(ctx, rec.ID, receipt)

@@ -154,6 +154,9 @@ func (c *Subagents) ended(rec *bot.ChildRun, recs bot.JobRecords, end bot.RunEnd
 // the tree it is part of (bot.DispatcherOptions.Recorded).
 func (c *Subagents) Recorded(_ context.Context, recs bot.JobRecords) {
 	if recs.Run != nil {
+		c.mu.Lock()
+		delete(c.handed, recs.Run.ID)
+		c.mu.Unlock()
 		c.signal(recs.Run.ID, recs.Run.ParentWorkItemID)
 	}
 }

@@ -1080,3 +1080,60 @@ func TestATreeLeavesNoGoroutineBehind(t *testing.T) {
 		})
 	}
 }
+
+// TestCancellingAChildWhoseEndItsParentHoldsIsRefused cancels a child, as
+// `switchyard runs cancel` and the parent's own cancel do, after it handed
+// its end to its waiting parent and before the parent wrote it: the child
+// has finished, so the cancel is refused as for any ended child, and the
+// record, its work item and what the parent read all say done.
+func TestCancellingAChildWhoseEndItsParentHoldsIsRefused(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+				if strings.Contains(req.Messages[0].Content, "part ") {
+					return answer("helped"), nil
+				}
+				if len(req.Messages) == 1 {
+					return call(agents.SpawnTool, `{"task":"part 1"}`), nil
+				}
+				return answer("done: " + lastMessage(req).Content), nil
+			})
+			tr := &tree{}
+			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+				o.RunStates = o.Conversations.(*bolt.Store)
+				tr.withSubagents(o)
+			})
+			var cancelErr error
+			d := bot.NewDispatcher(bot.DispatcherOptions{
+				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+				Open: tr.hub, Recorded: tr.hub.Recorded, Workers: workers, Poll: 20 * time.Millisecond,
+				Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
+					ok := tr.hub.Adopt(ctx, end)
+					if ok {
+						_, cancelErr = tr.hub.Cancel(ctx, end.Outcome.Records.Run.ID, "not needed", "ana")
+					}
+					return ok
+				},
+			})
+			tr.wake = d.Wake
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = d.Run(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			wi := tr.send(t, f, "coder", "split it")
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			require.Contains(t, wi.Summary, `"status":"done","content":"helped"`)
+			rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+			require.NoError(t, err)
+			require.Len(t, rs, 1)
+			require.Equal(t, bot.ECONFLICT, bot.ErrorCode(cancelErr), "%v", cancelErr)
+			require.Equal(t, bot.RunDone, rs[0].Status, rs[0].Error)
+			require.Nil(t, rs[0].Receipt, "no receipt says it was cancelled")
+			child, err := f.store.GetWorkItem(context.Background(), rs[0].ChildWorkItemID)
+			require.NoError(t, err)
+			require.Equal(t, bot.StatusDone, child.Status)
+		})
+	}
+}
