@@ -1137,3 +1137,58 @@ func TestCancellingAChildWhoseEndItsParentHoldsIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAParentOverBudgetWhenItsChildEndsStopsWithTheChildCountedOnce: the
+// child's tokens put the tree over its cap as its end is handed to its
+// parent: the parent makes no further model call, and the child's end,
+// usage and transcript are written once.
+func TestAParentOverBudgetWhenItsChildEndsStopsWithTheChildCountedOnce(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			var parentCalls atomic.Int32
+			model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+				if strings.Contains(req.Messages[0].Content, "part ") {
+					return answer("helped"), nil
+				}
+				parentCalls.Add(1)
+				if len(req.Messages) == 1 {
+					return call(agents.SpawnTool, `{"task":"part 1"}`), nil
+				}
+				return answer("done"), nil
+			})
+			tr := &tree{}
+			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+				o.BudgetLimits = agents.BudgetLimits{TreeTokens: 25}
+				o.RunStates = o.Conversations.(*bolt.Store)
+				tr.withSubagents(o)
+			})
+			d := bot.NewDispatcher(bot.DispatcherOptions{
+				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+				Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: workers, Poll: 20 * time.Millisecond,
+			})
+			tr.wake = d.Wake
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = d.Run(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			wi := tr.send(t, f, "coder", "split it")
+			require.Equal(t, bot.StatusFailed, wi.Status)
+			require.Contains(t, wi.Error, "budget")
+			require.EqualValues(t, 1, parentCalls.Load(), "no model call past the cap")
+			rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+			require.NoError(t, err)
+			require.Len(t, rs, 1)
+			require.Equal(t, bot.RunDone, rs[0].Status, rs[0].Error)
+			require.Equal(t, 15, rs[0].Tokens)
+			docs, err := f.store.ListTranscripts(context.Background(), rs[0].ChildJobID)
+			require.NoError(t, err)
+			require.Len(t, docs, 1)
+			spent, err := f.store.Spent(context.Background(), []string{bot.TreeBudgetKey(wi.ID)})
+			require.NoError(t, err)
+			require.EqualValues(t, 2, spent[0].Calls, "the parent's call and the child's, once each")
+			require.EqualValues(t, 30, spent[0].Tokens)
+		})
+	}
+}
