@@ -233,3 +233,35 @@ func TestProgressNeverWaitsForAStatusWrite(t *testing.T) {
 	run.Finish(ctx, true, "ok", "")
 	require.True(t, strings.HasPrefix(statusText(t, store, items[0].ID+"/status"), "✅"))
 }
+
+// TestARunCancelledWhileWaitingForAPersonEndsCancelled: runs wait for an
+// approval, holding no worker, while their status is refreshed every
+// millisecond; a person cancels them. Each status ends saying so, and no
+// refresh brings "working" back.
+func TestARunCancelledWhileWaitingForAPersonEndsCancelled(t *testing.T) {
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		p.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: "waiting for approval of deploy"})
+		err := bot.Await(ctx, func() error {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		return bot.RunResult{}, err
+	})
+	store := openStore(t, t.TempDir())
+	c := startCore(t, store, coreOpts{runner: runner, refresh: time.Millisecond, workers: 1})
+	for i := range 10 {
+		wi := c.send(t, fmt.Sprintf("approve-%d", i), "deploy, once someone approves")
+		key := wi.ID + "/status"
+		require.Eventually(t, func() bool {
+			return strings.HasSuffix(statusText(t, store, key), "waiting for approval of deploy")
+		}, 5*time.Second, time.Millisecond)
+		_, job, err := store.CancelWorkItem(context.Background(), wi.ID, bot.Cancelled{By: "ana", Reason: "not today"})
+		require.NoError(t, err)
+		c.dispatcher.CheckJob(job.ID)
+		require.Equal(t, bot.StatusCancelled, c.waitFinished(t, wi.ID).Status)
+		want := "🛑 triage stopped " + wi.ID
+		require.True(t, strings.HasPrefix(statusText(t, store, key), want), statusText(t, store, key))
+		time.Sleep(20 * time.Millisecond) // twenty refreshes, were any left
+		require.True(t, strings.HasPrefix(statusText(t, store, key), want), statusText(t, store, key))
+	}
+}
