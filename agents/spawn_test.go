@@ -1192,3 +1192,57 @@ func TestAParentOverBudgetWhenItsChildEndsStopsWithTheChildCountedOnce(t *testin
 		})
 	}
 }
+
+// TestAChildCancelledAsItFinishesEndsCancelledThroughout cancels a child,
+// as `switchyard runs cancel` does, after its run finished and before its
+// job's end is written: the record keeps its cancel and receipt, and its
+// work item and what its parent read say cancelled too.
+func TestAChildCancelledAsItFinishesEndsCancelledThroughout(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
+			model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+				if strings.Contains(req.Messages[0].Content, "part ") {
+					return answer("helped"), nil
+				}
+				if len(req.Messages) == 1 {
+					return call(agents.SpawnTool, `{"task":"part 1"}`), nil
+				}
+				return answer("done: " + lastMessage(req).Content), nil
+			})
+			tr := &tree{}
+			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+				o.RunStates = o.Conversations.(*bolt.Store)
+				tr.withSubagents(o)
+			})
+			var cancelErr error
+			d := bot.NewDispatcher(bot.DispatcherOptions{
+				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
+				Open: tr.hub, Recorded: tr.hub.Recorded, Workers: workers, Poll: 20 * time.Millisecond,
+				Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
+					_, cancelErr = tr.hub.Cancel(ctx, end.Outcome.Records.Run.ID, "not needed", "ana")
+					return false // its job writes its end
+				},
+			})
+			tr.wake = d.Wake
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = d.Run(ctx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done })
+
+			wi := tr.send(t, f, "coder", "split it")
+			require.NoError(t, cancelErr)
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			require.Contains(t, wi.Summary, `"status":"cancelled"`)
+			rs, _, err := f.store.ListRuns(context.Background(), bot.RunFilter{ParentWorkItemID: wi.ID})
+			require.NoError(t, err)
+			require.Len(t, rs, 1)
+			require.Equal(t, bot.RunCancelled, rs[0].Status)
+			require.NotNil(t, rs[0].Receipt)
+			require.Equal(t, 15, rs[0].Tokens, "its tokens are counted")
+			child, err := f.store.GetWorkItem(context.Background(), rs[0].ChildWorkItemID)
+			require.NoError(t, err)
+			require.Equal(t, bot.StatusCancelled, child.Status)
+		})
+	}
+}

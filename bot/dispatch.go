@@ -138,6 +138,19 @@ type JobOutcome struct {
 	Records JobRecords
 }
 
+// Follow makes o end as its subagent's record, rec, says when the record
+// was cancelled (by a person, or by the parent) before the job's end was
+// written: the child finished as the cancel came, and its work item ends
+// cancelled too, rather than done beside a record and a receipt saying
+// cancelled. Every store calls it with the record as the job's end left it,
+// in the transaction that ends the job.
+func (o *JobOutcome) Follow(rec *ChildRun) {
+	if rec == nil || o.Cancelled || rec.Status != RunCancelled {
+		return
+	}
+	o.Success, o.Cancelled, o.Error = false, true, rec.Error
+}
+
 // End ends job j as the outcome says, at now, and returns the statuses
 // its dispatches, its work items and a subagent's ledger record take.
 // Every store ends a job through it.

@@ -438,6 +438,17 @@ func (t txn) finishJob(e jobEnd) error {
 	if err := t.writeRecords(out.Records, e.usageAt, now); err != nil {
 		return err
 	}
+	if end := out.Records.Run; end != nil {
+		l, err := t.ledger()
+		if err != nil {
+			return err
+		}
+		rec, _, err := l.run(end.ID)
+		if err != nil {
+			return err
+		}
+		out.Follow(rec)
+	}
 	dStatus, wStatus, rStatus := out.End(j, now)
 	if err := t.putJob(seq, j); err != nil {
 		return err

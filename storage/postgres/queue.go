@@ -377,6 +377,13 @@ func finishJob(ctx context.Context, tx pgx.Tx, out bot.JobOutcome) error {
 	if err := writeRecords(ctx, tx, out.Records, now); err != nil {
 		return err
 	}
+	if end := out.Records.Run; end != nil {
+		rec, _, err := getRun(ctx, tx, end.ID, false)
+		if err != nil {
+			return err
+		}
+		out.Follow(rec)
+	}
 	dStatus, wStatus, rStatus := out.End(&j.Job, now)
 	if err := putJob(ctx, tx, j); err != nil {
 		return err

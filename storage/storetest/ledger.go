@@ -203,6 +203,35 @@ func testLedger(t *testing.T, open Opener) {
 		require.Equal(t, bot.StatusFailed, h.workItem(r.ChildWorkItemID).Status)
 	})
 
+	t.Run("a child cancelled as it finished ends its work item cancelled with its record", func(t *testing.T) {
+		for _, adopted := range []bool{false, true} {
+			h := newHarness(t, open)
+			parent := h.submit(bot.LocalThread("p"), "coder", "x")
+			job := h.mustClaim("w1", epoch()).Job
+			r := h.spawn(parent, job, "tester", "quick", epoch())
+			child := h.mustClaim("w2", epoch())
+			_, err := h.s.UpdateRun(h.ctx, r.ID, func(c *bot.ChildRun) error {
+				c.Status, c.Error = bot.RunCancelled, "cancelled: not needed"
+				c.Receipt = &bot.Receipt{RecordID: c.ID, Kind: string(c.Kind), Action: bot.ReceiptCancelled, Reason: "not needed", By: "ana", At: epoch()}
+				return nil
+			})
+			require.NoError(t, err)
+			out := bot.JobOutcome{JobID: child.Job.ID, Owner: "w2", Now: epoch(), Success: true, Summary: "helped",
+				Records: bot.JobRecords{Run: &bot.RunEnd{ID: r.ID, Status: bot.RunDone, Result: "helped", Tokens: 15, At: at(time.Second)}}}
+			if adopted {
+				require.NoError(t, h.s.SaveRunStateWithEnds(h.ctx, bot.RunState{WorkItemID: parent.ID, Doc: []byte(`{"turn":1}`)}, []bot.JobOutcome{out}))
+			} else {
+				require.NoError(t, h.s.FinishJob(h.ctx, out))
+			}
+			rec := h.run(r.ID)
+			require.Equal(t, bot.RunCancelled, rec.Status)
+			require.Equal(t, 15, rec.Tokens, "its tokens are counted all the same")
+			wi := h.workItem(r.ChildWorkItemID)
+			require.Equal(t, bot.StatusCancelled, wi.Status, "adopted: %v", adopted)
+			require.Equal(t, "cancelled: not needed", wi.Error)
+		}
+	})
+
 	t.Run("a child's end is written with its job's: usage, transcript and record in one transaction", func(t *testing.T) {
 		h := newHarness(t, open)
 		parent := h.submit(bot.LocalThread("p"), "coder", "x")
