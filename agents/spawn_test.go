@@ -56,15 +56,52 @@ func (tr *tree) withStore(store *bolt.Store) func(*agents.RuntimeOptions) {
 // start runs the dispatcher until the test ends.
 func (tr *tree) start(t *testing.T, f *fixture) {
 	t.Helper()
-	d := bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-		Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Resets: f.store, Workers: 2, Poll: 20 * time.Millisecond,
-	})
+	tr.run(t, f, bot.DispatcherOptions{Resets: f.store})
+}
+
+// run runs a dispatcher of f's store and runtime and tr's subagents until
+// stop is called or the test ends. What opts leave unset is the usual:
+// the store's reporter, tr's hand-over (Adopt), 2 workers, a 20 ms poll.
+func (tr *tree) run(t *testing.T, f *fixture, opts bot.DispatcherOptions) (d *bot.Dispatcher, stop func()) {
+	t.Helper()
+	opts.Queue, opts.Items, opts.Runner, opts.Open, opts.Recorded = f.store, f.store, f.rt, tr.hub, tr.hub.Recorded
+	if opts.Reporter == nil {
+		opts.Reporter = bot.NewReporter(bot.ReporterOptions{Outbox: f.store})
+	}
+	if opts.Adopt == nil {
+		opts.Adopt = tr.hub.Adopt
+	}
+	if opts.Workers == 0 {
+		opts.Workers = 2
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 20 * time.Millisecond
+	}
+	d = bot.NewDispatcher(opts)
 	tr.wake = d.Wake
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return d, stop
+}
+
+// durableTree is a fixture whose runs keep their state and count their
+// budgets in its store, with subagents, configured further by configure.
+func durableTree(t *testing.T, model llm.Provider, configure ...func(*agents.RuntimeOptions)) (*fixture, *tree) {
+	t.Helper()
+	tr := &tree{}
+	f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+		o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+		o.RunStates = o.Conversations.(*bolt.Store)
+		for _, c := range configure {
+			c(o)
+		}
+		tr.withSubagents(o)
+	})
+	return f, tr
 }
 
 // send makes a work item for agent, asked by the console's owner, and
@@ -671,22 +708,10 @@ func TestFanOutsEndEveryChildOnceWithOneOrTwoWorkers(t *testing.T) {
 						}
 						return res, nil
 					})
-					tr := &tree{}
-					f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-						o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-						o.RunStates = o.Conversations.(*bolt.Store)
+					f, tr := durableTree(t, model, func(o *agents.RuntimeOptions) {
 						o.SubagentLimits = agents.SubagentLimits{MaxConcurrent: limit}
-						tr.withSubagents(o)
 					})
-					d := bot.NewDispatcher(bot.DispatcherOptions{
-						Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-						Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: workers, Poll: 20 * time.Millisecond,
-					})
-					tr.wake = d.Wake
-					ctx, cancel := context.WithCancel(context.Background())
-					done := make(chan struct{})
-					go func() { _ = d.Run(ctx); close(done) }()
-					t.Cleanup(func() { cancel(); <-done })
+					tr.run(t, f, bot.DispatcherOptions{Workers: workers})
 
 					wi := tr.send(t, f, "coder", "split it")
 					require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
@@ -752,12 +777,7 @@ func TestCancellingAroundAChildsHandOverEndsEverythingOnce(t *testing.T) {
 						}
 						return answer("done: " + lastMessage(req).Content), nil
 					})
-					tr := &tree{}
-					f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-						o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-						o.RunStates = o.Conversations.(*bolt.Store)
-						tr.withSubagents(o)
-					})
+					f, tr := durableTree(t, model)
 					var d *bot.Dispatcher
 					var parentID, childID atomic.Value
 					cancelOne := func() {
@@ -907,21 +927,8 @@ func TestATimedOutChildAndAnAwaitedBackgroundChildEndOnce(t *testing.T) {
 					}
 					return answer("done: " + lastMessage(req).Content), nil
 				})
-				tr := &tree{}
-				f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-					o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-					o.RunStates = o.Conversations.(*bolt.Store)
-					tr.withSubagents(o)
-				})
-				d := bot.NewDispatcher(bot.DispatcherOptions{
-					Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-					Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: workers, Poll: 20 * time.Millisecond,
-				})
-				tr.wake = d.Wake
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { _ = d.Run(ctx); close(done) }()
-				t.Cleanup(func() { cancel(); <-done })
+				f, tr := durableTree(t, model)
+				tr.run(t, f, bot.DispatcherOptions{Workers: workers})
 
 				wi := tr.send(t, f, "coder", "split it")
 				require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
@@ -964,22 +971,10 @@ func TestAShutdownAtAChildsHandOverEndsItOnceAfterTheRestart(t *testing.T) {
 					}
 					return answer("done: " + lastMessage(req).Content), nil
 				})
-				tr := &tree{}
-				f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-					o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-					o.RunStates = o.Conversations.(*bolt.Store)
-					tr.withSubagents(o)
-				})
+				f, tr := durableTree(t, model)
 				start := func(adopt func(context.Context, *bot.JobEnd) bool) (stop func()) {
-					d := bot.NewDispatcher(bot.DispatcherOptions{
-						Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-						Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: adopt, Workers: workers, Poll: 20 * time.Millisecond, Grace: grace,
-					})
-					tr.wake = d.Wake
-					ctx, cancel := context.WithCancel(context.Background())
-					done := make(chan struct{})
-					go func() { _ = d.Run(ctx); close(done) }()
-					return func() { cancel(); <-done }
+					_, stop = tr.run(t, f, bot.DispatcherOptions{Adopt: adopt, Workers: workers, Grace: grace})
+					return stop
 				}
 				var shutdown atomic.Bool
 				stopped := make(chan struct{})
@@ -1049,25 +1044,12 @@ func TestATreeLeavesNoGoroutineBehind(t *testing.T) {
 				}
 				return res, nil
 			})
-			tr := &tree{}
-			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-				o.RunStates = o.Conversations.(*bolt.Store)
-				tr.withSubagents(o)
-			})
+			f, tr := durableTree(t, model)
 			before := runtime.NumGoroutine()
-			d := bot.NewDispatcher(bot.DispatcherOptions{
-				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store, Refresh: time.Millisecond}),
-				Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: 2, Poll: 20 * time.Millisecond,
-			})
-			tr.wake = d.Wake
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { _ = d.Run(ctx); close(done) }()
+			_, stop := tr.run(t, f, bot.DispatcherOptions{Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store, Refresh: time.Millisecond})})
 			wi := tr.send(t, f, "coder", "split it")
 			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
-			cancel()
-			<-done
+			stop()
 			n := runtime.NumGoroutine()
 			for i := 0; i < 300 && n > before; i++ {
 				time.Sleep(10 * time.Millisecond)
@@ -1098,29 +1080,15 @@ func TestCancellingAChildWhoseEndItsParentHoldsIsRefused(t *testing.T) {
 				}
 				return answer("done: " + lastMessage(req).Content), nil
 			})
-			tr := &tree{}
-			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-				o.RunStates = o.Conversations.(*bolt.Store)
-				tr.withSubagents(o)
-			})
+			f, tr := durableTree(t, model)
 			var cancelErr error
-			d := bot.NewDispatcher(bot.DispatcherOptions{
-				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-				Open: tr.hub, Recorded: tr.hub.Recorded, Workers: workers, Poll: 20 * time.Millisecond,
-				Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
-					ok := tr.hub.Adopt(ctx, end)
-					if ok {
-						_, cancelErr = tr.hub.Cancel(ctx, end.Outcome.Records.Run.ID, "not needed", "ana")
-					}
-					return ok
-				},
-			})
-			tr.wake = d.Wake
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { _ = d.Run(ctx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done })
+			tr.run(t, f, bot.DispatcherOptions{Workers: workers, Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
+				ok := tr.hub.Adopt(ctx, end)
+				if ok {
+					_, cancelErr = tr.hub.Cancel(ctx, end.Outcome.Records.Run.ID, "not needed", "ana")
+				}
+				return ok
+			}})
 
 			wi := tr.send(t, f, "coder", "split it")
 			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
@@ -1156,22 +1124,10 @@ func TestAParentOverBudgetWhenItsChildEndsStopsWithTheChildCountedOnce(t *testin
 				}
 				return answer("done"), nil
 			})
-			tr := &tree{}
-			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
+			f, tr := durableTree(t, model, func(o *agents.RuntimeOptions) {
 				o.BudgetLimits = agents.BudgetLimits{TreeTokens: 25}
-				o.RunStates = o.Conversations.(*bolt.Store)
-				tr.withSubagents(o)
 			})
-			d := bot.NewDispatcher(bot.DispatcherOptions{
-				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-				Open: tr.hub, Recorded: tr.hub.Recorded, Adopt: tr.hub.Adopt, Workers: workers, Poll: 20 * time.Millisecond,
-			})
-			tr.wake = d.Wake
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { _ = d.Run(ctx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done })
+			tr.run(t, f, bot.DispatcherOptions{Workers: workers})
 
 			wi := tr.send(t, f, "coder", "split it")
 			require.Equal(t, bot.StatusFailed, wi.Status)
@@ -1209,26 +1165,12 @@ func TestAChildCancelledAsItFinishesEndsCancelledThroughout(t *testing.T) {
 				}
 				return answer("done: " + lastMessage(req).Content), nil
 			})
-			tr := &tree{}
-			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
-				o.Budgets = agents.NewBudgets(o.Conversations.(*bolt.Store), nil)
-				o.RunStates = o.Conversations.(*bolt.Store)
-				tr.withSubagents(o)
-			})
+			f, tr := durableTree(t, model)
 			var cancelErr error
-			d := bot.NewDispatcher(bot.DispatcherOptions{
-				Queue: f.store, Items: f.store, Runner: f.rt, Reporter: bot.NewReporter(bot.ReporterOptions{Outbox: f.store}),
-				Open: tr.hub, Recorded: tr.hub.Recorded, Workers: workers, Poll: 20 * time.Millisecond,
-				Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
-					_, cancelErr = tr.hub.Cancel(ctx, end.Outcome.Records.Run.ID, "not needed", "ana")
-					return false // its job writes its end
-				},
-			})
-			tr.wake = d.Wake
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { _ = d.Run(ctx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done })
+			tr.run(t, f, bot.DispatcherOptions{Workers: workers, Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
+				_, cancelErr = tr.hub.Cancel(ctx, end.Outcome.Records.Run.ID, "not needed", "ana")
+				return false // its job writes its end
+			}})
 
 			wi := tr.send(t, f, "coder", "split it")
 			require.NoError(t, cancelErr)
