@@ -124,6 +124,22 @@ type OutboxMessage struct {
 // Pending reports whether the platform does not yet show the latest version.
 func (m *OutboxMessage) Pending() bool { return !m.Dead && m.Version > m.DeliveredVersion }
 
+// Validate refuses a message no store should keep: one without a key, or
+// without a thread its store could read back (a GitHub thread without a
+// number, a Slack one without a channel).
+func (m *OutboxMessage) Validate() error {
+	switch {
+	case m.Key == "":
+		return Errorf(EINVALID, "outbox message without a key")
+	case m.Thread.IsZero():
+		return Errorf(EINVALID, "outbox message %q has no thread", m.Key)
+	}
+	if _, err := ParseThread(m.Thread.Key()); err != nil {
+		return Errorf(EINVALID, "outbox message %q: %s", m.Key, ErrorMessage(err))
+	}
+	return nil
+}
+
 // Replaces reports whether m, enqueued under the key of prev, replaces it.
 // A work item's status written by a run that no longer holds its job (its
 // replica lost the lease, or was paused past it, and has not noticed yet)

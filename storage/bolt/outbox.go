@@ -131,7 +131,7 @@ func (s *Store) EnqueueAll(ctx context.Context, msgs []bot.OutboxMessage) error 
 		return err
 	}
 	for _, m := range msgs {
-		if err := validOutbox(&m); err != nil {
+		if err := m.Validate(); err != nil {
 			return err
 		}
 	}
@@ -145,21 +145,11 @@ func (s *Store) EnqueueAll(ctx context.Context, msgs []bot.OutboxMessage) error 
 	})
 }
 
-func validOutbox(msg *bot.OutboxMessage) error {
-	switch {
-	case msg.Key == "":
-		return bot.Errorf(bot.EINVALID, "outbox message without a key")
-	case msg.Thread.IsZero():
-		return bot.Errorf(bot.EINVALID, "outbox message %q has no thread", msg.Key)
-	}
-	return nil
-}
-
 func (s *Store) enqueue(ctx context.Context, msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return bot.OutboxMessage{}, false, err
 	}
-	if err := validOutbox(&msg); err != nil {
+	if err := msg.Validate(); err != nil {
 		return bot.OutboxMessage{}, false, err
 	}
 	var (

@@ -612,7 +612,7 @@ func (t txn) tellAbandoned(req bot.ClaimRequest, wi bot.WorkItem) error {
 		if m.UpdatedAt.IsZero() {
 			m.UpdatedAt = req.Now
 		}
-		if err := validOutbox(&m); err != nil {
+		if err := m.Validate(); err != nil {
 			return fmt.Errorf("the message telling %s it was given up: %w", wi.ID, err)
 		}
 		if _, _, err := t.enqueue(m, m.Kind != bot.OutboxReaction); err != nil {

@@ -66,18 +66,8 @@ func (s *Store) EnqueueNew(ctx context.Context, msg bot.OutboxMessage) (bot.Outb
 	return s.enqueue(ctx, msg, false)
 }
 
-func validOutbox(msg *bot.OutboxMessage) error {
-	switch {
-	case msg.Key == "":
-		return bot.Errorf(bot.EINVALID, "outbox message without a key")
-	case msg.Thread.IsZero():
-		return bot.Errorf(bot.EINVALID, "outbox message %q has no thread", msg.Key)
-	}
-	return nil
-}
-
 func (s *Store) enqueue(ctx context.Context, msg bot.OutboxMessage, replace bool) (bot.OutboxMessage, bool, error) {
-	if err := validOutbox(&msg); err != nil {
+	if err := msg.Validate(); err != nil {
 		return bot.OutboxMessage{}, false, err
 	}
 	var (
@@ -98,7 +88,7 @@ func (s *Store) enqueue(ctx context.Context, msg bot.OutboxMessage, replace bool
 // EnqueueAll enqueues each message as Enqueue does, in one transaction.
 func (s *Store) EnqueueAll(ctx context.Context, msgs []bot.OutboxMessage) error {
 	for i := range msgs {
-		if err := validOutbox(&msgs[i]); err != nil {
+		if err := msgs[i].Validate(); err != nil {
 			return err
 		}
 	}

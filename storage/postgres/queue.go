@@ -534,7 +534,7 @@ func tellAbandoned(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest, wi bot.
 		if m.UpdatedAt.IsZero() {
 			m.UpdatedAt = req.Now
 		}
-		if err := validOutbox(&m); err != nil {
+		if err := m.Validate(); err != nil {
 			return fmt.Errorf("the message telling %s it was given up: %w", wi.ID, err)
 		}
 		if _, _, err := enqueueTx(ctx, tx, m, m.Kind != bot.OutboxReaction); err != nil {
