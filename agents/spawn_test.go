@@ -88,6 +88,20 @@ func (tr *tree) run(t *testing.T, f *fixture, opts bot.DispatcherOptions) (d *bo
 	return d, stop
 }
 
+// spawnOnce is a model whose lead spawns one helper, which answers
+// "helped", and then answers with what the helper said.
+func spawnOnce() *brain {
+	return newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
+		if strings.Contains(req.Messages[0].Content, "part ") {
+			return answer("helped"), nil
+		}
+		if len(req.Messages) == 1 {
+			return call(agents.SpawnTool, `{"task":"part 1"}`), nil
+		}
+		return answer("done: " + lastMessage(req).Content), nil
+	})
+}
+
 // durableTree is a fixture whose runs keep their state and count their
 // budgets in its store, with subagents, configured further by configure.
 func durableTree(t *testing.T, model llm.Provider, configure ...func(*agents.RuntimeOptions)) (*fixture, *tree) {
@@ -1071,15 +1085,7 @@ func TestATreeLeavesNoGoroutineBehind(t *testing.T) {
 func TestCancellingAChildWhoseEndItsParentHoldsIsRefused(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
-			model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
-				if strings.Contains(req.Messages[0].Content, "part ") {
-					return answer("helped"), nil
-				}
-				if len(req.Messages) == 1 {
-					return call(agents.SpawnTool, `{"task":"part 1"}`), nil
-				}
-				return answer("done: " + lastMessage(req).Content), nil
-			})
+			model := spawnOnce()
 			f, tr := durableTree(t, model)
 			var cancelErr error
 			tr.run(t, f, bot.DispatcherOptions{Workers: workers, Adopt: func(ctx context.Context, end *bot.JobEnd) bool {
@@ -1156,15 +1162,7 @@ func TestAParentOverBudgetWhenItsChildEndsStopsWithTheChildCountedOnce(t *testin
 func TestAChildCancelledAsItFinishesEndsCancelledThroughout(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
-			model := newBrain(func(ctx context.Context, _ string, req llm.Request) (llm.Response, error) {
-				if strings.Contains(req.Messages[0].Content, "part ") {
-					return answer("helped"), nil
-				}
-				if len(req.Messages) == 1 {
-					return call(agents.SpawnTool, `{"task":"part 1"}`), nil
-				}
-				return answer("done: " + lastMessage(req).Content), nil
-			})
+			model := spawnOnce()
 			f, tr := durableTree(t, model)
 			var cancelErr error
 			tr.run(t, f, bot.DispatcherOptions{Workers: workers, Adopt: func(ctx context.Context, end *bot.JobEnd) bool {

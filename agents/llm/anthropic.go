@@ -12,7 +12,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
-	sjson "github.com/segmentio/encoding/json"
 )
 
 // anthropicProvider speaks Anthropic messages. Like the OpenAI one it is
@@ -221,10 +220,7 @@ func textBlock(s string) anthropicText { return anthropicText{Type: "text", Text
 // input_schema of a tool whose schema had no properties, which the API
 // refuses.
 func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
-	maxTokens := int64(p.cfg.MaxTokens)
-	if req.MaxTokens > 0 {
-		maxTokens = int64(req.MaxTokens)
-	}
+	maxTokens := p.cfg.maxTokens(req)
 	r := anthropicRequest{Model: p.cfg.Model, MaxTokens: maxTokens, Temperature: req.Temperature, Messages: make([]anthropicTurn, 0, len(req.Messages))}
 	if req.System != "" {
 		r.System = []anthropicText{textBlock(req.System)}
@@ -280,16 +276,9 @@ func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, anthropicToolDef{Name: t.Name, Description: t.Description, InputSchema: t.Schema})
 	}
-	b, err := sjson.Marshal(r)
+	b, err := encodeBody(r, req.Tools)
 	if err != nil {
-		// Schemas are checked here, where encoding checks them anyway,
-		// rather than once more on every call.
-		for _, t := range req.Tools {
-			if !json.Valid(t.Schema) {
-				return nil, 0, fmt.Errorf("tool %s: schema: not valid JSON", t.Name)
-			}
-		}
-		return nil, 0, fmt.Errorf("encode the request: %w", err)
+		return nil, 0, err
 	}
 	return b, maxTokens, nil
 }

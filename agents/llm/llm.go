@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	sjson "github.com/segmentio/encoding/json"
+
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -327,4 +329,28 @@ func callIDs(calls []ToolCall) {
 		}
 		seen[calls[i].ID] = true
 	}
+}
+
+// maxTokens is the max_tokens a request asks for: its own, or the model's.
+func (c Config) maxTokens(req Request) int64 {
+	if req.MaxTokens > 0 {
+		return int64(req.MaxTokens)
+	}
+	return int64(c.MaxTokens)
+}
+
+// encodeBody writes a provider's request body. Tool schemas are checked
+// here, where encoding checks them anyway, rather than once more on every
+// call; a bad one is named.
+func encodeBody(body any, tools []ToolDef) ([]byte, error) {
+	b, err := sjson.Marshal(body)
+	if err == nil {
+		return b, nil
+	}
+	for _, t := range tools {
+		if !json.Valid(t.Schema) {
+			return nil, fmt.Errorf("tool %s: schema: not valid JSON", t.Name)
+		}
+	}
+	return nil, fmt.Errorf("encode the request: %w", err)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	sjson "github.com/segmentio/encoding/json"
 )
 
 // openaiProvider speaks OpenAI chat completions. It builds the chat service
@@ -282,10 +281,7 @@ func (l *lenientCalls) UnmarshalJSON(b []byte) error {
 func (p *openaiProvider) body(req Request) ([]byte, error) {
 	r := chatRequest{Model: p.cfg.Model, Messages: make([]chatMessage, 0, len(req.Messages)+1), Temperature: req.Temperature,
 		ReasoningEffort: req.ReasoningEffort}
-	maxTokens := int64(p.cfg.MaxTokens)
-	if req.MaxTokens > 0 {
-		maxTokens = int64(req.MaxTokens)
-	}
+	maxTokens := p.cfg.maxTokens(req)
 	// api.openai.com wants max_completion_tokens; the compatible servers
 	// (Ollama, vLLM, LM Studio) understand max_tokens.
 	if p.official {
@@ -320,16 +316,9 @@ func (p *openaiProvider) body(req Request) ([]byte, error) {
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, chatTool{Type: "function", Function: chatFunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
-	b, err := sjson.Marshal(r)
+	b, err := encodeBody(r, req.Tools)
 	if err != nil {
-		// Schemas are checked here, where encoding checks them anyway,
-		// rather than once more on every call.
-		for _, t := range req.Tools {
-			if !json.Valid(t.Schema) {
-				return nil, fmt.Errorf("tool %s: schema: not valid JSON", t.Name)
-			}
-		}
-		return nil, fmt.Errorf("encode the request: %w", err)
+		return nil, err
 	}
 	return b, nil
 }
