@@ -2,9 +2,6 @@ package slack
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -567,10 +564,8 @@ func signed(t *testing.T, path, contentType, body string, ts time.Time, secret s
 	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", contentType)
 	stamp := strconv.FormatInt(ts.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	fmt.Fprintf(mac, "v0:%s:%s", stamp, body)
 	r.Header.Set("X-Slack-Request-Timestamp", stamp)
-	r.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	r.Header.Set("X-Slack-Signature", v0Signature(secret, stamp, body))
 	return r
 }
 

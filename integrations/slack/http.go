@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -48,12 +49,18 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return nil, false
 	}
+	// Slack sends each header once; a request with two signatures or two
+	// timestamps was made by someone else, whichever of them is right.
 	// Timestamps more than five minutes off are refused, so a captured
 	// request cannot be replayed later; within the window the intake's
 	// dedup on event_id / trigger_id makes a replay change nothing.
 	// NewSecretsVerifier checks the window too, but calls a timestamp from
 	// the future "too old": this says which.
-	if why := timestampProblem(r.Header.Get("X-Slack-Request-Timestamp"), a.opts.Now()); why != "" {
+	why := headerProblem(r.Header)
+	if why == "" {
+		why = timestampProblem(r.Header.Get(timestampHeader), a.opts.Now())
+	}
+	if why != "" {
 		a.opts.Logger.Warn("slack request refused", slog.String("path", r.URL.Path), slog.String("reason", why))
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return nil, false
@@ -147,22 +154,56 @@ func writeJSON(w http.ResponseWriter, v any) {
 // maxClockSkew is how far a request's timestamp may be from now.
 const maxClockSkew = 5 * time.Minute
 
-// timestampProblem says what is wrong with a request's
-// X-Slack-Request-Timestamp at now, or "".
-func timestampProblem(header string, now time.Time) string {
-	if header == "" {
-		return "no X-Slack-Request-Timestamp"
-	}
-	sec, err := strconv.ParseInt(header, 10, 64)
-	if err != nil {
-		return fmt.Sprintf("X-Slack-Request-Timestamp %q is not a Unix time", header)
-	}
-	off := time.Unix(sec, 0).Sub(now)
-	switch {
-	case off > maxClockSkew:
-		return fmt.Sprintf("the timestamp is %s in the future (more than %s off: check this machine's clock)", off.Round(time.Second), maxClockSkew)
-	case -off > maxClockSkew:
-		return fmt.Sprintf("the timestamp is too old (%s ago; at most %s)", (-off).Round(time.Second), maxClockSkew)
+// The headers that carry a request's signature and when it was signed.
+const (
+	signatureHeader = "X-Slack-Signature"
+	timestampHeader = "X-Slack-Request-Timestamp"
+)
+
+// headerProblem says what is wrong with how often a request carries the
+// signature headers, or "": Slack sends each exactly once.
+func headerProblem(h http.Header) string {
+	for _, name := range []string{signatureHeader, timestampHeader} {
+		switch n := len(h.Values(name)); {
+		case n == 0:
+			return "no " + name
+		case n > 1:
+			return fmt.Sprintf("%s is given %d times", name, n)
+		}
 	}
 	return ""
+}
+
+// timestampProblem says what is wrong with a request's
+// X-Slack-Request-Timestamp at now, or "". Slack sends the Unix time in
+// decimal digits, without sign, spaces or leading zeros: any other
+// spelling is refused, since the signature covers the header as written.
+func timestampProblem(header string, now time.Time) string {
+	if header == "" {
+		return "no " + timestampHeader
+	}
+	sec, err := strconv.ParseInt(header, 10, 64)
+	if err != nil || header[0] < '1' || header[0] > '9' {
+		return fmt.Sprintf("%s %q is not a Unix time", timestampHeader, header)
+	}
+	// In seconds, which cannot overflow for a positive sec, rather than
+	// as a Duration, which would for a timestamp centuries away.
+	off := sec - now.Unix()
+	window := int64(maxClockSkew / time.Second)
+	switch {
+	case off > window:
+		return fmt.Sprintf("the timestamp is %s in the future (more than %s off: check this machine's clock)", offset(off), maxClockSkew)
+	case -off > window:
+		return fmt.Sprintf("the timestamp is too old (%s ago; at most %s)", offset(-off), maxClockSkew)
+	}
+	return ""
+}
+
+// offset shows a positive number of seconds as a duration, or as days when
+// a Duration cannot hold it.
+func offset(sec int64) string {
+	if sec >= int64(math.MaxInt64/time.Second) {
+		return strconv.FormatInt(sec/86400, 10) + " days"
+	}
+	return (time.Duration(sec) * time.Second).String()
 }

@@ -21,6 +21,11 @@ func TestTimestampProblemsSayWhich(t *testing.T) {
 		{at(6 * time.Minute), "the timestamp is 6m0s in the future (more than 5m0s off: check this machine's clock)"},
 		{"", "no X-Slack-Request-Timestamp"},
 		{"soon", `X-Slack-Request-Timestamp "soon" is not a Unix time`},
+		{"+" + at(0), `X-Slack-Request-Timestamp "+1700000000" is not a Unix time`},
+		{"0" + at(0), `X-Slack-Request-Timestamp "01700000000" is not a Unix time`},
+		{"-9223372036854775808", `X-Slack-Request-Timestamp "-9223372036854775808" is not a Unix time`},
+		{"1000000000", "the timestamp is too old (194444h26m40s ago; at most 5m0s)"},
+		{"9223372036854775807", "the timestamp is 106751991147624 days in the future (more than 5m0s off: check this machine's clock)"},
 	} {
 		require.Equal(t, tc.want, timestampProblem(tc.header, now), tc.header)
 	}
