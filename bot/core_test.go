@@ -77,8 +77,9 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 		o.sinks = map[string]bot.Sink{bot.SourceLocal: local.Sink{}}
 	}
 	c := &core{store: store}
-	c.deliverer = bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: o.sinks, Poll: 20 * time.Millisecond, MinEditInterval: 50 * time.Millisecond})
-	rep := bot.NewReporter(bot.ReporterOptions{Outbox: store, Wake: c.deliverer.Wake, Now: o.now, Refresh: o.refresh})
+	const editEvery = 50 * time.Millisecond
+	c.deliverer = bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: o.sinks, Poll: 20 * time.Millisecond, MinEditInterval: editEvery})
+	rep := bot.NewReporter(bot.ReporterOptions{Outbox: store, Wake: c.deliverer.Wake, Now: o.now, Refresh: o.refresh, MinInterval: editEvery})
 	c.reporter = rep
 	c.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Runner: o.runner, Reporter: rep,

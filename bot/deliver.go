@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// DefaultMinEditInterval is the least time between two edits of one
+// message, a status: Slack allows about one message update a second in a
+// channel. The reporter writes a running status no more often, as an edit
+// it writes sooner would never be sent.
+const DefaultMinEditInterval = time.Second
+
 // DelivererOptions configure a Deliverer.
 type DelivererOptions struct {
 	Store OutboxStore
@@ -17,8 +23,8 @@ type DelivererOptions struct {
 	// a reason, so a misconfiguration is visible instead of retried forever.
 	Sinks map[string]Sink
 	// MinEditInterval spaces deliveries of one message key (status edits);
-	// default 1s. Only the latest text is sent, so the last state always
-	// arrives.
+	// DefaultMinEditInterval when zero. Only the latest text is sent, so the
+	// last state always arrives.
 	MinEditInterval time.Duration
 	// MaxAttempts before a message is given up; default 50. Attempts made
 	// while its destination is down do not count.
@@ -87,7 +93,7 @@ type destination struct {
 // NewDeliverer returns a Deliverer.
 func NewDeliverer(opts DelivererOptions) *Deliverer {
 	if opts.MinEditInterval <= 0 {
-		opts.MinEditInterval = time.Second
+		opts.MinEditInterval = DefaultMinEditInterval
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 50

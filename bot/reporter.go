@@ -32,7 +32,12 @@ type ReporterOptions struct {
 	// Refresh is how often a running job's status is refreshed without a
 	// progress event; DefaultStatusRefresh when zero.
 	Refresh time.Duration
-	Logger  *slog.Logger
+	// MinInterval is the least time between two writes of a running
+	// job's status, so a fast run's events do not each cost a commit;
+	// DefaultMinEditInterval when zero, the pace the deliverer edits at.
+	// Events in between are one write, of the latest state.
+	MinInterval time.Duration
+	Logger      *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -52,6 +57,9 @@ func NewReporter(opts ReporterOptions) *Reporter {
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = DefaultStatusRefresh
+	}
+	if opts.MinInterval <= 0 {
+		opts.MinInterval = DefaultMinEditInterval
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -121,8 +129,9 @@ func (r *Reporter) failed(ctx context.Context, key string, err error) {
 // bot.Progress a Runner receives. The status is written by a goroutine of
 // the Run, not by whoever reports: a progress event marks it changed and
 // returns, so a run's turn never waits for a commit of its status, and
-// events that come while one is written are one edit (the latest state;
-// the deliverer sends at most one edit a second anyway). While the job
+// the status is written at most once every ReporterOptions.MinInterval
+// (the pace the deliverer edits at): the events in between are one write,
+// of the latest state. While the job
 // runs, the status is also refreshed every ReporterOptions.Refresh, so its
 // elapsed time moves even when the agent reports nothing. Finish or Close
 // stop the goroutine, after the write under way, before anything final is
@@ -184,10 +193,12 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 }
 
 // write writes the running status whenever a progress event changed it,
-// and every Refresh, until the run stops.
+// and every Refresh, until the run stops; never twice within MinInterval.
+// Start wrote the first status just before.
 func (run *Run) write(ctx context.Context) {
 	t := time.NewTicker(run.r.opts.Refresh)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -197,6 +208,19 @@ func (run *Run) write(ctx context.Context) {
 		case <-run.changed:
 		case <-t.C:
 		}
+		if wait := time.Until(last.Add(run.r.opts.MinInterval)); wait > 0 {
+			pace := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				pace.Stop()
+				return
+			case <-run.stop:
+				pace.Stop()
+				return
+			case <-pace.C:
+			}
+		}
+		last = time.Now()
 		msg := run.status("running")
 		if _, err := run.r.opts.Outbox.Enqueue(ctx, msg); err != nil {
 			if ctx.Err() != nil {

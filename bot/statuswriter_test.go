@@ -169,7 +169,7 @@ func TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd(t *testing.
 	key := items[0].ID + "/status"
 
 	stale := &watchedOutbox{Outboxer: store, wrote: make(chan struct{}, 16)}
-	first := bot.NewReporter(bot.ReporterOptions{Outbox: stale, Refresh: time.Hour}).Start(ctx, job, items)
+	first := bot.NewReporter(bot.ReporterOptions{Outbox: stale, Refresh: time.Hour, MinInterval: time.Millisecond}).Start(ctx, job, items)
 	defer first.Close()
 	<-stale.wrote // its first status
 
@@ -189,6 +189,37 @@ func TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd(t *testing.
 	// Its own end, which its job cannot record, does not replace it either.
 	first.Finish(ctx, false, "", "it broke")
 	require.Equal(t, final, statusText(t, store, key))
+}
+
+// TestAFastRunsStatusIsWrittenAtTheEditPace reports a stream of progress
+// events for a while: the running status is written no more often than
+// once every MinInterval, as the deliverer would send no more edits, and
+// the latest state is the one written.
+func TestAFastRunsStatusIsWrittenAtTheEditPace(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	job, items := claimedJob(t, store, "fast")
+	const every = 40 * time.Millisecond
+	out := &watchedOutbox{Outboxer: store, wrote: make(chan struct{}, 1<<16)}
+	rep := bot.NewReporter(bot.ReporterOptions{Outbox: out, Refresh: time.Hour, MinInterval: every})
+	start := time.Now()
+	run := rep.Start(ctx, job, items)
+	defer run.Close()
+	events := 0
+	for time.Since(start) < 10*every {
+		events++
+		run.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: fmt.Sprintf("step %d", events)})
+		time.Sleep(100 * time.Microsecond)
+	}
+	last := fmt.Sprintf("step %d", events)
+	require.Eventually(t, func() bool {
+		return strings.HasSuffix(statusText(t, store, items[0].ID+"/status"), last)
+	}, 5*time.Second, time.Millisecond, "the latest state is written")
+	elapsed := time.Since(start)
+	writes := len(out.written())
+	// The start's status, then one write per interval at most.
+	require.LessOrEqual(t, writes, 1+int(elapsed/every)+1, "%d events in %s gave %d writes", events, elapsed, writes)
+	require.Greater(t, events, writes)
 }
 
 // stuckOutbox is an outbox whose single enqueues wait until it is let go,
