@@ -34,7 +34,7 @@ func approvalBlocks(v *bot.ApprovalView) []slack.Block {
 	var b strings.Builder
 	fmt.Fprintf(&b, ":closed_lock_with_key: *%s* wants to run `%s`", escape(firstNonEmpty(v.Agent, "agent")), escape(v.Tool))
 	if args := strings.TrimSpace(v.Arguments); args != "" {
-		b.WriteString("\n```" + truncateEscaped(escape(args), maxApprovalArgs) + "```")
+		b.WriteString("\n```" + inCode(truncateEscaped(escape(args), maxApprovalArgs)) + "```")
 	}
 	if v.Reason != "" {
 		b.WriteString("\n" + escape(v.Reason))
@@ -61,8 +61,24 @@ func approvalBlocks(v *bot.ApprovalView) []slack.Block {
 		note = ":no_entry_sign: The run ended before a decision"
 	}
 	note += " · `" + escape(v.ID) + "`"
-	blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, note, false, false)))
+	blocks = append(blocks, slack.NewContextBlock("", mrkdwnText(note)))
 	return blocks
+}
+
+// inCode makes text safe inside a ``` code block: no run of three
+// backticks, which would end the block early and show the rest of the
+// arguments as formatted text an approver could mistake for the prompt's
+// own, and none at either end, where it would join the fence.
+func inCode(text string) string {
+	const zwsp = "\u200b" // invisible, and breaks a run of backticks
+	text = strings.ReplaceAll(text, "``", "`"+zwsp+"`")
+	if strings.HasPrefix(text, "`") {
+		text = zwsp + text
+	}
+	if strings.HasSuffix(text, "`") {
+		text += zwsp
+	}
+	return text
 }
 
 // slackUserID matches member ids, which approver lists use for Slack users.

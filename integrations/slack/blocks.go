@@ -78,7 +78,7 @@ func statusBlocks(msg bot.OutboxMessage) []slack.Block {
 		ctx = append(ctx, "`"+escape(id)+"`")
 	}
 	if len(ctx) > 0 {
-		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, strings.Join(ctx, " · "), false, false)))
+		blocks = append(blocks, slack.NewContextBlock("", mrkdwnText(strings.Join(ctx, " · "))))
 	}
 	return blocks
 }
@@ -111,7 +111,16 @@ func elapsed(v *bot.StatusView) (string, bool) {
 }
 
 func mrkdwnSection(text string) *slack.SectionBlock {
-	return slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, truncateEscaped(text, maxReplyRunes), false, false), nil, nil)
+	return slack.NewSectionBlock(mrkdwnText(truncateEscaped(text, maxReplyRunes)), nil, nil)
+}
+
+// mrkdwnText is a mrkdwn text object of escaped text. It is verbatim:
+// otherwise Slack parses the plain text itself, and "@channel", "@here"
+// or "#general" that a model or a person wrote would become a real
+// mention or link. The entities the bot writes itself (<@U…>, <!date…>)
+// are still rendered.
+func mrkdwnText(text string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, text, false, true)
 }
 
 // truncateEscaped shortens escaped text to max runes without leaving half

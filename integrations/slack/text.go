@@ -2,6 +2,7 @@ package slack
 
 import (
 	"strings"
+	"unicode"
 
 	"github.com/switchyard/switchyard/bot"
 )
@@ -107,4 +108,30 @@ func unescape(s string) string { return unescaper.Replace(s) }
 
 // escape makes text safe to post: an agent's "<!channel>" must not ping a
 // whole channel, and a stray "<" must not swallow the rest of a message.
-func escape(s string) string { return escaper.Replace(s) }
+// It also makes it plain text a person can trust: bytes that are not UTF-8
+// and control characters other than line breaks and tabs show as "\uFFFD",
+// as do the controls that reorder text (U+202A–U+202E, U+2066–U+2069), which could make
+// an approval's arguments read otherwise than what runs; carriage returns
+// are dropped.
+func escape(s string) string { return escaper.Replace(plain(s)) }
+
+// plain is s as valid UTF-8 without control characters but "\n" and "\t".
+func plain(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case r == '\r':
+			return -1
+		case unicode.IsControl(r) || reorders(r):
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+// reorders reports whether r is an explicit bidirectional embedding,
+// override or isolate. The marks right-to-left text needs (U+200E,
+// U+200F) stay.
+func reorders(r rune) bool { return r >= '\u202A' && r <= '\u202E' || r >= '\u2066' && r <= '\u2069' }
