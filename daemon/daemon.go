@@ -403,7 +403,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 		d.requesters[bot.SourceGitHub] = d.ghGate
 		d.details[bot.SourceGitHub] = github.Details{}
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
-			Secret: gc.WebhookSecret, Intake: d.intake, Gate: d.ghGate, Client: client, Installations: d.store,
+			Secret: gc.WebhookSecret, Intake: d.intake, Gate: d.ghGate, Client: client, Installations: d.store, Deliveries: d.store,
 			Outbox: d.outbox, Wake: d.deliverer.Wake, Approvals: githubApprovals{d},
 			NeedsPaths: func() bool { return d.config.Current().Router.NeedsPaths() }, Logger: d.log,
 		})

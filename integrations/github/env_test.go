@@ -77,7 +77,7 @@ func newEnv(t testing.TB, configure ...func(*WebhookOptions, *GateOptions)) *env
 	})
 	require.NoError(t, err)
 	gopts := GateOptions{Client: e.client, AppSlug: "switchyard", AllowBots: []string{"renovate"}}
-	e.opts = WebhookOptions{Secret: testSecret, Client: e.client, Installations: store}
+	e.opts = WebhookOptions{Secret: testSecret, Client: e.client, Installations: store, Deliveries: store}
 	for _, c := range configure {
 		c(&e.opts, &gopts)
 	}

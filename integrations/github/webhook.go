@@ -60,6 +60,12 @@ type WebhookOptions struct {
 	// Installations records installation events; nil: they are only kept
 	// as ingress records.
 	Installations InstallationStore
+	// Deliveries tells a redelivery from a new delivery before an
+	// installation event is recorded, so that an old event delivered again
+	// (an installation created, then deleted, then the creation
+	// redelivered) changes nothing. Nil: every installation event is
+	// recorded, redeliveries too.
+	Deliveries bot.DeliveryStore
 	// Approvals decides approvals from "/approve <id>" and "/deny <id>"
 	// comments; nil answers them that approvals are not set up.
 	Approvals ApprovalDecider
@@ -262,8 +268,14 @@ func (h *webhook) serveDelivery(w http.ResponseWriter, r *http.Request, d *deliv
 func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, error) {
 	ev := d.ev
 	if ch := d.installation; ch != nil && h.opts.Installations != nil {
-		if err := ch.record(ctx, h.opts.Installations); err != nil {
+		seen, err := h.delivered(ctx, ev.DeliveryID)
+		if err != nil {
 			return bot.IngestResult{}, err
+		}
+		if !seen {
+			if err := ch.record(ctx, h.opts.Installations); err != nil {
+				return bot.IngestResult{}, err
+			}
 		}
 	}
 	ev.FillFromText()
@@ -283,6 +295,23 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 		return res, err
 	}
 	return res, h.decide(ctx, ev)
+}
+
+// delivered reports whether the delivery with id was stored before. A
+// delivery recorded but not stored (the daemon stopped in between) is not:
+// recording it again changes nothing.
+func (h *webhook) delivered(ctx context.Context, id string) (bool, error) {
+	if h.opts.Deliveries == nil {
+		return false, nil
+	}
+	_, err := h.opts.Deliveries.FindDelivery(ctx, bot.SourceGitHub, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case bot.ErrorCode(err) == bot.ENOTFOUND:
+		return false, nil
+	}
+	return false, fmt.Errorf("look up github delivery %q: %w", id, err)
 }
 
 // addedMentions returns the mentions of text that previous did not have, in

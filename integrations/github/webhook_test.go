@@ -696,3 +696,65 @@ func TestRequesterPermissionIsLookedUpWhenTheRunStarts(t *testing.T) {
 	_, err = e.gate.ResolveRequester(ctx, bot.Requester{Source: bot.SourceGitHub, ID: "bob"}, bot.GitHubThread("elsewhere", "repo", 1))
 	require.Error(t, err)
 }
+
+// GitHub lets a person redeliver any recent delivery. An installation event
+// delivered again after later ones changes nothing: the repositories stay
+// where the later events left them.
+func TestRedeliveredInstallationEventsChangeNothing(t *testing.T) {
+	ctx := context.Background()
+	const inst = 957387
+	retarget := func(t *testing.T, name string, edit func(payload)) []byte {
+		var p payload
+		require.NoError(t, json.Unmarshal(fixture(t, name), &p))
+		p["installation"].(map[string]any)["id"] = inst
+		edit(p)
+		return p.bytes(t)
+	}
+	type delivery struct {
+		event, id string
+		body      func(t *testing.T) []byte
+	}
+	created := delivery{"installation", "created", func(t *testing.T) []byte { return fixture(t, "installation/created.payload.json") }}
+	deleted := delivery{"installation", "deleted", func(t *testing.T) []byte {
+		return retarget(t, "installation/deleted.payload.json", func(payload) {})
+	}}
+	added := delivery{"installation_repositories", "added", func(t *testing.T) []byte {
+		return retarget(t, "installation_repositories/added.payload.json", func(payload) {})
+	}}
+	removed := delivery{"installation_repositories", "removed", func(t *testing.T) []byte {
+		return retarget(t, "installation_repositories/removed.payload.json", func(p payload) {
+			p["repositories_removed"] = []payload{{"full_name": "Codertocat/Space", "name": "Space"}}
+		})
+	}}
+	for _, tc := range []struct {
+		name  string
+		order []delivery
+		repo  string
+		want  int64
+	}{
+		{"a creation after the deletion", []delivery{created, deleted, created}, "Codertocat/Hello-World", 0},
+		{"a creation twice after the deletion", []delivery{created, deleted, created, created}, "Codertocat/Hello-World", 0},
+		{"an addition after the removal", []delivery{created, added, removed, added}, "Codertocat/Space", 0},
+		{"a removal after the deletion and a new creation", []delivery{created, added, removed, deleted, removed}, "Codertocat/Hello-World", 0},
+		{"a creation redelivered while it holds", []delivery{created, created}, "Codertocat/Hello-World", inst},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			seen := map[string]bool{}
+			for _, d := range tc.order {
+				code, a := e.post(d.event, "i-"+d.id, d.body(t))
+				if seen[d.id] {
+					require.Equal(t, http.StatusOK, code)
+					require.Equal(t, "duplicate", a.Status)
+				} else {
+					require.Equal(t, http.StatusAccepted, code)
+				}
+				seen[d.id] = true
+			}
+			id, err := e.store.InstallationForRepo(ctx, tc.repo)
+			require.NoError(t, err)
+			require.EqualValues(t, tc.want, id)
+			require.Len(t, e.ingress(), len(seen))
+		})
+	}
+}
