@@ -164,13 +164,20 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "malformed payload"})
 }
 
+// maxBodyPrealloc bounds the buffer readBody sets aside for what a request
+// announces before any of it arrives: the request is not yet known to come
+// from GitHub, and a few connections each announcing 25 MiB and sending
+// nothing must not hold 25 MiB each.
+const maxBodyPrealloc = 1 << 20
+
 // readBody reads a delivery of at most MaxWebhookBody bytes, into a buffer
-// of the size the request announces: a 28 KB payload is read once, not
-// copied from buffer to growing buffer.
+// of the size the request announces (up to maxBodyPrealloc; a larger one
+// grows as it arrives): a 28 KB payload is read once, not copied from
+// buffer to growing buffer.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	var buf bytes.Buffer
 	if n := r.ContentLength; n > 0 && n <= MaxWebhookBody {
-		buf.Grow(int(n) + bytes.MinRead)
+		buf.Grow(int(min(n, maxBodyPrealloc)) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
 	return buf.Bytes(), err
