@@ -243,9 +243,61 @@ func (c *Client) installation(id int64) (*installationClient, error) {
 	}
 	tr := ghinstallation.NewFromAppsTransport(atr, id)
 	tr.BaseURL = strings.TrimSuffix(c.base.String(), "/")
-	ic := &installationClient{tr: tr, gh: c.newGitHubClient(tr)}
+	ic := &installationClient{tr: tr}
+	ic.gh = c.newGitHubClient(&refusalTransport{next: tr, refused: func(gone bool) { c.refused(id, ic, gone) }})
 	c.clients[id] = ic
 	return ic, nil
+}
+
+// refusalTransport watches an installation's requests for GitHub refusing
+// its credentials: a 401 to a request made with the installation's token
+// (revoked, or expired by GitHub's clock before ghinstallation's), or a
+// 404 to the token exchange (the installation is gone).
+type refusalTransport struct {
+	next    http.RoundTripper
+	refused func(gone bool)
+}
+
+func (t *refusalTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	var he *ghinstallation.HTTPError
+	switch {
+	case err == nil && resp.StatusCode == http.StatusUnauthorized:
+		t.refused(false)
+	case errors.As(err, &he) && he.Response != nil && he.Response.StatusCode == http.StatusNotFound:
+		t.refused(true)
+	}
+	return resp, err
+}
+
+// refused forgets installation id's token, so the next request exchanges a
+// new one; when the installation is gone, the repositories recorded as
+// its are forgotten too, so the next request for one of them asks GitHub
+// which installation covers it now (the App may have been installed
+// again, under a new id, while no webhook reached the daemon).
+func (c *Client) refused(id int64, ic *installationClient, gone bool) {
+	c.mu.Lock()
+	if c.clients[id] == ic {
+		delete(c.clients, id)
+	}
+	if gone {
+		for repo, rid := range c.repos {
+			if rid == id {
+				delete(c.repos, repo)
+			}
+		}
+	}
+	c.mu.Unlock()
+	if !gone || c.installations == nil {
+		return
+	}
+	// The request that was refused may have been cancelled; forgetting
+	// the installation is not its to cut short.
+	ctx, cancel := context.WithTimeout(context.Background(), lookupRetry)
+	defer cancel()
+	if err := c.installations.DeleteInstallation(ctx, id); err != nil {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "forget github installation", slog.Int64("installation", id), slog.String("error", err.Error()))
+	}
 }
 
 // Token returns a valid installation access token for id, for the few

@@ -50,10 +50,18 @@ func deliveryError(err error, now time.Time) error {
 	if resp == nil {
 		return err // network: retried with backoff
 	}
+	var he *ghinstallation.HTTPError
+	tokenExchange := errors.As(err, &he)
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests || code == http.StatusForbidden && isRateLimited(resp.Header):
 		return &bot.DeliveryError{Err: err, RetryAfter: retryAfter(resp.Header, now)}
 	case code >= 500:
+		return err
+	case code == http.StatusUnauthorized && !tokenExchange, code == http.StatusNotFound && tokenExchange:
+		// The installation's token was refused, or the installation is
+		// gone: the client forgot both (refusalTransport), and the next
+		// attempt exchanges a new token or asks GitHub which
+		// installation covers the repository now.
 		return err
 	case code >= 400:
 		return &bot.DeliveryError{Err: err, Permanent: true}

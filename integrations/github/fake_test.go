@@ -78,6 +78,7 @@ type fakeGitHub struct {
 	tokens      map[string]int64 // token → installation
 	exchanges   map[int64]int    // token exchanges per installation
 	installs    map[string]int64 // owner/repo → installation
+	gone        map[int64]bool   // installations removed
 	perms       map[string]repoPermission
 	files       map[string][]string // owner/repo#n → changed files
 	comments    map[string][]*fakeComment
@@ -92,7 +93,7 @@ type fakeGitHub struct {
 func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 	f := &fakeGitHub{
 		t: t, prefix: prefix, tokenTTL: time.Hour,
-		tokens: map[string]int64{}, exchanges: map[int64]int{}, installs: map[string]int64{},
+		tokens: map[string]int64{}, exchanges: map[int64]int{}, installs: map[string]int64{}, gone: map[int64]bool{},
 		perms: map[string]repoPermission{}, files: map[string][]string{}, comments: map[string][]*fakeComment{},
 		nextID: 1000, calls: map[string]int{}, failures: map[string][]failure{}, botLogin: "switchyard[bot]",
 	}
@@ -156,6 +157,41 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// revokeTokens makes GitHub refuse every installation token handed out so
+// far, as when a token is revoked or expires by GitHub's clock before the
+// client's.
+func (f *fakeGitHub) revokeTokens() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.tokens)
+}
+
+// uninstall removes installation id: its tokens are refused, no new one is
+// handed out, and the repositories it covered are covered by nothing,
+// until install.
+func (f *fakeGitHub) uninstall(id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone[id] = true
+	for tok, tid := range f.tokens {
+		if tid == id {
+			delete(f.tokens, tok)
+		}
+	}
+	for repo, rid := range f.installs {
+		if rid == id {
+			delete(f.installs, repo)
+		}
+	}
+}
+
+// install covers repo by installation id.
+func (f *fakeGitHub) install(repo string, id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.installs[repo] = id
 }
 
 // fail queues answers served, in order, instead of the next requests to
@@ -235,6 +271,11 @@ func verifyJWT(tok string, pub *rsa.PublicKey) error {
 func (f *fakeGitHub) accessToken(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	f.mu.Lock()
+	if f.gone[id] {
+		f.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
 	f.exchanges[id]++
 	tok := fmt.Sprintf("ghs_fake_%d_%d", id, f.exchanges[id])
 	f.tokens[tok] = id

@@ -224,20 +224,76 @@ func TestSinkRetriesWhenGitHubIsUnreachable(t *testing.T) {
 }
 
 func TestSinkTokenExchangeFailures(t *testing.T) {
+	ctx := context.Background()
+	t.Run("500", func(t *testing.T) {
+		e := newEnv(t)
+		e.gh.fail("POST /app/installations/{id}/access_tokens", failure{status: 500, body: `{"message":"no"}`})
+		_, err := NewSink(e.client).Deliver(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+		require.Error(t, err)
+		_, ok := bot.AsDeliveryError(err)
+		require.False(t, ok, "retried with backoff: %v", err)
+	})
+	t.Run("404: the App was uninstalled", func(t *testing.T) {
+		e := newEnv(t)
+		sink := NewSink(e.client)
+		_, err := sink.Deliver(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
+		require.NoError(t, err)
+		e.gh.uninstall(testInstallation)
+		// The token is refused, then the installation the store remembers
+		// is gone, then GitHub says none covers the repository.
+		err = deliverAttempts(t, sink, outboxMessage(bot.OutboxReply, "wi_2/reply", "done"), 3)
+		de, ok := bot.AsDeliveryError(err)
+		require.True(t, ok && de.Permanent, "given up: %v", err)
+		require.Contains(t, err.Error(), "not installed on octo/hello")
+	})
+}
+
+// deliverAttempts delivers msg as the deliverer would, at most attempts
+// times while the sink says to try again, and returns the last error: every
+// one before it asked for another attempt and named no token.
+func deliverAttempts(t *testing.T, sink *Sink, msg bot.OutboxMessage, attempts int) error {
+	t.Helper()
+	var err error
+	for range attempts {
+		if _, err = sink.Deliver(context.Background(), msg); err == nil {
+			return nil
+		}
+		require.NotContains(t, err.Error(), "ghs_")
+		if de, ok := bot.AsDeliveryError(err); ok && de.Permanent {
+			return err
+		}
+	}
+	return err
+}
+
+// GitHub refuses an installation token before the client expects it to
+// (revoked, or expired by GitHub's clock), or the installation the store
+// remembers for a repository is gone because the App was installed again
+// while no webhook reached the daemon: the message waits for its next
+// attempt, which gets a new token or finds the new installation, and it
+// is posted once.
+func TestSinkRecoversFromRefusedCredentials(t *testing.T) {
+	ctx := context.Background()
 	for _, tc := range []struct {
-		status    int
-		permanent bool
+		name   string
+		refuse func(e *env)
 	}{
-		{500, false},
-		{404, true}, // the App was uninstalled
+		{"token revoked", func(e *env) { e.gh.revokeTokens() }},
+		{"installed again under a new id", func(e *env) {
+			e.gh.uninstall(testInstallation)
+			e.gh.install("octo/hello", testInstallation+1)
+		}},
 	} {
-		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.gh.fail("POST /app/installations/{id}/access_tokens", failure{status: tc.status, body: `{"message":"no"}`})
-			_, err := NewSink(e.client).Deliver(context.Background(), outboxMessage(bot.OutboxReply, "wi_1/reply", "done"))
-			require.Error(t, err)
-			de, ok := bot.AsDeliveryError(err)
-			require.Equal(t, tc.permanent, ok && de.Permanent, "%v", err)
+			sink := NewSink(e.client)
+			_, err := sink.Deliver(ctx, outboxMessage(bot.OutboxReply, "wi_1/reply", "first"))
+			require.NoError(t, err)
+			tc.refuse(e)
+			require.NoError(t, deliverAttempts(t, sink, outboxMessage(bot.OutboxReply, "wi_2/reply", "second"), 3))
+			comments := e.gh.threadComments("octo/hello#7")
+			require.Len(t, comments, 2)
+			require.Contains(t, comments[1].Body, "second")
 		})
 	}
 }
