@@ -60,7 +60,7 @@ func (r *Registry) checkSettingWith(s Setting, p *Package, ss settings) error {
 	}
 	if isPackage && len(s.Settings) > 0 {
 		for k, v := range s.Settings {
-			if str, ok := v.(string); ok && r.opts.Masker != nil && s.Origin == "" && r.opts.Masker.Redact(str) != str {
+			if r.opts.Masker != nil && s.Origin == "" && holdsCredential(r.opts.Masker, v) {
 				return errorf(ErrInvalid, "setting %s of %s looks like a credential; give secrets as ${ENV} in the skills section of the config, never through the API", k, s.Name)
 			}
 		}
@@ -70,6 +70,29 @@ func (r *Registry) checkSettingWith(s Setting, p *Package, ss settings) error {
 		}
 	}
 	return nil
+}
+
+// holdsCredential reports whether m would mask any text of a setting's
+// value: a string, or a key or element at any depth of an object or array
+// (the CLI's --set key=<JSON> and the API give those).
+func holdsCredential(m Masker, v any) bool {
+	switch x := v.(type) {
+	case string:
+		return m.Redact(x) != x
+	case map[string]any:
+		for k, e := range x {
+			if m.Redact(k) != k || holdsCredential(m, e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if holdsCredential(m, e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // SetConfig replaces the settings of the config file (its skills section),

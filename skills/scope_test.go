@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -172,6 +173,42 @@ func TestPackageSettingsMergeByScope(t *testing.T) {
 	require.ErrorContains(t, err, "at org:acme: settings of package acme-tools: at /retries:")
 	err = r.Set(ctx, skills.Setting{Scope: scope(t, "org:acme"), Name: "acme-tools", Settings: map[string]any{"environment": "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}})
 	require.ErrorContains(t, err, "looks like a credential")
+}
+
+// A credential is refused wherever it sits in a setting's value: inside an
+// object, an array or a key, at any depth, as the CLI's --set key=<JSON>
+// and the API's settings give them, so none is stored or shown.
+func TestSettingsRefuseACredentialAtAnyDepth(t *testing.T) {
+	r := newRegistry(t)
+	addPackage(t, r, map[string]string{"manifest.yaml": `name: hooks
+version: 1.0.0
+description: Posts to a webhook.
+config:
+  type: object
+  properties:
+    headers: {type: object}
+    tags: {type: array}
+    retries: {type: integer}
+`})
+	ctx := context.Background()
+	const token = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
+	for _, set := range []string{
+		`headers={"Authorization":"token ` + token + `"}`,
+		`headers={"a":{"b":{"c":["` + token + `"]}}}`,
+		`headers={"` + token + `":"x"}`,
+		`tags=["ok","` + token + `"]`,
+		`tags=[[[["` + token + `"]]]]`,
+		`tags=[{"k":"xoxb-1234567890-1234567890123-abcdefghijklmnopqrstuvwx"}]`,
+	} {
+		key, value, _ := strings.Cut(set, "=")
+		err := r.Set(ctx, skills.Setting{Scope: skills.Global, Name: "hooks", Enabled: skills.Enabled,
+			Settings: map[string]any{key: skills.ParseSettingValue(value), "retries": int64(2)}})
+		require.EqualError(t, err, "setting "+key+" of hooks looks like a credential; give secrets as ${ENV} in the skills section of the config, never through the API", set)
+		_, stored := r.StoredSetting(skills.Global, "hooks")
+		require.False(t, stored, "nothing stored: %s", set)
+	}
+	require.NoError(t, r.Set(ctx, skills.Setting{Scope: skills.Global, Name: "hooks", Enabled: skills.Enabled,
+		Settings: map[string]any{"headers": map[string]any{"X-Team": "web"}, "tags": []any{"a", int64(1)}}}), "settings without a credential")
 }
 
 func TestParseScope(t *testing.T) {
