@@ -458,6 +458,9 @@ func (r *Registry) CheckDependencies(p *Package) error {
 				p.Name(), p.Version(), p.Name(), want, other.Name(), why))
 		}
 	}
+	if cycle := dependencyCycle(c, p); cycle != nil {
+		errs = append(errs, errorf(ErrConflict, "%s %s would close a dependency cycle: %s", p.Name(), p.Version(), strings.Join(cycle, " → ")))
+	}
 	for _, s := range p.Skills {
 		if e, ok := c.skills[s.Name]; ok && e.skill.Package != p.Name() && e.skill.Package != RuntimePackage {
 			errs = append(errs, errorf(ErrConflict, "skill %s is already contributed by package %s", s.Name, e.skill.Package))
@@ -467,6 +470,46 @@ func (r *Registry) CheckDependencies(p *Package) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// dependencyCycle returns the first path by which p, installed in place of
+// any package of its name, would come to depend on itself (p, …, p), or
+// nil. Packages in a cycle could never be uninstalled, each needed by
+// another.
+func dependencyCycle(c *catalog, p *Package) []string {
+	deps := func(name string) map[string]string {
+		if name == p.Name() {
+			return p.Manifest.Dependencies
+		}
+		if q, ok := c.packages[name]; ok {
+			return q.Manifest.Dependencies
+		}
+		return nil
+	}
+	done := map[string]bool{}
+	var path []string
+	var visit func(name string) bool
+	visit = func(name string) bool {
+		path = append(path, name)
+		for _, dep := range sortedKeys(deps(name)) {
+			if dep == p.Name() {
+				path = append(path, dep)
+				return true
+			}
+			if !done[dep] {
+				done[dep] = true
+				if visit(dep) {
+					return true
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		return false
+	}
+	if visit(p.Name()) {
+		return path
+	}
+	return nil
 }
 
 // checkCompatibility checks the skills' switchyard version ranges.

@@ -573,6 +573,64 @@ func TestDependencies(t *testing.T) {
 	e.nothingLeft()
 }
 
+// Installs never close a dependency cycle (an upgrade of a package others
+// need, made to need them back): both would refuse to be uninstalled
+// forever. Each cycle is refused naming its path, and nothing changes.
+func TestDependencyCyclesAreRefused(t *testing.T) {
+	pkg := func(name, version string, deps ...string) string {
+		dir := t.TempDir()
+		var extra string
+		if len(deps) > 0 {
+			extra = "dependencies:\n"
+			for _, d := range deps {
+				extra += fmt.Sprintf("  %s: \">=1.0.0\"\n", d)
+			}
+		}
+		writeTree(t, dir, map[string]string{"manifest.yaml": manifest(name, version, extra)})
+		return dir
+	}
+	cases := []struct {
+		name    string
+		chain   int    // packages p0 … p(chain-1), each needing the next
+		upgrade string // the package upgraded to need p0
+		want    string
+	}{
+		{"two", 2, "p1", "p1 2.0.0 would close a dependency cycle: p1 → p0 → p1"},
+		{"three", 3, "p2", "p2 2.0.0 would close a dependency cycle: p2 → p0 → p1 → p2"},
+		{"eight", 8, "p7", "p7 2.0.0 would close a dependency cycle: p7 → p0 → p1 → p2 → p3 → p4 → p5 → p6 → p7"},
+		{"in the middle", 5, "p3", "p3 2.0.0 would close a dependency cycle: p3 → p0 → p1 → p2 → p3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, install.Limits{})
+			var want []string
+			for i := tc.chain - 1; i >= 0; i-- {
+				var deps []string
+				if i+1 < tc.chain {
+					deps = []string{fmt.Sprintf("p%d", i+1)}
+				}
+				_, err := e.install(pkg(fmt.Sprintf("p%d", i), "1.0.0", deps...))
+				require.NoError(t, err)
+				want = append(want, fmt.Sprintf("p%d@1.0.0", i))
+			}
+			var deps []string
+			if n := tc.upgrade; n != fmt.Sprintf("p%d", tc.chain-1) {
+				var i int
+				_, _ = fmt.Sscanf(n, "p%d", &i)
+				deps = append(deps, fmt.Sprintf("p%d", i+1))
+			}
+			_, err := e.install(pkg(tc.upgrade, "2.0.0", append(deps, "p0")...))
+			require.EqualError(t, err, tc.want)
+			e.nothingLeft(want...)
+			// The chain still comes apart from its top.
+			for i := range tc.chain {
+				_, err := e.in.Uninstall(context.Background(), fmt.Sprintf("p%d", i))
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
 func TestInstallLeavesNoStagingAfterACrash(t *testing.T) {
 	e := newEnv(t, install.Limits{})
 	leftover := filepath.Join(e.data, "packages", ".install-123")
