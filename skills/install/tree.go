@@ -33,6 +33,9 @@ const (
 	DefaultMaxFiles = 5000
 	maxPathLen      = 1024
 	maxPathDepth    = 64
+	// entryOverhead is what an archive may spend on one entry besides its
+	// file's bytes: its header, a PAX header for a long name, padding.
+	entryOverhead = 4 << 10
 )
 
 func (l Limits) withDefaults() Limits {
@@ -46,6 +49,19 @@ func (l Limits) withDefaults() Limits {
 		l.MaxDownload = l.MaxBytes
 	}
 	return l
+}
+
+// maxEntries bounds an archive's entries, whatever they are: a directory
+// named again and archive-wide metadata count too, though they make no
+// file. Twice the files allowed leaves room for archives that name each
+// directory again before its files.
+func (l Limits) maxEntries() int { return 2 * l.MaxFiles }
+
+// maxStream bounds what an archive unpacks to as a stream (headers,
+// metadata and files), so one that is mostly metadata ends as soon as
+// one that is mostly files.
+func (l Limits) maxStream() int64 {
+	return l.MaxBytes + int64(l.maxEntries())*entryOverhead
 }
 
 // refuse refuses a package for what it holds or how it is built: a path
@@ -66,9 +82,11 @@ type tree struct {
 	limits Limits
 	bytes  int64
 	count  int
-	seen   map[string]string // lower-case path → the path as first written
-	kinds  map[string]bool   // path → is a directory
-	origin string            // what the entries come from, for messages
+	// entries counts an archive's entries, every one.
+	entries int
+	seen    map[string]string // lower-case path → the path as first written
+	kinds   map[string]bool   // path → is a directory
+	origin  string            // what the entries come from, for messages
 }
 
 func newTree(dir string, limits Limits, origin string) (*tree, error) {
@@ -134,6 +152,39 @@ func (t *tree) claim(name string, dir bool) error {
 	t.seen[lower] = name
 	t.kinds[name] = dir
 	return nil
+}
+
+// entry counts one entry of an archive against Limits.maxEntries.
+func (t *tree) entry() error {
+	t.entries++
+	if max := t.limits.maxEntries(); t.entries > max {
+		return refuse("%s: more than %d entries", t.origin, max)
+	}
+	return nil
+}
+
+// streamLimit ends a stream that passes Limits.maxStream with a refusal.
+type streamLimit struct {
+	r    io.Reader
+	left int64
+	err  error // the refusal, once the limit is passed
+	msg  string
+}
+
+func (s *streamLimit) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if int64(len(p)) > s.left+1 {
+		p = p[:s.left+1]
+	}
+	n, err := s.r.Read(p)
+	s.left -= int64(n)
+	if s.left < 0 {
+		s.err = refuse("%s", s.msg)
+		return 0, s.err
+	}
+	return n, err
 }
 
 // dir makes a directory and its parents.
@@ -219,14 +270,22 @@ func (t *tree) special(name, kind string) error {
 
 // untar writes a tar stream's entries.
 func (t *tree) untar(r io.Reader) error {
-	tr := tar.NewReader(r)
+	max := t.limits.maxStream()
+	limit := &streamLimit{r: r, left: max, msg: fmt.Sprintf("%s: the archive unpacks to more than %d bytes", t.origin, max)}
+	tr := tar.NewReader(limit)
 	for {
 		hdr, err := tr.Next()
+		if limit.err != nil {
+			return limit.err
+		}
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return refuse("%s: not a readable tar archive: %v", t.origin, err)
+		}
+		if err := t.entry(); err != nil {
+			return err
 		}
 		mode := hdr.FileInfo().Mode()
 		switch hdr.Typeflag {
@@ -247,6 +306,9 @@ func (t *tree) untar(r io.Reader) error {
 		default:
 			err = t.special(hdr.Name, fmt.Sprintf("tar entry of type %q", hdr.Typeflag))
 		}
+		if limit.err != nil {
+			return limit.err
+		}
 		if err != nil {
 			return err
 		}
@@ -258,6 +320,9 @@ func (t *tree) unzip(r io.ReaderAt, size int64) error {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return refuse("%s: not a readable zip archive: %v", t.origin, err)
+	}
+	if max := t.limits.maxEntries(); len(zr.File) > max {
+		return refuse("%s: more than %d entries", t.origin, max)
 	}
 	for _, f := range zr.File {
 		mode := f.Mode()
