@@ -7,6 +7,9 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -110,4 +113,115 @@ func TestInstallRefusesArchiveBombs(t *testing.T) {
 			e.nothingLeft()
 		})
 	}
+}
+
+// A directory's hard links are refused as an archive's are: a file with
+// another name, inside the package or out of it (a secret of the daemon's
+// machine linked into a package's directory), is not copied.
+func TestInstallDirectoryRefusesHardLinks(t *testing.T) {
+	e := newEnv(t, install.Limits{})
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	require.NoError(t, os.WriteFile(outside, []byte("the machine's own"), 0o600))
+	for _, tc := range []struct {
+		name, link, target string
+	}{
+		{"a link to a file outside", "notes.md", outside},
+		{"a link inside the package", "copy.md", "SKILL.md"},
+		{"a link in a subdirectory", "docs/deep/notes.md", outside},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"manifest.yaml": goodManifest, "SKILL.md": "Use it."})
+			target := tc.target
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(dir, target)
+			}
+			link := filepath.Join(dir, filepath.FromSlash(tc.link))
+			require.NoError(t, os.MkdirAll(filepath.Dir(link), 0o755))
+			require.NoError(t, os.Link(target, link))
+			_, err := e.install(dir)
+			require.ErrorContains(t, err, "is a hard link")
+			e.nothingLeft()
+		})
+	}
+}
+
+// hostileNames are entry names an archive may carry, by class, each with
+// the words its refusal has ("" for names that are only unusual: they are
+// written inside the package and nowhere else).
+func hostileNames() []struct{ name, want string } {
+	var out []struct{ name, want string }
+	add := func(want string, names ...string) {
+		for _, n := range names {
+			out = append(out, struct{ name, want string }{n, want})
+		}
+	}
+	for _, prefix := range []string{"", "a/", "a/b/", "./", "a/./", "a//"} {
+		for _, up := range []string{"..", "../..", "../../..", strings.Repeat("../", 12) + ".."} {
+			for _, rest := range []string{"", "/evil.txt", "/etc/passwd", "/a/../evil.txt"} {
+				add("leaves the package (..)", prefix+up+rest)
+			}
+		}
+	}
+	add("leaves the package (..)", "a/b/../../../evil.txt", "a/../evil.txt", "./../evil.txt", "a/..", "a/b/c/../../../../evil.txt")
+	add("is an absolute path", "/evil.txt", "//evil.txt", "/../evil.txt", "/tmp/evil.txt", "/etc/passwd", "C:/evil.txt", "c:evil.txt", "///evil.txt")
+	add("a name with a backslash or NUL byte", `..\evil.txt`, `a\..\..\evil.txt`, `\evil.txt`, `C:\evil.txt`, `\\server\share\evil.txt`,
+		`..\..\..\..\etc\passwd`, `a/..\..\evil.txt`, "evil.txt\x00.md", "a\x00/../../evil.txt", "\x00")
+	add("the path is too long or too deep", strings.Repeat("a/", 64)+"evil.txt", strings.Repeat("d", 1025), strings.Repeat("abcdefgh/", 120)+"evil.txt")
+	// Look-alikes of dots and slashes are names like any: inside.
+	add("", "\u2024\u2024/evil.txt", "\uff0e\uff0e/evil.txt", "..\u2215evil.txt", "\u2025/evil.txt", ".\u200b./evil.txt",
+		"%2e%2e/evil.txt", "%2e%2e%2fevil.txt", "..%2fevil.txt", "...", ".../evil.txt", "..evil.txt", "evil..txt", "a/..b/evil.txt",
+		"\u002e\u0338\u002e/evil.txt", "\ufe52\ufe52/evil.txt", "\u2e2e/evil.txt", "~/evil.txt", "$HOME/evil.txt", "a b/evil.txt")
+	return out
+}
+
+// Every hostile name, in a tar and in a zip, is refused for what it is or
+// written inside the package, and nothing reaches outside.
+func TestInstallEntryNamesCorpus(t *testing.T) {
+	man := entry{name: "manifest.yaml", body: goodManifest}
+	skill := entry{name: "SKILL.md", body: "Use it."}
+	names := hostileNames()
+	files := map[string][]byte{}
+	for i, n := range names {
+		files[fmt.Sprintf("%d.zip", i)] = zipOf(t, []entry{man, skill, {name: n.name, body: "x"}})
+		if !strings.Contains(n.name, "\x00") { // tar's writer refuses NUL, and its reader ends a name there
+			files[fmt.Sprintf("%d.tgz", i)] = tgz(t, []entry{man, skill, {name: n.name, body: "x"}})
+		}
+	}
+	srv := serve(t, files)
+	e := envWithClient(t, srv, install.Limits{})
+	parent := filepath.Dir(e.data)
+	tried := 0
+	for i, n := range names {
+		for _, ext := range []string{"zip", "tgz"} {
+			data, ok := files[fmt.Sprintf("%d.%s", i, ext)]
+			if !ok {
+				continue
+			}
+			tried++
+			_, err := e.in.Install(context.Background(), install.Request{Source: fmt.Sprintf("%s/%d.%s", srv.URL, i, ext), SHA256: sum(data)})
+			if n.want != "" {
+				require.ErrorContains(t, err, n.want, "%q in a %s", n.name, ext)
+				e.nothingLeft()
+				continue
+			}
+			require.NoError(t, err, "%q in a %s", n.name, ext)
+			got, err := os.ReadFile(filepath.Join(e.data, "packages", "arch-kit@1.0.0", filepath.FromSlash(n.name)))
+			require.NoError(t, err, "%q is written inside the package", n.name)
+			require.Equal(t, "x", string(got))
+			_, err = e.in.Uninstall(context.Background(), "arch-kit")
+			require.NoError(t, err)
+			e.nothingLeft()
+		}
+	}
+	require.Greater(t, tried, 250)
+	for _, dir := range []string{parent, e.data, filepath.Join(e.data, "packages"), "/tmp"} {
+		_, err := os.Stat(filepath.Join(dir, "evil.txt"))
+		require.ErrorIs(t, err, fs.ErrNotExist, dir)
+	}
+	require.NoError(t, filepath.WalkDir(parent, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		require.NotEqual(t, "evil.txt", d.Name(), "%s is outside every package", p)
+		return nil
+	}))
 }

@@ -347,7 +347,9 @@ func (t *tree) unzip(r io.ReaderAt, size int64) error {
 }
 
 // copyDir writes the directories and regular files of fsys, leaving out
-// version control directories (.git).
+// version control directories (.git). A file of more than one name (a hard
+// link) is refused as in an archive: its other name may be anywhere on the
+// machine.
 func (t *tree) copyDir(fsys fs.FS) error {
 	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -372,7 +374,18 @@ func (t *tree) copyDir(fsys fs.FS) error {
 				return err
 			}
 			defer f.Close()
-			return t.file(p, mode, info.Size(), f)
+			// What was opened is what is checked: the file may have
+			// changed since the directory was read.
+			if info, err = f.Stat(); err != nil {
+				return err
+			}
+			if !info.Mode().IsRegular() {
+				return t.special(p, fileKind(info.Mode()))
+			}
+			if n := linkCount(info); n > 1 {
+				return t.special(p, fmt.Sprintf("hard link (a file of %d names)", n))
+			}
+			return t.file(p, info.Mode(), info.Size(), f)
 		default:
 			return t.special(p, fileKind(mode))
 		}
