@@ -146,6 +146,9 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 			// Even an allowed bot: an approval is a person's to give.
 			return &bot.IngressReason{Code: bot.IgnoreBot, Detail: "bot " + ev.Actor + " cannot decide approvals"}
 		}
+		if ev.Actor == "" && !g.opts.Offline {
+			return &bot.IngressReason{Code: bot.IgnoreUnauthorized, Detail: "the delivery names no sender to decide an approval as"}
+		}
 		verb := "deny"
 		if c.Approve {
 			verb = "approve"
@@ -208,6 +211,11 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 			who = "@" + ev.Actor
 		}
 		return nil, fmt.Sprintf("%s has %s permission on %s (github.min_permission; not checked offline)", who, min, repo), nil
+	}
+	if ev.Actor == "" {
+		// Nobody to ask about, and nobody to tell.
+		return &bot.IngressReason{Code: bot.IgnoreUnauthorized,
+			Detail: fmt.Sprintf("the delivery names no sender, so nobody can be checked for %s permission on %s", min, repo)}, "", nil
 	}
 	perm, err := g.Permission(ctx, ev)
 	if err != nil {

@@ -783,3 +783,53 @@ func TestAnnouncedBodySizeReservesLittle(t *testing.T) {
 		})
 	}
 }
+
+// A signed delivery whose sender is missing, null or has no login asks
+// nobody's permission and tells nobody anything: a mention, a command or
+// an approval in it makes nothing.
+func TestDeliveriesWithoutASenderAskForNothing(t *testing.T) {
+	senders := map[string]any{
+		"missing": nil, "null": "null", "empty object": payload{}, "empty login": payload{"login": ""},
+		"null login": payload{"login": nil, "type": "User"}, "type alone": payload{"type": "User"},
+	}
+	texts := []string{"@coder fix this", "/deploy prod", "/approve ap_1", "@triage\n/deploy staging"}
+	for name, sender := range senders {
+		for _, text := range texts {
+			t.Run(name+"/"+text, func(t *testing.T) {
+				e := newEnv(t)
+				var answered []ApprovalComment
+				e.opts.Approvals = approvalFunc(func(_ context.Context, c ApprovalComment) error {
+					answered = append(answered, c)
+					return nil
+				})
+				e.handler = NewWebhookHandler(e.opts)
+				p := issueCommentPayload("created", person("alice"), text, nil)
+				switch sender {
+				case nil:
+					delete(p, "sender")
+				case "null":
+					p["sender"] = nil
+				default:
+					p["sender"] = sender
+				}
+				code, a := e.post("issue_comment", "d-1", p.bytes(t))
+				require.Equal(t, http.StatusAccepted, code)
+				require.Equal(t, "ignored", a.Status)
+				require.Equal(t, bot.IgnoreUnauthorized, a.Reason)
+				recs := e.ingress()
+				require.Len(t, recs, 1)
+				require.Contains(t, recs[0].Detail, "no sender")
+				require.Empty(t, e.workItems())
+				require.Empty(t, answered)
+				msgs, err := e.store.ListOutbox(context.Background(), "github:octo/hello#7")
+				require.NoError(t, err)
+				require.Empty(t, msgs, "nobody to tell")
+				require.Zero(t, e.gh.callCount("GET /repos/{owner}/{repo}/collaborators/{user}/permission"))
+			})
+		}
+	}
+}
+
+type approvalFunc func(context.Context, ApprovalComment) error
+
+func (f approvalFunc) DecideApproval(ctx context.Context, c ApprovalComment) error { return f(ctx, c) }
