@@ -92,10 +92,10 @@ type webhook struct {
 
 // NewWebhookHandler returns the handler of POST /webhooks/github.
 //
-// It answers 401 to a missing or wrong X-Hub-Signature-256 (nothing is read
-// beyond the body), 413 to bodies over MaxWebhookBody, 400 to deliveries
-// without X-GitHub-Event or X-GitHub-Delivery or with a payload that cannot be
-// read, 200 to ping and to redeliveries, 202 once the event is persisted as a
+// It answers 401 to a missing, wrong or repeated X-Hub-Signature-256
+// (nothing is read beyond the body), 413 to bodies over MaxWebhookBody, 400
+// to deliveries without X-GitHub-Event or X-GitHub-Delivery, or with either
+// twice, or with a payload that cannot be read, 200 to ping and to redeliveries, 202 once the event is persisted as a
 // work item or an ingress record, 502 when GitHub could not be asked for a
 // commenter's permission or a pull request's files (nothing is stored, so
 // the delivery shows as failed and can be redelivered), and 500 when the
@@ -138,15 +138,18 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "could not read the body"})
 		return
 	}
-	if !h.verify(r.Header.Get("X-Hub-Signature-256"), body) {
+	// GitHub sends each header once. A second copy is someone else's, and
+	// which one a proxy or a reader takes is not to be guessed.
+	if sigs := r.Header.Values("X-Hub-Signature-256"); len(sigs) != 1 || !h.verify(sigs[0], body) {
 		httpapi.JSON(w, http.StatusUnauthorized, answer{Status: "error", Error: "missing or wrong X-Hub-Signature-256"})
 		return
 	}
-	event, deliveryID := r.Header.Get("X-GitHub-Event"), r.Header.Get("X-GitHub-Delivery")
-	if !validEventName(event) || deliveryID == "" || len(deliveryID) > 200 {
-		httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "X-GitHub-Event and X-GitHub-Delivery are required"})
+	events, deliveries := r.Header.Values("X-GitHub-Event"), r.Header.Values("X-GitHub-Delivery")
+	if len(events) != 1 || len(deliveries) != 1 || !validEventName(events[0]) || deliveries[0] == "" || len(deliveries[0]) > 200 {
+		httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "X-GitHub-Event and X-GitHub-Delivery are required, once each"})
 		return
 	}
+	event, deliveryID := events[0], deliveries[0]
 	if event == "ping" {
 		httpapi.JSON(w, http.StatusOK, answer{Status: "pong"})
 		return
@@ -184,11 +187,18 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // verify checks the HMAC-SHA256 of body under the webhook secret, in
-// constant time. An unset secret verifies nothing.
+// constant time. The header is spelt as GitHub spells it, "sha256=" and 64
+// lower-case hex digits, as GitHub's own examples compare it. An unset
+// secret verifies nothing.
 func (h *webhook) verify(header string, body []byte) bool {
 	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok || len(h.secret) == 0 {
+	if !ok || len(h.secret) == 0 || len(hexSig) != 2*sha256.Size {
 		return false
+	}
+	for _, c := range []byte(hexSig) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
 	}
 	got, err := hex.DecodeString(hexSig)
 	if err != nil {

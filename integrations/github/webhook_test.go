@@ -3,10 +3,16 @@ package github
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -833,3 +839,124 @@ func TestDeliveriesWithoutASenderAskForNothing(t *testing.T) {
 type approvalFunc func(context.Context, ApprovalComment) error
 
 func (f approvalFunc) DecideApproval(ctx context.Context, c ApprovalComment) error { return f(ctx, c) }
+
+// A corpus of forged, mangled and ambiguous signatures and headers, made
+// from one signed delivery: none stores anything or asks GitHub anything,
+// and the delivery as GitHub sends it is then accepted.
+func TestForgedDeliveriesAreRefused(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	body := issueCommentPayload("created", person("alice"), "@coder fix this", nil).bytes(t)
+	good := sign(testSecret, body)
+	hexSig := strings.TrimPrefix(good, "sha256=")
+	type forged struct {
+		name    string
+		body    []byte
+		headers [][2]string // added in order; the three GitHub headers are set unless named
+		want    int
+	}
+	var corpus []forged
+	sig := func(name, value string) {
+		corpus = append(corpus, forged{name: "signature " + name, headers: [][2]string{{"X-Hub-Signature-256", value}}, want: http.StatusUnauthorized})
+	}
+	sig("empty", "")
+	for _, prefix := range []string{"", "sha1=", "SHA256=", "Sha256=", "sha256:", "sha256 =", " sha256=", "sha256= ", "sha-256=", "sha512=", "hmac-sha256=", "sha256==", "sha256=sha256="} {
+		sig("prefix "+strconv.Quote(prefix), prefix+hexSig)
+	}
+	sig("upper-case hex", "sha256="+strings.ToUpper(hexSig))
+	for i, c := range hexSig {
+		if c >= 'a' && c <= 'f' {
+			sig(fmt.Sprintf("upper-case digit %d", i), "sha256="+hexSig[:i]+strings.ToUpper(string(c))+hexSig[i+1:])
+		}
+	}
+	for n := range len(hexSig) {
+		sig(fmt.Sprintf("cut to %d digits", n), "sha256="+hexSig[:n])
+	}
+	for _, tail := range []string{"0", "00", " ", "\t", ",", ", " + good, "=", "\x00"} {
+		sig("followed by "+strconv.Quote(tail), good+tail)
+	}
+	for i, c := range hexSig {
+		other := "0"
+		if c == '0' {
+			other = "1"
+		}
+		sig(fmt.Sprintf("digit %d changed", i), "sha256="+hexSig[:i]+other+hexSig[i+1:])
+	}
+	sha1 := hmac.New(sha1.New, []byte(testSecret))
+	sha1.Write(body)
+	sig("SHA-1 of the body", "sha1="+hex.EncodeToString(sha1.Sum(nil)))
+	corpus = append(corpus, forged{name: "SHA-1 header alone", headers: [][2]string{{"X-Hub-Signature", "sha1=" + hex.EncodeToString(sha1.Sum(nil))}, {"X-Hub-Signature-256", ""}}, want: http.StatusUnauthorized})
+	for _, secret := range []string{"", "other", testSecret + "\n", " " + testSecret, strings.ToUpper(testSecret)} {
+		sig("under secret "+strconv.Quote(secret), sign(secret, body))
+	}
+	for _, pair := range [][2]string{{good, "sha256=00"}, {"sha256=00", good}, {good, good}, {good, "sha256="}} {
+		corpus = append(corpus, forged{
+			name:    "signature twice " + strconv.Quote(pair[0][:9]) + " " + strconv.Quote(pair[1]),
+			headers: [][2]string{{"X-Hub-Signature-256", pair[0]}, {"X-Hub-Signature-256", pair[1]}}, want: http.StatusUnauthorized,
+		})
+	}
+	// Bodies changed after signing, the signature left as it was.
+	changed := func(name string, b []byte) {
+		corpus = append(corpus, forged{name: "body " + name, body: b, want: http.StatusUnauthorized})
+	}
+	changed("with a newline after", append(slices.Clone(body), '\n'))
+	changed("with a space before", append([]byte(" "), body...))
+	changed("cut by one byte", body[:len(body)-1])
+	changed("empty", nil)
+	changed("re-encoded", bytes.ReplaceAll(body, []byte(`":`), []byte(`": `)))
+	changed("form-encoded", []byte(url.Values{"payload": {string(body)}}.Encode()))
+	for i := 0; i < len(body); i += max(1, len(body)/40) {
+		changed(fmt.Sprintf("with byte %d changed", i), []byte(flipBit(string(body), i)))
+	}
+	changed("asking another agent", bytes.Replace(body, []byte("@coder"), []byte("@triag"), 1))
+	// Signed, but the headers that say what it is are missing, doubled or
+	// not GitHub's.
+	hdr := func(name string, want int, headers ...[2]string) {
+		corpus = append(corpus, forged{name: name, headers: headers, want: want})
+	}
+	hdr("no event", http.StatusBadRequest, [2]string{"X-GitHub-Event", ""})
+	hdr("no delivery", http.StatusBadRequest, [2]string{"X-GitHub-Delivery", ""})
+	hdr("event twice", http.StatusBadRequest, [2]string{"X-GitHub-Event", "issue_comment"}, [2]string{"X-GitHub-Event", "ping"})
+	hdr("event twice, the same", http.StatusBadRequest, [2]string{"X-GitHub-Event", "issue_comment"}, [2]string{"X-GitHub-Event", "issue_comment"})
+	hdr("delivery twice", http.StatusBadRequest, [2]string{"X-GitHub-Delivery", "f1"}, [2]string{"X-GitHub-Delivery", "f2"})
+	hdr("delivery of 201 bytes", http.StatusBadRequest, [2]string{"X-GitHub-Delivery", strings.Repeat("d", 201)})
+	for _, ev := range []string{"Issue_Comment", "issue-comment", "issue comment", "issue_comment\t", "../issue_comment", strings.Repeat("e", 65), "issue_comment,ping"} {
+		hdr("event "+strconv.Quote(ev), http.StatusBadRequest, [2]string{"X-GitHub-Event", ev})
+	}
+
+	for i, f := range corpus {
+		b := f.body
+		if b == nil && !strings.HasPrefix(f.name, "body empty") {
+			b = body
+		}
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		named := map[string]bool{}
+		for _, h := range f.headers {
+			named[h[0]] = true
+			if h[1] != "" {
+				req.Header.Add(h[0], h[1])
+			}
+		}
+		if !named["X-Hub-Signature-256"] {
+			req.Header.Set("X-Hub-Signature-256", good)
+		}
+		if !named["X-GitHub-Event"] {
+			req.Header.Set("X-GitHub-Event", "issue_comment")
+		}
+		if !named["X-GitHub-Delivery"] {
+			req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("forged-%d", i))
+		}
+		code, a := e.serve(req)
+		require.Equal(t, f.want, code, f.name)
+		require.Equal(t, "error", a.Status, f.name)
+	}
+	t.Logf("%d forged deliveries refused", len(corpus))
+	require.Empty(t, e.workItems())
+	require.Empty(t, e.ingress())
+	require.Zero(t, e.gh.callCount("POST /app/installations/{id}/access_tokens"), "nothing asked GitHub")
+
+	code, a := e.post("issue_comment", "genuine", body)
+	require.Equal(t, http.StatusAccepted, code)
+	require.Equal(t, "accepted", a.Status)
+}
