@@ -87,6 +87,12 @@ type fakeSlack struct {
 	acks chan socketAck
 	// groups are the members of user groups, by group id.
 	groups map[string][]string
+	// intercept, when set, sees every Web API call but auth.test that no
+	// queued failure answers (n counts them from 1) and may answer it with
+	// a failure of its own; it may also act itself, such as stopping the
+	// client.
+	intercept   func(method string, n int) *fakeFailure
+	intercepted int
 }
 
 func newFakeSlack(t testing.TB) *fakeSlack {
@@ -220,7 +226,13 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 	if q := fs.failures[method]; len(q) > 0 {
 		failure, fs.failures[method] = &q[0], q[1:]
 	}
+	intercept := fs.intercept
+	fs.intercepted++
+	n := fs.intercepted
 	fs.mu.Unlock()
+	if failure == nil && intercept != nil && method != "auth.test" {
+		failure = intercept(method, n)
+	}
 
 	if failure != nil && failure.pass && failure.drop {
 		w = httptest.NewRecorder()

@@ -25,8 +25,9 @@ type SinkOptions struct {
 	// ChannelInterval paces messages per channel; DefaultChannelInterval
 	// when zero.
 	ChannelInterval time.Duration
-	// BotID, when set, returns the bot's id (B…) once known: Find then only
-	// adopts messages this bot posted.
+	// BotID returns the bot's id (B…) once known, else "": Find adopts
+	// only messages this bot posted, and finds nothing while it is not
+	// known.
 	BotID func() string
 	// Opened is called when an opener exists in its channel, with its ts,
 	// and again for every later delivery of it; it hands the event the
@@ -217,11 +218,17 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 	if !msg.CreatedAt.IsZero() {
 		oldest = strconv.FormatInt(msg.CreatedAt.Add(-findSkew).Unix(), 10) + ".000000"
 	}
+	// Only the bot's own messages: anyone in the channel can write one
+	// whose metadata names the key (an app, a person through a user token),
+	// and a message adopted is one the bot then edits.
 	botID := s.opts.BotID()
+	if botID == "" {
+		return "", false, fmt.Errorf("slack sink: look for %s: the bot's id is not known yet (auth.test has not answered)", msg.Key)
+	}
 	parts := map[int]string{}
 	look := func(msgs []slack.Message) {
 		for _, m := range msgs {
-			if m.Metadata.EventType != outboxMetadata || botID != "" && m.BotID != "" && m.BotID != botID {
+			if m.Metadata.EventType != outboxMetadata || m.BotID != botID {
 				continue
 			}
 			if key, _ := m.Metadata.EventPayload["key"].(string); key != msg.Key {

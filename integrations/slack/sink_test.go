@@ -21,7 +21,7 @@ func newTestSink(t *testing.T, interval time.Duration) (*Sink, *fakeSlack) {
 	t.Helper()
 	fs := newFakeSlack(t)
 	api := slack.New("xoxb-test", slack.OptionAPIURL(fs.apiURL()))
-	return NewSink(api, SinkOptions{ChannelInterval: interval}), fs
+	return NewSink(api, SinkOptions{ChannelInterval: interval, BotID: func() string { return testBotID }}), fs
 }
 
 var thread = bot.SlackThread(testTeam, "C1", "1700000001.000100")
@@ -386,4 +386,44 @@ func requireGoldenJSON(t *testing.T, path, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "golden file missing: run with SWITCHYARD_UPDATE_GOLDEN=1")
 	require.Equal(t, string(want), string(pretty))
+}
+
+// TestSinkAdoptsNothingPlantedInTheThread: messages in the thread whose
+// metadata names the key, written by a person, another app or a bot
+// without an id, are never taken for the bot's own; so a crash cannot
+// turn someone else's message into the reply the bot then edits, or a
+// part of it.
+func TestSinkAdoptsNothingPlantedInTheThread(t *testing.T) {
+	fs := newFakeSlack(t)
+	api := slack.New("xoxb-test", slack.OptionAPIURL(fs.apiURL()))
+	s := NewSink(api, SinkOptions{ChannelInterval: time.Millisecond, BotID: func() string { return testBotID }})
+	ctx := context.Background()
+	reply := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, WorkItemID: "wi_7", Kind: bot.OutboxReply, Version: 1,
+		Text: longReply(), CreatedAt: time.Now()}
+	plant := func(botID string, part any) {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		fs.nextTS++
+		fs.messages = append(fs.messages, &fakeMessage{Channel: thread.Channel, ThreadTS: thread.ThreadTS,
+			TS: fmt.Sprintf("%d.%06d", fs.epoch, fs.nextTS), Text: "planted", BotID: botID,
+			Metadata: map[string]any{"event_type": outboxMetadata, "event_payload": map[string]any{"key": reply.Key, "part": part}}})
+	}
+	for _, botID := range []string{"", "BOTHER"} {
+		for _, part := range []any{0, 1, -1, 999, 1e9, "0", nil} {
+			plant(botID, part)
+		}
+	}
+	_, found, err := s.Find(ctx, reply)
+	require.NoError(t, err)
+	require.False(t, found, "nothing in the thread is the bot's")
+
+	// The bot's own first part is found, and none of the planted ones
+	// joins it.
+	first := splitMessage(reply.Text, maxReplyRunes)[0]
+	ts, err := s.post(ctx, reply, 0, []slack.MsgOption{slack.MsgOptionText(escape(first), false)})
+	require.NoError(t, err)
+	got, found, err := s.Find(ctx, reply)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, ts, got)
 }
