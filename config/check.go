@@ -46,9 +46,7 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 			fail("server.public_url", "%s", why)
 		}
 	}
-	if strings.TrimSpace(c.DataDir) == "" {
-		fail("data_dir", "must not be empty")
-	}
+	checkDataDir(fail, c.DataDir)
 	checkStorage(fail, &c.Storage)
 	if strings.TrimSpace(c.AgentsDir) == "" {
 		fail("agents_dir", "must not be empty")
@@ -454,6 +452,13 @@ func checkSkills(d *yamldecode.Decoder, sc skills.Config) {
 		if s.Enabled == skills.Inherit && len(s.Settings) == 0 && !d.FailedUnder(p) {
 			fail(p, "says nothing: give enabled (true or false) or settings")
 		}
+	}
+}
+
+// checkDataDir checks data_dir, which clients of the daemon read too.
+func checkDataDir(fail func(path, format string, args ...any), dir string) {
+	if strings.TrimSpace(dir) == "" {
+		fail("data_dir", "must not be empty")
 	}
 }
 

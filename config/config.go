@@ -426,6 +426,45 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
+// Access is what a client of the running daemon needs from its config
+// file: the API token set there, if any, and the data directory that holds
+// the token file the daemon makes otherwise.
+type Access struct {
+	APIToken bot.Secret
+	DataDir  string
+}
+
+// LoadAccess reads server.api_token and data_dir from the config file at
+// path (the built-in defaults when path is ""), with the decoder Load uses.
+// Problems elsewhere in the file do not stop it: a client still reaches
+// the daemon with a config it is about to be asked to reload, and refuse.
+// A file that does not parse, or a problem with either key, is returned as
+// Errors; a file that cannot be read is an I/O error.
+func LoadAccess(path string) (Access, error) {
+	c := Default()
+	if path == "" {
+		return Access{APIToken: c.Server.APIToken, DataDir: c.DataDir}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Access{}, fmt.Errorf("read config: %w", err)
+	}
+	d := yamldecode.New(path, yamldecode.Options{Lookup: os.LookupEnv})
+	d.Document(data, c)
+	checkDataDir(d.FailAt, c.DataDir)
+	var errs Errors
+	for _, e := range d.Errors() {
+		switch e.Path {
+		case "", "server", "server.api_token", "data_dir":
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return Access{}, errs
+	}
+	return Access{APIToken: c.Server.APIToken, DataDir: c.DataDir}, nil
+}
+
 // Parse decodes data, the contents of the file called name, on top of the
 // defaults, and checks everything that does not depend on the agents. A
 // config problem is returned as Errors, every problem found, sorted by line.

@@ -873,3 +873,49 @@ func TestStorage(t *testing.T) {
 	kv := config.Storage{Driver: config.StoragePostgres, DSN: "host=db user=switchyard password='kv-passw0rd' dbname=switchyard"}
 	require.Contains(t, kv.Secrets(), bot.Secret("kv-passw0rd"))
 }
+
+// LoadAccess reads the API token and the data directory past problems
+// elsewhere in the file, and refuses only what hides them.
+func TestLoadAccessReadsPastProblemsElsewhere(t *testing.T) {
+	t.Setenv("A19_TOKEN", "from-the-environment-123")
+	for _, tc := range []struct {
+		name, file string
+		want       config.Access
+		problem    string
+	}{
+		{name: "defaults", file: "", want: config.Access{DataDir: "./data"}},
+		{name: "token and data_dir", file: "server: {api_token: tok-1234567890abcdef}\ndata_dir: /srv/sy\n",
+			want: config.Access{APIToken: "tok-1234567890abcdef", DataDir: "/srv/sy"}},
+		{name: "from the environment", file: "server:\n  api_token: ${A19_TOKEN}\n",
+			want: config.Access{APIToken: "from-the-environment-123", DataDir: "./data"}},
+		{name: "unknown key", file: "data_dir: /srv/sy\nroutnig: {}\n", want: config.Access{DataDir: "/srv/sy"}},
+		{name: "unknown key in server", file: "server: {api_tokne: x, api_token: tok-1234567890abcdef}\n",
+			want: config.Access{APIToken: "tok-1234567890abcdef", DataDir: "./data"}},
+		{name: "wrong type elsewhere", file: "workers: many\ndata_dir: /srv/sy\n", want: config.Access{DataDir: "/srv/sy"}},
+		{name: "duplicate key elsewhere", file: "routing: {}\nrouting: {}\ndata_dir: /srv/sy\n", want: config.Access{DataDir: "/srv/sy"}},
+		{name: "unknown agent", file: "routing: {rules: [{name: r, agent: tirage}]}\n", want: config.Access{DataDir: "./data"}},
+		{name: "syntax error", file: "server: [\n", problem: "c.yaml:1: did not find expected node content"},
+		{name: "server not a mapping", file: "server: [a]\n", problem: "c.yaml:1: server: want a mapping, got a list"},
+		{name: "token not a string", file: "server: {api_token: [a]}\n", problem: "c.yaml:1: server.api_token: want a string, got a list"},
+		{name: "empty data_dir", file: "data_dir: \" \"\n", problem: "c.yaml:1: data_dir: must not be empty"},
+		{name: "duplicate data_dir", file: "data_dir: a\ndata_dir: b\n", problem: "c.yaml:2: data_dir: duplicate key (first on line 1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = filepath.Join(t.TempDir(), "c.yaml")
+				require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
+			}
+			got, err := config.LoadAccess(path)
+			if tc.problem != "" {
+				require.True(t, config.IsInvalid(err), "%v", err)
+				require.Equal(t, filepath.Join(filepath.Dir(path), tc.problem), err.Error())
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	_, err := config.LoadAccess(filepath.Join(t.TempDir(), "missing.yaml"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
 	"github.com/switchyard/switchyard/httpapi"
 )
@@ -48,18 +49,23 @@ func (f *clientFlags) apiToken() (string, error) {
 	if tok := os.Getenv("SWITCHYARD_API_TOKEN"); tok != "" {
 		return tok, nil
 	}
-	cfg, err := loadConfig(f.config)
+	// Only the token and the data directory are read: a config with
+	// problems elsewhere is one the daemon may be asked to reload.
+	acc, err := config.LoadAccess(configPath(f.config))
 	if err != nil {
+		if config.IsInvalid(err) {
+			return "", withCode(exitUsage, fmt.Errorf("the API token is looked for in a config with problems:\n%w", err))
+		}
 		return "", err
 	}
-	if cfg.Server.APIToken.IsSet() {
-		return cfg.Server.APIToken.Reveal(), nil
+	if acc.APIToken.IsSet() {
+		return acc.APIToken.Reveal(), nil
 	}
-	tok, err := daemon.ReadAPIToken(cfg.DataDir)
+	tok, err := daemon.ReadAPIToken(acc.DataDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("no API token: the daemon makes %s at its first start; run this where `switchyard serve` keeps its data "+
-				"(or pass its --config), or set $SWITCHYARD_API_TOKEN", filepath.Join(cfg.DataDir, daemon.APITokenFile))
+				"(or pass its --config), or set $SWITCHYARD_API_TOKEN", filepath.Join(acc.DataDir, daemon.APITokenFile))
 		}
 		return "", err
 	}
@@ -124,6 +130,12 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		ae := &apiError{Status: resp.StatusCode, Message: e.Error, Code: e.Code}
 		if resp.StatusCode == http.StatusUnauthorized && c.tokenErr != nil {
 			ae.Hint = c.tokenErr.Error()
+			// No token for a config with problems: the config is at
+			// fault, as when it is checked.
+			var ee *exitError
+			if errors.As(c.tokenErr, &ee) {
+				return withCode(ee.code, ae)
+			}
 		}
 		return ae
 	}

@@ -151,3 +151,70 @@ agents/helper.md:6: tools: unknown tool "rm_rf"
 	require.Equal(t, "config.yaml: ok (6 rules, 1 schedule; agents: builder, coder, docs, ops, reviewer, triage; models: default, local)\n", check.stdout)
 	require.Empty(t, strings.TrimSpace(check.stderr))
 }
+
+// `config reload` reports a config with a mistake of any kind as refused,
+// exit status 2, with its file:line problems, and the config in effect
+// stays: the token the CLI needs is read past problems elsewhere in the
+// file, so a mistake the decoder finds is reported like one a check finds.
+func TestConfigReloadRefusesEveryKindOfMistake(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
+	const good = "routing:\n  rules:\n    - name: deploys\n      agent: ops\n      match:\n        text: deploy\n"
+	require.NoError(t, os.WriteFile(file, []byte(good), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	// Merge keys that double up as they nest ("billion laughs").
+	var bomb strings.Builder
+	bomb.WriteString(good + "models:\n  a0: &a0 {provider: openai, model: m}\n")
+	for i := 1; i < 12; i++ {
+		fmt.Fprintf(&bomb, "  a%d: &a%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+	}
+	for _, tc := range []struct {
+		name, config, problem string
+	}{
+		{"unknown top-level key", good + "routnig: {}\n", `config.yaml:7: routnig: unknown key; did you mean "routing"?`},
+		{"unknown key in a rule's match", strings.Replace(good, "text:", "txt:", 1), `config.yaml:6: routing.rules[0].match.txt: unknown key; did you mean "text"?`},
+		{"unknown key in server", "server:\n  api_tokne: x\n" + good, `config.yaml:2: server.api_tokne: unknown key; did you mean "api_token"?`},
+		{"wrong type", good + "workers: many\n", `config.yaml:7: workers: want an integer, got "many"`},
+		{"duplicate key", good + "routing: {}\n", `config.yaml:7: routing: duplicate key (first on line 1)`},
+		{"bad regex", strings.Replace(good, "text: deploy", "text: \"deploy(\"", 1), `config.yaml:6: routing.rules[0].match.text: bad regular expression "deploy(": missing closing )`},
+		{"bad duration", good + "dedup_window: forever\n", `config.yaml:7: dedup_window: bad duration "forever"`},
+		{"unknown agent", strings.Replace(good, "agent: ops", "agent: tirage", 1), `config.yaml:4: routing.rules[0].agent: unknown agent "tirage"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(file, []byte(tc.config), 0o600))
+			r := run(t, dir, p.env(), "config", "reload")
+			require.Equal(t, 2, r.code, r.stderr)
+			require.True(t, strings.HasPrefix(r.stderr, "switchyard: config reload refused, config.yaml stays in effect:\n"), r.stderr)
+			require.Contains(t, r.stderr, tc.problem)
+			require.Equal(t, "0", p.metric(t, "switchyard_config_last_reload_successful"))
+		})
+	}
+
+	// A file that does not parse or is too large to read through, or
+	// whose server section, token or data directory is wrong, hides the
+	// token itself: the CLI says so, with the problem,
+	// and exits 2 as for any mistake in the config.
+	for config, problem := range map[string]string{
+		good + "server: [\n":                "config.yaml:7: did not find expected node content",
+		good + "server: [a]\n":              "config.yaml:7: server: want a mapping, got a list",
+		good + "server: {api_token: [a]}\n": "config.yaml:7: server.api_token: want a string, got a list",
+		good + "data_dir: \"\"\n":           "config.yaml:7: data_dir: must not be empty",
+	} {
+		require.NoError(t, os.WriteFile(file, []byte(config), 0o600))
+		r := run(t, dir, p.env(), "config", "reload")
+		require.Equal(t, 2, r.code, r.stderr)
+		require.Equal(t, "switchyard: missing or wrong bearer token (HTTP 401); the API token is looked for in a config with problems:\n"+
+			problem+"\n", r.stderr)
+	}
+
+	// The config before them all stayed in effect, and a fixed one loads.
+	require.NoError(t, os.WriteFile(file, []byte(good), 0o600))
+	r := run(t, dir, p.env(), "send", "--thread", "t1", "deploy web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `→ ops (rule "deploys" (priority 0))`)
+	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(good, "agent: ops", "agent: coder", 1)), 0o600))
+	r = run(t, dir, p.env(), "config", "reload")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "config.yaml reloaded: routing.rules changed\n", r.stdout)
+}
