@@ -115,7 +115,8 @@ func (s *Sink) deliverStatus(ctx context.Context, msg bot.OutboxMessage) (string
 	return s.post(ctx, msg, 0, opts)
 }
 
-// deliverReply posts a reply, split at maxReplyRunes, or brings the parts
+// deliverReply posts a reply, split at maxReplyRunes into at most
+// maxReplyParts messages, or brings the parts
 // of a delivered one up to date: parts that exist are edited, missing ones
 // posted, surplus ones deleted. When a part fails, the ones posted before
 // it are found by the next attempt (Find), which posts only the rest.
@@ -123,7 +124,7 @@ func (s *Sink) deliverReply(ctx context.Context, msg bot.OutboxMessage) (string,
 	if msg.Text == "" {
 		return "", &bot.DeliveryError{Err: errors.New("slack sink: empty reply"), Permanent: true}
 	}
-	parts := splitMessage(msg.Text, maxReplyRunes)
+	parts := replyParts(msg.Text)
 	have := strings.Fields(msg.RemoteID)
 	if len(have) > 0 && len(have) < len(parts) && !msg.Attempted {
 		// An edit that needs more parts: an earlier try of this edit may

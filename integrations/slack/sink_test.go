@@ -427,3 +427,42 @@ func TestSinkAdoptsNothingPlantedInTheThread(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, ts, got)
 }
+
+// TestSinkCutsAReplyTooLongForSlack: a reply of 48 parts' worth is posted as
+// maxReplyParts messages, the text's beginning in order, the last saying it
+// is cut there and how long the whole is; an edit and a retry after an
+// interrupted post keep to the same messages.
+func TestSinkCutsAReplyTooLongForSlack(t *testing.T) {
+	s, fs := newTestSink(t, time.Nanosecond)
+	line := strings.Repeat("word ", 100) + "\n"
+	text := strings.Repeat(line, 240)
+	require.Len(t, splitMessage(text, maxReplyRunes), 48)
+	msg := bot.OutboxMessage{Key: "wi_7/reply", Thread: thread, Kind: bot.OutboxReply, Text: text, Version: 1, CreatedAt: time.Now()}
+	id, err := s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+	require.Len(t, strings.Fields(id), maxReplyParts)
+	shown := fs.shown("wi_7/reply")
+	require.Len(t, shown, maxReplyParts)
+	var joined strings.Builder
+	for _, m := range shown[:maxReplyParts-1] {
+		joined.WriteString(m.Text)
+	}
+	last := shown[maxReplyParts-1].Text
+	body, note, ok := strings.Cut(last, "\n\n_(")
+	require.True(t, ok, "the last part says the reply is cut: %q", last)
+	joined.WriteString(body)
+	require.True(t, strings.HasPrefix(text, joined.String()), "the parts are the reply's beginning")
+	require.Equal(t, "The reply is cut here: it is 120240 characters long, and Slack gets at most 10 messages of it.)_", note)
+
+	// Delivered again, as after an interrupted post or an edit: the same
+	// messages, and no more.
+	msg.Attempted = true
+	found, ok, err := s.Find(context.Background(), msg)
+	require.NoError(t, err)
+	require.True(t, ok)
+	msg.RemoteID, msg.Version = found, 2
+	_, err = s.Deliver(context.Background(), msg)
+	require.NoError(t, err)
+	require.Len(t, fs.callsOf("chat.postMessage"), maxReplyParts)
+	require.Len(t, fs.shown("wi_7/reply"), maxReplyParts)
+}

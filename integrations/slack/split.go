@@ -1,9 +1,12 @@
 package slack
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // maxReplyRunes is the size of one reply message. Slack accepts 40,000
@@ -13,6 +16,29 @@ import (
 const maxReplyRunes = 3000
 
 const fence = "```"
+
+// maxReplyParts bounds the messages one reply is posted as. Every attempt
+// to deliver a reply posts or edits each of its parts at the channel's
+// pace (about one a second), all within the deliverer's timeout (30 s): a
+// reply of more parts than fit would time out at every attempt, each one
+// editing again what the last had posted, never be done, and take Slack
+// down for every thread with it. Ten parts are 30,000 characters, more
+// than anyone reads in a thread.
+const maxReplyParts = 10
+
+// replyParts is text split to be posted as a reply: at most maxReplyParts
+// parts, the last of a longer reply saying that it is cut there.
+func replyParts(text string) []string {
+	parts := splitMessage(text, maxReplyRunes)
+	if len(parts) <= maxReplyParts {
+		return parts
+	}
+	parts = parts[:maxReplyParts]
+	parts[len(parts)-1] = strings.TrimRight(parts[len(parts)-1], "\n") + fmt.Sprintf(
+		"\n\n_(The reply is cut here: it is %s long, and Slack gets at most %d messages of it.)_",
+		bot.Count(utf8.RuneCountInString(text), "character", "characters"), maxReplyParts)
+	return parts
+}
 
 // splitMessage cuts text into parts of at most max runes. It cuts at line
 // ends where it can, never inside a UTF-8 sequence, and prefers a line end
