@@ -333,6 +333,7 @@ var permanentErrors = map[string]bool{
 	"thread_not_found": true, "invalid_arguments": true, "team_access_not_granted": true,
 	"ekm_access_denied": true, "invalid_metadata_format": true, "invalid_metadata_schema": true,
 	"channel_is_archived": true, "cannot_reply_to_message": true, "duplicate_channel_not_found": true,
+	"msg_blocks_too_long": true, "invalid_charset": true, "not_allowed_token_type": true,
 }
 
 // classify maps a Web API failure to what the outbox should do with it.
@@ -356,9 +357,16 @@ func (s *Sink) classify(channel, method string, err error) error {
 		return wrapped
 	}
 	var sc slack.StatusCodeError
-	if errors.As(err, &sc) && sc.Code >= 400 && sc.Code < 500 &&
-		sc.Code != http.StatusRequestTimeout && sc.Code != http.StatusTooManyRequests {
-		return &bot.DeliveryError{Err: wrapped, Permanent: true}
+	if errors.As(err, &sc) {
+		switch {
+		case sc.Code == http.StatusTooManyRequests:
+			// A 429 without Retry-After (a proxy's): a rate limit still,
+			// not Slack failing.
+			s.pace.hold(channel, time.Second)
+			return &bot.DeliveryError{Err: wrapped, RetryAfter: time.Second}
+		case sc.Code >= 400 && sc.Code < 500 && sc.Code != http.StatusRequestTimeout:
+			return &bot.DeliveryError{Err: wrapped, Permanent: true}
+		}
 	}
 	return wrapped
 }

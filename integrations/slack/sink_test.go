@@ -108,6 +108,18 @@ func TestSinkErrors(t *testing.T) {
 		{"slack down", fakeFailure{status: http.StatusServiceUnavailable}, false, 0},
 		{"internal error", fakeFailure{code: "internal_error"}, false, 0},
 		{"bad request", fakeFailure{status: http.StatusBadRequest}, true, 0},
+		{"rate limited without Retry-After", fakeFailure{status: http.StatusTooManyRequests}, false, time.Second},
+		{"rate limited with a negative Retry-After", fakeFailure{status: http.StatusTooManyRequests, retryAfter: "-5"}, false, time.Second},
+		{"rate limited in the body", fakeFailure{code: "ratelimited"}, false, time.Second},
+		{"blocks too long", fakeFailure{code: "msg_blocks_too_long"}, true, 0},
+		{"text not in a charset Slack reads", fakeFailure{code: "invalid_charset"}, true, 0},
+		{"a token of the wrong kind", fakeFailure{code: "not_allowed_token_type"}, true, 0},
+		{"archived", fakeFailure{code: "is_archived"}, true, 0},
+		{"fatal error", fakeFailure{code: "fatal_error"}, false, 0},
+		{"service unavailable in the body", fakeFailure{code: "service_unavailable"}, false, 0},
+		{"bad gateway", fakeFailure{status: http.StatusBadGateway}, false, 0},
+		{"gateway timeout", fakeFailure{status: http.StatusGatewayTimeout}, false, 0},
+		{"request timeout", fakeFailure{status: http.StatusRequestTimeout}, false, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
