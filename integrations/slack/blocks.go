@@ -65,11 +65,14 @@ func statusBlocks(msg bot.OutboxMessage) []slack.Block {
 		blocks = append(blocks, mrkdwnSection(escape(v.Summary)))
 	}
 	var ctx []string
+	// A context element holds 3,000 characters, as a section does: the
+	// parts that can be long get a third each, so the elapsed time and the
+	// work item's id always show.
 	if len(v.Skills) > 0 {
-		ctx = append(ctx, ":jigsaw: "+escape(strings.Join(v.Skills, " · ")))
+		ctx = append(ctx, ":jigsaw: "+truncateEscaped(escape(strings.Join(v.Skills, " · ")), maxContextPart))
 	}
 	if v.Rights != "" {
-		ctx = append(ctx, ":lock: "+escape(v.Rights))
+		ctx = append(ctx, ":lock: "+truncateEscaped(escape(v.Rights), maxContextPart))
 	}
 	if d, ok := elapsed(v); ok {
 		ctx = append(ctx, ":stopwatch: "+d)
@@ -111,16 +114,25 @@ func elapsed(v *bot.StatusView) (string, bool) {
 }
 
 func mrkdwnSection(text string) *slack.SectionBlock {
-	return slack.NewSectionBlock(mrkdwnText(truncateEscaped(text, maxReplyRunes)), nil, nil)
+	return slack.NewSectionBlock(mrkdwnText(text), nil, nil)
 }
 
-// mrkdwnText is a mrkdwn text object of escaped text. It is verbatim:
+// maxTextObject is the most characters Slack takes in a text object (a
+// section's text, a context element); a longer one is invalid_blocks, and
+// the whole message is refused. maxContextPart is a third of it.
+const (
+	maxTextObject  = 3000
+	maxContextPart = maxTextObject / 3
+)
+
+// mrkdwnText is a mrkdwn text object of escaped text, shortened to what
+// Slack takes. It is verbatim:
 // otherwise Slack parses the plain text itself, and "@channel", "@here"
 // or "#general" that a model or a person wrote would become a real
 // mention or link. The entities the bot writes itself (<@U…>, <!date…>)
 // are still rendered.
 func mrkdwnText(text string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.MarkdownType, text, false, true)
+	return slack.NewTextBlockObject(slack.MarkdownType, truncateEscaped(text, maxTextObject), false, true)
 }
 
 // truncateEscaped shortens escaped text to max runes without leaving half

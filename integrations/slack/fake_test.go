@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
@@ -254,6 +255,10 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	channel := r.PostForm.Get("channel")
+	if blocks := r.PostForm.Get("blocks"); blocks != "" && !validBlocks(blocks) {
+		writeJSON(w, map[string]any{"ok": false, "error": "invalid_blocks"})
+		return
+	}
 	switch method {
 	case "auth.test":
 		writeJSON(w, map[string]any{"ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchyard",
@@ -312,6 +317,42 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, map[string]any{"ok": false, "error": "unknown_method"})
 	}
+}
+
+// validBlocks checks what Slack checks of Block Kit that the sink could
+// get wrong: at most 50 blocks, at most 10 elements in a context block,
+// and no text object longer than 3,000 characters.
+func validBlocks(raw string) bool {
+	var blocks []map[string]any
+	if json.Unmarshal([]byte(raw), &blocks) != nil || len(blocks) > 50 {
+		return false
+	}
+	ok := true
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["type"] == "context" {
+				if els, _ := x["elements"].([]any); len(els) > 10 {
+					ok = false
+				}
+			}
+			if text, isText := x["text"].(string); isText && utf8.RuneCountInString(text) > 3000 {
+				ok = false
+			}
+			for _, c := range x {
+				walk(c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	for _, b := range blocks {
+		walk(b)
+	}
+	return ok
 }
 
 // serveSocket speaks Socket Mode: hello on connect, pings so the client

@@ -3,6 +3,7 @@ package slack
 import (
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -166,5 +167,27 @@ func FuzzSplitMessage(f *testing.F) {
 			squash := func(s string) string { return strings.Join(strings.Fields(s), "") }
 			require.Equal(t, squash(text), squash(strings.Join(parts, "")))
 		}
+	})
+}
+
+// FuzzEscape: whatever text a model or a person writes, what is posted
+// makes no Slack entity, is UTF-8 without control characters but line
+// breaks and tabs or controls that reorder text, and reads back as the
+// text made plain.
+func FuzzEscape(f *testing.F) {
+	for _, s := range hostileTexts() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := escape(in)
+		require.True(t, utf8.ValidString(out))
+		require.NotContains(t, out, "<")
+		require.NotContains(t, out, ">")
+		for _, r := range out {
+			require.False(t, unicode.IsControl(r) && r != '\n' && r != '\t', "%U", r)
+			require.False(t, reorders(r), "%U", r)
+		}
+		require.Equal(t, plain(in), unescape(out))
+		require.Equal(t, plain(in), plain(plain(in)))
 	})
 }
