@@ -364,6 +364,12 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 		run.mu.Unlock()
 	}
 	text := reply
+	if success && strings.TrimSpace(reply) == "" {
+		// Platforms refuse a message without text (Slack's no_text, a
+		// GitHub comment without a body) and the reply would be given up:
+		// the thread hears that the agent is done all the same.
+		text = fmt.Sprintf("%s finished %s and wrote no reply.", run.agent, run.lead.ID)
+	}
 	if !success {
 		text = fmt.Sprintf("%s could not finish %s: %s", run.agent, run.lead.ID, errText)
 		if reply != "" && reply != errText {

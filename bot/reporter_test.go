@@ -170,3 +170,19 @@ func TestStatusShowsTheSkillsLoaded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"release-notes"}, msg.Status.Skills, "the skills are typed fields of the status for sinks")
 }
+
+// TestABlankReplySaysTheAgentFinished: an agent that succeeds without a
+// word (or only blank lines) still leaves a reply in the thread, which every
+// platform accepts, rather than an empty one a platform refuses for good.
+func TestABlankReplySaysTheAgentFinished(t *testing.T) {
+	for _, reply := range []string{"", " ", "\n\n", "\t \r\n"} {
+		store := openStore(t, t.TempDir())
+		runner := runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
+			return bot.RunResult{Status: bot.ResultSuccess, Reply: reply}, nil
+		})
+		c := startCore(t, store, coreOpts{runner: runner})
+		wi := c.send(t, "t1", "tidy up")
+		c.waitFinished(t, wi.ID)
+		require.Equal(t, "triage finished "+wi.ID+" and wrote no reply.", statusText(t, store, wi.ID+"/reply"), "%q", reply)
+	}
+}
