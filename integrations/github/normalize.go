@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	gh "github.com/google/go-github/v60/github"
 
@@ -87,7 +89,7 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		if err := d.fromEnvelope(event, payload); err != nil {
 			return nil, err
 		}
-		return d, nil
+		return d, d.checkAction()
 	}
 	parsed, err := gh.ParseWebHook(event, payload)
 	if err != nil {
@@ -185,10 +187,32 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 	if d.installation != nil && d.installation.id <= 0 {
 		return nil, missing(event, "installation id")
 	}
+	if err := d.checkAction(); err != nil {
+		return nil, err
+	}
 	if d.edited {
 		d.edit()
 	}
 	return d, nil
+}
+
+// maxActionBytes is the longest action GitHub sends: a repository
+// dispatch's action is the event type its sender chose, at most 100
+// characters; every other action is a short name.
+const maxActionBytes = 100
+
+// checkAction refuses an action GitHub would not send: it becomes part of
+// the event's kind, which is stored, shown, logged and counted in metrics
+// by kind.
+func (d *delivery) checkAction() error {
+	ok := len(d.action) <= maxActionBytes && utf8.ValidString(d.action)
+	for _, r := range d.action {
+		ok = ok && !unicode.IsControl(r)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s action is longer than %d bytes or has control characters", errMalformed, d.event, maxActionBytes)
+	}
+	return nil
 }
 
 // edit makes an edit ask only for what it adds: its mentions are those the

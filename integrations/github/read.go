@@ -51,6 +51,9 @@ func readDelivery(event, deliveryID string, payload []byte) (*delivery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errMalformed, event, err)
 	}
+	if err := d.checkAction(); err != nil {
+		return nil, err
+	}
 	if d.edited {
 		d.edit()
 	}

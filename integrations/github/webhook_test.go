@@ -960,3 +960,42 @@ func TestForgedDeliveriesAreRefused(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code)
 	require.Equal(t, "accepted", a.Status)
 }
+
+// A delivery's action becomes part of its kind, which is stored, listed,
+// logged and counted in metrics by kind: one GitHub would not send (longer
+// than a repository dispatch's 100 characters, or with control characters)
+// is refused as malformed, by both readers, rather than making a kind of
+// its own.
+func TestActionsGitHubWouldNotSendAreRefused(t *testing.T) {
+	e := newEnv(t)
+	actions := []string{strings.Repeat("a", 100000), strings.Repeat("a", 101), strings.Repeat("é", 51), "created\n", "created\x00", "\x1b[31mcreated", "created\u0085"}
+	bodies := map[string]func(action string) payload{
+		"issue_comment": func(a string) payload { return issueCommentPayload(a, person("alice"), "@coder fix", nil) },
+		"issues":        func(a string) payload { return issuesPayload(a, person("alice"), "@coder fix", nil, "bug") },
+		"pull_request":  func(a string) payload { return pullRequestPayload(a, person("alice"), "@coder fix") },
+		"check_run": func(a string) payload {
+			return payload{"action": a, "repository": repository(), "sender": person("alice")}
+		},
+		"installation": func(a string) payload {
+			return payload{"action": a, "installation": payload{"id": testInstallation, "account": payload{"login": "octo"}}, "sender": person("alice")}
+		},
+	}
+	n := 0
+	for event, body := range bodies {
+		for _, action := range actions {
+			n++
+			b := body(action).bytes(t)
+			requireAgree(t, event, b)
+			code, a := e.post(event, fmt.Sprintf("a-%d", n), b)
+			require.Equal(t, http.StatusBadRequest, code, "%s %.20q", event, action)
+			require.Equal(t, "malformed payload", a.Error)
+		}
+	}
+	require.Empty(t, e.workItems())
+	require.Empty(t, e.ingress())
+	for i, action := range []string{"rerequested_action", "on-demand-test", "deploy prod.eu", strings.Repeat("a", 100), strings.Repeat("é", 50)} {
+		code, _ := e.post("check_run", fmt.Sprint("genuine-", i), bodies["check_run"](action).bytes(t))
+		require.Equal(t, http.StatusAccepted, code)
+		require.Equal(t, "github.check_run."+action, e.ingress()[0].Kind)
+	}
+}
