@@ -105,20 +105,26 @@ func (e *Event) FillFromText() {
 
 // ParseMentions returns the names of "@name" tokens in plain text, in
 // order, as written (the router compares them case-insensitively). An "@"
-// inside a word, as in an e-mail address, is not a mention. It reads every
-// character; Markup.Mentions reads only what the author says.
+// inside a word, as in an e-mail address, is not a mention, nor is one in a
+// path: "@name/" (a scoped package such as @types/node, a GitHub team
+// @org/team) or "/@name" (a URL such as https://medium.com/@name). It reads
+// every character; Markup.Mentions reads only what the author says.
 func ParseMentions(text string) []string {
 	var out []string
 	for i := 0; i < len(text); i++ {
 		if text[i] != '@' {
 			continue
 		}
-		if i > 0 && isNameByte(text[i-1]) {
+		if i > 0 && (isNameByte(text[i-1]) || text[i-1] == '/') {
 			continue
 		}
 		j := i + 1
 		for j < len(text) && isNameByte(text[j]) {
 			j++
+		}
+		if j < len(text) && text[j] == '/' {
+			i = j
+			continue
 		}
 		if name := strings.TrimRight(text[i+1:j], ".-"); name != "" {
 			out = append(out, name)

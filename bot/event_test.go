@@ -20,6 +20,15 @@ func TestParseMentions(t *testing.T) {
 		{"end with @docs.", []string{"docs"}},
 		{"(@triage) please", []string{"triage"}},
 		{"", nil},
+		// Paths, scoped packages, teams and URLs are nobody addressed.
+		{"bump @docs/theme to 2.0", nil},
+		{"npm i -D @types/node @coder/cli", nil},
+		{"cc @octo/reviewers", nil},
+		{"see https://medium.com/@coder/why-tests-flake", nil},
+		{"profile at https://mastodon.social/@coder", nil},
+		{"@coder/@triage", nil},
+		{"@coder, see @docs/theme", []string{"coder"}},
+		{"@coder: /deploy is broken", []string{"coder"}},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, bot.ParseMentions(tt.text), tt.text)

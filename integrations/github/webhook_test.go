@@ -291,6 +291,11 @@ func TestTriggerRules(t *testing.T) {
 			want:    want{reason: bot.IgnoreNoRoute},
 		},
 		{
+			name: "a scoped package, a team or a profile URL asks nothing", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "Bumped @coder/cli; cc @octo/triage, see https://medium.com/@reviewer", nil),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
 			name: "a request below a quote asks", event: "issue_comment",
 			payload: issueCommentPayload("created", person("alice"), "> it fails on main\n\n@coder fix this", nil),
 			want:    want{agent: "coder"},
