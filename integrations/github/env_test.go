@@ -178,8 +178,17 @@ func issueCommentPayload(action string, sender ghUser, body string, previous *st
 	return p
 }
 
+// labelled adds to p, for a "labeled" action, the label the event added: the
+// last of labelNames, as GitHub sends it.
+func labelled(p payload, action string, labelNames []string) payload {
+	if action == "labeled" && len(labelNames) > 0 {
+		p["label"] = payload{"name": labelNames[len(labelNames)-1]}
+	}
+	return p
+}
+
 func pullRequestPayload(action string, sender ghUser, body string, labelNames ...string) payload {
-	return payload{
+	return labelled(payload{
 		"action": action,
 		"number": 9,
 		"pull_request": payload{
@@ -188,7 +197,7 @@ func pullRequestPayload(action string, sender ghUser, body string, labelNames ..
 		"repository":   repository(),
 		"sender":       sender,
 		"installation": payload{"id": testInstallation},
-	}
+	}, action, labelNames)
 }
 
 func issuesPayload(action string, sender ghUser, body string, previous *string, labelNames ...string) payload {
@@ -202,7 +211,7 @@ func issuesPayload(action string, sender ghUser, body string, previous *string, 
 	if previous != nil {
 		p["changes"] = payload{"body": payload{"from": *previous}}
 	}
-	return p
+	return labelled(p, action, labelNames)
 }
 
 func ptr[T any](v T) *T { return &v }

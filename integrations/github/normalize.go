@@ -106,7 +106,7 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 		if number == 0 {
 			number = pr.GetNumber()
 		}
-		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), number, pr.Labels); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), number, labelsOf(e.GetAction(), pr.Labels, e.Label)); err != nil {
 			return nil, err
 		}
 		ev.SourceRef = "issue:" + strconv.Itoa(number)
@@ -119,7 +119,7 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 			return nil, missing(event, "issue")
 		}
 		d.pr = issue.GetPullRequestLinks() != nil
-		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), issue.GetNumber(), issue.Labels); err != nil {
+		if err := d.about(event, e.GetAction(), e.GetSender(), e.GetInstallation(), e.GetRepo(), issue.GetNumber(), labelsOf(e.GetAction(), issue.Labels, e.Label)); err != nil {
 			return nil, err
 		}
 		ev.SourceRef = "issue:" + strconv.Itoa(issue.GetNumber())
@@ -348,6 +348,17 @@ func previousBody(c *gh.EditChange) *string {
 		return nil
 	}
 	return c.Body.From
+}
+
+// labelsOf is the labels rules see: for a "labeled" event the label it
+// added, so that labelling an issue that has "bug" with anything else does
+// not match a rule on "bug" again; for other events those the issue or
+// pull request has.
+func labelsOf(action string, labels []*gh.Label, added *gh.Label) []*gh.Label {
+	if action == "labeled" {
+		return []*gh.Label{added}
+	}
+	return labels
 }
 
 func labelNames(labels []*gh.Label) []string {

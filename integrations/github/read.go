@@ -153,6 +153,7 @@ type (
 	fastPullRequestEvent struct {
 		Action       *string           `json:"action"`
 		Number       *int              `json:"number"`
+		Label        *fastLabel        `json:"label"`
 		PullRequest  *fastPull         `json:"pull_request"`
 		Repo         *fastRepo         `json:"repository"`
 		Sender       *fastUser         `json:"sender"`
@@ -160,6 +161,7 @@ type (
 	}
 	fastIssuesEvent struct {
 		Action       *string           `json:"action"`
+		Label        *fastLabel        `json:"label"`
 		Issue        *fastIssue        `json:"issue"`
 		Changes      *fastChanges      `json:"changes"`
 		Repo         *fastRepo         `json:"repository"`
@@ -222,7 +224,7 @@ func (d *delivery) readEvent(event string, payload []byte) error {
 			return fmt.Errorf("no pull_request")
 		}
 		d.pr = true
-		a = about{e.Action, e.Sender, e.Installation, e.Repo, deref(e.Number), e.PullRequest.Labels}
+		a = about{e.Action, e.Sender, e.Installation, e.Repo, deref(e.Number), fastLabelsOf(deref(e.Action), e.PullRequest.Labels, e.Label)}
 		if a.number == 0 {
 			a.number = deref(e.PullRequest.Number)
 		}
@@ -239,7 +241,7 @@ func (d *delivery) readEvent(event string, payload []byte) error {
 			return fmt.Errorf("no issue")
 		}
 		d.pr = e.Issue.PullRequestLinks != nil
-		a = about{e.Action, e.Sender, e.Installation, e.Repo, deref(e.Issue.Number), e.Issue.Labels}
+		a = about{e.Action, e.Sender, e.Installation, e.Repo, deref(e.Issue.Number), fastLabelsOf(deref(e.Action), e.Issue.Labels, e.Label)}
 		ev.SourceRef = "issue:" + strconv.Itoa(a.number)
 		switch deref(e.Action) {
 		case "opened":
@@ -288,6 +290,14 @@ func (d *delivery) readEvent(event string, payload []byte) error {
 		}
 	}
 	return d.aboutFields(event, a)
+}
+
+// fastLabelsOf is labelsOf for what readEvent read.
+func fastLabelsOf(action string, labels []*fastLabel, added *fastLabel) []*fastLabel {
+	if action == "labeled" {
+		return []*fastLabel{added}
+	}
+	return labels
 }
 
 // commentedOn records a comment: its reference, its text and, for an edit,

@@ -1004,3 +1004,43 @@ func TestActionsGitHubWouldNotSendAreRefused(t *testing.T) {
 		require.Equal(t, "github.check_run."+action, e.ingress()[0].Kind)
 	}
 }
+
+// A rule on labels matches a "labeled" event by the label it added: an issue
+// labelled "bug" starts work once, and labelling it with anything else
+// later does not start the "bugs" rule again. Other events match by the
+// labels the issue or pull request has.
+func TestLabellingMatchesRulesByTheLabelAdded(t *testing.T) {
+	withoutLabel := issuesPayload("labeled", person("alice"), "crash", nil, "bug")
+	delete(withoutLabel, "label")
+	for _, tc := range []struct {
+		name    string
+		event   string
+		payload payload
+		rule    bool // the "bugs" rule makes a work item
+	}{
+		{"bug added to an issue", "issues", issuesPayload("labeled", person("alice"), "crash", nil, "bug"), true},
+		{"bug added beside others", "issues", issuesPayload("labeled", person("alice"), "crash", nil, "p1", "ui", "bug"), true},
+		{"p1 added to a bug", "issues", issuesPayload("labeled", person("alice"), "crash", nil, "bug", "p1"), false},
+		{"ui added to a bug", "issues", issuesPayload("labeled", person("alice"), "crash", nil, "bug", "p1", "ui"), false},
+		{"bug added to a pull request", "pull_request", pullRequestPayload("labeled", person("alice"), "fix", "docs", "bug"), true},
+		{"docs added to a bug pull request", "pull_request", pullRequestPayload("labeled", person("alice"), "fix", "bug", "docs"), false},
+		{"a labelling that names no label", "issues", withoutLabel, false},
+		{"a bug opened", "issues", issuesPayload("opened", person("alice"), "crash", nil, "bug", "p1"), true},
+		{"a bug pull request reopened", "pull_request", pullRequestPayload("reopened", person("alice"), "fix", "docs", "bug"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			b := tc.payload.bytes(t)
+			requireAgree(t, tc.event, b)
+			code, a := e.post(tc.event, "d-1", b)
+			require.Equal(t, http.StatusAccepted, code)
+			if tc.rule {
+				require.Equal(t, "accepted", a.Status)
+				require.Equal(t, bot.RouteRule, e.workItems()[0].Route.Kind)
+			} else {
+				require.Equal(t, "ignored", a.Status)
+				require.Equal(t, bot.IgnoreNoRoute, a.Reason)
+			}
+		})
+	}
+}
