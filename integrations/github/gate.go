@@ -196,6 +196,11 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 			// A person, most likely, but a misspelt agent reads the same.
 			detail += "; " + bot.NoAgent(route.Unknown, nil)
 		}
+		if ev.Command != "" {
+			// Another bot's, most likely, but a misspelt command reads
+			// the same.
+			detail += "; /" + ev.Command + " is not a command (routing.commands)"
+		}
 		return &bot.IngressReason{Code: bot.IgnoreNoRoute, Detail: detail}, "", nil
 	}
 	if ev.ActorIsBot || (route.Kind != bot.RouteMention && route.Kind != bot.RouteCommand) {

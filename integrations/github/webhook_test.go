@@ -1044,3 +1044,49 @@ func TestLabellingMatchesRulesByTheLabelAdded(t *testing.T) {
 		})
 	}
 }
+
+// "Why didn't it run?": for each way a delivery makes no work item, its
+// ingress record names the reason a person would look for.
+func TestIngressRecordsSayWhyNothingRan(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		event   string
+		payload payload
+		reason  string
+		detail  string
+	}{
+		{"the App itself", "issue_comment", issueCommentPayload("created", botUser("switchyard[bot]"), "@coder", nil), bot.IgnoreBot, "sent by Switchyard itself"},
+		{"the App by login alone", "issue_comment", issueCommentPayload("created", person("SwitchYard[bot]"), "@coder", nil), bot.IgnoreBot, "sent by Switchyard itself"},
+		{"another bot", "issue_comment", issueCommentPayload("created", botUser("dependabot[bot]"), "@coder", nil), bot.IgnoreBot, "dependabot[bot], not in github.allow_bots"},
+		{"a bot deciding an approval", "issue_comment", issueCommentPayload("created", botUser("renovate[bot]"), "/approve ap_1", nil), bot.IgnoreBot, "cannot decide approvals"},
+		{"a reader", "issue_comment", issueCommentPayload("created", person("rita"), "@coder fix", nil), bot.IgnoreUnauthorized, "rita has read permission on octo/hello, write is required"},
+		{"a stranger's command", "issue_comment", issueCommentPayload("created", person("mallory"), "/deploy prod", nil), bot.IgnoreUnauthorized, "mallory has none permission on octo/hello"},
+		{"no sender", "issue_comment", func() payload {
+			p := issueCommentPayload("created", person("alice"), "@coder fix", nil)
+			delete(p, "sender")
+			return p
+		}(), bot.IgnoreUnauthorized, "names no sender"},
+		{"a misspelt command", "issue_comment", issueCommentPayload("created", person("alice"), "/deplyo staging", nil), bot.IgnoreNoRoute, "/deplyo is not a command"},
+		{"a mention in code", "issue_comment", issueCommentPayload("created", person("alice"), "`@coder`", nil), bot.IgnoreNoRoute, "no mention, command or rule matched"},
+		{"an edit adding nothing", "issue_comment", issueCommentPayload("edited", person("alice"), "@coder fix it", ptr("@coder fix")), bot.IgnoreEdited, "the edit adds no mention"},
+		{"a deletion", "issue_comment", issueCommentPayload("deleted", person("alice"), "@coder", nil), bot.IgnoreDeleted, "github.issue_comment.deleted is a deletion"},
+		{"an action not acted on", "pull_request", pullRequestPayload("assigned", person("alice"), "@coder"), bot.IgnoreUnsupported, "github.pull_request.assigned is not acted on"},
+		{"an event not acted on", "star", payload{"action": "created", "repository": repository(), "sender": person("alice")}, bot.IgnoreUnsupported, "github.star.created is not acted on"},
+		{"a label no rule names", "issues", issuesPayload("labeled", person("alice"), "x", nil, "bug", "p1"), bot.IgnoreNoRoute, "no mention, command or rule matched"},
+		{"an installation", "installation", payload{"action": "created", "installation": payload{"id": 5, "account": payload{"login": "octo"}}, "sender": person("alice")}, bot.IgnoreUnsupported, "installation events make no work item"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.gh.setPermission("octo/hello", "alice", "write", "write")
+			e.gh.setPermission("octo/hello", "rita", "read", "read")
+			code, a := e.post(tc.event, "d-1", tc.payload.bytes(t))
+			require.Equal(t, http.StatusAccepted, code)
+			require.Equal(t, tc.reason, a.Reason)
+			recs := e.ingress()
+			require.Len(t, recs, 1)
+			require.Equal(t, tc.reason, recs[0].Reason)
+			require.Contains(t, recs[0].Detail, tc.detail)
+			require.Empty(t, e.workItems())
+		})
+	}
+}
