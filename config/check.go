@@ -35,8 +35,11 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 			fail("profiles", "%v", e)
 		}
 	}
-	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
+	} else if _, err := net.LookupPort("tcp", port); port != "" && err != nil {
+		// What the listener would refuse at start, once the store is open.
+		fail("server.listen", "bad port %q: want 0 to 65535 (or a service name such as http)", port)
 	}
 	checkAPITokens(fail, c.Server)
 	checkAdminUsers(fail, c.Admin)

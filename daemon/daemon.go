@@ -107,6 +107,11 @@ type Daemon struct {
 	installer  *install.Installer
 }
 
+// sharedTokenProblem is why the postgres driver needs a configured API
+// token, said after "storage.driver".
+const sharedTokenProblem = "is postgres: the replicas must share the API token, so set server.api_token " +
+	"(for example to ${SWITCHYARD_API_TOKEN}) or $SWITCHYARD_API_TOKEN instead of relying on each replica's " + APITokenFile + " file"
+
 // DataFile is the store's file name inside the data directory.
 const DataFile = "switchyard.db"
 
@@ -134,8 +139,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if !opts.APIToken.IsSet() && cfg.Storage.Driver == config.StoragePostgres {
 		// A token file is one replica's own: behind a load balancer each
 		// replica would accept a different token.
-		return nil, bot.Errorf(bot.EINVALID, "storage.driver is postgres: the replicas must share the API token, "+
-			"so set server.api_token (for example to ${SWITCHYARD_API_TOKEN}) or $SWITCHYARD_API_TOKEN instead of relying on each replica's %s file", APITokenFile)
+		return nil, bot.Errorf(bot.EINVALID, "storage.driver %s", sharedTokenProblem)
 	}
 	if !opts.APIToken.IsSet() {
 		if opts.APIToken, err = LoadAPIToken(cfg.DataDir); err != nil {

@@ -524,10 +524,30 @@ func TestConsoleRequesterIsTheTokensName(t *testing.T) {
 // token file of its own refuses to start, saying what to set, before it
 // connects to anything.
 func TestPostgresNeedsASharedAPIToken(t *testing.T) {
-	setup := setupFor(t, func(c *config.Config) {
-		c.Storage = config.Storage{Driver: config.StoragePostgres, DSN: "postgres://switchyard:pw-not-shown@127.0.0.1:1/switchyard", MaxConns: 4}
+	dir := t.TempDir()
+	load := func(getenv func(string) string) (*daemon.Setup, error) {
+		return daemon.Load(t.Context(), daemon.LoadOptions{Getenv: getenv, Override: func(c *config.Config) {
+			c.DataDir = dir
+			c.Server.Listen = "127.0.0.1:0"
+			c.Storage = config.Storage{Driver: config.StoragePostgres, DSN: "postgres://switchyard:pw-not-shown@127.0.0.1:1/switchyard", MaxConns: 4}
+		}})
+	}
+	// The check of the config refuses it, as config check does.
+	_, err := load(noModelEnv)
+	require.True(t, config.IsInvalid(err), "%v", err)
+	require.ErrorContains(t, err, "storage.driver: is postgres: the replicas must share the API token, so set server.api_token")
+	require.NotContains(t, err.Error(), "pw-not-shown")
+
+	// A setup checked with the token in the environment still needs it
+	// handed to the daemon.
+	setup, err := load(func(name string) string {
+		if name == "SWITCHYARD_API_TOKEN" {
+			return "shared-token-0123456789"
+		}
+		return noModelEnv(name)
 	})
-	_, err := daemon.New(t.Context(), daemon.Options{Setup: setup})
+	require.NoError(t, err)
+	_, err = daemon.New(t.Context(), daemon.Options{Setup: setup})
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
 	require.ErrorContains(t, err, "the replicas must share the API token, so set server.api_token")
 	require.NotContains(t, err.Error(), "pw-not-shown")

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/integrations/github"
 	"github.com/switchyard/switchyard/integrations/slack"
+	"github.com/switchyard/switchyard/storage/postgres"
 )
 
 // Setup is a configuration read and checked as a whole: the config file,
@@ -89,6 +90,7 @@ func Load(ctx context.Context, opts LoadOptions) (*Setup, error) {
 	}
 	s := &Setup{Config: cfg}
 	var errs, agentErrs config.Errors
+	errs = append(errs, checkStorage(cfg, opts.Getenv)...)
 	s.Agents, err = agents.NewManager(ctx, agents.ManagerOptions{Dir: cfg.AgentsDir, Logger: opts.Logger})
 	if err != nil {
 		agentErrs = append(agentErrs, agentProblems(cfg, err)...)
@@ -206,6 +208,26 @@ func (s *Setup) Secrets() []bot.Secret {
 		out = append(out, sl.AppToken, sl.BotToken, sl.SigningSecret)
 	}
 	return append(out, cfg.SkillSecrets()...)
+}
+
+// checkStorage finds what opening the store would refuse before it
+// touches the database: a connection string that does not parse, or the
+// postgres driver with no API token the replicas could share.
+func checkStorage(cfg *config.Config, getenv func(string) string) config.Errors {
+	if cfg.Storage.Driver != config.StoragePostgres {
+		return nil
+	}
+	var errs config.Errors
+	fail := func(path, msg string) {
+		errs = append(errs, &config.Error{File: cfg.Source, Line: cfg.Line(path), Path: path, Msg: msg})
+	}
+	if err := postgres.CheckDSN(cfg.Storage.DSN.Reveal()); err != nil {
+		fail("storage.dsn", err.Error())
+	}
+	if !cfg.Server.APIToken.IsSet() && getenv("SWITCHYARD_API_TOKEN") == "" {
+		fail("storage.driver", sharedTokenProblem)
+	}
+	return errs
 }
 
 // agentProblems turns what loading or checking the agents found into

@@ -152,6 +152,46 @@ agents/helper.md:6: tools: unknown tool "rm_rf"
 	require.Empty(t, strings.TrimSpace(check.stderr))
 }
 
+// What serve refuses before it listens — a port out of range, a
+// connection string that does not parse, the postgres driver without an
+// API token the replicas share — config check refuses too, with the same
+// words, and serve refuses it before it touches anything. The connection
+// string's password is never shown.
+func TestConfigCheckRefusesTheStoreAndListenerServeWouldRefuse(t *testing.T) {
+	const password = "pw-TOPSECRET-4711"
+	const token = "server:\n  api_token: tok-0123456789abcdef\n"
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		{"port out of range", "server:\n  listen: 127.0.0.1:99999\n",
+			`config.yaml:2: server.listen: bad port "99999": want 0 to 65535 (or a service name such as http)`},
+		{"negative port", "server:\n  listen: \":-1\"\n",
+			`config.yaml:2: server.listen: bad port "-1": want 0 to 65535 (or a service name such as http)`},
+		{"keyword DSN with an open quote", token + "storage:\n  driver: postgres\n  dsn: \"host=db password='" + password + "\"\n",
+			"config.yaml:5: storage.dsn: cannot read the connection string: unterminated quoted string in connection info string"},
+		{"URL DSN with a bad escape", token + "storage:\n  driver: postgres\n  dsn: postgres://sy:%zz" + password + "@db/sy\n",
+			"config.yaml:5: storage.dsn: cannot read the connection string: invalid percent-encoded token in password"},
+		{"URL DSN with a bad port", token + "storage:\n  driver: postgres\n  dsn: postgres://sy:" + password + "@db:port/sy\n",
+			"config.yaml:5: storage.dsn: cannot read the connection string"},
+		{"postgres without a shared token", "storage:\n  driver: postgres\n  dsn: postgres://sy:" + password + "@db/sy\n",
+			"config.yaml:2: storage.driver: is postgres: the replicas must share the API token, so set server.api_token " +
+				"(for example to ${SWITCHYARD_API_TOKEN}) or $SWITCHYARD_API_TOKEN instead of relying on each replica's api-token file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(tc.config), 0o600))
+			check := run(t, dir, hermeticEnv(), "config", "check")
+			serve := run(t, dir, hermeticEnv(), "serve")
+			for _, r := range []result{check, serve} {
+				require.Equal(t, 2, r.code, r.stderr)
+				require.Equal(t, "switchyard: "+tc.want+"\n", r.stderr)
+				require.NotContains(t, r.stdout+r.stderr, password)
+			}
+			require.NoDirExists(t, filepath.Join(dir, "data"), "serve refused before it touched anything")
+		})
+	}
+}
+
 // `config reload` reports a config with a mistake of any kind as refused,
 // exit status 2, with its file:line problems, and the config in effect
 // stays: the token the CLI needs is read past problems elsewhere in the

@@ -135,6 +135,16 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// CheckDSN says what is wrong with a connection string, without repeating
+// it (it holds a password), or returns nil: what Open refuses before it
+// tries to connect, for the checks of a config that must refuse it too.
+func CheckDSN(dsn string) error {
+	if _, err := pgxpool.ParseConfig(dsn); err != nil {
+		return errors.New(dsnError(err))
+	}
+	return nil
+}
+
 // dsnError says what is wrong with a DSN without repeating it: pgx's
 // parse errors quote the string, password and all.
 func dsnError(err error) string {
