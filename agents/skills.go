@@ -537,7 +537,20 @@ func runSkills(def Definition, items []bot.WorkItem) []string {
 func (r *Runtime) packageTools(rn *run) []tools.Tool {
 	out := r.skillTools(rn)
 	if r.opts.CommandTools != nil {
-		out = append(out, r.opts.CommandTools.CommandTools(rn.target)...)
+		// A command tool named as a tool the run has otherwise (a package
+		// installed before installs refused such names) is left out: it
+		// never stands in for that tool.
+		for _, t := range r.opts.CommandTools.CommandTools(rn.target) {
+			name := t.Info().Name
+			taken := slices.Contains(ReservedToolNames(), name)
+			if r.opts.Tools != nil {
+				_, registered := r.opts.Tools.Get(name)
+				taken = taken || registered
+			}
+			if !taken {
+				out = append(out, t)
+			}
+		}
 	}
 	if r.opts.Installer != nil && rn.def.Name == BuilderAgent {
 		out = append(out, &installTool{rt: r, rn: rn})

@@ -30,6 +30,14 @@ func ControlTools() []string {
 	return []string{HandoffTool, SpawnTool, ListChildrenTool, AwaitChildTool, CancelChildTool}
 }
 
+// ReservedToolNames are the tools the runtime adds to runs beside the
+// registry's: the control tools, enable_skill and disable_skill, the
+// builder's install_package, and budget, the name an approval to spend
+// more carries. No package's command tool takes one of these names.
+func ReservedToolNames() []string {
+	return append(ControlTools(), EnableSkillTool, DisableSkillTool, InstallPackageTool, BudgetTool)
+}
+
 var (
 	spawnSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"task":{"type":"string","description":"What the subagent should do, self-contained: it sees only this and context, not this conversation"},` +

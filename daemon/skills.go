@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/skills"
@@ -36,7 +37,9 @@ func (d *Daemon) buildSkills(ctx context.Context) error {
 	load := skills.LoadOptions{Masker: d.redactor, Permissions: permissionNames()}
 	reg, err := skills.NewRegistry(ctx, skills.Options{
 		Store: d.store, Masker: d.redactor, Permissions: load.Permissions, Version: d.opts.Version, Logger: d.log,
-		KnownTools: func() []string { return ToolNames(d.config.Current().Config) },
+		KnownTools: func() []string {
+			return slices.Concat(ToolNames(d.config.Current().Config), agents.ReservedToolNames())
+		},
 		// A package whose command tools need what the agents that would
 		// run them lack is refused when it is enabled.
 		CheckEnable: d.checkEnable,

@@ -458,6 +458,7 @@ func (r *Registry) CheckDependencies(p *Package) error {
 				p.Name(), p.Version(), p.Name(), want, other.Name(), why))
 		}
 	}
+	errs = append(errs, r.toolCollisions(c, p)...)
 	if cycle := dependencyCycle(c, p); cycle != nil {
 		errs = append(errs, errorf(ErrConflict, "%s %s would close a dependency cycle: %s", p.Name(), p.Version(), strings.Join(cycle, " → ")))
 	}
@@ -470,6 +471,34 @@ func (r *Registry) CheckDependencies(p *Package) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// toolCollisions refuses p's command tools that take the name of a tool
+// Switchyard has (Options.KnownTools, a built-in package's) or of another
+// installed package's: in every run where p is enabled, its tool would
+// stand in for that one.
+func (r *Registry) toolCollisions(c *catalog, p *Package) []error {
+	known := r.knownTools()
+	var errs []error
+	for _, t := range p.Tools {
+		owner := ""
+		for _, q := range c.sorted {
+			if q.Name() != p.Name() && slices.ContainsFunc(q.Tools, func(qt Tool) bool { return qt.Name == t.Name }) {
+				owner = q.Name()
+				if q.Builtin {
+					owner = ""
+					known = append(known, t.Name)
+				}
+			}
+		}
+		switch {
+		case slices.Contains(known, t.Name):
+			errs = append(errs, errorf(ErrConflict, "tool %s of package %s has the name of a tool Switchyard has; name it otherwise", t.Name, p.Name()))
+		case owner != "":
+			errs = append(errs, errorf(ErrConflict, "tool %s is already contributed by package %s", t.Name, owner))
+		}
+	}
+	return errs
 }
 
 // dependencyCycle returns the first path by which p, installed in place of
