@@ -75,11 +75,13 @@ func deliverSteps(t *testing.T, c crash, killAt ...int) (fs *fakeSlack, calls, r
 			if n != k {
 				continue
 			}
-			proc.kill()
 			if c == crashBefore {
+				proc.kill()
 				return &fakeFailure{status: 500}
 			}
-			return &fakeFailure{pass: true, drop: true}
+			// Slack does what the call asks; the daemon dies before the
+			// answer comes.
+			return &fakeFailure{pass: true, drop: true, then: proc.kill}
 		}
 		return nil
 	}

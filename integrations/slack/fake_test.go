@@ -51,6 +51,9 @@ type fakeFailure struct {
 	// drop, with pass, does what the call asks and then closes the
 	// connection without an answer: a request lost on its way back.
 	drop bool
+	// then, with drop, is called once the call is done, before the
+	// connection is closed.
+	then func()
 }
 
 type socketAck struct {
@@ -237,7 +240,11 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 
 	if failure != nil && failure.pass && failure.drop {
 		w = httptest.NewRecorder()
+		then := failure.then
 		defer func() {
+			if then != nil {
+				then()
+			}
 			conn, _, err := http.NewResponseController(rw).Hijack()
 			require.NoError(fs.t, err)
 			conn.Close()
