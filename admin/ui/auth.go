@@ -275,14 +275,15 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 	if token == "" {
 		keys = signInKeys(r, v.Name)
 	}
-	if d := u.guard.wait(keys); d > 0 {
+	d, slowed := u.guard.admit(keys)
+	if d > 0 {
 		u.tooMany(w, r, v, d, "Too many failed sign-ins")
 		return
 	}
 	refused := func(msg, logMsg string, attrs ...any) {
 		v.Error = msg
 		u.opts.Logger.Warn(logMsg, append(attrs, "remote", r.RemoteAddr)...)
-		if u.guard.failed(keys) {
+		if slowed {
 			u.opts.Logger.Warn("admin sign-in slowed down: too many failures", append(attrs, "remote", r.RemoteAddr)...)
 		}
 		u.showSignIn(w, r, http.StatusUnauthorized, v)
@@ -303,6 +304,7 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		}
 		var err error
 		if !u.guard.check(r.Context(), func() { err = bcrypt.CompareHashAndPassword([]byte(hash), []byte(r.PostFormValue("password"))) }) {
+			u.guard.unchecked(keys)
 			u.tooMany(w, r, v, checkWait, "Too many sign-ins at once")
 			return
 		}

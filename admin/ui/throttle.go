@@ -10,7 +10,9 @@ import (
 )
 
 // Guessing at the sign-in form is slowed down twice over. Failures are
-// counted per client address and per name: after freeFailures of them,
+// counted per client address and per name (each attempt as it is let
+// through, so that attempts sent at once are counted before any of them
+// is checked): after freeFailures of them,
 // sign-in from that address, or as that name, waits a backoff from the
 // latest failure (one second, doubling to maxBackoff) and is refused with
 // 429 before anything it sent is checked; a success, or failureMemory
@@ -63,23 +65,61 @@ func signInKeys(r *http.Request, name string) []string {
 	return keys
 }
 
-// wait returns how long a sign-in for keys must still wait; 0: it may be
-// checked now.
-func (g *signInGuard) wait(keys []string) time.Duration {
+// admit decides whether a sign-in for keys may be checked now: wait is
+// how long it must still wait (0: it may), and when it may, the attempt
+// is counted against keys at once, as a failure until succeeded forgets
+// it. Counting it before it is checked, in the one step that looked at
+// the counts, is what holds sign-ins sent all at once to the same
+// allowance as sign-ins sent one after another: none of them is checked
+// on a count that the others have not added to yet. slowed reports that
+// this attempt brought one of keys to its first backoff (worth a line in
+// the log should it fail; the later ones are not).
+func (g *signInGuard) admit(keys []string) (wait time.Duration, slowed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	var longest time.Duration
 	for _, k := range keys {
 		f := g.failures[k]
 		if f == nil || f.n < freeFailures || now.Sub(f.last) >= failureMemory {
 			continue
 		}
-		if left := backoff(f.n) - now.Sub(f.last); left > longest {
-			longest = left
+		if left := backoff(f.n) - now.Sub(f.last); left > wait {
+			wait = left
 		}
 	}
-	return longest
+	if wait > 0 {
+		return wait, false
+	}
+	g.forgetOld(now)
+	for _, k := range keys {
+		f := g.failures[k]
+		if f == nil {
+			if len(g.failures) >= maxTracked {
+				continue // counted again once older ones are forgotten
+			}
+			f = &failureCount{}
+			g.failures[k] = f
+		}
+		if now.Sub(f.last) >= failureMemory {
+			f.n = 0
+		}
+		f.n++
+		f.last = now
+		slowed = slowed || f.n == freeFailures
+	}
+	return 0, slowed
+}
+
+// unchecked takes back an attempt admit counted that was never checked
+// (no comparison slot came free): it was no guess.
+func (g *signInGuard) unchecked(keys []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		if f := g.failures[k]; f != nil && f.n > 0 {
+			f.n--
+		}
+	}
 }
 
 // backoff is how long after its latest failure a key with n failures
@@ -95,35 +135,8 @@ func backoff(n int) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// failed counts a failure against keys, and reports whether one of them
-// has just reached its first backoff (worth a line in the log; the later
-// ones are not).
-func (g *signInGuard) failed(keys []string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.now()
-	g.forgetOld(now)
-	started := false
-	for _, k := range keys {
-		f := g.failures[k]
-		if f == nil {
-			if len(g.failures) >= maxTracked {
-				continue // counted again once older ones are forgotten
-			}
-			f = &failureCount{}
-			g.failures[k] = f
-		}
-		if now.Sub(f.last) >= failureMemory {
-			f.n = 0
-		}
-		f.n++
-		f.last = now
-		started = started || f.n == freeFailures
-	}
-	return started
-}
-
-// succeeded forgets the failures of keys.
+// succeeded forgets the failures of keys, the attempt admit counted
+// among them.
 func (g *signInGuard) succeeded(keys []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

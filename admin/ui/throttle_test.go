@@ -155,7 +155,7 @@ func TestSignInGuardCountsABoundedNumberOfKeys(t *testing.T) {
 	c := &clock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	g := newSignInGuard(c.Now)
 	for i := range 3 * maxTracked {
-		g.failed([]string{"addr " + strconv.Itoa(i), "name n" + strconv.Itoa(i)})
+		g.admit([]string{"addr " + strconv.Itoa(i), "name n" + strconv.Itoa(i)})
 		if i%1000 == 0 {
 			c.advance(time.Minute)
 		}
@@ -202,4 +202,50 @@ func TestSignInComparesFewPasswordsAtOnce(t *testing.T) {
 	compared := false
 	require.False(t, full.check(ctx, func() { compared = true }))
 	require.False(t, compared)
+}
+
+// Guesses sent all at once get no more tries than guesses sent one after
+// another: freeFailures of them are checked and the rest wait, for a
+// name's password as for tokens.
+func TestSignInGuessesSentAtOnceAreCountedBeforeAnyIsChecked(t *testing.T) {
+	const burst = 32
+	for _, tc := range []struct {
+		name  string
+		guess func(i int) url.Values
+	}{
+		{"a name's password", func(i int) url.Values { return password("bea", "guess-"+strconv.Itoa(i)) }},
+		{"tokens", func(i int) url.Values { return token("guess-" + strconv.Itoa(i)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+			u := passwordUI(t, c.Now)
+			reqs := make([]*http.Request, burst)
+			for i := range reqs {
+				form := serve(u, "GET", "/admin/signin", nil)
+				m := csrfValue.FindStringSubmatch(form.Body.String())
+				require.NotNil(t, m)
+				fields := tc.guess(i)
+				fields.Set(csrfField, m[1])
+				reqs[i] = newFormRequest("/admin/signin", fields)
+				reqs[i].RemoteAddr = "192.0.2.1:5000"
+				reqs[i].AddCookie(cookieOf(t, form, signInCookie))
+			}
+			codes := make([]int, burst)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, req := range reqs {
+				wg.Go(func() {
+					<-start
+					codes[i] = serveRequest(u, req).StatusCode
+				})
+			}
+			close(start)
+			wg.Wait()
+			count := map[int]int{}
+			for _, code := range codes {
+				count[code]++
+			}
+			require.Equal(t, map[int]int{http.StatusUnauthorized: freeFailures, http.StatusTooManyRequests: burst - freeFailures}, count)
+		})
+	}
 }
