@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -60,6 +61,46 @@ type sessions struct {
 	ttl   time.Duration
 	now   func() time.Time
 	log   *slog.Logger
+	// creds are what people sign in with now: a session lasts only while
+	// the credential it was started with is among them, for its identity.
+	creds []credential
+}
+
+// credential is something that signs in as identity: a token, or a
+// user's name and password hash.
+type credential struct {
+	identity string
+	secret   []byte
+}
+
+func tokenCredential(name, token string) credential {
+	return credential{identity: name, secret: []byte("token\x00" + token)}
+}
+
+func userCredential(u User) credential {
+	return credential{identity: u.Name, secret: []byte("user\x00" + strings.ToLower(u.Name) + "\x00" + u.PasswordHash.Reveal())}
+}
+
+// bound is what the store keeps of the credential a session of id was
+// started with: keyed by the id, which the store does not hold.
+func (c credential) bound(id string) []byte {
+	m := hmac.New(sha256.New, []byte(id))
+	m.Write(c.secret)
+	return m.Sum(nil)
+}
+
+// configured reports whether the session of id still stands for a
+// credential people sign in with, as its identity: a user removed, a
+// password or a token changed or withdrawn ends the sessions started
+// with it.
+func (s *sessions) configured(id string, stored bot.AdminSession) bool {
+	ok := false
+	for _, c := range s.creds {
+		if hmac.Equal(c.bound(id), stored.Credential) && c.identity == stored.Identity {
+			ok = true
+		}
+	}
+	return ok
 }
 
 func hashID(id string) []byte {
@@ -74,16 +115,16 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// start makes a session for identity and returns its id; expired sessions
-// are dropped on the way, a bounded number at a time.
-func (s *sessions) start(ctx context.Context, identity string) (string, error) {
-	id := randomToken()
+// start makes a session for who signed in with cred and returns its id;
+// expired sessions are dropped on the way, a bounded number at a time.
+func (s *sessions) start(ctx context.Context, cred credential) (string, error) {
+	id, identity := randomToken(), cred.identity
 	now := s.now()
 	if _, err := s.store.DropExpiredSessions(ctx, now, sweepSessions); err != nil {
 		s.log.Warn("admin sessions: dropping expired sessions failed", "error", err)
 	}
 	err := s.store.CreateSession(ctx, bot.AdminSession{
-		Hash: hashID(id), Identity: identity, CSRF: randomToken(), Expires: now.Add(s.ttl).UTC(),
+		Hash: hashID(id), Identity: identity, Credential: cred.bound(id), CSRF: randomToken(), Expires: now.Add(s.ttl).UTC(),
 	})
 	if err != nil {
 		return "", fmt.Errorf("start a session for %s: %w", identity, err)
@@ -91,8 +132,8 @@ func (s *sessions) start(ctx context.Context, identity string) (string, error) {
 	return id, nil
 }
 
-// get returns the live session of id; an expired one is refused and
-// forgotten.
+// get returns the live session of id; an expired one, or one whose
+// credential no longer signs in, is refused and forgotten.
 func (s *sessions) get(ctx context.Context, id string) (*session, error) {
 	hash := hashID(id)
 	stored, ok, err := s.store.GetSession(ctx, hash)
@@ -102,6 +143,13 @@ func (s *sessions) get(ctx context.Context, id string) (*session, error) {
 	if !s.now().Before(stored.Expires) {
 		if err := s.store.DeleteSession(ctx, hash); err != nil {
 			s.log.Warn("admin sessions: forgetting an expired session failed", "error", err)
+		}
+		return nil, nil
+	}
+	if !s.configured(id, stored) {
+		s.log.Info("admin session ended: what it was signed in with is no longer configured", "identity", stored.Identity)
+		if err := s.store.DeleteSession(ctx, hash); err != nil {
+			s.log.Warn("admin sessions: forgetting a session whose credential is gone failed", "error", err)
 		}
 		return nil, nil
 	}
@@ -288,14 +336,14 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		}
 		u.showSignIn(w, r, http.StatusUnauthorized, v)
 	}
-	who := ""
+	var who credential
 	if token != "" {
 		name, ok := u.tokens.Name(token)
 		if !ok {
 			refused("Wrong token.", "admin sign-in refused: wrong token")
 			return
 		}
-		who = name
+		who = tokenCredential(name, token)
 	} else {
 		usr, known := u.users[strings.ToLower(v.Name)]
 		hash := dummyHash
@@ -312,7 +360,7 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 			refused("Wrong name or password.", "admin sign-in refused: wrong name or password", "name", v.Name)
 			return
 		}
-		who = usr.Name
+		who = userCredential(usr)
 	}
 	u.guard.succeeded(keys)
 	id, err := u.sessions.start(r.Context(), who)
@@ -322,7 +370,7 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, u.cookie(r, signInCookie, "", -1))
 	http.SetCookie(w, u.cookie(r, sessionCookie, id, int(u.opts.SessionTTL.Seconds())))
-	u.log.Info("admin signed in", "identity", who)
+	u.log.Info("admin signed in", "identity", who.identity)
 	next := v.Next
 	if next == "" {
 		next = "/admin/"

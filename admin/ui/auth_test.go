@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/agents/policy"
@@ -189,4 +190,93 @@ func TestFormOverItsLimitIsTooLarge(t *testing.T) {
 		require.Contains(t, rec.Body.String(), "over 1048576 bytes")
 	}
 	require.True(t, signedIn(t, u, sess), "the sign-out that was too large did not happen")
+}
+
+// A session lasts only while what it was signed in with signs in as the
+// same name: a replica started with a user removed, a password or a token
+// changed or withdrawn, or a token given to another name, no longer takes
+// the sessions started with it, and forgets them; the others stand.
+func TestSessionEndsWhenWhatItSignedInWithIsNoLongerConfigured(t *testing.T) {
+	const otherToken = "other-token-0123456789abcdef"
+	hash := func(pw string) bot.Secret {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		require.NoError(t, err)
+		return bot.Secret(h)
+	}
+	beaHash := hash("right horse")
+	ana := httpapi.Token{Name: "ana", Value: testToken}
+	bea := User{Name: "bea", PasswordHash: beaHash}
+	for _, tc := range []struct {
+		name         string
+		tokens       []httpapi.Token
+		users        []User
+		anaOK, beaOK bool
+	}{
+		{"nothing changed", []httpapi.Token{ana}, []User{bea}, true, true},
+		{"another token beside", []httpapi.Token{{Name: "other", Value: otherToken}, ana}, []User{{Name: "bea", PasswordHash: beaHash}}, true, true},
+		{"the token changed", []httpapi.Token{{Name: "ana", Value: otherToken}}, []User{bea}, false, true},
+		{"the token withdrawn", nil, []User{bea}, false, true},
+		{"the token given to another name", []httpapi.Token{{Name: "root", Value: testToken}}, []User{bea}, false, true},
+		{"the user removed", []httpapi.Token{ana}, nil, true, false},
+		{"the password changed", []httpapi.Token{ana}, []User{{Name: "bea", PasswordHash: hash("new horse")}}, true, false},
+		{"the user's name now a token's", []httpapi.Token{ana, {Name: "bea", Value: otherToken}}, nil, true, false},
+		{"everyone gone", nil, nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := bolttest.Open(t, t.TempDir())
+			c := &clock{now: time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)}
+			before := configuredUI(t, store, c.Now, []httpapi.Token{ana}, []User{bea})
+			anaSess := signInAt(t, before)
+			beaSess := signInWith(t, before, password("bea", "right horse"))
+
+			after := configuredUI(t, store, c.Now, tc.tokens, tc.users)
+			for _, s := range []struct {
+				who    string
+				cookie *http.Cookie
+				ok     bool
+			}{{"ana", anaSess, tc.anaOK}, {"bea", beaSess, tc.beaOK}} {
+				rec := serve(after, "GET", "/admin/workitems", nil, s.cookie)
+				if s.ok {
+					require.Equal(t, http.StatusOK, rec.Code, "%s: %s", s.who, rec.Body.String())
+					require.Contains(t, rec.Body.String(), `<span id="identity">`+s.who+`</span>`)
+				} else {
+					require.Equal(t, http.StatusSeeOther, rec.Code, "%s is led to sign in again", s.who)
+					require.True(t, strings.HasPrefix(rec.Header().Get("Location"), "/admin/signin"))
+					_, kept, err := store.GetSession(t.Context(), hashID(s.cookie.Value))
+					require.NoError(t, err)
+					require.False(t, kept, "%s's session is forgotten", s.who)
+					rec = serve(before, "GET", "/admin/workitems", nil, s.cookie)
+					require.Equal(t, http.StatusSeeOther, rec.Code, "%s's session is gone for every replica", s.who)
+				}
+			}
+		})
+	}
+}
+
+// configuredUI is a UI over store signing in tokens and users, as a
+// replica started with that config builds one.
+func configuredUI(t *testing.T, store *bolt.Store, now func() time.Time, tokens []httpapi.Token, users []User) *UI {
+	t.Helper()
+	redactor := bot.NewRedactor()
+	audit, err := policy.NewAuditor(store, redactor)
+	require.NoError(t, err)
+	u, err := New(Options{
+		Admin: admin.Options{Store: store}, Tokens: tokens, Users: users,
+		Redactor: redactor, Audit: audit, Records: store, Sessions: store, SessionTTL: time.Hour, Now: now,
+	})
+	require.NoError(t, err)
+	return u
+}
+
+// signInWith signs in through u's form with fields and returns the
+// session's cookie.
+func signInWith(t *testing.T, u *UI, fields url.Values) *http.Cookie {
+	t.Helper()
+	form := serve(u, "GET", "/admin/signin", nil)
+	m := csrfValue.FindStringSubmatch(form.Body.String())
+	require.NotNil(t, m, "the sign-in form has its token")
+	fields.Set(csrfField, m[1])
+	rec := serve(u, "POST", "/admin/signin", fields, cookieOf(t, form, signInCookie))
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	return cookieOf(t, rec, sessionCookie)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/admin"
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/skills"
 	"github.com/switchyard/switchyard/skills/install"
 	"github.com/switchyard/switchyard/storage/bolt"
@@ -55,9 +56,10 @@ func newSkillsEnv(t *testing.T, roster Roster) *skillsEnv {
 	e.ui, err = New(Options{
 		Admin:  admin.Options{Store: e.store, Skills: e.reg, Installer: e.in},
 		Roster: roster, Redactor: redactor, Audit: e.audit, Sessions: e.store,
+		Tokens: []httpapi.Token{{Name: "alice", Value: testToken}},
 	})
 	require.NoError(t, err)
-	id, err := e.ui.sessions.start(t.Context(), "alice")
+	id, err := e.ui.sessions.start(t.Context(), tokenCredential("alice", testToken))
 	require.NoError(t, err)
 	sess, err := e.ui.sessions.get(t.Context(), id)
 	require.NoError(t, err)

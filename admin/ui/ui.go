@@ -153,8 +153,14 @@ func New(opts Options) (*UI, error) {
 		sessions: &sessions{store: opts.Sessions, ttl: opts.SessionTTL, now: opts.Now, log: opts.Logger},
 		guard:    newSignInGuard(opts.Now),
 	}
+	for _, t := range opts.Tokens {
+		if t.Value.IsSet() {
+			u.sessions.creds = append(u.sessions.creds, tokenCredential(t.Name, t.Value.Reveal()))
+		}
+	}
 	for _, usr := range opts.Users {
 		u.users[strings.ToLower(usr.Name)] = usr
+		u.sessions.creds = append(u.sessions.creds, userCredential(usr))
 	}
 	var err error
 	if u.tmpl, err = parseTemplates(); err != nil {

@@ -17,8 +17,8 @@ func (s *Store) CreateSession(ctx context.Context, sess bot.AdminSession) error 
 	if err := s.open(); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, "INSERT INTO admin_sessions (hash, identity, csrf, expires) VALUES ($1, $2, $3, $4)",
-		sess.Hash, sess.Identity, sess.CSRF, sess.Expires.UTC())
+	_, err := s.pool.Exec(ctx, "INSERT INTO admin_sessions (hash, identity, credential, csrf, expires) VALUES ($1, $2, $3, $4, $5)",
+		sess.Hash, sess.Identity, sess.Credential, sess.CSRF, sess.Expires.UTC())
 	if isUniqueViolation(err) {
 		return bot.Errorf(bot.ECONFLICT, "an admin session with this id exists")
 	}
@@ -32,8 +32,8 @@ func (s *Store) GetSession(ctx context.Context, hash []byte) (bot.AdminSession, 
 		return bot.AdminSession{}, false, err
 	}
 	sess := bot.AdminSession{Hash: hash}
-	err := s.pool.QueryRow(ctx, "SELECT identity, csrf, expires FROM admin_sessions WHERE hash = $1", hash).
-		Scan(&sess.Identity, &sess.CSRF, &sess.Expires)
+	err := s.pool.QueryRow(ctx, "SELECT identity, credential, csrf, expires FROM admin_sessions WHERE hash = $1", hash).
+		Scan(&sess.Identity, &sess.Credential, &sess.CSRF, &sess.Expires)
 	if err == pgx.ErrNoRows {
 		return bot.AdminSession{}, false, nil
 	}

@@ -12,7 +12,8 @@ import (
 
 func adminSession(id, identity string, expires time.Time) bot.AdminSession {
 	h := sha256.Sum256([]byte(id))
-	return bot.AdminSession{Hash: h[:], Identity: identity, CSRF: "csrf-" + id, Expires: expires}
+	cred := sha256.Sum256([]byte("credential of " + id))
+	return bot.AdminSession{Hash: h[:], Identity: identity, Credential: cred[:], CSRF: "csrf-" + id, Expires: expires}
 }
 
 // testAdminSessions keeps sessions across a reopen, forgets one signed out
@@ -21,6 +22,10 @@ func testAdminSessions(t *testing.T, open Opener) {
 	h := newHarness(t, open)
 	alice := adminSession("alice-id", "alice", at(time.Hour))
 	require.NoError(t, h.s.CreateSession(h.ctx, alice))
+	unbound := adminSession("unbound-id", "alice", at(time.Hour))
+	unbound.Credential = nil
+	err := h.s.CreateSession(h.ctx, unbound)
+	require.Equal(t, bot.EINVALID, bot.ErrorCode(err), "a session standing for no credential: %v", err)
 
 	_, ok, err := h.s.GetSession(h.ctx, adminSession("nobody", "x", at(0)).Hash)
 	require.NoError(t, err)
