@@ -37,7 +37,10 @@ const testAppID = 4242
 
 // failure is a canned error answer, served instead of the real one.
 type failure struct {
-	hang   bool // answer nothing until the client gives up
+	hang bool // answer nothing until the client gives up
+	// after serves the request first and then answers with the failure
+	// (or hangs): GitHub did the work, its answer was lost.
+	after  bool
 	status int
 	header map[string]string
 	body   string
@@ -108,6 +111,9 @@ func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 				fail, f.failures[pattern] = &q[0], q[1:]
 			}
 			f.mu.Unlock()
+			if fail != nil && fail.after && f.authorised(r, jwt) {
+				h(httptest.NewRecorder(), r)
+			}
 			if fail != nil && fail.hang {
 				<-r.Context().Done()
 				return

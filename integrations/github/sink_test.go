@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -341,4 +342,71 @@ func TestMarkerCannotEndTheHTMLCommentEarly(t *testing.T) {
 		require.NotEqual(t, marker("other"), m)
 	}
 	require.NotEqual(t, marker("a-->b"), marker("a--b"))
+}
+
+// GitHub did what was asked but its answer was lost (a 502 from a proxy, a
+// connection cut, an answer that never came): the outbox tries again, and
+// each comment still appears once, the status edited in place, each
+// reaction once.
+func TestLostAnswersLeaveOneCommentEach(t *testing.T) {
+	const react = "POST /repos/{owner}/{repo}/issues/comments/{id}/reactions"
+	lost := map[string]failure{
+		"502":       {after: true, status: http.StatusBadGateway, body: `<html>bad gateway</html>`},
+		"503":       {after: true, status: http.StatusServiceUnavailable, body: `{"message":"Service Unavailable"}`},
+		"no answer": {after: true, hang: true},
+		"401":       {after: true, status: http.StatusUnauthorized, body: `{"message":"Bad credentials"}`},
+	}
+	for name, fail := range lost {
+		for _, pattern := range []string{createComment, editComment, react} {
+			t.Run(name+" "+pattern, func(t *testing.T) {
+				ctx := context.Background()
+				e := newEnv(t)
+				now := time.Now()
+				d := bot.NewDeliverer(bot.DelivererOptions{
+					Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)},
+					MinEditInterval: time.Nanosecond, Timeout: 2 * time.Second, Now: func() time.Time { return now },
+				})
+				deliver := func() {
+					t.Helper()
+					for range 20 {
+						if _, err := d.DeliverDue(ctx); err != nil {
+							require.NoError(t, err)
+						}
+						n, _, err := e.store.OutboxPending(ctx)
+						require.NoError(t, err)
+						if n == 0 {
+							return
+						}
+						now = now.Add(10 * time.Minute)
+					}
+					t.Fatal("messages still pending")
+				}
+				th := bot.GitHubThread("octo", "hello", 7)
+				enqueue := func(m bot.OutboxMessage) {
+					t.Helper()
+					m.Thread, m.WorkItemID, m.CreatedAt = th, "wi_1", now
+					_, err := e.store.Enqueue(ctx, m)
+					require.NoError(t, err)
+				}
+				e.gh.fail(pattern, fail)
+				enqueue(bot.OutboxMessage{Key: "wi_1/reaction/eyes", Kind: bot.OutboxReaction, Reaction: bot.ReactionSeen, Target: "comment:555"})
+				enqueue(bot.OutboxMessage{Key: "wi_1/status", Kind: bot.OutboxStatus, Text: "⏳ working"})
+				deliver()
+				enqueue(bot.OutboxMessage{Key: "wi_1/status", Kind: bot.OutboxStatus, Text: "✅ finished"})
+				enqueue(bot.OutboxMessage{Key: "wi_1/reply", Kind: bot.OutboxReply, Text: "Fixed the flaky test."})
+				deliver()
+
+				comments := e.gh.threadComments("octo/hello#7")
+				require.Len(t, comments, 2, "one status, one reply")
+				require.True(t, strings.HasPrefix(comments[0].Body, "✅ finished"), comments[0].Body)
+				require.True(t, strings.HasPrefix(comments[1].Body, "Fixed the flaky test."), comments[1].Body)
+				require.Len(t, e.gh.reactionList(), 1)
+				for _, key := range []string{"wi_1/reaction/eyes", "wi_1/status", "wi_1/reply"} {
+					m, err := e.store.GetOutbox(ctx, key)
+					require.NoError(t, err)
+					require.False(t, m.Dead, "%s: %s", key, m.LastError)
+				}
+			})
+		}
+	}
 }
