@@ -95,7 +95,8 @@ type webhook struct {
 // It answers 401 to a missing, wrong or repeated X-Hub-Signature-256
 // (nothing is read beyond the body), 413 to bodies over MaxWebhookBody, 400
 // to deliveries without X-GitHub-Event or X-GitHub-Delivery, or with either
-// twice, or with a payload that cannot be read, 200 to ping and to redeliveries, 202 once the event is persisted as a
+// twice, or with a payload that cannot be read, 415 to a body that is
+// neither JSON nor a form, or is compressed, 200 to ping and to redeliveries, 202 once the event is persisted as a
 // work item or an ingress record, 502 when GitHub could not be asked for a
 // commenter's permission or a pull request's files (nothing is stored, so
 // the delivery shows as failed and can be redelivered), and 500 when the
@@ -150,11 +151,17 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	event, deliveryID := events[0], deliveries[0]
+	form, ok := contentType(r.Header)
+	if !ok {
+		httpapi.JSON(w, http.StatusUnsupportedMediaType, answer{Status: "error",
+			Error: "Content-Type must be application/json or application/x-www-form-urlencoded, without Content-Encoding"})
+		return
+	}
 	if event == "ping" {
 		httpapi.JSON(w, http.StatusOK, answer{Status: "pong"})
 		return
 	}
-	payload, err := payloadOf(r.Header.Get("Content-Type"), body)
+	payload, err := payloadOf(form, body)
 	if err == nil {
 		var d *delivery
 		if d, err = readDelivery(event, deliveryID, payload); err == nil {
@@ -223,19 +230,43 @@ func validEventName(s string) bool {
 	return true
 }
 
+// contentType reads how a delivery's body is sent: JSON, or (form set) a
+// form, GitHub's two content types. No Content-Type is read as JSON. Any
+// other, or a Content-Encoding (GitHub compresses nothing), is not ok.
+func contentType(h http.Header) (form, ok bool) {
+	if enc := h.Values("Content-Encoding"); len(enc) > 1 || len(enc) == 1 && !strings.EqualFold(enc[0], "identity") {
+		return false, false
+	}
+	cts := h.Values("Content-Type")
+	switch len(cts) {
+	case 0:
+		return false, true
+	case 1:
+	default:
+		return false, false
+	}
+	mt, _, err := mime.ParseMediaType(cts[0])
+	switch {
+	case err != nil:
+		return false, false
+	case mt == "application/x-www-form-urlencoded":
+		return true, true
+	}
+	return false, mt == "application/json"
+}
+
 // payloadOf returns the JSON of a delivery, which a webhook configured with
-// content type application/x-www-form-urlencoded sends as the form field
-// "payload". The signature covers the body as sent.
-func payloadOf(contentType string, body []byte) ([]byte, error) {
-	mt, _, _ := mime.ParseMediaType(contentType)
-	if mt != "application/x-www-form-urlencoded" {
+// content type application/x-www-form-urlencoded sends (form set) as the
+// form field "payload". The signature covers the body as sent.
+func payloadOf(form bool, body []byte) ([]byte, error) {
+	if !form {
 		return body, nil
 	}
-	form, err := url.ParseQuery(string(body))
+	values, err := url.ParseQuery(string(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: form body: %v", errMalformed, err)
 	}
-	return []byte(form.Get("payload")), nil
+	return []byte(values.Get("payload")), nil
 }
 
 // lookupError is a failed question to GitHub during intake: answered 502 so

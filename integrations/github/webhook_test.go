@@ -2,6 +2,7 @@ package github
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/hmac"
 	"crypto/sha1"
@@ -1087,6 +1088,67 @@ func TestIngressRecordsSayWhyNothingRan(t *testing.T) {
 			require.Equal(t, tc.reason, recs[0].Reason)
 			require.Contains(t, recs[0].Detail, tc.detail)
 			require.Empty(t, e.workItems())
+		})
+	}
+}
+
+// GitHub sends a delivery as JSON or, when the webhook is set up so, as a
+// form whose "payload" field holds the JSON. Other content types, and
+// compressed bodies, are answered 415 and store nothing.
+func TestWebhookContentTypes(t *testing.T) {
+	js := issueCommentPayload("created", person("alice"), "@coder fix", nil).bytes(t)
+	form := []byte(url.Values{"payload": {string(js)}}.Encode())
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err := zw.Write(js)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		headers [][2]string
+		want    int
+	}{
+		{"JSON", js, [][2]string{{"Content-Type", "application/json"}}, http.StatusAccepted},
+		{"JSON with a charset", js, [][2]string{{"Content-Type", "application/json; charset=utf-8"}}, http.StatusAccepted},
+		{"JSON in capitals", js, [][2]string{{"Content-Type", "Application/JSON"}}, http.StatusAccepted},
+		{"no content type", js, nil, http.StatusAccepted},
+		{"form", form, [][2]string{{"Content-Type", "application/x-www-form-urlencoded"}}, http.StatusAccepted},
+		{"form with a charset", form, [][2]string{{"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}}, http.StatusAccepted},
+		{"identity encoding", js, [][2]string{{"Content-Type", "application/json"}, {"Content-Encoding", "identity"}}, http.StatusAccepted},
+		{"text", js, [][2]string{{"Content-Type", "text/plain"}}, http.StatusUnsupportedMediaType},
+		{"XML", js, [][2]string{{"Content-Type", "application/xml"}}, http.StatusUnsupportedMediaType},
+		{"multipart", js, [][2]string{{"Content-Type", "multipart/form-data; boundary=x"}}, http.StatusUnsupportedMediaType},
+		{"JSON-ish", js, [][2]string{{"Content-Type", "application/json-patch+json"}}, http.StatusUnsupportedMediaType},
+		{"a list", js, [][2]string{{"Content-Type", "application/json, text/plain"}}, http.StatusUnsupportedMediaType},
+		{"an empty content type", js, [][2]string{{"Content-Type", ";"}}, http.StatusUnsupportedMediaType},
+		{"two content types", js, [][2]string{{"Content-Type", "application/json"}, {"Content-Type", "application/json"}}, http.StatusUnsupportedMediaType},
+		{"gzip", gz.Bytes(), [][2]string{{"Content-Type", "application/json"}, {"Content-Encoding", "gzip"}}, http.StatusUnsupportedMediaType},
+		{"gzip, identity", gz.Bytes(), [][2]string{{"Content-Type", "application/json"}, {"Content-Encoding", "gzip"}, {"Content-Encoding", "identity"}}, http.StatusUnsupportedMediaType},
+		{"a form said to be JSON", form, [][2]string{{"Content-Type", "application/json"}}, http.StatusBadRequest},
+		{"JSON said to be a form", js, [][2]string{{"Content-Type", "application/x-www-form-urlencoded"}}, http.StatusBadRequest},
+		{"a form without payload", []byte("other=1"), [][2]string{{"Content-Type", "application/x-www-form-urlencoded"}}, http.StatusBadRequest},
+		{"a form with a bad escape", []byte("payload=%zz"), [][2]string{{"Content-Type", "application/x-www-form-urlencoded"}}, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.gh.setPermission("octo/hello", "alice", "write", "write")
+			req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(tc.body))
+			req.Header.Set("X-GitHub-Event", "issue_comment")
+			req.Header.Set("X-GitHub-Delivery", "ct-1")
+			req.Header.Set("X-Hub-Signature-256", sign(testSecret, tc.body))
+			for _, h := range tc.headers {
+				req.Header.Add(h[0], h[1])
+			}
+			code, a := e.serve(req)
+			require.Equal(t, tc.want, code, a.Error)
+			if tc.want != http.StatusAccepted {
+				require.Empty(t, e.workItems())
+				require.Empty(t, e.ingress())
+				return
+			}
+			require.Len(t, e.workItems(), 1)
+			require.Equal(t, "@coder fix", e.workItems()[0].Text)
 		})
 	}
 }
