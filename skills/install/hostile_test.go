@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,4 +226,53 @@ func TestInstallEntryNamesCorpus(t *testing.T) {
 		require.NotEqual(t, "evil.txt", d.Name(), "%s is outside every package", p)
 		return nil
 	}))
+}
+
+// An archive's server that redirects is followed only to https: never to a
+// plain http:// address, not even this machine's (a service listening
+// there is not the server's to point the daemon at), and never round in
+// circles. A refused redirect installs nothing.
+func TestInstallFollowsRedirectsOnlyToHTTPS(t *testing.T) {
+	data := tgz(t, []entry{{name: "manifest.yaml", body: goodManifest}, {name: "SKILL.md", body: "Use it."}})
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(data) }))
+	t.Cleanup(local.Close)
+	var srv *httptest.Server
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/kit.tgz":
+			_, _ = w.Write(data)
+		case "/moved":
+			http.Redirect(w, r, srv.URL+"/kit.tgz", http.StatusFound)
+		case "/to-local":
+			http.Redirect(w, r, local.URL+"/kit.tgz", http.StatusFound)
+		case "/to-localhost":
+			http.Redirect(w, r, strings.Replace(local.URL, "127.0.0.1", "localhost", 1)+"/kit.tgz", http.StatusMovedPermanently)
+		case "/to-http":
+			http.Redirect(w, r, "http://example.com/kit.tgz", http.StatusTemporaryRedirect)
+		case "/loop":
+			http.Redirect(w, r, srv.URL+"/loop", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	client := srv.Client()
+	e := newEnv(t, install.Limits{})
+	in, err := install.New(context.Background(), install.Options{Registry: e.reg, Dir: filepath.Join(e.data, "packages"), HTTP: client})
+	require.NoError(t, err)
+	e.in = in
+	for _, tc := range []struct{ path, want string }{
+		{"/to-local", "which is not https"},
+		{"/to-localhost", "which is not https"},
+		{"/to-http", "which is not https"},
+		{"/loop", "too many redirects"},
+		{"/missing", "the server answered 404 Not Found"},
+	} {
+		_, err := e.in.Install(context.Background(), install.Request{Source: srv.URL + tc.path, SHA256: sum(data)})
+		require.ErrorContains(t, err, tc.want, tc.path)
+		e.nothingLeft()
+	}
+	_, err = e.in.Install(context.Background(), install.Request{Source: srv.URL + "/moved", SHA256: sum(data)})
+	require.NoError(t, err, "a redirect to https is followed")
+	e.nothingLeft("arch-kit@1.0.0")
 }

@@ -30,7 +30,8 @@ type Options struct {
 	// Timeout bounds one install; default 10 minutes.
 	Timeout time.Duration
 	// HTTP downloads archives; nil means a client with a 5-minute
-	// timeout that refuses plain http:// except to this machine.
+	// timeout. Whichever client, its redirects are followed only to
+	// https (checkRedirect).
 	HTTP *http.Client
 	// Env is the environment git and npm are given a part of; nil means
 	// the daemon's.
@@ -73,8 +74,11 @@ func New(ctx context.Context, opts Options) (*Installer, error) {
 		in.log = slog.New(slog.DiscardHandler)
 	}
 	if in.http == nil {
-		in.http = &http.Client{Timeout: 5 * time.Minute, CheckRedirect: checkRedirect}
+		in.http = &http.Client{Timeout: 5 * time.Minute}
 	}
+	client := *in.http
+	client.CheckRedirect = checkRedirect
+	in.http = &client
 	if in.env == nil {
 		in.env = os.Environ
 	}
@@ -98,13 +102,17 @@ func New(ctx context.Context, opts Options) (*Installer, error) {
 	return in, nil
 }
 
-// checkRedirect follows at most 5 redirects, never from https to a plain
-// http:// address other than this machine.
+// checkRedirect follows at most 5 redirects, each to https: a plain
+// http:// address only from a download that began at one on this machine
+// (as a source may), and only to this machine. A server elsewhere never
+// points the daemon at a service listening on this machine's plain http.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 5 {
 		return errors.New("too many redirects")
 	}
-	if req.URL.Scheme != "https" && !loopback(req.URL.Hostname()) {
+	first := via[0].URL
+	local := first.Scheme == "http" && loopback(first.Hostname()) && loopback(req.URL.Hostname())
+	if req.URL.Scheme != "https" && !local {
 		return fmt.Errorf("redirected to %s, which is not https", req.URL.Redacted())
 	}
 	return nil
