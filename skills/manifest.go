@@ -465,6 +465,15 @@ func (a *DeclarativeAgent) check(d *yamldecode.Decoder, path string) {
 	}
 	f := a.Fields("", "")
 	f.check(d, path)
+	// The agent fields' bounds, at the section's own keys: f.check looks
+	// for max_turns and max_tokens, which this section spells otherwise.
+	pos := d.Positions()
+	if p := at("limits.max_turns"); pos.Has(p) && (a.Limits.MaxTurns < 1 || a.Limits.MaxTurns > MaxAgentTurns) {
+		d.FailAt(p, "want 1 to %d, got %d", MaxAgentTurns, a.Limits.MaxTurns)
+	}
+	if p := at("limits.max_tokens_per_invocation"); pos.Has(p) && (a.Limits.MaxTokensPerInvocation < 1 || a.Limits.MaxTokensPerInvocation > MaxAgentTokens) {
+		d.FailAt(p, "want 1 to %d, got %d", MaxAgentTokens, a.Limits.MaxTokensPerInvocation)
+	}
 	if a.Limits.TimeBudgetMS < 0 {
 		d.FailAt(at("limits.time_budget_ms"), "must be positive")
 	}

@@ -218,6 +218,10 @@ func TestManifestErrors(t *testing.T) {
 		{"a secret in an instructions file", map[string]string{"manifest.yaml": skillWith("    allowed_tools: []\n")[:0] + base + "skills:\n  - name: s\n    description: d\n    instructions_file: s.md\n    allowed_tools: []\n    execution_protocol: [x]\n", "s.md": "Use this:\n\nxoxb-1234567890-1234567890123-abcdefghijklmnopqrstuvwx\n"}, "s.md:3: looks like a credential"},
 		{"aliases", map[string]string{"manifest.yaml": "name: &n kit\nversion: 1.0.0\ndescription: *n\n"}, "manifest.yaml:3: description: YAML aliases are not supported here"},
 		{"declarative agent without mode", map[string]string{"manifest.yaml": base + "agent:\n  instructions: x\n"}, "manifest.yaml:4: agent.integration_mode: required"},
+		{"declarative agent turns past the cap", map[string]string{"manifest.yaml": base + "agent:\n  integration_mode: tool\n  instructions: x\n  limits: {max_turns: 5000}\n"}, "manifest.yaml:7: agent.limits.max_turns: want 1 to 1000, got 5000"},
+		{"declarative agent turns below one", map[string]string{"manifest.yaml": base + "agent:\n  integration_mode: tool\n  instructions: x\n  limits:\n    max_turns: -1\n"}, "manifest.yaml:8: agent.limits.max_turns: want 1 to 1000, got -1"},
+		{"declarative agent tokens below one", map[string]string{"manifest.yaml": base + "agent:\n  integration_mode: tool\n  instructions: x\n  limits: {max_tokens_per_invocation: -5}\n"}, "manifest.yaml:7: agent.limits.max_tokens_per_invocation: want 1 to 2147483647, got -5"},
+		{"declarative agent tokens past the cap", map[string]string{"manifest.yaml": base + "agent:\n  integration_mode: tool\n  instructions: x\n  limits: {max_tokens_per_invocation: 3000000000}\n"}, "manifest.yaml:7: agent.limits.max_tokens_per_invocation: want 1 to 2147483647, got 3000000000"},
 		{"declarative agent prompt missing", map[string]string{"manifest.yaml": base + "agent:\n  integration_mode: tool\n  instructions: prompts/x.md\n"}, "manifest.yaml:6: agent.instructions: prompts/x.md is not in the package"},
 	}
 	for _, tc := range cases {
