@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -186,6 +187,13 @@ func normalize(event, deliveryID string, payload []byte) (*delivery, error) {
 	}
 	if d.installation != nil && d.installation.id <= 0 {
 		return nil, missing(event, "installation id")
+	}
+	if d.installation != nil {
+		for _, repo := range slices.Concat(d.installation.added, d.installation.removed) {
+			if owner, name, ok := strings.Cut(repo, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+				return nil, fmt.Errorf("%w: %s payload names repository %.100q, not owner/name", errMalformed, event, repo)
+			}
+		}
 	}
 	if err := d.checkAction(); err != nil {
 		return nil, err

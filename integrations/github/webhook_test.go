@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -1150,5 +1151,92 @@ func TestWebhookContentTypes(t *testing.T) {
 			require.Len(t, e.workItems(), 1)
 			require.Equal(t, "@coder fix", e.workItems()[0].Text)
 		})
+	}
+}
+
+// mutations calls emit with root re-encoded once for each member of every
+// object in it deleted, set to null, and set to a value of each other JSON
+// type, restoring the member after.
+func mutations(t *testing.T, v, root any, path string, emit func(name string, body []byte)) {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			child := x[k]
+			for _, repl := range []any{"(deleted)", nil, "text", 7, -1, 1e20, 1.5, true, []any{}, []any{nil}, map[string]any{}} {
+				if repl == "(deleted)" {
+					delete(x, k)
+				} else {
+					x[k] = repl
+				}
+				b, err := json.Marshal(root)
+				require.NoError(t, err)
+				emit(fmt.Sprintf("%s.%s=%v", path, k, repl), b)
+				x[k] = child
+			}
+			mutations(t, child, root, path+"."+k, emit)
+		}
+	case []any:
+		for i, child := range x {
+			mutations(t, child, root, fmt.Sprintf("%s[%d]", path, i), emit)
+		}
+	}
+}
+
+// Signed payloads with any member missing, null or of another type, at every
+// level: each is answered 202 or 400, never 5xx; both readers agree on it;
+// and none makes Switchyard speak to nobody (a refusal to "@").
+func TestHostilePayloadsAreAnsweredAndNeverFailTheIntake(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	bases := []struct {
+		event   string
+		payload payload
+	}{
+		{"issue_comment", issueCommentPayload("created", person("alice"), "@coder fix", nil)},
+		{"issue_comment", issueCommentPayload("edited", person("alice"), "@coder and @triage", ptr("@coder"))},
+		{"pull_request", pullRequestPayload("opened", person("alice"), "@reviewer look", "docs")},
+		{"issues", issuesPayload("labeled", person("alice"), "crash", nil, "bug")},
+		{"pull_request_review", payload{
+			"action": "submitted", "review": payload{"id": 4, "body": "@coder address these"},
+			"pull_request": payload{"number": 9, "labels": labels("bug")}, "repository": repository(), "sender": person("alice"),
+			"installation": payload{"id": testInstallation},
+		}},
+		{"installation_repositories", payload{
+			"action": "added", "installation": payload{"id": testInstallation, "account": payload{"login": "octo"}},
+			"repositories_added": []payload{{"full_name": "octo/other", "name": "other"}}, "sender": person("alice"),
+		}},
+		{"installation", payload{
+			"action": "created", "installation": payload{"id": testInstallation, "account": payload{"login": "octo"}, "suspended_at": nil},
+			"repositories": []payload{{"full_name": "octo/hello", "name": "hello"}}, "sender": person("alice"),
+		}},
+		{"pull_request_review_comment", payload{
+			"action": "created", "comment": payload{"id": 8, "body": "/deploy staging"},
+			"pull_request": payload{"number": 9}, "repository": repository(), "sender": person("alice"),
+			"installation": payload{"id": testInstallation},
+		}},
+		{"check_run", payload{"action": "created", "check_run": payload{"id": 1}, "repository": repository(), "sender": person("alice")}},
+	}
+	n, codes := 0, map[int]int{}
+	for _, base := range bases {
+		var root any
+		require.NoError(t, json.Unmarshal(base.payload.bytes(t), &root))
+		mutations(t, root, root, base.event, func(name string, body []byte) {
+			n++
+			requireAgree(t, base.event, body)
+			code, a := e.post(base.event, fmt.Sprintf("hostile-%d", n), body)
+			codes[code]++
+			require.Contains(t, []int{http.StatusAccepted, http.StatusBadRequest}, code, "%s: %+v", name, a)
+		})
+	}
+	t.Logf("%d hostile payloads: %v", n, codes)
+	require.Greater(t, n, 500)
+	require.Positive(t, codes[http.StatusBadRequest])
+	require.Positive(t, codes[http.StatusAccepted])
+	for _, th := range []string{"github:octo/hello#7", "github:octo/hello#9", "github:octo/hello#3"} {
+		msgs, err := e.store.ListOutbox(context.Background(), th)
+		require.NoError(t, err)
+		for _, m := range msgs {
+			require.NotContains(t, m.Text, "Sorry @,", m.Key)
+		}
 	}
 }
