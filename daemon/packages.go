@@ -192,11 +192,14 @@ func (ct *commandTools) CommandTools(t skills.Target) []tools.Tool {
 }
 
 // installer is the builder's way to install: the daemon's installer,
-// from a directory.
-type installer struct{ in *install.Installer }
+// from a directory. agents are the agents in effect.
+type installer struct {
+	in     *install.Installer
+	agents func(name string) (agents.Definition, bool)
+}
 
 func (i installer) InstallPackage(ctx context.Context, dir string, enable []skills.Scope) (agents.Installed, error) {
-	res, err := i.in.Install(ctx, install.Request{Source: dir, Enable: enable})
+	res, err := i.in.Install(ctx, install.Request{Source: dir, Enable: enable, Check: i.keepsAgents})
 	if err != nil {
 		return agents.Installed{}, err
 	}
@@ -204,6 +207,35 @@ func (i installer) InstallPackage(ctx context.Context, dir string, enable []skil
 		Package: res.Package, Version: res.Version, Previous: res.Previous, Agents: res.Agents, Skills: res.Skills,
 		Tools: res.Tools, Commands: res.Commands, Enabled: res.Enabled, Warnings: res.Warnings,
 	}, nil
+}
+
+// keepsAgents refuses a package the builder wrote whose agent takes the
+// name of an agent in effect that is not its own (built in, the config's,
+// another package's): package agents replace built-in ones, and the
+// builder's one approved call would otherwise put its own @coder or
+// @builder in the place of the agent every thread calls by that name. A
+// package the builder installed before may be installed again.
+func (i installer) keepsAgents(p *skills.Package) error {
+	var taken []string
+	for _, a := range p.Agents {
+		if d, ok := i.agents(a.Name); ok && d.Package != p.Name() {
+			from := d.Source
+			switch d.Source {
+			case agents.SourceBuiltin:
+				from = "built in"
+			case agents.SourceUser:
+				from = "an agent file"
+			}
+			taken = append(taken, fmt.Sprintf("%s (%s)", a.Name, from))
+		}
+	}
+	switch len(taken) {
+	case 0:
+		return nil
+	case 1:
+		return &skills.Error{Kind: skills.ErrConflict, Msg: fmt.Sprintf("package %s would replace the agent %s; name its agent otherwise", p.Name(), taken[0])}
+	}
+	return &skills.Error{Kind: skills.ErrConflict, Msg: fmt.Sprintf("package %s would replace the agents %s; name its agents otherwise", p.Name(), strings.Join(taken, ", "))}
 }
 
 // checkEnable refuses to enable a package at a scope where an agent that
@@ -297,7 +329,9 @@ func (d *Daemon) packageInstaller() agents.PackageInstaller {
 	if d.installer == nil {
 		return nil
 	}
-	return installer{d.installer}
+	return installer{in: d.installer, agents: func(name string) (agents.Definition, bool) {
+		return d.config.Current().Agents.Get(name)
+	}}
 }
 
 // startPackages completes the setup the daemon starts with by what the

@@ -128,6 +128,10 @@ type Request struct {
 	// Enable enables the package at these scopes in the same step
 	// (install --enable).
 	Enable []skills.Scope `json:"enable,omitempty"`
+	// Check, when set, is asked about the package once it is loaded and
+	// checked, before anything is placed or recorded: its error refuses
+	// the install. The builder's installs use it.
+	Check func(*skills.Package) error `json:"-"`
 }
 
 // Result says what an install did.
@@ -210,6 +214,11 @@ func (in *Installer) Install(ctx context.Context, req Request) (Result, error) {
 	digest, err := skills.Digest(root.FS())
 	if err != nil {
 		return Result{}, &skills.Error{Kind: skills.ErrInvalid, Msg: err.Error()}
+	}
+	if req.Check != nil {
+		if err := req.Check(p); err != nil {
+			return Result{}, err
+		}
 	}
 	res := in.result(p, src, resolved, digest)
 	prev, had := in.reg.Record(p.Name())
