@@ -103,13 +103,21 @@ func Authenticate(tokens []Token, next http.Handler) http.Handler {
 // CodeUnsupportedMediaType is the code of a 415 answer.
 const CodeUnsupportedMediaType = "unsupported_media_type"
 
-// RequireJSON wraps next so that a request body must be JSON: a request
-// with a Content-Type other than application/json (parameters such as
-// charset allowed), or with a body and no Content-Type, is answered 415.
-// A browser can send text/plain or a form anywhere without asking first;
-// it must ask before it sends JSON.
+// RequireJSON wraps next so that a request body must be JSON of at most
+// MaxBody bytes: a request with a Content-Type other than application/json
+// (parameters such as charset allowed), or with a body and no
+// Content-Type, is answered 415. A browser can send text/plain or a form
+// anywhere without asking first; it must ask before it sends JSON. A body
+// whose Content-Length is over MaxBody is answered 413 by every endpoint,
+// those that read no body too, and one of unknown length is cut off past
+// MaxBody.
 func RequireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBody {
+			Error(w, r, nil, bot.Errorf(bot.ETOOLARGE, "request body over %d bytes", MaxBody))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		ct := r.Header.Get("Content-Type")
 		hasBody := r.ContentLength != 0 // -1: unknown, chunked
 		if ct == "" && !hasBody {

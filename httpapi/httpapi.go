@@ -66,10 +66,14 @@ func JSON(w http.ResponseWriter, status int, v any) {
 }
 
 // Decode reads a JSON body of at most MaxBody bytes into v, refusing unknown
-// fields and trailing data. Its errors are *bot.Error naming the problem.
+// fields, a field named twice in one object and trailing data. Its errors
+// are *bot.Error naming the problem.
 func Decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, MaxBody)
-	dec := json.NewDecoder(body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		return decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
@@ -80,7 +84,56 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return decodeError(err)
 	}
-	return nil
+	return repeatedName(body)
+}
+
+// repeatedName refuses a JSON document (already decoded, so well formed)
+// in which an object names a member twice, in any case: encoding/json
+// matches names regardless of case and keeps the last, so {"by":"ana",
+// "By":"admin"} would act on a value other than the one a reader of the
+// body (a proxy, a log, a person) takes for it.
+func repeatedName(doc []byte) error {
+	type object struct {
+		names   map[string]bool
+		wantKey bool
+	}
+	var stack []*object // nil entries are arrays
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF: the end; anything else, Decode has said
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.wantKey {
+			if name, ok := tok.(string); ok {
+				folded := strings.ToLower(name)
+				if top.names[folded] {
+					return bot.Errorf(bot.EINVALID, "malformed JSON: field %q is given twice", name)
+				}
+				top.names[folded], top.wantKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &object{names: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, nil)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: its object wants the next name.
+		if len(stack) > 0 && stack[len(stack)-1] != nil {
+			stack[len(stack)-1].wantKey = true
+		}
+	}
 }
 
 func decodeError(err error) error {

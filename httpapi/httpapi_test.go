@@ -176,6 +176,9 @@ func TestRequireJSON(t *testing.T) {
 		{"json lookalike", "POST", "application/jsonp", `{}`, 415},
 		{"unparsable type", "POST", "application/json; =", `{}`, 415},
 		{"text/plain on get", "GET", "text/plain", "", 415},
+		{"json over MaxBody", "POST", "application/json", bodyOfSize(httpapi.MaxBody + 1), 413},
+		{"a body over MaxBody where none is read", "DELETE", "", strings.Repeat(" ", httpapi.MaxBody+1), 413},
+		{"json of MaxBody", "POST", "application/json", bodyOfSize(httpapi.MaxBody), 204},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -335,6 +338,16 @@ func TestDecode(t *testing.T) {
 			code: bot.EINVALID, msg: []string{"malformed JSON"}},
 		{name: "one byte over MaxBody", body: bodyOfSize(httpapi.MaxBody + 1),
 			code: bot.ETOOLARGE, msg: []string{fmt.Sprintf("over %d bytes", httpapi.MaxBody)}},
+		{name: "a field twice", body: `{"name":"ana","name":"bob"}`,
+			code: bot.EINVALID, msg: []string{`field "name" is given twice`}},
+		{name: "a field twice in another case", body: `{"name":"ana","Name":"bob"}`,
+			code: bot.EINVALID, msg: []string{`field "Name" is given twice`}},
+		{name: "a nested field twice", body: `{"inner":{"flag":true,"FLAG":false}}`,
+			code: bot.EINVALID, msg: []string{`field "FLAG" is given twice`}},
+		{name: "one name in two objects", body: `{"name":"ana","inner":{"flag":true},"count":1}`,
+			want: decodeTarget{Name: "ana", Count: 1, Inner: struct {
+				Flag bool `json:"flag"`
+			}{Flag: true}}},
 		{name: "small object, oversized trailing whitespace", body: `{"name":"a"}` + strings.Repeat(" ", httpapi.MaxBody),
 			code: bot.ETOOLARGE, msg: []string{fmt.Sprintf("over %d bytes", httpapi.MaxBody)}},
 	}
