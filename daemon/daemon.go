@@ -378,7 +378,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 	if gc := d.cfg.GitHub; gc != nil {
 		client, err := github.NewClient(github.ClientOptions{
 			AppID: gc.AppID, PrivateKey: gc.PrivateKey, PrivateKeyFile: gc.PrivateKeyFile,
-			APIURL: gc.APIURL, Installations: d.store, Logger: d.log,
+			APIURL: gc.APIURL, Installations: d.store, AppSlug: gc.AppSlug, Logger: d.log,
 		})
 		if err != nil {
 			return fmt.Errorf("github: %w", err)

@@ -41,7 +41,10 @@ type ClientOptions struct {
 	// Installations resolves a repository to the installation that covers
 	// it; when nil, or when it does not know the repository, GitHub is asked.
 	Installations InstallationStore
-	Logger        *slog.Logger
+	// AppSlug is github.app_slug: the App's slug, which AppSlug answers
+	// without asking GitHub. Empty: GitHub is asked once.
+	AppSlug string
+	Logger  *slog.Logger
 }
 
 // Client authenticates as a GitHub App and hands out one go-github client
@@ -64,6 +67,7 @@ type Client struct {
 	// lookupRetry: a backlog of messages to a repository GitHub cannot
 	// resolve asks once, not once a message.
 	failed map[string]failedLookup
+	slug   string // the App's, once known
 	now    func() time.Time
 }
 
@@ -111,6 +115,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		appID: opts.AppID, jwt: &appJWT{key: key, appID: opts.AppID, now: time.Now}, base: base, tr: opts.Transport,
 		installations: opts.Installations, logger: opts.Logger,
 		clients: map[int64]*installationClient{}, repos: map[string]int64{}, failed: map[string]failedLookup{}, now: time.Now,
+		slug: opts.AppSlug,
 	}
 	atr, err := c.appsTransport()
 	if err != nil {
@@ -202,16 +207,25 @@ func (c *Client) appsTransport() (*ghinstallation.AppsTransport, error) {
 // /app endpoints.
 func (c *Client) App() *gh.Client { return c.app }
 
-// AppSlug asks GitHub for the App's slug, the name its comments carry as
-// "<slug>[bot]", for when the configuration does not say.
+// AppSlug returns the App's slug, the name its comments carry as
+// "<slug>[bot]": ClientOptions.AppSlug, or GitHub's answer, asked once.
 func (c *Client) AppSlug(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	slug := c.slug
+	c.mu.Unlock()
+	if slug != "" {
+		return slug, nil
+	}
 	app, _, err := c.app.Apps.Get(ctx, "")
 	if err != nil {
-		return "", fmt.Errorf("get github app %d: %w", c.appID, err)
+		return "", fmt.Errorf("get github app %d: %w", c.appID, closeTokenError(err))
 	}
 	if app.GetSlug() == "" {
 		return "", fmt.Errorf("get github app %d: GitHub answered without a slug", c.appID)
 	}
+	c.mu.Lock()
+	c.slug = app.GetSlug()
+	c.mu.Unlock()
 	return app.GetSlug(), nil
 }
 

@@ -134,17 +134,29 @@ func TestInstallationTokensAreCachedAndRefreshed(t *testing.T) {
 	require.Equal(t, bot.EINVALID, bot.ErrorCode(err))
 }
 
+// The App's slug is github.app_slug, or asked of GitHub until it answers,
+// and then remembered.
 func TestAppSlugIsAskedOfGitHub(t *testing.T) {
+	ctx := context.Background()
 	fake := newFakeGitHub(t, "")
 	c, err := NewClient(ClientOptions{AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: fake.url()})
 	require.NoError(t, err)
-	slug, err := c.AppSlug(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, "switchyard", slug)
-
 	fake.fail("GET /app", failure{status: 401, body: `{"message":"A JSON web token could not be decoded"}`})
-	_, err = c.AppSlug(context.Background())
+	_, err = c.AppSlug(ctx)
 	require.ErrorContains(t, err, "401")
+	for range 3 {
+		slug, err := c.AppSlug(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "switchyard", slug)
+	}
+	require.Equal(t, 2, fake.callCount("GET /app"))
+
+	configured, err := NewClient(ClientOptions{AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: fake.url(), AppSlug: "yard"})
+	require.NoError(t, err)
+	slug, err := configured.AppSlug(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "yard", slug)
+	require.Equal(t, 2, fake.callCount("GET /app"), "github.app_slug is not asked of GitHub")
 }
 
 // Neither the App's key nor an installation token appears in what a failed
@@ -182,9 +194,13 @@ func TestAppJWTIsSignedOnceAndRenewed(t *testing.T) {
 	require.NoError(t, err)
 	now := time.Now()
 	c.jwt.now = func() time.Time { return now }
-	for range 3 {
-		_, err := c.AppSlug(ctx)
+	asApp := func() {
+		t.Helper()
+		_, _, err := c.App().Apps.Get(ctx, "")
 		require.NoError(t, err)
+	}
+	for range 3 {
+		asApp()
 	}
 	for id := int64(1); id <= 3; id++ {
 		_, err := c.Token(ctx, id)
@@ -194,12 +210,10 @@ func TestAppJWTIsSignedOnceAndRenewed(t *testing.T) {
 	require.Equal(t, 1, c.jwt.signed, "one JWT for six calls as the App")
 
 	now = now.Add(jwtLifetime - jwtRenew - time.Second)
-	_, err = c.AppSlug(ctx)
-	require.NoError(t, err)
+	asApp()
 	require.Equal(t, 1, c.jwt.signed)
 	now = now.Add(2 * time.Second)
-	_, err = c.AppSlug(ctx)
-	require.NoError(t, err)
+	asApp()
 	require.Equal(t, 2, c.jwt.signed, "renewed a minute before it expires")
 }
 

@@ -99,13 +99,20 @@ func (s *Sink) comment(ctx context.Context, c *gh.Client, msg bot.OutboxMessage)
 }
 
 // Find implements bot.Finder: it looks among the comments since the
-// message was enqueued for a bot's comment carrying msg's marker. Reactions
-// are never looked for.
+// message was enqueued for the App's own comment carrying msg's marker.
+// Markers are easy to guess: another App or a workflow's bot could post one
+// first, and a comment Switchyard cannot edit must not be taken for its
+// own. Reactions are never looked for.
 func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, error) {
 	th := msg.Thread
 	if msg.Kind == bot.OutboxReaction || th.Source != bot.SourceGitHub || th.Owner == "" || th.Repo == "" || th.Number <= 0 {
 		return "", false, nil
 	}
+	slug, err := s.client.AppSlug(ctx)
+	if err != nil {
+		return "", false, deliveryError(err, s.now())
+	}
+	self := slug + "[bot]"
 	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
 	if err != nil {
 		if bot.ErrorCode(err) == bot.ENOTFOUND {
@@ -125,7 +132,7 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 			return "", false, deliveryError(fmt.Errorf("list comments of %s: %w", th, err), s.now())
 		}
 		for _, cm := range comments {
-			if cm.GetUser().GetType() == "Bot" && strings.Contains(cm.GetBody(), mark) {
+			if u := cm.GetUser(); u.GetType() == "Bot" && strings.EqualFold(u.GetLogin(), self) && strings.Contains(cm.GetBody(), mark) {
 				return strconv.FormatInt(cm.GetID(), 10), true, nil
 			}
 		}

@@ -58,12 +58,13 @@ func TestSinkPostsThenEditsTheStatusComment(t *testing.T) {
 // A crash after GitHub created the comment but before the outbox recorded
 // it: the deliverer's retry finds the comment by its marker and brings it up
 // to date instead of posting a second one. A person's comment quoting the
-// marker is not taken for Switchyard's.
+// marker is not taken for Switchyard's, nor another bot's.
 func TestSinkFindsTheCommentPostedBeforeACrash(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	sink := NewSink(e.client)
 	e.gh.addComment("octo/hello#7", "look: <!-- switchyard:wi_1/status -->", person("mallory"))
+	e.gh.addComment("octo/hello#7", "echo: <!-- switchyard:wi_1/status -->", botUser("github-actions[bot]"))
 	for i := range 150 {
 		e.gh.addComment("octo/hello#7", fmt.Sprintf("chatter %d", i), person("alice"))
 	}
@@ -409,4 +410,33 @@ func TestLostAnswersLeaveOneCommentEach(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Outbox keys are easy to guess: a comment another App or a workflow's bot
+// posted with the marker of a message Switchyard was posting when it
+// stopped is not taken for its own (it could not edit it): its own is
+// posted.
+func TestSinkFindsOnlyItsOwnComments(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	for _, u := range []ghUser{botUser("github-actions[bot]"), botUser("switchyard-evil[bot]"), botUser("xswitchyard[bot]"), person("switchyard[bot]")} {
+		e.gh.addComment("octo/hello#7", "planted <!-- switchyard:wi_1/status -->", u)
+	}
+	store := e.store
+	_, err := store.Enqueue(ctx, outboxMessage(bot.OutboxStatus, "wi_1/status", "⏳ working"))
+	require.NoError(t, err)
+	require.NoError(t, store.MarkAttempts(ctx, []string{"wi_1/status"}))
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)}})
+	_, err = d.DeliverDue(ctx)
+	require.NoError(t, err)
+
+	m, err := store.GetOutbox(ctx, "wi_1/status")
+	require.NoError(t, err)
+	require.False(t, m.Dead, m.LastError)
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 5)
+	own := comments[4]
+	require.Equal(t, strconv.FormatInt(own.ID, 10), m.RemoteID)
+	require.Equal(t, "switchyard[bot]", own.User.Login)
+	require.Equal(t, "⏳ working\n\n<!-- switchyard:wi_1/status -->", own.Body)
 }

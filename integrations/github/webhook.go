@@ -96,8 +96,9 @@ type webhook struct {
 // (nothing is read beyond the body), 413 to bodies over MaxWebhookBody, 400
 // to deliveries without X-GitHub-Event or X-GitHub-Delivery, or with either
 // twice, or with a payload that cannot be read, 415 to a body that is
-// neither JSON nor a form, or is compressed, 200 to ping and to redeliveries, 202 once the event is persisted as a
-// work item or an ingress record, 502 when GitHub could not be asked for a
+// neither JSON nor a form, or is compressed, 200 to ping and to
+// redeliveries, 202 once the event is persisted as a work item or an
+// ingress record, 502 when GitHub could not be asked for a
 // commenter's permission or a pull request's files (nothing is stored, so
 // the delivery shows as failed and can be redelivered), and 500 when the
 // intake fails.
