@@ -20,27 +20,33 @@ import (
 	"github.com/switchyard/switchyard/skills/install"
 )
 
-// rawTgz writes tar headers as given (their data zeros of their size), so
-// a test can say what tgz would tidy away: metadata entries, an entry
-// repeated.
-func rawTgz(t *testing.T, files []entry, hdrs ...*tar.Header) []byte {
+// rawTgz is a gzip-compressed tar of files, then the entry hdr written n
+// times over (a directory named again, archive-wide metadata): what tgz
+// would tidy away. The entry's blocks are made once and repeated, so a
+// large n costs little.
+func rawTgz(t *testing.T, files []entry, hdr *tar.Header, n int) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
 	for _, f := range files {
 		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.body))}))
 		_, err := tw.Write([]byte(f.body))
 		require.NoError(t, err)
 	}
-	for _, h := range hdrs {
-		require.NoError(t, tw.WriteHeader(h))
-		if h.Typeflag == tar.TypeReg {
-			_, err := tw.Write(make([]byte, h.Size))
-			require.NoError(t, err)
-		}
-	}
-	require.NoError(t, tw.Close())
+	require.NoError(t, tw.Flush())
+	var one bytes.Buffer
+	ow := tar.NewWriter(&one)
+	require.NoError(t, ow.WriteHeader(hdr))
+	require.NoError(t, ow.Flush())
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	require.NoError(t, err)
+	_, err = zw.Write(tarBuf.Bytes())
+	require.NoError(t, err)
+	_, err = zw.Write(bytes.Repeat(one.Bytes(), n))
+	require.NoError(t, err)
+	_, err = zw.Write(make([]byte, 1024)) // the end of the archive
+	require.NoError(t, err)
 	require.NoError(t, zw.Close())
 	return buf.Bytes()
 }
@@ -52,19 +58,12 @@ func rawTgz(t *testing.T, files []entry, hdrs ...*tar.Header) []byte {
 func TestInstallRefusesArchiveBombs(t *testing.T) {
 	man := entry{name: "manifest.yaml", body: goodManifest}
 	skill := entry{name: "SKILL.md", body: "Use it."}
-	repeat := func(n int, h tar.Header) []*tar.Header {
-		out := make([]*tar.Header, n)
-		for i := range out {
-			out[i] = &h
-		}
-		return out
-	}
 	dirs := func(n int) []byte {
-		return rawTgz(t, []entry{man, skill}, repeat(n, tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755})...)
+		return rawTgz(t, []entry{man, skill}, &tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755}, n)
 	}
 	globals := func(n, size int) []byte {
-		return rawTgz(t, []entry{man, skill}, repeat(n, tar.Header{Typeflag: tar.TypeXGlobalHeader,
-			PAXRecords: map[string]string{"comment": strings.Repeat("x", size)}})...)
+		return rawTgz(t, []entry{man, skill}, &tar.Header{Typeflag: tar.TypeXGlobalHeader,
+			PAXRecords: map[string]string{"comment": strings.Repeat("x", size)}}, n)
 	}
 	zipDirs := func(n int) []byte {
 		var buf bytes.Buffer
