@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -328,4 +329,86 @@ func FuzzParseSettingValue(f *testing.F) {
 		require.NoError(t, json.Unmarshal([]byte(text), &orig))
 		require.Equal(t, orig, again, "read as the JSON it is")
 	})
+}
+
+// Effective holds for thousands of generated cases against the rule as
+// the documentation says it: from the most specific of the target's scopes
+// (agent, repository, org — the repository's owner when no org is given —
+// global), at each the skill's setting, then its package's; at one scope
+// and name the config file's beats the store's; inherit is no setting; and
+// with none, built-in packages are enabled and installed ones are not.
+func TestEffectiveScopesGenerated(t *testing.T) {
+	scopes := []string{"global", "org:acme", "org:other", "repo:acme/web", "repo:acme/api", "repo:other/web", "agent:coder", "agent:ops"}
+	names := []string{"release-notes", "acme-tools", "deploy-check"}
+	pkgOf := map[string]string{"release-notes": "release-notes", "deploy-check": "acme-tools"}
+	targets := []skills.Target{
+		{}, {Agent: "coder"}, {Repo: "acme/web", Agent: "coder"}, {Repo: "Acme/Web", Agent: "ops"}, {Repo: "acme/api"},
+		{Org: "acme"}, {Org: "ACME", Agent: "coder"}, {Repo: "other/web", Agent: "docs"}, {Org: "other", Repo: "other/web"},
+	}
+	type key struct{ scope, name string }
+	rng := rand.New(rand.NewPCG(17, 14))
+	checked := 0
+	for round := range 300 {
+		store, config := map[key]string{}, map[key]string{}
+		for range rng.IntN(7) {
+			k := key{scopes[rng.IntN(len(scopes))], names[rng.IntN(len(names))]}
+			store[k] = []string{"true", "false", "inherit"}[rng.IntN(3)]
+		}
+		for range rng.IntN(4) {
+			k := key{scopes[rng.IntN(len(scopes))], names[rng.IntN(len(names))]}
+			config[k] = []string{"true", "false"}[rng.IntN(2)]
+		}
+		r := newRegistry(t)
+		addPackage(t, r, acmeTools)
+		for k, v := range store {
+			var e skills.Enablement
+			require.NoError(t, e.UnmarshalText([]byte(v)))
+			require.NoError(t, r.Set(context.Background(), skills.Setting{Scope: scope(t, k.scope), Name: k.name, Enabled: e}))
+		}
+		var list []skills.Setting
+		for k, v := range config {
+			var e skills.Enablement
+			require.NoError(t, e.UnmarshalText([]byte(v)))
+			list = append(list, skills.Setting{Scope: scope(t, k.scope), Name: k.name, Enabled: e, Origin: "config.yaml:1"})
+		}
+		require.NoError(t, r.SetConfig(list))
+		for _, target := range targets {
+			var chain []string
+			if target.Agent != "" {
+				chain = append(chain, "agent:"+target.Agent)
+			}
+			org := strings.ToLower(target.Org)
+			if target.Repo != "" {
+				chain = append(chain, "repo:"+strings.ToLower(target.Repo))
+				if org == "" {
+					org, _, _ = strings.Cut(strings.ToLower(target.Repo), "/")
+				}
+			}
+			if org != "" {
+				chain = append(chain, "org:"+org)
+			}
+			chain = append(chain, "global")
+			for _, skill := range []string{"release-notes", "deploy-check"} {
+				wantOn, wantScope := skill == "release-notes", "default"
+			decide:
+				for _, sc := range chain {
+					for _, name := range []string{skill, pkgOf[skill]} {
+						v, ok := config[key{sc, name}]
+						if !ok {
+							v, ok = store[key{sc, name}]
+						}
+						if ok && v != "inherit" {
+							wantOn, wantScope = v == "true", sc
+							break decide
+						}
+					}
+				}
+				got := r.Enabled(target, skill)
+				require.Equal(t, wantOn, got.Enabled, "round %d, %s for %+v: store %v, config %v", round, skill, target, store, config)
+				require.Equal(t, wantScope, got.Scope, "round %d, %s for %+v: store %v, config %v", round, skill, target, store, config)
+				checked++
+			}
+		}
+	}
+	require.Equal(t, 300*9*2, checked)
 }
