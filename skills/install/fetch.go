@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/switchyard/switchyard/skills"
 )
@@ -177,6 +178,9 @@ func unwrapURL(err error) error {
 	return err
 }
 
+// waitDelay is how long a killed git or npm is given to close its output.
+const waitDelay = 5 * time.Second
+
 // command builds a command of git or npm. Its environment is the
 // daemon's minus everything but what those programs need to reach their
 // servers (PATH, HOME, proxies, npm's and git's own settings): the
@@ -184,6 +188,11 @@ func unwrapURL(err error) error {
 func (in *Installer) command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	// At the install's timeout the program is killed with every helper it
+	// started, and the wait for their output ends soon after even if one
+	// escaped: a server that never answers cannot hold the install.
+	ownGroup(cmd)
+	cmd.WaitDelay = waitDelay
 	env := []string{"GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file:git:http:https:ssh", "LANG=C"}
 	for _, kv := range in.env() {
 		k, _, _ := strings.Cut(kv, "=")

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -274,4 +275,38 @@ func TestInstallFollowsRedirectsOnlyToHTTPS(t *testing.T) {
 	_, err = e.in.Install(context.Background(), install.Request{Source: srv.URL + "/moved", SHA256: sum(data)})
 	require.NoError(t, err, "a redirect to https is followed")
 	e.nothingLeft("arch-kit@1.0.0")
+}
+
+// A git server that takes the connection and never answers ends the
+// install at its timeout, with every program it started: the helpers git
+// runs for http hold its output open, and would otherwise keep the install
+// (and every install after it, which waits its turn) from ever ending.
+func TestInstallFromAServerThatNeverAnswersEndsAtItsTimeout(t *testing.T) {
+	hold := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hold) })
+	e := newEnv(t, install.Limits{})
+	in, err := install.New(context.Background(), install.Options{
+		Registry: e.reg, Dir: filepath.Join(e.data, "packages"), Timeout: 2 * time.Second,
+		Env: func() []string { return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1") },
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Install(context.Background(), install.Request{Source: "git+" + srv.URL + "/kit.git"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "git clone: context deadline exceeded")
+	case <-time.After(time.Minute):
+		t.Fatal("the install did not end at its timeout")
+	}
+	e.nothingLeft()
 }
