@@ -113,6 +113,38 @@ func indent(b []byte, l line) int {
 	return i
 }
 
+// afterListMarkers returns where a line's content starts after the
+// Markdown list markers at b[at:end] ("- ", "* ", "+ ", "1. ", "2) ", and
+// nested ones, "- - "), or at when there are none.
+func afterListMarkers(b []byte, at, end int) int {
+	for {
+		i := at
+		switch {
+		case i < end && (b[i] == '-' || b[i] == '*' || b[i] == '+'):
+			i++
+		default:
+			j := i
+			for j < end && j-i < 9 && b[j] >= '0' && b[j] <= '9' {
+				j++
+			}
+			if j == i || j == end || b[j] != '.' && b[j] != ')' {
+				return at
+			}
+			i = j + 1
+		}
+		if i == end || b[i] != ' ' && b[i] != '\t' {
+			return at
+		}
+		for i < end && (b[i] == ' ' || b[i] == '\t') {
+			i++
+		}
+		if i == end {
+			return at
+		}
+		at = i
+	}
+}
+
 func isBlank(b []byte, l line) bool {
 	for _, c := range b[l.start:l.end] {
 		if c != ' ' && c != '\t' && c != '\r' {
@@ -166,6 +198,10 @@ func (m Markup) blankBlocks(b []byte) {
 					continue
 				}
 			}
+		}
+		if m == Markdown {
+			// A quote can be a list item's content: "- > @coder fix".
+			at = afterListMarkers(b, at, l.end)
 		}
 		if b[at] == '>' {
 			if m == Mrkdwn && bytes.HasPrefix(b[at:l.end], []byte(">>>")) {
