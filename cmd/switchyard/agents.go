@@ -24,13 +24,13 @@ func newAgentsCmd(cl *clientFlags) *cobra.Command {
 			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/agents", nil, &raw); err != nil {
 				return err
 			}
+			var list []agents.Summary
+			if err := readAnswer(raw, &list); err != nil {
+				return fmt.Errorf("the daemon's list of agents is not one Switchyard gives: %w", err)
+			}
 			out := cmd.OutOrStdout()
 			if listJSON {
 				return printJSON(out, raw)
-			}
-			var list []agents.Summary
-			if err := json.Unmarshal(raw, &list); err != nil {
-				return fmt.Errorf("decode agents: %w", err)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSOURCE\tMODEL\tPROFILE\tMODE\tDESCRIPTION")
@@ -48,16 +48,16 @@ func newAgentsCmd(cl *clientFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var raw json.RawMessage
-			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/agents/"+url.PathEscape(args[0]), nil, &raw); err != nil {
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/agents/"+url.PathEscape(args[0]), nil, &raw, "name"); err != nil {
 				return err
+			}
+			var d agents.Detail
+			if err := readAnswer(raw, &d); err != nil {
+				return fmt.Errorf("the daemon's agent %s is not one Switchyard gives: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
 			if showJSON {
 				return printJSON(out, raw)
-			}
-			var d agents.Detail
-			if err := json.Unmarshal(raw, &d); err != nil {
-				return fmt.Errorf("decode agent: %w", err)
 			}
 			fmt.Fprintf(out, "%s (%s)\n%s\n\n", d.Name, d.Source, d.Description)
 			fmt.Fprintf(out, "model:   %s\nprofile: %s\nmode:    %s\n", d.Model, d.Profile, d.Mode)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -91,7 +93,10 @@ func (e *apiError) Error() string {
 }
 
 // do sends a request and decodes a JSON answer into out (when not nil).
-func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+// An answer that is not JSON, not of out's shape, or without a value for
+// each key named in required (an object's top-level keys) is an error
+// saying so: a command never prints a success made of nothing.
+func (c *client) do(ctx context.Context, method, path string, body, out any, required ...string) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -142,10 +147,85 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	if err := readAnswer(data, out, required...); err != nil {
+		why := err.Error()
+		if errors.Is(err, errNotJSON) {
+			why += " (" + cmp.Or(resp.Header.Get("Content-Type"), "no Content-Type") + ")"
+		}
+		return fmt.Errorf("the answer of %s to %s %s is not one Switchyard gives: %s; is it a Switchyard daemon of this version?",
+			c.base, method, strings.TrimSuffix(path, "?"), why)
 	}
 	return nil
+}
+
+var errNotJSON = errors.New("it is not JSON")
+
+// readAnswer decodes an answer of the daemon into out and checks that each
+// key in required has a value. What does not fit is said in words, never
+// with Go's types.
+func readAnswer(data []byte, out any, required ...string) error {
+	if !json.Valid(data) {
+		return errNotJSON
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return errors.New("it does not fit what was asked")
+		}
+		where := "it"
+		if te.Field != "" {
+			where = te.Field
+		}
+		got, _, _ := strings.Cut(te.Value, " ")
+		return fmt.Errorf("%s is %s where %s belongs", where, jsonKind(got), goKind(te.Type.Kind()))
+	}
+	if len(required) == 0 {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) != nil || fields == nil {
+		return errors.New("it is not an object")
+	}
+	for _, k := range required {
+		switch v := string(bytes.TrimSpace(fields[k])); v {
+		case "", "null", `""`:
+			return fmt.Errorf("it has no %s", k)
+		}
+	}
+	return nil
+}
+
+// jsonKind names a kind of JSON value as encoding/json reports it.
+func jsonKind(v string) string {
+	switch v {
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	default:
+		return "a " + v
+	}
+}
+
+// goKind names the JSON value a Go kind is decoded from.
+func goKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	default:
+		return "another value"
+	}
 }
 
 // threadPath returns the URL path segment of a thread: a session key,

@@ -344,7 +344,7 @@ func newConfigCmd(cl *clientFlags) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res daemon.ReloadResult
-			err := cl.client().do(cmd.Context(), "POST", "/api/v1/config/reload", nil, &res)
+			err := cl.client().do(cmd.Context(), "POST", "/api/v1/config/reload", nil, &res, "config")
 			var ae *apiError
 			if errors.As(err, &ae) && ae.Code == bot.EINVALID {
 				return withCode(exitUsage, errors.New(ae.Message))

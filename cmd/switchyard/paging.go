@@ -17,11 +17,36 @@ type page[T any] struct {
 	Next  string `json:"next,omitempty"`
 }
 
-// addPagingFlags adds --limit and --cursor to a listing command.
+// addPagingFlags adds --limit and --cursor to a listing command. A limit
+// outside 1 to max is refused as the flags are read, like any bad flag.
 func addPagingFlags(cmd *cobra.Command, limit *int, cursor *string, max int) {
-	cmd.Flags().IntVar(limit, "limit", 0, fmt.Sprintf("at most this many a page, 1 to %d (default 100)", max))
+	cmd.Flags().Var(&pageLimit{n: limit, max: max}, "limit", fmt.Sprintf("at most this many a page, 1 to %d (default 100)", max))
 	cmd.Flags().StringVar(cursor, "cursor", "", "the page after the one that printed this cursor")
 }
+
+// pageLimit is the value of --limit: a number from 1 to max.
+type pageLimit struct {
+	n   *int
+	max int
+}
+
+func (l *pageLimit) String() string {
+	if l.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*l.n)
+}
+
+func (l *pageLimit) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > l.max {
+		return fmt.Errorf("want a number from 1 to %d", l.max)
+	}
+	*l.n = n
+	return nil
+}
+
+func (l *pageLimit) Type() string { return "int" }
 
 // pagingQuery adds limit and cursor to q.
 func pagingQuery(q url.Values, limit int, cursor string) {

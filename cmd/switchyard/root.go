@@ -1,8 +1,12 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -51,7 +55,56 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newHealthcheckCmd(cl),
 		newVersionCmd(),
 	)
+	strictArgs(root)
 	return root
+}
+
+// strictArgs makes every wrong use of a command's arguments bad input
+// (exit status 2) that says what the command takes, down the whole tree:
+// a word that is none of a group's commands ("workitems lsit") is refused
+// instead of showing the group's help with exit status 0, and too few or
+// too many arguments name the command and its usage.
+func strictArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictArgs(sub)
+	}
+	if c.HasSubCommands() {
+		if !c.Runnable() {
+			// A group alone shows its help; it must run for its
+			// arguments to be checked at all.
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2
+		}
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			why := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				why += fmt.Sprintf("; did you mean %q?", s[0])
+			} else {
+				why += fmt.Sprintf("; see %s --help", cmd.CommandPath())
+			}
+			return withCode(exitUsage, errors.New(why))
+		}
+		return
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if check(cmd, args) == nil {
+			return nil
+		}
+		given := strconv.Itoa(len(args)) + " given"
+		if len(args) > 0 {
+			given += ": " + strings.Join(args, " ")
+		}
+		return withCode(exitUsage, fmt.Errorf("wrong number of arguments for %s (%s); usage: %s", cmd.CommandPath(), given, cmd.UseLine()))
+	}
 }
 
 func envOr(name, def string) string {

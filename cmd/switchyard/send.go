@@ -34,7 +34,7 @@ func newSendCmd(cl *clientFlags) *cobra.Command {
 			c := cl.client()
 			req := local.MessageRequest{Thread: thread, Text: strings.Join(args, " "), User: user, ID: id}
 			var res local.MessageResponse
-			if err := c.do(cmd.Context(), "POST", "/api/v1/messages", req, &res); err != nil {
+			if err := c.do(cmd.Context(), "POST", "/api/v1/messages", req, &res, "work_item_id", "thread"); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -98,7 +98,7 @@ func waitReply(ctx context.Context, c *client, id string) (*admin.WorkItemDetail
 	defer tick.Stop()
 	var wi admin.WorkItemDetail
 	for {
-		if err := c.do(ctx, "GET", "/api/v1/workitems/"+id, nil, &wi); err != nil {
+		if err := c.do(ctx, "GET", "/api/v1/workitems/"+id, nil, &wi, "id", "status"); err != nil {
 			return nil, "", waitErr(ctx, err)
 		}
 		if wi.Status.Finished() {

@@ -72,7 +72,7 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var wi admin.WorkItemDetail
-			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/workitems/"+url.PathEscape(args[0]), nil, &wi); err != nil {
+			if err := cl.client().do(cmd.Context(), "GET", "/api/v1/workitems/"+url.PathEscape(args[0]), nil, &wi, "id", "status"); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -134,7 +134,7 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var wi bot.WorkItem
 			req := admin.CancelRequest{Reason: reason}
-			if err := cl.client().do(cmd.Context(), "POST", "/api/v1/workitems/"+url.PathEscape(args[0])+"/cancel", req, &wi); err != nil {
+			if err := cl.client().do(cmd.Context(), "POST", "/api/v1/workitems/"+url.PathEscape(args[0])+"/cancel", req, &wi, "id", "status"); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
