@@ -63,3 +63,14 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// As lets errors.As see a problem with a field as a *Error with code
+// EINVALID, so the edges (HTTP status, exit status 2) map it like any
+// other bad input.
+func (e *FieldError) As(target any) bool {
+	if t, ok := target.(**Error); ok {
+		*t = &Error{Code: EINVALID, Message: e.Error()}
+		return true
+	}
+	return false
+}

@@ -168,7 +168,7 @@ func TestReloadOfABrokenConfigKeepsTheOldOneAndSaysWhereItIsWrong(t *testing.T) 
 }
 
 func TestReloadKeepsWhatOnlyARestartChanges(t *testing.T) {
-	const base = `server:
+	base := `server:
   listen: 127.0.0.1:8080
   api_token: first-token-123456
 data_dir: %s
@@ -183,6 +183,11 @@ github:
 approval_timeout: %s
 `
 	dir := t.TempDir()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
+	base = strings.Replace(base, "private_key: key", "private_key_file: "+keyFile, 1)
 	f := newConfigFile(t, fmt.Sprintf(base, dir, 4, "30s", 1, "a[bot]", "15m"))
 	initial := f.mustLoad()
 	c := daemon.NewCoordinator(initial, f.load, nil, nil)

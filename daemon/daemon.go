@@ -381,7 +381,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 			APIURL: gc.APIURL, Installations: d.store, AppSlug: gc.AppSlug, Logger: d.log,
 		})
 		if err != nil {
-			return fmt.Errorf("github: %w", err)
+			return err // it names the github setting at fault
 		}
 		perm, err := github.ParsePermission(gc.MinPermission)
 		if err != nil {

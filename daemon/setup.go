@@ -91,6 +91,7 @@ func Load(ctx context.Context, opts LoadOptions) (*Setup, error) {
 	s := &Setup{Config: cfg}
 	var errs, agentErrs config.Errors
 	errs = append(errs, checkStorage(cfg, opts.Getenv)...)
+	errs = append(errs, checkGitHubKey(cfg)...)
 	s.Agents, err = agents.NewManager(ctx, agents.ManagerOptions{Dir: cfg.AgentsDir, Logger: opts.Logger})
 	if err != nil {
 		agentErrs = append(agentErrs, agentProblems(cfg, err)...)
@@ -228,6 +229,25 @@ func checkStorage(cfg *config.Config, getenv func(string) string) config.Errors 
 		fail("storage.driver", sharedTokenProblem)
 	}
 	return errs
+}
+
+// checkGitHubKey reads and parses the GitHub App's key, as connecting to
+// GitHub at start does, when the config gives exactly one (the config's own
+// check refuses none or both).
+func checkGitHubKey(cfg *config.Config) config.Errors {
+	g := cfg.GitHub
+	if g == nil || g.PrivateKey.IsSet() == (g.PrivateKeyFile != "") {
+		return nil
+	}
+	err := github.CheckPrivateKey(g.PrivateKey, g.PrivateKeyFile)
+	if err == nil {
+		return nil
+	}
+	var fe *bot.FieldError
+	if !errors.As(err, &fe) {
+		return asConfigErrors(cfg, "github", err)
+	}
+	return config.Errors{{File: cfg.Source, Line: cfg.Line(fe.Field), Path: fe.Field, Msg: fe.Msg}}
 }
 
 // agentProblems turns what loading or checking the agents found into

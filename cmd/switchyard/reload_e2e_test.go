@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -154,9 +155,10 @@ agents/helper.md:6: tools: unknown tool "rm_rf"
 
 // What serve refuses before it listens — a port out of range, a
 // connection string that does not parse, the postgres driver without an
-// API token the replicas share — config check refuses too, with the same
-// words, and serve refuses it before it touches anything. The connection
-// string's password is never shown.
+// API token the replicas share, a GitHub App key it cannot read — config
+// check refuses too, with the same
+// words, and serve refuses it before it touches anything. The password
+// and the key are never shown.
 func TestConfigCheckRefusesTheStoreAndListenerServeWouldRefuse(t *testing.T) {
 	const password = "pw-TOPSECRET-4711"
 	const token = "server:\n  api_token: tok-0123456789abcdef\n"
@@ -173,6 +175,13 @@ func TestConfigCheckRefusesTheStoreAndListenerServeWouldRefuse(t *testing.T) {
 			"config.yaml:5: storage.dsn: cannot read the connection string: invalid percent-encoded token in password"},
 		{"URL DSN with a bad port", token + "storage:\n  driver: postgres\n  dsn: postgres://sy:" + password + "@db:port/sy\n",
 			"config.yaml:5: storage.dsn: cannot read the connection string"},
+		{"GitHub key file missing", "github:\n  app_id: 1\n  webhook_secret: s\n  private_key_file: ./app.pem\n",
+			"config.yaml:4: github.private_key_file: cannot read it: no such file or directory"},
+		{"GitHub key not PEM", "github:\n  app_id: 1\n  webhook_secret: s\n  private_key: " + password + "\n",
+			"config.yaml:4: github.private_key: not a PEM-encoded private key"},
+		{"GitHub key of garbage", "github:\n  app_id: 1\n  webhook_secret: s\n  private_key: |\n    -----BEGIN RSA PRIVATE KEY-----\n    " +
+			base64.StdEncoding.EncodeToString([]byte(password)) + "\n    -----END RSA PRIVATE KEY-----\n",
+			"config.yaml:4: github.private_key: not a PKCS#1 or PKCS#8 RSA private key"},
 		{"postgres without a shared token", "storage:\n  driver: postgres\n  dsn: postgres://sy:" + password + "@db/sy\n",
 			"config.yaml:2: storage.driver: is postgres: the replicas must share the API token, so set server.api_token " +
 				"(for example to ${SWITCHYARD_API_TOKEN}) or $SWITCHYARD_API_TOKEN instead of relying on each replica's api-token file"},

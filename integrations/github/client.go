@@ -2,11 +2,15 @@ package github
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -97,7 +101,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := parsePrivateKey(pemBytes)
+	key, err := parsePrivateKey(pemBytes, keyField(opts.PrivateKeyFile))
 	if err != nil {
 		return nil, err
 	}
@@ -134,32 +138,77 @@ func privateKeyPEM(opts ClientOptions) ([]byte, error) {
 	case opts.PrivateKeyFile != "":
 		b, err := os.ReadFile(opts.PrivateKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("github.private_key_file: %w", err)
+			return nil, &bot.FieldError{Field: "github.private_key_file", Msg: "cannot read it: " + pathError(err)}
 		}
 		return b, nil
 	}
 	return nil, bot.Errorf(bot.EINVALID, "github: private_key or private_key_file is required")
 }
 
-// parsePrivateKey reads an RSA key from PEM. Its errors say what is wrong
-// with the key, never what is in it.
-func parsePrivateKey(b []byte) (*rsa.PrivateKey, error) {
+// pathError says why a file could not be read, without Go's "open <path>:"
+// prefix when the setting already names it.
+func pathError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// CheckPrivateKey reads and parses the App's key, inline or from its file,
+// as NewClient does: for the checks of a config, which must refuse what
+// serve would. A problem is a *bot.FieldError naming the setting at fault
+// (github.private_key or github.private_key_file), never key material.
+func CheckPrivateKey(key bot.Secret, file string) error {
+	b, err := privateKeyPEM(ClientOptions{PrivateKey: key, PrivateKeyFile: file})
+	if err != nil {
+		return err
+	}
+	_, err = parsePrivateKey(b, keyField(file))
+	return err
+}
+
+// keyField is the setting the key came from.
+func keyField(file string) string {
+	if file != "" {
+		return "github.private_key_file"
+	}
+	return "github.private_key"
+}
+
+// parsePrivateKey reads an RSA key from PEM. Its errors name field and say
+// what is wrong with the key, never what is in it.
+func parsePrivateKey(b []byte, field string) (*rsa.PrivateKey, error) {
 	block, _ := pem.Decode(b)
 	if block == nil {
-		return nil, bot.Errorf(bot.EINVALID, "github private key: not PEM encoded")
+		return nil, &bot.FieldError{Field: field, Msg: "not a PEM-encoded private key"}
 	}
 	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
 		return k, nil
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, bot.Errorf(bot.EINVALID, "github private key: not a PKCS#1 or PKCS#8 RSA private key")
+		return nil, &bot.FieldError{Field: field, Msg: "not a PKCS#1 or PKCS#8 RSA private key"}
 	}
 	rk, ok := k.(*rsa.PrivateKey)
 	if !ok {
-		return nil, bot.Errorf(bot.EINVALID, "github private key: a %T, want RSA", k)
+		return nil, &bot.FieldError{Field: field, Msg: keyKind(k) + " key; a GitHub App's key is RSA"}
 	}
 	return rk, nil
+}
+
+// keyKind names a private key's algorithm for people.
+func keyKind(k any) string {
+	switch k.(type) {
+	case *ecdsa.PrivateKey:
+		return "an ECDSA"
+	case ed25519.PrivateKey:
+		return "an Ed25519"
+	case *ecdh.PrivateKey:
+		return "an ECDH"
+	default:
+		return "a non-RSA"
+	}
 }
 
 func parseAPIURL(s string) (*url.URL, error) {

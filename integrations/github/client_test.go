@@ -45,10 +45,10 @@ func TestNewClientConfiguration(t *testing.T) {
 		{name: "no app id", opts: ClientOptions{PrivateKeyFile: keyFile}, wantErr: "github.app_id"},
 		{name: "no key", opts: ClientOptions{AppID: 1}, wantErr: "private_key or private_key_file is required"},
 		{name: "both keys", opts: ClientOptions{AppID: 1, PrivateKey: bot.Secret(testKeyPEM()), PrivateKeyFile: keyFile}, wantErr: "not both"},
-		{name: "missing file", opts: ClientOptions{AppID: 1, PrivateKeyFile: filepath.Join(dir, "nope.pem")}, wantErr: "github.private_key_file"},
-		{name: "not PEM", opts: ClientOptions{AppID: 1, PrivateKey: "ghp_this-is-a-token-not-a-key"}, wantErr: "not PEM encoded"},
-		{name: "PEM of garbage", opts: ClientOptions{AppID: 1, PrivateKey: bot.Secret(garbage)}, wantErr: "not a PKCS#1 or PKCS#8 RSA private key"},
-		{name: "EC key", opts: ClientOptions{AppID: 1, PrivateKey: bot.Secret(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER}))}, wantErr: "want RSA"},
+		{name: "missing file", opts: ClientOptions{AppID: 1, PrivateKeyFile: filepath.Join(dir, "nope.pem")}, wantErr: "github.private_key_file: cannot read it: no such file or directory"},
+		{name: "not PEM", opts: ClientOptions{AppID: 1, PrivateKey: "ghp_this-is-a-token-not-a-key"}, wantErr: "github.private_key: not a PEM-encoded private key"},
+		{name: "PEM of garbage", opts: ClientOptions{AppID: 1, PrivateKey: bot.Secret(garbage)}, wantErr: "github.private_key: not a PKCS#1 or PKCS#8 RSA private key"},
+		{name: "EC key", opts: ClientOptions{AppID: 1, PrivateKey: bot.Secret(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER}))}, wantErr: "github.private_key: an ECDSA key; a GitHub App's key is RSA"},
 		{name: "ftp URL", opts: ClientOptions{AppID: 1, PrivateKeyFile: keyFile, APIURL: "ftp://example.com/"}, wantErr: "github.api_url"},
 		{name: "URL with credentials", opts: ClientOptions{AppID: 1, PrivateKeyFile: keyFile, APIURL: "https://user:pw@example.com/"}, wantErr: "github.api_url"},
 	} {
@@ -60,6 +60,7 @@ func TestNewClientConfiguration(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tc.wantErr)
+			require.Equal(t, bot.EINVALID, bot.ErrorCode(err), "bad input, exit status 2")
 			for _, leak := range []string{"PRIVATE KEY", "ghp_this", "definitely", "pw@"} {
 				require.NotContains(t, err.Error(), leak)
 			}
