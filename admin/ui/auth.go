@@ -357,7 +357,7 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil || !known {
-			refused("Wrong name or password.", "admin sign-in refused: wrong name or password", "name", v.Name)
+			refused("Wrong name or password.", "admin sign-in refused: wrong name or password", "name", loggedName(v.Name))
 			return
 		}
 		who = userCredential(usr)
@@ -376,6 +376,18 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		next = "/admin/"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// loggedName is how a name tried at sign-in is logged: as it was given up
+// to the length a user's name may have, and anything longer (no user's)
+// cut there with its size, so that a guesser does not write megabytes to
+// the log.
+func loggedName(name string) string {
+	const longest = 64 // config's check of admin.users
+	if len(name) <= longest {
+		return name
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(name[:longest], ""), len(name))
 }
 
 // tooMany refuses a sign-in that must wait d, with 429 and Retry-After.

@@ -2,8 +2,11 @@ package ui
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -52,15 +55,22 @@ func newSignInGuard(now func() time.Time) *signInGuard {
 }
 
 // signInKeys are what a sign-in's failures count against: its client's
-// address, and the name it signs in as, if any.
+// address (an IPv6 address by its /64, which one client commonly holds
+// whole, so that it cannot take a fresh address for each guess), and the
+// name it signs in as, if any, by its SHA-256, so that a name of any
+// length costs the counts the same few bytes.
 func signInKeys(r *http.Request, name string) []string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().Is6() {
+		host = netip.PrefixFrom(ip, 64).Masked().String()
+	}
 	keys := []string{"addr " + host}
 	if name = strings.ToLower(strings.TrimSpace(name)); name != "" {
-		keys = append(keys, "name "+name)
+		sum := sha256.Sum256([]byte(name))
+		keys = append(keys, "name "+hex.EncodeToString(sum[:]))
 	}
 	return keys
 }

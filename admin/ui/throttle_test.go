@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -248,4 +249,50 @@ func TestSignInGuessesSentAtOnceAreCountedBeforeAnyIsChecked(t *testing.T) {
 			require.Equal(t, map[int]int{http.StatusUnauthorized: freeFailures, http.StatusTooManyRequests: burst - freeFailures}, count)
 		})
 	}
+}
+
+// An IPv6 client is counted by its /64, which it commonly holds whole, and
+// a name by its hash, whatever its length.
+func TestSignInKeysOfAddressesAndNames(t *testing.T) {
+	key := func(addr, name string) []string {
+		req := httptest.NewRequest("POST", "/admin/signin", nil)
+		req.RemoteAddr = addr
+		return signInKeys(req, name)
+	}
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"[2001:db8::1]:5000", "[2001:db8::ffff:1]:6000", true},
+		{"[2001:db8::1]:5000", "[2001:db8:0:0:abcd:ef01:2345:6789]:1", true},
+		{"[2001:db8::1]:5000", "[2001:db8:0:1::1]:5000", false},
+		{"[2001:DB8::1]:5000", "[2001:db8::2]:5000", true},
+		{"192.0.2.1:5000", "192.0.2.1:6000", true},
+		{"192.0.2.1:5000", "192.0.2.2:5000", false},
+		{"[::ffff:192.0.2.1]:5000", "[::ffff:192.0.2.2]:5000", false},
+		{"[::1]:1", "[::2]:1", true},
+	} {
+		require.Equal(t, tc.same, key(tc.a, "")[0] == key(tc.b, "")[0], "%s and %s", tc.a, tc.b)
+	}
+	huge := strings.Repeat("ä", maxForm/4)
+	for _, name := range []string{"bea", " BEA ", huge, "\u212Aim", "a\x00b"} {
+		keys := key("192.0.2.1:5000", name)
+		require.Len(t, keys, 2)
+		require.Regexp(t, `^name [0-9a-f]{64}$`, keys[1], "a name costs the counts the same few bytes, whatever its length")
+	}
+	require.Equal(t, key("192.0.2.1:5000", "bea"), key("192.0.2.1:5000", " BEA "))
+	require.Equal(t, "bea", loggedName("bea"))
+	require.Equal(t, strings.Repeat("ä", 32)+fmt.Sprintf("… (%d bytes)", len(huge)), loggedName(huge))
+}
+
+// Guesses from ever new addresses of one IPv6 /64 are one client's.
+func TestSignInGuessesFromOneIPv6NetworkWaitTogether(t *testing.T) {
+	c := &clock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+	u := passwordUI(t, c.Now)
+	for i := range freeFailures {
+		addr := fmt.Sprintf("[2001:db8::%x]:5000", i+1)
+		require.Equal(t, http.StatusUnauthorized, attempt(t, u, addr, token("guess-"+strconv.Itoa(i))).StatusCode)
+	}
+	require.Equal(t, http.StatusTooManyRequests, attempt(t, u, "[2001:db8::beef]:1", token(testToken)).StatusCode)
+	require.Equal(t, http.StatusSeeOther, attempt(t, u, "[2001:db8:0:1::1]:1", token(testToken)).StatusCode, "another network is not held back")
 }
