@@ -373,6 +373,10 @@ func (c *adminClient) do(method, path string, form url.Values, header map[string
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	for _, ck := range c.cookies {

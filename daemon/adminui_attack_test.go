@@ -1,0 +1,261 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// xssPayloads are text a user, a webhook or a model could put in any field
+// the admin UI shows, each carrying the marker xss, meant to break out of
+// every context a template writes into: text, attributes quoted either
+// way, URLs, and the script and style the pages have none of.
+var xssPayloads = []string{
+	`<script>alert("xss")</script>`,
+	`"><img src=x onerror=alert(1) data-xss>`,
+	`'><svg onload=alert(1) data-xss>`,
+	`javascript:alert(1)//xss`,
+	` JaVaScRiPt:alert(1)//xss`,
+	`data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==#xss`,
+	`</textarea><script>xss</script>`,
+	`</title><script>xss</script>`,
+	`<!--xss--><script>xss</script>`,
+	`" autofocus onfocus=alert(1) x="xss`,
+	`' onmouseover='alert(1)' x='xss`,
+	"`-alert(1)-`xss",
+	`{{.CSRF}}xss{{template "csrf" .}}`,
+	`<a href="javascript:alert(1)">xss</a>`,
+	`<iframe srcdoc="<script>xss</script>">`,
+	`<style>@import 'http://evil.example/xss.css';</style>`,
+	`<base href="http://evil.example/xss/">`,
+	`<form action="http://evil.example/xss"><button>`,
+	`<meta http-equiv="refresh" content="0;url=http://evil.example/xss">`,
+	`&lt;script&gt;xss&lt;/script&gt;`,
+	`%3Cscript%3Exss%3C%2Fscript%3E`,
+	"\u2028\u2029<script>xss</script>",
+	"<scr\x00ipt>xss</script>",
+	`<img src="x" onerror="alert(1)" alt="xss">`,
+	`xss" style="position:fixed;top:0;left:0;width:100%;height:100%`,
+	`<object data="javascript:alert(1)">xss`,
+	`<math><mi xlink:href="javascript:alert(1)">xss</mi></math>`,
+	`]]><script>xss</script>`,
+	`\"><script>xss</script>`,
+	`xss</span><script>alert(1)</script><span>`,
+}
+
+// pageTags are the tags the admin UI's templates write; a page holding any
+// other wrote a payload unescaped. Text never holds a raw "<", so every
+// one found opens a tag.
+var (
+	pageTags = func() map[string]bool {
+		tags := map[string]bool{}
+		for _, t := range strings.Fields("a b body br button code datalist dd div dl dt fieldset form h1 h2 h3 head header html input " +
+			"label legend li link main meta nav option p pre script section select span strong table tbody td textarea th thead title tr ul") {
+			tags[t] = true
+		}
+		return tags
+	}()
+	tagRE  = regexp.MustCompile(`<(/?)([a-zA-Z][a-zA-Z0-9]*)([^>]*)>`)
+	attrRE = regexp.MustCompile(`\s([^\s="'>/]+)(?:="([^"]*)")?`)
+)
+
+// unescaped returns what of body a payload made markup of: a tag the
+// templates do not write, an attribute that runs script or styles, an
+// address that is a script, a second script.
+func unescaped(body string) []string {
+	var found []string
+	scripts := 0
+	for _, m := range tagRE.FindAllStringSubmatch(body, -1) {
+		name := strings.ToLower(m[2])
+		if !pageTags[name] {
+			found = append(found, m[0])
+			continue
+		}
+		if name == "script" && m[1] == "" {
+			if scripts++; scripts > 1 || !strings.Contains(m[3], `src="/admin/static/live.js"`) {
+				found = append(found, m[0])
+			}
+		}
+		for _, a := range attrRE.FindAllStringSubmatch(m[3], -1) {
+			attr, value := strings.ToLower(a[1]), strings.ToLower(strings.TrimSpace(a[2]))
+			switch {
+			case strings.HasPrefix(attr, "on"), attr == "style", attr == "srcdoc", attr == "autofocus", attr == "http-equiv":
+				found = append(found, m[0])
+			case attr == "href" || attr == "src" || attr == "action" || attr == "formaction":
+				if strings.HasPrefix(value, "javascript:") || strings.HasPrefix(value, "data:") || strings.HasPrefix(value, "http://evil.example") || strings.HasPrefix(value, "//") {
+					found = append(found, m[0])
+				}
+			}
+		}
+	}
+	return found
+}
+
+// The admin UI writes what others control only escaped, in every page,
+// attribute and live fragment; and refuses a form that changes something
+// without its CSRF token, with another session's or in its address, from
+// another site or another host, changing nothing.
+func TestAdminUIEscapesWhatOthersWriteAndRefusesForgedForms(t *testing.T) {
+	for _, p := range xssPayloads {
+		if !strings.HasPrefix(p, "&lt;") && !strings.HasPrefix(p, "%3C") && !strings.HasPrefix(p, "{{") && !strings.HasPrefix(p, "`") {
+			raw := `<p><a href="` + p + `">` + p + `</a><input value='` + p + `'></p>`
+			require.NotEmpty(t, unescaped(raw), "the check finds %q written raw", p)
+		}
+	}
+	r := start(t, nil)
+	c := newAdminClient(t, r.base)
+	resp, _ := c.signIn(url.Values{"token": {r.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page := c.do("GET", "/admin/workitems", nil, nil)
+	csrf := c.csrf(page)
+
+	// Work items whose thread, text and requester are payloads; each
+	// cancelled with a payload as the reason, which the audit log keeps.
+	var ids []string
+	for i, p := range xssPayloads {
+		msg := map[string]string{"thread": fmt.Sprintf("local:t%d %s", i, p), "text": p, "user": p, "id": fmt.Sprintf("m%d", i)}
+		body, err := json.Marshal(msg)
+		require.NoError(t, err)
+		code, out := r.do(t, "POST", "/api/v1/messages", string(body))
+		if code == http.StatusBadRequest {
+			// A thread name takes no control characters: the payload
+			// goes in the text and the requester alone.
+			msg["thread"] = fmt.Sprintf("local:t%d", i)
+			body, err = json.Marshal(msg)
+			require.NoError(t, err)
+			code, out = r.do(t, "POST", "/api/v1/messages", string(body))
+		}
+		require.Equal(t, http.StatusAccepted, code, "%s", out)
+		var made struct {
+			ID string `json:"work_item_id"`
+		}
+		require.NoError(t, json.Unmarshal(out, &made))
+		ids = append(ids, made.ID)
+		reason, err := json.Marshal(map[string]string{"reason": p})
+		require.NoError(t, err)
+		code, out = r.do(t, "POST", "/api/v1/workitems/"+made.ID+"/cancel", string(reason))
+		require.Contains(t, []int{http.StatusOK, http.StatusConflict}, code, "%s", out)
+	}
+
+	pages := []string{"/admin/workitems", "/admin/workitems?status=cancelled", "/admin/audit", "/admin/audit?decision=change",
+		"/admin/approvals?all=true", "/admin/rules", "/admin/budgets", "/admin/agents", "/admin/skills"}
+	live := []string{"/admin/workitems/rows", "/admin/approvals/rows"}
+	for _, id := range ids {
+		pages = append(pages, "/admin/workitems/"+id)
+		live = append(live, "/admin/workitems/"+id+"/live")
+	}
+	for _, p := range xssPayloads {
+		q := url.QueryEscape(p)
+		pages = append(pages, "/admin/workitems?thread="+q, "/admin/audit?requester="+q+"&agent="+q+"&tool="+q,
+			"/admin/scopes?org="+q+"&repo="+q+"&agent="+q, "/admin/rules?edit="+q, "/admin/budgets?day="+q,
+			"/admin/workitems?cursor="+q, "/admin/audit?cursor="+q, "/admin/approvals?done="+q)
+	}
+	checked := 0
+	check := func(what, body string) {
+		t.Helper()
+		checked++
+		require.Empty(t, unescaped(body), "%s writes markup unescaped", what)
+	}
+	for _, p := range pages {
+		resp, body := c.do("GET", p, nil, nil)
+		require.Less(t, resp.StatusCode, 500, "%s: %s", p, body)
+		check(p, body)
+	}
+	for _, p := range live {
+		resp, body := c.do("GET", p, nil, map[string]string{"X-Live": "1"})
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", p, body)
+		require.Empty(t, unescaped(body), "%s writes markup unescaped", p)
+		require.NotContains(t, strings.ToLower(body), "<script", p)
+		checked++
+	}
+	// Forms that are refused show what was typed again, and why.
+	for _, p := range xssPayloads {
+		for _, f := range []struct {
+			path string
+			form url.Values
+		}{
+			{"/admin/rules", url.Values{"name": {p}, "agent": {p}, "priority": {p}, "match.text": {p}}},
+			{"/admin/rules/test", url.Values{"text": {p}, "thread": {p}, "user": {p}, "event": {p}, "delivery_id": {p}}},
+			{"/admin/scopes/set", url.Values{"name": {p}, "scope": {p}, "set": {p}, "org": {p}, "repo": {p}}},
+			{"/admin/scopes/config", url.Values{"package": {p}, "scope": {p}, "setting." + p: {p}}},
+			{"/admin/skills/install", url.Values{"source": {p}, "sha256": {p}, "enable": {p}}},
+			{"/admin/skills/uninstall", url.Values{"package": {p}}},
+			{"/admin/workitems/" + ids[0] + "/reroute", url.Values{"agent": {p}, "reason": {p}}},
+			{"/admin/approvals/" + url.PathEscape(p) + "/approve", url.Values{}},
+		} {
+			f.form.Set("csrf_token", csrf)
+			resp, body := c.do("POST", f.path, f.form, nil)
+			require.Less(t, resp.StatusCode, 500, "%s: %s", f.path, body)
+			check("POST "+f.path, body)
+		}
+	}
+	t.Logf("%d pages and fragments checked against %d payloads", checked, len(xssPayloads))
+
+	// Forged forms: every form that changes something, sent as another
+	// site, another session or a script without the token would send it.
+	other := newAdminClient(t, r.base)
+	resp, _ = other.signIn(url.Values{"token": {r.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, otherPage := other.do("GET", "/admin/workitems", nil, nil)
+	otherCSRF := other.csrf(otherPage)
+	forms := []string{"/admin/signout", "/admin/rules", "/admin/rules/test", "/admin/rules/rule_1", "/admin/rules/rule_1/priority",
+		"/admin/rules/rule_1/delete", "/admin/scopes/set", "/admin/scopes/config", "/admin/skills/install", "/admin/skills/uninstall",
+		"/admin/workitems/" + ids[1] + "/cancel", "/admin/workitems/" + ids[1] + "/reroute", "/admin/approvals/ap_1/approve", "/admin/approvals/ap_1/deny"}
+	host := strings.TrimPrefix(r.base, "http://")
+	forgeries := []struct {
+		name   string
+		query  string
+		form   url.Values
+		header map[string]string
+		status int
+	}{
+		{"no token", "", url.Values{"name": {"x"}}, nil, http.StatusForbidden},
+		{"an empty token", "", url.Values{"csrf_token": {""}}, nil, http.StatusForbidden},
+		{"a wrong token", "", url.Values{"csrf_token": {"AAAA" + csrf[4:]}}, nil, http.StatusForbidden},
+		{"another session's token", "", url.Values{"csrf_token": {otherCSRF}}, nil, http.StatusForbidden},
+		{"the token in the address", "?csrf_token=" + csrf, url.Values{"name": {"x"}}, nil, http.StatusForbidden},
+		{"the token twice, the first wrong", "", url.Values{"csrf_token": {"wrong", csrf}}, nil, http.StatusForbidden},
+		{"the token as JSON", "", nil, map[string]string{"Content-Type": "application/json"}, http.StatusForbidden},
+		{"another site", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"a null origin", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"a sibling site", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"a cross-site fetch", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"a rebound host", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Host": "evil.example:" + host[strings.LastIndex(host, ":")+1:]}, http.StatusForbidden},
+	}
+	tried := 0
+	for _, path := range forms {
+		for _, f := range forgeries {
+			resp, body := c.do("POST", path+f.query, f.form, f.header)
+			require.Equal(t, f.status, resp.StatusCode, "%s %s: %s", f.name, path, body)
+			tried++
+		}
+		// A GET, with any override, changes nothing.
+		for _, h := range []map[string]string{nil, {"X-HTTP-Method-Override": "POST"}, {"X-Method-Override": "DELETE"}} {
+			_, _ = c.do("GET", path+"?_method=POST&csrf_token="+csrf, nil, h)
+			tried++
+		}
+	}
+	t.Logf("%d forged requests refused", tried)
+	resp, _ = c.do("GET", "/admin/workitems", nil, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "still signed in: no forged sign-out went through")
+	code, out := r.do(t, "GET", "/api/v1/audit?decision=change", "")
+	require.Equal(t, http.StatusOK, code)
+	var audit struct {
+		Items []struct {
+			Tool string `json:"tool"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(out, &audit))
+	for _, rec := range audit.Items {
+		require.Equal(t, "workitem.cancel", rec.Tool, "only the API's cancels changed anything")
+	}
+	code, out = r.do(t, "GET", "/api/v1/workitems/"+ids[1], "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(out), `"cancelled"`)
+}
