@@ -72,7 +72,7 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 		spawnDepth:    rec.Depth,
 		inherited:     rec.Ceilings,
 		target:        targetOf(thread.Key(), def.Name),
-		skills:        &loadedSkills{pinned: rec.Skills},
+		skills:        &loadedSkills{pinned: rec.Skills, spawned: len(rec.Skills) > 0},
 	}
 	if len(rec.Skills) > 0 {
 		// The skills its parent gave it hold from its first turn, or it

@@ -70,9 +70,26 @@ type loadedSkills struct {
 	mu     sync.Mutex
 	active []*skills.Skill // in effect this turn, in the order loaded
 	next   []*skills.Skill // in effect from the next turn
-	// pinned are the skills a subagent was spawned with: its parent fixed
-	// its tools with them, and it cannot unload them.
+	// pinned are the skills the run started with (a subagent's from its
+	// parent, or its agent's and its entry point's): whoever set it up
+	// fixed its tools with them, and it cannot unload them.
 	pinned []string
+	// spawned says a parent gave the pinned skills, for the refusal.
+	spawned bool
+}
+
+// pin makes names unloadable for the rest of the run.
+func (l *loadedSkills) pin(names []string) {
+	l.mu.Lock()
+	l.pinned = append(l.pinned, names...)
+	l.mu.Unlock()
+}
+
+// isPinned reports whether name was loaded when the run started.
+func (l *loadedSkills) isPinned(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.pinned, name)
 }
 
 // current returns the skills in effect this turn.
@@ -184,7 +201,8 @@ func (l *loadedSkills) hideRefused() func(tools.Info) bool {
 
 // preload loads the skills a run starts with: its agent's skills and
 // those of the entry point its work came through. A skill that is not
-// enabled where the run happens is left out and said so.
+// enabled where the run happens is left out and said so. Those loaded stay
+// loaded for the whole run.
 func (r *Runtime) preload(ctx context.Context, rn *run, names []string) {
 	if r.opts.Skills == nil || len(names) == 0 {
 		return
@@ -213,6 +231,7 @@ func (r *Runtime) preload(ctx context.Context, rn *run, names []string) {
 		return
 	}
 	rn.skills.setNext(set)
+	rn.skills.pin(skillNames(set))
 }
 
 // withCompanions returns the skill named and the companions it requires,
@@ -413,8 +432,12 @@ func (t *disableSkillTool) Run(ctx context.Context, _ tools.CallContext, input j
 		}
 	}
 	for _, g := range gone {
-		if slices.Contains(rn.skills.pinned, g) {
+		switch {
+		case !rn.skills.isPinned(g):
+		case rn.skills.spawned:
 			return "", tools.Refuse("skill %q was given to you when you were spawned and stays loaded: the run that spawned you decided what you may do", g)
+		default:
+			return "", tools.Refuse("skill %q was loaded when you started and stays loaded: whoever set you up decided what you may do", g)
 		}
 	}
 	next := slices.DeleteFunc(slices.Clone(pending), func(s *skills.Skill) bool { return slices.Contains(gone, s.Name) })
