@@ -27,10 +27,12 @@ type Compacted struct {
 // keeps after records are deleted (bbolt never shrinks a file), so the
 // space retention freed goes back to the file system. It works only on a
 // file nobody has open: a running daemon holds its file, and Compact then
-// fails saying so. The copy is made beside the file, checked (bbolt's
-// check, the counters, and the same number of keys in every bucket as the
-// original) and then renamed over it; until then the original is untouched,
-// and on any failure it stays as it was.
+// fails saying so. The original is checked first (bbolt's check and the
+// counters), and a corrupt one is refused rather than copied: bbolt's copy
+// would carry over what it can read and drop or panic on the rest. The copy
+// is made beside the file, checked (the same checks, and the same number of
+// keys in every bucket as the original) and then renamed over it; until then
+// the original is untouched, and on any failure it stays as it was.
 func Compact(ctx context.Context, path string) (Compacted, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -46,15 +48,18 @@ func Compact(ctx context.Context, path string) (Compacted, error) {
 	}
 	defer s.Close()
 
+	if err := unpanic(func() error { return s.db.View(Check) }); err != nil {
+		return out, fmt.Errorf("compact %s: the store is corrupt and is left as it was: %w", path, err)
+	}
 	tmp := path + ".compacting"
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return out, fmt.Errorf("compact %s: %w", path, err)
 	}
-	if err := copyCompact(tmp, s.db); err != nil {
+	if err := unpanic(func() error { return copyCompact(tmp, s.db) }); err != nil {
 		_ = os.Remove(tmp)
 		return out, fmt.Errorf("compact %s: %w", path, err)
 	}
-	if err := verifyCopy(tmp, s.db); err != nil {
+	if err := unpanic(func() error { return verifyCopy(tmp, s.db) }); err != nil {
 		_ = os.Remove(tmp)
 		return out, fmt.Errorf("compact %s: the copy does not match, the store is left as it was: %w", path, err)
 	}
@@ -69,6 +74,17 @@ func Compact(ctx context.Context, path string) (Compacted, error) {
 		out.After = fi.Size()
 	}
 	return out, nil
+}
+
+// unpanic runs fn, turning a panic into an error: bbolt panics on some
+// kinds of corruption when it reads the pages.
+func unpanic(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("a page cannot be read: %v", r)
+		}
+	}()
+	return fn()
 }
 
 // copyCompact copies src into a new file at dst with bbolt's Compact and

@@ -158,7 +158,14 @@ const schemaKey = "schema_version"
 // prepare checks the file's schema and creates what is missing. It writes
 // only to a file that is empty or already Switchyard's, at a version this
 // code knows.
+// bbolt panics on some kinds of corruption of the pages it reads; the
+// panic becomes an error naming the file.
 func (s *Store) prepare() (created bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("open %s: corrupt database: %v", s.path, r)
+		}
+	}()
 	var missing bool
 	version := uint64(SchemaVersion)
 	err = s.db.View(func(tx *bolt.Tx) error {
