@@ -134,7 +134,10 @@ func (m *OutboxMessage) Validate() error {
 	case m.Thread.IsZero():
 		return Errorf(EINVALID, "outbox message %q has no thread", m.Key)
 	}
-	if _, err := ParseThread(m.Thread.Key()); err != nil {
+	if err := storedText("outbox message key", m.Key); err != nil {
+		return err
+	}
+	if err := m.Thread.Validate(); err != nil {
 		return Errorf(EINVALID, "outbox message %q: %s", m.Key, ErrorMessage(err))
 	}
 	return nil

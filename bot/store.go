@@ -36,6 +36,47 @@ type IngressReason struct {
 	Tell string
 }
 
+// Validate refuses a request no store should keep: exactly one of route and
+// ignore, a route with its agent and kind, an ignore reason with its code,
+// a reaction only on a routed event with a message to react to, and a
+// thread (and conversation), delivery id, agent and code each store can
+// keep and read back as they are.
+func (r *IngestRequest) Validate() error {
+	switch {
+	case (r.Route == nil) == (r.Ignore == nil):
+		return Errorf(EINVALID, "ingest: exactly one of route and ignore must be set")
+	case r.Route != nil && r.Route.Agent == "":
+		return Errorf(EINVALID, "ingest: route names no agent")
+	case r.Route != nil && r.Route.Kind == "":
+		return Errorf(EINVALID, "ingest: route to %q has no kind", r.Route.Agent)
+	case r.Ignore != nil && r.Ignore.Code == "":
+		return Errorf(EINVALID, "ingest: ignore reason has no code")
+	case r.Reaction != "" && (r.Route == nil || !Reacts(r.Event.Thread, r.Event.SourceRef)):
+		return Errorf(EINVALID, "ingest: a reaction needs a routed event with a message to react to")
+	}
+	for _, th := range []Thread{r.Event.Thread, r.Event.Conversation} {
+		if th.IsZero() {
+			continue
+		}
+		if err := th.Validate(); err != nil {
+			return Errorf(EINVALID, "ingest: %s", ErrorMessage(err))
+		}
+	}
+	texts := [][2]string{{"delivery id", r.Event.DedupKey()}}
+	if r.Route != nil {
+		texts = append(texts, [2]string{"agent", r.Route.Agent})
+	}
+	if r.Ignore != nil {
+		texts = append(texts, [2]string{"ignore reason", r.Ignore.Code})
+	}
+	for _, t := range texts {
+		if err := storedText(t[0], t[1]); err != nil {
+			return Errorf(EINVALID, "ingest: %s", ErrorMessage(err))
+		}
+	}
+	return nil
+}
+
 // IngestResult is what was stored, or what had been stored before for a
 // duplicate.
 type IngestResult struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sources of events and threads.
@@ -131,6 +132,35 @@ func validLocal(name string) (Thread, error) {
 		return Thread{}, Errorf(EINVALID, "local thread name %q: want 1-200 characters, no control characters", name)
 	}
 	return LocalThread(name), nil
+}
+
+// Validate refuses a thread a store could not keep and read back as it is:
+// one whose session key does not parse back to it (a GitHub thread without
+// a number, a Slack one without a channel, a local name over 200 bytes or
+// with a line break), or is not UTF-8 text without NUL (PostgreSQL keeps no
+// other text, and the stored record's JSON would read back otherwise).
+func (t Thread) Validate() error {
+	key := t.Key()
+	if err := storedText("thread", key); err != nil {
+		return err
+	}
+	th, err := ParseThread(key)
+	if err != nil {
+		return err
+	}
+	if th != t {
+		return Errorf(EINVALID, "thread %q does not read back from its key", key)
+	}
+	return nil
+}
+
+// storedText refuses text a store keys or selects by that is not UTF-8
+// without NUL, naming what it is.
+func storedText(what, s string) error {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return Errorf(EINVALID, "%s %q: want UTF-8 text without NUL", what, s)
+	}
+	return nil
 }
 
 // MarshalText encodes the session key.

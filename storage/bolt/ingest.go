@@ -21,7 +21,7 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	}
 	// Validate outside the batch: a failing batch function makes bbolt run
 	// the whole batch again without it.
-	if err := validateIngest(&req); err != nil {
+	if err := req.Validate(); err != nil {
 		return bot.IngestResult{}, err
 	}
 	if req.Now.IsZero() {

@@ -125,25 +125,6 @@ func IngestRecords(req bot.IngestRequest, seqs Seqs) ([]Record, error) {
 	return records, nil
 }
 
-func validateIngest(req *bot.IngestRequest) error {
-	if (req.Route == nil) == (req.Ignore == nil) {
-		return bot.Errorf(bot.EINVALID, "ingest: exactly one of route and ignore must be set")
-	}
-	if req.Route != nil && req.Route.Agent == "" {
-		return bot.Errorf(bot.EINVALID, "ingest: route names no agent")
-	}
-	if req.Route != nil && req.Route.Kind == "" {
-		return bot.Errorf(bot.EINVALID, "ingest: route to %q has no kind", req.Route.Agent)
-	}
-	if req.Ignore != nil && req.Ignore.Code == "" {
-		return bot.Errorf(bot.EINVALID, "ingest: ignore reason has no code")
-	}
-	if req.Reaction != "" && (req.Route == nil || !bot.Reacts(req.Event.Thread, req.Event.SourceRef)) {
-		return bot.Errorf(bot.EINVALID, "ingest: a reaction needs a routed event with a message to react to")
-	}
-	return nil
-}
-
 // ingestPlan is what Ingest writes for one new event, encoded before the
 // write transaction. bbolt runs the functions of a batch one after another
 // in its single writer, so every microsecond one of them spends is spent
@@ -177,7 +158,7 @@ type ingestPlan struct {
 }
 
 func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
-	if err := validateIngest(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
 	}
 	now := utc(req.Now)

@@ -43,7 +43,7 @@ func FuzzIngestRecords(f *testing.F) {
 			req.Route = &bot.Route{Agent: agent, Kind: bot.RouteKind(reason), Reason: reason, Rule: code}
 			seqs.WorkItem, seqs.Dispatch, seqs.Outbox = seq1, seq2, seq3
 		}
-		if validateIngest(&req) != nil {
+		if req.Validate() != nil {
 			return
 		}
 		p, err := planIngest(&req)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,9 +117,15 @@ func unit(th bot.Thread, workItemID string) string {
 	return "!" + workItemID
 }
 
+// nanos is t as the Unix nanoseconds a bigint column keeps, clamped to
+// what they can say (1970 to 2262), as bbolt's keys are: a time outside
+// would wrap around (the zero time is 0).
 func nanos(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.Before(time.Unix(0, 0)):
 		return 0
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
 	}
 	return t.UnixNano()
 }
@@ -126,25 +133,6 @@ func nanos(t time.Time) int64 {
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 func utc(t time.Time) time.Time { return t.Round(0).UTC() }
-
-func validateIngest(req *bot.IngestRequest) error {
-	if (req.Route == nil) == (req.Ignore == nil) {
-		return bot.Errorf(bot.EINVALID, "ingest: exactly one of route and ignore must be set")
-	}
-	if req.Route != nil && req.Route.Agent == "" {
-		return bot.Errorf(bot.EINVALID, "ingest: route names no agent")
-	}
-	if req.Route != nil && req.Route.Kind == "" {
-		return bot.Errorf(bot.EINVALID, "ingest: route to %q has no kind", req.Route.Agent)
-	}
-	if req.Reaction != "" && (req.Route == nil || !bot.Reacts(req.Event.Thread, req.Event.SourceRef)) {
-		return bot.Errorf(bot.EINVALID, "ingest: a reaction needs a routed event with a message to react to")
-	}
-	if req.Ignore != nil && req.Ignore.Code == "" {
-		return bot.Errorf(bot.EINVALID, "ingest: ignore reason has no code")
-	}
-	return nil
-}
 
 // ingestPlan is one event's statement and what its result is made of.
 type ingestPlan struct {
@@ -172,7 +160,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 	if raw == nil {
 		raw = []byte{}
 	}
-	args := []any{key, nanos(utc(until)), now.UnixNano(), header, raw}
+	args := []any{key, nanos(utc(until)), nanos(now), header, raw}
 	if req.Route != nil {
 		wi := bot.WorkItem{
 			Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
@@ -197,7 +185,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 			if err != nil {
 				return nil, fmt.Errorf("encode reaction: %w", err)
 			}
-			p.args = append(p.args, bot.ReactionKey("", req.Reaction), ev.Thread.Destination(), clampNanos(m.NextAttemptAt), mDoc)
+			p.args = append(p.args, bot.ReactionKey("", req.Reaction), ev.Thread.Destination(), nanos(m.NextAttemptAt), mDoc)
 		}
 		p.workItem = &wi
 		return p, nil
@@ -236,7 +224,7 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	if err := ctx.Err(); err != nil {
 		return bot.IngestResult{}, err
 	}
-	if err := validateIngest(&req); err != nil {
+	if err := req.Validate(); err != nil {
 		return bot.IngestResult{}, err
 	}
 	if req.Now.IsZero() {
@@ -434,7 +422,7 @@ func (s *Store) ExpireDedup(ctx context.Context, now time.Time) (int, error) {
 			return total, err
 		}
 		tag, err := s.pool.Exec(ctx, `DELETE FROM dedup WHERE key IN (
-			SELECT key FROM dedup WHERE until < $1 ORDER BY until LIMIT 1000 FOR UPDATE SKIP LOCKED)`, now.UnixNano())
+			SELECT key FROM dedup WHERE until < $1 ORDER BY until LIMIT 1000 FOR UPDATE SKIP LOCKED)`, nanos(now))
 		if err != nil {
 			return total, s.wrap("expire dedup keys", err)
 		}

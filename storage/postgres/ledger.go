@@ -635,7 +635,7 @@ func (s *Store) MarkThreadReset(ctx context.Context, sessionKey string, at time.
 		return bot.Errorf(bot.EINVALID, "reset: empty session key")
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO thread_resets (session_key, at) VALUES ($1, $2)
-		ON CONFLICT (session_key) DO UPDATE SET at = EXCLUDED.at`, sessionKey, clampNanos(at))
+		ON CONFLICT (session_key) DO UPDATE SET at = EXCLUDED.at`, sessionKey, nanos(at))
 	return s.wrap("mark thread reset", err)
 }
 

@@ -192,10 +192,10 @@ func (l *loader) add(ctx context.Context, r dump.Record) error {
 	case r.Outbox != nil:
 		return putOutbox(ctx, l, r.Outbox, true)
 	case r.Schedule != nil:
-		_, err := l.Exec(ctx, "INSERT INTO schedules (name, last_fired) VALUES ($1, $2)", r.Schedule.Name, r.Schedule.Last.UnixNano())
+		_, err := l.Exec(ctx, "INSERT INTO schedules (name, last_fired) VALUES ($1, $2)", r.Schedule.Name, nanos(r.Schedule.Last))
 		return err
 	case r.Audit != nil:
-		_, err := l.Exec(ctx, "INSERT INTO audit (at, decision, doc) VALUES ($1, $2, $3)", clampNanos(r.Audit.At), r.Audit.Decision, r.Audit.Doc)
+		_, err := l.Exec(ctx, "INSERT INTO audit (at, decision, doc) VALUES ($1, $2, $3)", nanos(r.Audit.At), r.Audit.Decision, r.Audit.Doc)
 		return err
 	case r.Conversation != nil:
 		c := r.Conversation
@@ -236,7 +236,7 @@ func (l *loader) add(ctx context.Context, r dump.Record) error {
 	case r.Task != nil:
 		return l.task(ctx, r.Task)
 	case r.Reset != nil:
-		_, err := l.Exec(ctx, "INSERT INTO thread_resets (session_key, at) VALUES ($1, $2)", r.Reset.SessionKey, clampNanos(r.Reset.At))
+		_, err := l.Exec(ctx, "INSERT INTO thread_resets (session_key, at) VALUES ($1, $2)", r.Reset.SessionKey, nanos(r.Reset.At))
 		return err
 	case r.Budget != nil:
 		doc, err := jsonDoc(r.Budget)
@@ -329,7 +329,7 @@ func (l *loader) job(ctx context.Context, j *bot.Job) error {
 		return err
 	}
 	if _, err := l.Exec(ctx, "INSERT INTO jobs (seq, status, owner, lease_expires, unit, doc) VALUES ($1, $2, $3, $4, $5, $6)",
-		n, string(j.Status), j.Owner, j.LeaseExpires.UnixNano(), u, doc); err != nil {
+		n, string(j.Status), j.Owner, nanos(j.LeaseExpires), u, doc); err != nil {
 		return err
 	}
 	for _, id := range j.WorkItemIDs {

@@ -43,7 +43,7 @@ func putOutbox(ctx context.Context, q querier, m *bot.OutboxMessage, insert bool
 	if insert {
 		sql = `INSERT INTO outbox (key, thread, destination, work_item, pending, dead, next_attempt, seq, doc) VALUES ($1, $2, $9, $3, $4, $5, $6, $7, $8)`
 	}
-	_, err = q.Exec(ctx, sql, m.Key, m.Thread.Key(), m.WorkItemID, m.Pending(), m.Dead, clampNanos(m.NextAttemptAt), int64(m.Seq), doc, m.Thread.Destination())
+	_, err = q.Exec(ctx, sql, m.Key, m.Thread.Key(), m.WorkItemID, m.Pending(), m.Dead, nanos(m.NextAttemptAt), int64(m.Seq), doc, m.Thread.Destination())
 	return err
 }
 
@@ -220,7 +220,7 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 			waiting map[string]bool // work items with an earlier message not due yet, or another's
 			keys    []string
 		)
-		nowNanos := clampNanos(now)
+		nowNanos := nanos(now)
 		for rows.Next() {
 			var (
 				key, d, workItem string

@@ -36,7 +36,7 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 	var work bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE status = 'running' AND lease_expires <= $1)
 		OR EXISTS (SELECT 1 FROM dispatches d WHERE status = 'pending' AND NOT EXISTS (SELECT 1 FROM active_units a WHERE a.unit = d.unit))`,
-		req.Now.UnixNano()).Scan(&work)
+		nanos(req.Now)).Scan(&work)
 	if err != nil || !work {
 		return bot.Claim{}, s.wrap("claim next dispatch", err)
 	}
@@ -66,7 +66,7 @@ func (s *Store) ClaimNext(ctx context.Context, req bot.ClaimRequest) (bot.Claim,
 // expireLeases ends every running job whose lease is not after req.Now.
 func expireLeases(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest) ([]*jobRow, []bot.WorkItem, error) {
 	rows, err := tx.Query(ctx, `SELECT seq FROM jobs WHERE status = 'running' AND lease_expires <= $1 ORDER BY seq FOR UPDATE SKIP LOCKED`,
-		req.Now.UnixNano())
+		nanos(req.Now))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -284,7 +284,7 @@ func startJob(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest, unit, agent 
 		return nil, nil, err
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO jobs (seq, status, owner, lease_expires, unit, doc) VALUES ($1, $2, $3, $4, $5, $6)",
-		jobSeq, string(job.Status), job.Owner, job.LeaseExpires.UnixNano(), unit, doc); err != nil {
+		jobSeq, string(job.Status), job.Owner, nanos(job.LeaseExpires), unit, doc); err != nil {
 		return nil, nil, err
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO active_units (unit, job_seq) VALUES ($1, $2)", unit, jobSeq); err != nil {

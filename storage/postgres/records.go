@@ -47,7 +47,7 @@ func (s *Store) SetLastFired(ctx context.Context, name string, at time.Time) err
 		return bot.Errorf(bot.EINVALID, "schedule without a name")
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO schedules (name, last_fired) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET last_fired = EXCLUDED.last_fired`, name, at.UnixNano())
+		ON CONFLICT (name) DO UPDATE SET last_fired = EXCLUDED.last_fired`, name, nanos(at))
 	return s.wrap("record schedule firing", err)
 }
 
@@ -75,18 +75,8 @@ func (s *Store) AppendAudit(ctx context.Context, at time.Time, decision string, 
 	if len(doc) == 0 {
 		return bot.Errorf(bot.EINVALID, "audit record: empty document")
 	}
-	_, err := s.pool.Exec(ctx, "INSERT INTO audit (at, decision, doc) VALUES ($1, $2, $3)", clampNanos(at), decision, doc)
+	_, err := s.pool.Exec(ctx, "INSERT INTO audit (at, decision, doc) VALUES ($1, $2, $3)", nanos(at), decision, doc)
 	return s.wrap("append audit record", err)
-}
-
-func clampNanos(t time.Time) int64 {
-	switch {
-	case t.Before(time.Unix(0, 0)):
-		return 0
-	case t.After(time.Unix(0, math.MaxInt64)):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
 }
 
 // ListAudit returns a page of the documents recorded at or after since, of
@@ -116,7 +106,7 @@ func (s *Store) ListAudit(ctx context.Context, since time.Time, decision string,
 	}
 	var floor int64
 	if !since.IsZero() {
-		floor = clampNanos(since)
+		floor = nanos(since)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT at, seq, doc FROM audit
 		WHERE (at, seq) < ($1, $2) AND at >= $3 AND ($4 = '' OR decision = $4)
@@ -574,14 +564,14 @@ func putApproval(ctx context.Context, q querier, a bot.Approval, insert bool) er
 	}
 	var decided *int64
 	if a.DecidedAt != nil {
-		n := a.DecidedAt.UnixNano()
+		n := nanos(*a.DecidedAt)
 		decided = &n
 	}
 	sql := "UPDATE approvals SET status = $3, decided_at = $5, taken = $6, doc = $7 WHERE id = $1 AND key = $2 AND created_at = $4"
 	if insert {
 		sql = "INSERT INTO approvals (id, key, status, created_at, decided_at, taken, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)"
 	}
-	_, err = q.Exec(ctx, sql, a.ID, a.Key, string(a.Status), a.CreatedAt.UnixNano(), decided, a.Taken, doc)
+	_, err = q.Exec(ctx, sql, a.ID, a.Key, string(a.Status), nanos(a.CreatedAt), decided, a.Taken, doc)
 	return err
 }
 

@@ -119,7 +119,7 @@ func (s *Store) HoldLease(ctx context.Context, name, holder string, now time.Tim
 		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
 		WHERE l.holder = EXCLUDED.holder OR l.until <= $4
 		RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM t)`, name, holder, now.Add(ttl).UnixNano(), now.UnixNano()).Scan(&held)
+		SELECT EXISTS (SELECT 1 FROM t)`, name, holder, nanos(now.Add(ttl)), nanos(now)).Scan(&held)
 	return held, s.wrap("hold lease", err)
 }
 

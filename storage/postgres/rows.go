@@ -155,7 +155,7 @@ func putJob(ctx context.Context, q querier, j *jobRow) error {
 		return fmt.Errorf("encode job: %w", err)
 	}
 	_, err = q.Exec(ctx, "UPDATE jobs SET status = $2, owner = $3, lease_expires = $4, doc = $5 WHERE seq = $1",
-		j.seq, string(j.Status), j.Owner, j.LeaseExpires.UnixNano(), doc)
+		j.seq, string(j.Status), j.Owner, nanos(j.LeaseExpires), doc)
 	return err
 }
 

@@ -63,6 +63,7 @@ func Run(t *testing.T, open Opener) {
 		{"Counts", testCounts},
 		{"Retention", testRetention},
 		{"Schedules", testSchedules},
+		{"KeysAndTimes", testKeysAndTimes},
 		{"Ledger", testLedger},
 		{"Budgets", testBudgets},
 		{"RunStates", testRunStates},
