@@ -47,11 +47,11 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, r bot.Retention) (bot.
 			table string
 			sweep sweeper
 		}{
-			{&out.WorkItems, "work_items", sweepWorkItem},
-			{&out.Dispatches, "dispatches", sweepDispatch},
-			{&out.Jobs, "jobs", sweepJob},
-			{&out.Ingress, "ingress", sweepIngress},
-			{&out.Outbox, "outbox", sweepOutbox},
+			{&out.WorkItems, "work_items", sweeper{decideWorkItem, removeWorkItem}},
+			{&out.Dispatches, "dispatches", sweeper{decide: decideDispatch}},
+			{&out.Jobs, "jobs", sweeper{decideJob, removeJob}},
+			{&out.Ingress, "ingress", sweeper{decideIngress, removeIngress}},
+			{&out.Outbox, "outbox", sweeper{decide: decideOutbox}},
 		} {
 			n, err := s.sweepTable(ctx, w.table, before, w.sweep)
 			*w.n = n
@@ -61,7 +61,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, r bot.Retention) (bot.
 		}
 	}
 	if r.Audit > 0 {
-		tag, err := s.pool.Exec(ctx, "DELETE FROM audit WHERE at < $1", cutoff(r.Audit).UnixNano())
+		tag, err := s.pool.Exec(ctx, "DELETE FROM audit WHERE at < $1", nanos(cutoff(r.Audit)))
 		if err != nil {
 			return out, s.wrap("sweep audit", err)
 		}
@@ -131,10 +131,14 @@ func (s *Store) sweepPayloads(ctx context.Context, cutoff time.Time) (int, error
 	}
 }
 
-// A sweeper looks at one record (its sequence and document) and says
-// whether to keep it, to drop it (removing what hangs on it in tx first),
-// or to stop: it was made after the cutoff, and so was every later one.
-type sweeper func(ctx context.Context, tx pgx.Tx, seq int64, doc []byte, cutoff time.Time) (verdict, error)
+// A sweeper says of one record (its sequence and document) whether to keep
+// it, to drop it, or to stop: it was made after the cutoff, and so was
+// every later one. Its remove, when set, deletes what hangs on a record it
+// drops, in the transaction that drops it.
+type sweeper struct {
+	decide func(seq int64, doc []byte, cutoff time.Time) (verdict, error)
+	remove func(ctx context.Context, tx pgx.Tx, seq int64) error
+}
 
 type verdict int
 
@@ -145,8 +149,13 @@ const (
 )
 
 // sweepTable walks table by sequence (outbox: by its seq column, keyed by
-// key) in transactions of at most sweepChunk records.
-func (s *Store) sweepTable(ctx context.Context, table string, cutoff time.Time, visit sweeper) (int, error) {
+// key) in transactions of at most sweepChunk records. The walk reads
+// without locks, so intake and claims never wait for it; the records it
+// would drop are then locked (those another transaction holds are passed
+// over this time) and decided again on what they hold now, so a record made
+// live meanwhile (a finished work item handed on again, a delivered message
+// enqueued anew) is never removed.
+func (s *Store) sweepTable(ctx context.Context, table string, cutoff time.Time, sw sweeper) (int, error) {
 	total := 0
 	from := int64(0)
 	for {
@@ -157,31 +166,14 @@ func (s *Store) sweepTable(ctx context.Context, table string, cutoff time.Time, 
 		)
 		err := s.tx(ctx, "sweep "+strings.ReplaceAll(table, "_", " "), func(tx pgx.Tx) error {
 			n, done, last = 0, true, from
-			rows, err := tx.Query(ctx, "SELECT seq, doc FROM "+table+" WHERE seq > $1 ORDER BY seq LIMIT $2", from, sweepChunk)
+			recs, err := sweepRead(ctx, tx, "SELECT seq, doc FROM "+table+" WHERE seq > $1 ORDER BY seq LIMIT $2", from, sweepChunk)
 			if err != nil {
 				return err
 			}
-			type rec struct {
-				seq int64
-				doc []byte
-			}
-			var recs []rec
-			for rows.Next() {
-				var r rec
-				if err := rows.Scan(&r.seq, &r.doc); err != nil {
-					rows.Close()
-					return err
-				}
-				recs = append(recs, r)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
 			done = len(recs) < sweepChunk
-			var dropped []int64
+			var candidates []int64
 			for _, r := range recs {
-				v, err := visit(ctx, tx, r.seq, r.doc, cutoff)
+				v, err := sw.decide(r.seq, r.doc, cutoff)
 				if err != nil {
 					return err
 				}
@@ -191,8 +183,30 @@ func (s *Store) sweepTable(ctx context.Context, table string, cutoff time.Time, 
 				}
 				last = r.seq
 				if v == drop {
-					dropped = append(dropped, r.seq)
+					candidates = append(candidates, r.seq)
 				}
+			}
+			if len(candidates) == 0 {
+				return nil
+			}
+			locked, err := sweepRead(ctx, tx, "SELECT seq, doc FROM "+table+" WHERE seq = ANY($1) ORDER BY seq FOR UPDATE SKIP LOCKED", candidates)
+			if err != nil {
+				return err
+			}
+			var dropped []int64
+			for _, r := range locked {
+				if v, err := sw.decide(r.seq, r.doc, cutoff); err != nil || v != drop {
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				if sw.remove != nil {
+					if err := sw.remove(ctx, tx, r.seq); err != nil {
+						return err
+					}
+				}
+				dropped = append(dropped, r.seq)
 			}
 			if len(dropped) == 0 {
 				return nil
@@ -209,6 +223,29 @@ func (s *Store) sweepTable(ctx context.Context, table string, cutoff time.Time, 
 	}
 }
 
+// sweepRecord is one record a sweep reads.
+type sweepRecord struct {
+	seq int64
+	doc []byte
+}
+
+func sweepRead(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]sweepRecord, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sweepRecord
+	for rows.Next() {
+		var r sweepRecord
+		if err := rows.Scan(&r.seq, &r.doc); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // finishedBefore reports whether a record that ended at end (updated at
 // updated when it has no end) ended before cutoff.
 func finishedBefore(end *time.Time, updated, cutoff time.Time) bool {
@@ -218,25 +255,31 @@ func finishedBefore(end *time.Time, updated, cutoff time.Time) bool {
 	return updated.Before(cutoff)
 }
 
-func sweepWorkItem(ctx context.Context, tx pgx.Tx, seq int64, doc []byte, cutoff time.Time) (verdict, error) {
+func decideWorkItem(seq int64, doc []byte, cutoff time.Time) (verdict, error) {
 	var wi bot.WorkItem
 	if err := json.Unmarshal(doc, &wi); err != nil {
 		return keep, fmt.Errorf("decode work item %d: %w", seq, err)
 	}
-	if !wi.CreatedAt.Before(cutoff) {
+	switch {
+	case !wi.CreatedAt.Before(cutoff):
 		return stop, nil
-	}
-	if !wi.Status.Finished() || !finishedBefore(wi.FinishedAt, wi.UpdatedAt, cutoff) {
+	case !wi.Status.Finished() || !finishedBefore(wi.FinishedAt, wi.UpdatedAt, cutoff):
 		return keep, nil
 	}
+	return drop, nil
+}
+
+// removeWorkItem deletes what hangs on a work item: its jobs' index rows,
+// its delivered outbox messages and its event.
+func removeWorkItem(ctx context.Context, tx pgx.Tx, seq int64) error {
 	id := formatID(prefixWorkItem, seq)
 	if _, err := tx.Exec(ctx, "DELETE FROM job_work_items WHERE work_item_seq = $1", seq); err != nil {
-		return keep, err
+		return err
 	}
 	if _, err := tx.Exec(ctx, "DELETE FROM outbox WHERE starts_with(key, $1) AND NOT pending", id+"/"); err != nil {
-		return keep, err
+		return err
 	}
-	return drop, dropEvent(ctx, tx, id)
+	return dropEvent(ctx, tx, id)
 }
 
 // dropEvent removes the event that made id, with the dedup and delivery
@@ -257,7 +300,7 @@ func dropEvent(ctx context.Context, tx pgx.Tx, id string) error {
 	return err
 }
 
-func sweepDispatch(_ context.Context, _ pgx.Tx, seq int64, doc []byte, cutoff time.Time) (verdict, error) {
+func decideDispatch(seq int64, doc []byte, cutoff time.Time) (verdict, error) {
 	var d bot.Dispatch
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return keep, fmt.Errorf("decode dispatch %d: %w", seq, err)
@@ -271,7 +314,7 @@ func sweepDispatch(_ context.Context, _ pgx.Tx, seq int64, doc []byte, cutoff ti
 	return keep, nil
 }
 
-func sweepJob(ctx context.Context, tx pgx.Tx, seq int64, doc []byte, cutoff time.Time) (verdict, error) {
+func decideJob(seq int64, doc []byte, cutoff time.Time) (verdict, error) {
 	var j bot.Job
 	if err := json.Unmarshal(doc, &j); err != nil {
 		return keep, fmt.Errorf("decode job %d: %w", seq, err)
@@ -282,14 +325,19 @@ func sweepJob(ctx context.Context, tx pgx.Tx, seq int64, doc []byte, cutoff time
 	case j.Status == bot.JobRunning || j.FinishedAt == nil || !j.FinishedAt.Before(cutoff):
 		return keep, nil
 	}
-	if _, err := tx.Exec(ctx, "DELETE FROM job_work_items WHERE job_seq = $1", seq); err != nil {
-		return keep, err
-	}
-	_, err := tx.Exec(ctx, "DELETE FROM transcripts WHERE job_id = $1", formatID(prefixJob, seq))
-	return drop, err
+	return drop, nil
 }
 
-func sweepIngress(ctx context.Context, tx pgx.Tx, seq int64, doc []byte, cutoff time.Time) (verdict, error) {
+// removeJob deletes a job's index rows and transcripts.
+func removeJob(ctx context.Context, tx pgx.Tx, seq int64) error {
+	if _, err := tx.Exec(ctx, "DELETE FROM job_work_items WHERE job_seq = $1", seq); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "DELETE FROM transcripts WHERE job_id = $1", formatID(prefixJob, seq))
+	return err
+}
+
+func decideIngress(seq int64, doc []byte, cutoff time.Time) (verdict, error) {
 	var in bot.IngressRecord
 	if err := json.Unmarshal(doc, &in); err != nil {
 		return keep, fmt.Errorf("decode ingress record %d: %w", seq, err)
@@ -297,10 +345,15 @@ func sweepIngress(ctx context.Context, tx pgx.Tx, seq int64, doc []byte, cutoff 
 	if !in.CreatedAt.Before(cutoff) {
 		return stop, nil
 	}
-	return drop, dropEvent(ctx, tx, formatID(prefixIngress, seq))
+	return drop, nil
 }
 
-func sweepOutbox(_ context.Context, _ pgx.Tx, seq int64, doc []byte, cutoff time.Time) (verdict, error) {
+// removeIngress deletes an ingress record's event.
+func removeIngress(ctx context.Context, tx pgx.Tx, seq int64) error {
+	return dropEvent(ctx, tx, formatID(prefixIngress, seq))
+}
+
+func decideOutbox(seq int64, doc []byte, cutoff time.Time) (verdict, error) {
 	var m bot.OutboxMessage
 	if err := json.Unmarshal(doc, &m); err != nil {
 		return keep, fmt.Errorf("decode outbox message %d: %w", seq, err)

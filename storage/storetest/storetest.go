@@ -62,6 +62,7 @@ func Run(t *testing.T, open Opener) {
 		{"Outbox", testOutbox},
 		{"Counts", testCounts},
 		{"Retention", testRetention},
+		{"RetentionRace", testRetentionRace},
 		{"Schedules", testSchedules},
 		{"KeysAndTimes", testKeysAndTimes},
 		{"Ledger", testLedger},
