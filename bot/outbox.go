@@ -134,7 +134,7 @@ func (m *OutboxMessage) Validate() error {
 	case m.Thread.IsZero():
 		return Errorf(EINVALID, "outbox message %q has no thread", m.Key)
 	}
-	if err := storedText("outbox message key", m.Key); err != nil {
+	if err := ValidText("outbox message key", m.Key); err != nil {
 		return err
 	}
 	if err := m.Thread.Validate(); err != nil {

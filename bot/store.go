@@ -70,7 +70,7 @@ func (r *IngestRequest) Validate() error {
 		texts = append(texts, [2]string{"ignore reason", r.Ignore.Code})
 	}
 	for _, t := range texts {
-		if err := storedText(t[0], t[1]); err != nil {
+		if err := ValidText(t[0], t[1]); err != nil {
 			return Errorf(EINVALID, "ingest: %s", ErrorMessage(err))
 		}
 	}

@@ -141,7 +141,7 @@ func validLocal(name string) (Thread, error) {
 // other text, and the stored record's JSON would read back otherwise).
 func (t Thread) Validate() error {
 	key := t.Key()
-	if err := storedText("thread", key); err != nil {
+	if err := ValidText("thread", key); err != nil {
 		return err
 	}
 	th, err := ParseThread(key)
@@ -154,9 +154,11 @@ func (t Thread) Validate() error {
 	return nil
 }
 
-// storedText refuses text a store keys or selects by that is not UTF-8
-// without NUL, naming what it is.
-func storedText(what, s string) error {
+// ValidText refuses text a store keys or selects by (a thread, a delivery
+// id, an outbox key, a schedule's name) that is not UTF-8 without NUL,
+// naming what it is: PostgreSQL keeps no other text, so neither store
+// keeps it, and a lookup by it finds nothing.
+func ValidText(what, s string) error {
 	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
 		return Errorf(EINVALID, "%s %q: want UTF-8 text without NUL", what, s)
 	}

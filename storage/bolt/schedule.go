@@ -31,6 +31,9 @@ func (s *Store) SetLastFired(ctx context.Context, name string, at time.Time) err
 	if name == "" {
 		return bot.Errorf(bot.EINVALID, "schedule without a name")
 	}
+	if err := bot.ValidText("schedule name", name); err != nil {
+		return err
+	}
 	return s.update("record schedule firing", func(t txn) error {
 		return t.bucket(bucketSchedules).Put([]byte(name), timeKey(at))
 	})

@@ -479,6 +479,9 @@ func (s *Store) FindDelivery(ctx context.Context, source, deliveryID string) (bo
 	)
 	for _, src := range sources {
 		key := (&bot.Event{Source: src, DeliveryID: deliveryID}).DedupKey()
+		if !storable(key) {
+			continue
+		}
 		var ref string
 		err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT ref FROM deliveries WHERE key = $1), (SELECT ref FROM dedup WHERE key = $1), '')`, key).Scan(&ref)
 		if err != nil {

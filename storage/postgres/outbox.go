@@ -26,6 +26,9 @@ func scanOutbox(row pgx.Row) (*bot.OutboxMessage, error) {
 }
 
 func getOutbox(ctx context.Context, q querier, key string, lock bool) (*bot.OutboxMessage, error) {
+	if !storable(key) {
+		return nil, bot.Errorf(bot.ENOTFOUND, "outbox message %q not found", key)
+	}
 	m, err := scanOutbox(q.QueryRow(ctx, "SELECT doc FROM outbox WHERE key = $1"+forUpdate(lock), key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, bot.Errorf(bot.ENOTFOUND, "outbox message %q not found", key)
@@ -354,7 +357,7 @@ func (s *Store) ListOutbox(ctx context.Context, thread string) ([]bot.OutboxMess
 		return nil, err
 	}
 	out := []bot.OutboxMessage{}
-	if thread == "" {
+	if thread == "" || !storable(thread) {
 		return out, nil
 	}
 	rows, err := s.pool.Query(ctx, "SELECT doc FROM outbox WHERE thread = $1 ORDER BY seq", thread)

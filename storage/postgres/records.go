@@ -27,6 +27,9 @@ func (s *Store) LastFired(ctx context.Context, name string) (time.Time, bool, er
 	if err := s.open(); err != nil {
 		return time.Time{}, false, err
 	}
+	if !storable(name) {
+		return time.Time{}, false, nil
+	}
 	var n int64
 	err := s.pool.QueryRow(ctx, "SELECT last_fired FROM schedules WHERE name = $1", name).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -45,6 +48,9 @@ func (s *Store) SetLastFired(ctx context.Context, name string, at time.Time) err
 	}
 	if name == "" {
 		return bot.Errorf(bot.EINVALID, "schedule without a name")
+	}
+	if err := bot.ValidText("schedule name", name); err != nil {
+		return err
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO schedules (name, last_fired) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET last_fired = EXCLUDED.last_fired`, name, nanos(at))

@@ -325,6 +325,9 @@ func (s *Store) wrap(op string, err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		if pe.Code == pgBadText {
+			return bot.Errorf(bot.EINVALID, "%s: text that is not UTF-8, or holds NUL, cannot be stored", op)
+		}
 		if pe.Code == "57P01" || strings.HasPrefix(pe.Code, "08") || pe.Code == "53300" {
 			return bot.Errorf(bot.EUNAVAILABLE, "%s: the %s is not available: %s", op, s.where, pe.Message)
 		}
@@ -335,6 +338,14 @@ func (s *Store) wrap(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
+
+// pgBadText is PostgreSQL's error for text that is not UTF-8 or holds NUL
+// (character_not_in_repertoire).
+const pgBadText = "22021"
+
+// storable reports whether PostgreSQL could keep s as text: a lookup by
+// anything else finds nothing, as on bbolt, rather than failing.
+func storable(s string) bool { return bot.ValidText("", s) == nil }
 
 func isNetError(err error) bool {
 	var ne net.Error

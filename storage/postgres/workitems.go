@@ -94,6 +94,9 @@ func (s *Store) ListWorkItems(ctx context.Context, f bot.WorkItemFilter) ([]bot.
 	if keys != nil {
 		before = keys[0]
 	}
+	if !storable(f.Thread) || !storable(f.Conversation) {
+		return []bot.WorkItem{}, "", nil // text no work item can have
+	}
 	limit := bot.ListLimit(f.Limit)
 	var rows pgx.Rows
 	switch {

@@ -16,7 +16,8 @@ import (
 // either store could not keep and read back as it is (not UTF-8, a NUL, a
 // thread whose key does not parse back to it) is refused as invalid before
 // anything is written, by either store; unicode of every width is kept byte
-// for byte; a schedule's time keeps its nanoseconds whatever its zone, and
+// for byte; a lookup by text no store keeps finds nothing, as for text
+// nobody stored; a schedule's time keeps its nanoseconds whatever its zone, and
 // one outside what Unix nanoseconds can say is clamped alike.
 func testKeysAndTimes(t *testing.T, open Opener) {
 	h := newHarness(t, open)
@@ -58,6 +59,26 @@ func testKeysAndTimes(t *testing.T, open Opener) {
 	requireCode(t, bot.EINVALID, err)
 	_, err = h.s.Enqueue(h.ctx, bot.OutboxMessage{Key: "k", Thread: bot.LocalThread("\xff"), Kind: bot.OutboxReply, Text: "x"})
 	requireCode(t, bot.EINVALID, err)
+
+	// A lookup by such text finds nothing, as for text nobody stored; a
+	// schedule cannot be named with it.
+	for _, bad := range []string{"a\x00b", "caf\xe9", "\xff\xfe"} {
+		_, err := h.s.FindDelivery(h.ctx, bot.SourceLocal, bad)
+		requireCode(t, bot.ENOTFOUND, err)
+		_, err = h.s.FindDelivery(h.ctx, "", bad)
+		requireCode(t, bot.ENOTFOUND, err)
+		_, err = h.s.GetOutbox(h.ctx, bad)
+		requireCode(t, bot.ENOTFOUND, err)
+		msgs, err := h.s.ListOutbox(h.ctx, "local:"+bad)
+		require.NoError(t, err)
+		require.Empty(t, msgs)
+		require.Empty(t, h.list(bot.WorkItemFilter{Thread: "local:" + bad}))
+		require.Empty(t, h.list(bot.WorkItemFilter{Conversation: "slack:T1/" + bad}))
+		_, ok, err := h.s.LastFired(h.ctx, bad)
+		require.NoError(t, err)
+		require.False(t, ok)
+		requireCode(t, bot.EINVALID, h.s.SetLastFired(h.ctx, bad, epoch()))
+	}
 
 	// Unicode of every width, and text that looks like SQL, is kept as is.
 	names := []string{"ünïcødé ✓", "日本語のスレッド", "emoji 🎉👩‍💻", "e\u0301 vs \u00e9", "\u2028 \U0010FFFF", "50%_off' OR 1=1 --", strings.Repeat("ß", 100)}
