@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,4 +264,68 @@ func TestCancelMadeOnOneReplicaStopsTheRunOnTheOther(t *testing.T) {
 	require.Equal(t, bot.StatusCancelled, wi.Status)
 	require.Equal(t, "cancelled by admin: not today", wi.Error)
 	require.Empty(t, ran, "not run again")
+}
+
+// A database that goes away (a restart of the server) and comes back: while
+// it is away the replica is not ready and refuses intake rather than
+// acknowledging what it cannot store; once it is back the replica is ready
+// again without a restart of its own, takes new work and runs it, and
+// what it acknowledged before runs once.
+func TestADatabaseThatComesBackIsServedAgain(t *testing.T) {
+	own, err := pgtest.Start()
+	require.NoError(t, err)
+	t.Cleanup(own.Stop)
+	own.Skip(t)
+	dsn := own.Database(t)
+	var (
+		mu   sync.Mutex
+		runs = map[string]int{}
+	)
+	r := start(t, func(o *daemon.Options) {
+		o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+		o.APIToken = "shared-token-0123456789"
+		o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+			return runnerFunc(func(_ context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, wi := range req.WorkItems {
+					runs[wi.ID]++
+				}
+				return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
+			}), nil
+		}
+	})
+	post := func(text string) (int, string) {
+		code, body := r.do(t, "POST", "/api/v1/messages", `{"thread":"room-`+text+`","text":"@coder `+text+`"}`)
+		var res local.MessageResponse
+		if code == 202 {
+			require.NoError(t, json.Unmarshal(body, &res), string(body))
+		}
+		return code, res.WorkItemID
+	}
+	done := func(id string) bool {
+		var wi bot.WorkItem
+		r.json(t, "GET", "/api/v1/workitems/"+id, "", 200, &wi)
+		return wi.Status == bot.StatusDone
+	}
+	code, before := post("before")
+	require.Equal(t, 202, code)
+	require.Eventually(t, func() bool { return done(before) }, 15*time.Second, 10*time.Millisecond)
+
+	own.Down(t)
+	code, body := r.do(t, "GET", "/readyz", "")
+	require.Equal(t, 503, code, string(body))
+	code, _ = post("while-away")
+	require.Equal(t, 503, code, "intake refuses what it cannot store")
+
+	own.Up(t)
+	require.Eventually(t, func() bool { return r.status(t, "GET", "/readyz", "") == 200 }, 30*time.Second, 20*time.Millisecond,
+		"ready again once the database is back")
+	code, after := post("after")
+	require.Equal(t, 202, code)
+	require.Eventually(t, func() bool { return done(after) }, 30*time.Second, 20*time.Millisecond,
+		"new work runs once the database is back")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{before: 1, after: 1}, runs, "each acknowledged work item ran once")
 }

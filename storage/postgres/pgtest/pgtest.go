@@ -45,6 +45,9 @@ type Server struct {
 	prefix   string // of the databases this binary makes
 	skip     string // why there is no server, when there is none
 	stop     func()
+	// down and up stop the server this binary started, as a crash would,
+	// and start it again on the same data; nil for one it did not start.
+	down, up func() error
 
 	mu sync.Mutex // CREATE DATABASE from one template, one at a time
 	n  atomic.Int64
@@ -91,11 +94,11 @@ func start(durable bool) (*Server, error) {
 				" to a server where the user may create databases"
 			return s, nil
 		}
-		admin, stop, err := startServer(bin, durable)
+		srv, err := startServer(bin, durable)
 		if err != nil {
 			return nil, err
 		}
-		s.admin, s.stop = admin, stop
+		s.admin, s.stop, s.down, s.up = srv.admin, srv.stop, srv.down, srv.up
 	}
 	s.template = s.prefix + "_template"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -179,6 +182,28 @@ func (s *Server) Stop() {
 	s.stop()
 }
 
+// Down stops a server the tests started, as a restart of the database
+// takes it away: every connection is cut, and what it acknowledged is kept
+// for Up.
+func (s *Server) Down(t testing.TB) {
+	t.Helper()
+	s.Skip(t)
+	if s.down == nil {
+		t.Skip("PostgreSQL is the server " + EnvDSN + " names: the tests cannot stop it")
+	}
+	if err := s.down(); err != nil {
+		t.Fatalf("pgtest: stop the server: %v", err)
+	}
+}
+
+// Up starts again a server Down stopped, on its data and address.
+func (s *Server) Up(t testing.TB) {
+	t.Helper()
+	if err := s.up(); err != nil {
+		t.Fatalf("pgtest: start the server again: %v", err)
+	}
+}
+
 func (s *Server) exec(ctx context.Context, sql string) error {
 	conn, err := pgx.Connect(ctx, s.admin)
 	if err != nil {
@@ -231,19 +256,27 @@ func findBinaries() (dir, why string) {
 	return "", "no PostgreSQL server programs found (initdb, pg_ctl and postgres on PATH or in /usr/lib/postgresql/<version>/bin)"
 }
 
+// started is a server startServer started: its admin DSN, how to stop it
+// for good, and how to stop it and start it again on its data.
+type started struct {
+	admin    string
+	stop     func()
+	down, up func() error
+}
+
 // startServer initialises a cluster in a temporary directory and starts it
 // on a unix socket there. PostgreSQL refuses to run as root: then the
 // directory belongs to nobody, and the programs run as nobody. The
 // settings trade durability for speed: a test server's data dies with it.
-func startServer(bin string, durable bool) (admin string, stop func(), err error) {
+func startServer(bin string, durable bool) (*started, error) {
 	dir, err := os.MkdirTemp("", "switchyard-pg-")
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	as, err := runAs(dir)
 	if err != nil {
 		os.RemoveAll(dir)
-		return "", nil, err
+		return nil, err
 	}
 	data := filepath.Join(dir, "data")
 	run := func(name string, args ...string) error {
@@ -256,7 +289,7 @@ func startServer(bin string, durable bool) (admin string, stop func(), err error
 	}
 	if err := run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, err
+		return nil, err
 	}
 	const port = "5432"
 	flags := []string{"-k", dir, "-p", port, "-c", "listen_addresses=", "-c", "max_connections=300", "-c", "shared_buffers=64MB"}
@@ -264,16 +297,30 @@ func startServer(bin string, durable bool) (admin string, stop func(), err error
 		flags = append(flags, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
 	opts := strings.Join(flags, " ")
-	if err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("%w\n%s", err, log)
+	up := func() error {
+		if err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "start"); err != nil {
+			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			return fmt.Errorf("%w\n%s", err, log)
+		}
+		return nil
 	}
-	stop = func() {
-		_ = run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+	if err := up(); err != nil {
 		os.RemoveAll(dir)
+		return nil, err
 	}
-	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable", dir, port), stop, nil
+	// A server that is not durable loses the commits it has not written
+	// when it stops at once: down stops it as a restart does, cutting every
+	// connection, with what it acknowledged kept.
+	down := func() error { return run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop") }
+	return &started{
+		admin: fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable", dir, port),
+		stop: func() {
+			_ = run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+			os.RemoveAll(dir)
+		},
+		down: down,
+		up:   up,
+	}, nil
 }
 
 // runAs returns how to run the server programs: as they are, or as nobody
