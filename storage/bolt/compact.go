@@ -30,8 +30,9 @@ type Compacted struct {
 // fails saying so. The original is checked first (bbolt's check and the
 // counters), and a corrupt one is refused rather than copied: bbolt's copy
 // would carry over what it can read and drop or panic on the rest. The copy
-// is made beside the file, checked (the same checks, and the same number of
-// keys in every bucket as the original) and then renamed over it; until then
+// is made beside the file with the file's permissions and owner, checked
+// (the same checks, and the same number of keys in every bucket as the
+// original) and then renamed over it; until then
 // the original is untouched, and on any failure it stays as it was.
 func Compact(ctx context.Context, path string) (Compacted, error) {
 	fi, err := os.Stat(path)
@@ -58,6 +59,16 @@ func Compact(ctx context.Context, path string) (Compacted, error) {
 	if err := unpanic(func() error { return copyCompact(tmp, s.db) }); err != nil {
 		_ = os.Remove(tmp)
 		return out, fmt.Errorf("compact %s: %w", path, err)
+	}
+	// The copy is the file's: its permissions and owner, so a daemon that
+	// runs as another user than the one who compacted opens it as before.
+	if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil {
+		_ = os.Remove(tmp)
+		return out, fmt.Errorf("compact %s: %w", path, err)
+	}
+	if err := keepOwner(tmp, fi); err != nil {
+		_ = os.Remove(tmp)
+		return out, fmt.Errorf("compact %s: give the copy the file's owner: %w", path, err)
 	}
 	if err := unpanic(func() error { return verifyCopy(tmp, s.db) }); err != nil {
 		_ = os.Remove(tmp)

@@ -123,3 +123,34 @@ func TestCompactRefusesACorruptFileAndLeavesIt(t *testing.T) {
 	}
 	require.Positive(t, refused)
 }
+
+// The compacted file keeps the original's permissions and, when root
+// compacts a file another user owns (the daemon's), its owner: the daemon
+// opens it afterwards as before.
+func TestCompactKeepsTheFilesOwnerAndPermissions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	path := s.Path()
+	_, err := s.Ingest(ctx, bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: "1",
+			Thread: bot.LocalThread("t"), Text: "hello", ReceivedAt: time.Now()},
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, os.Chmod(path, 0o640))
+	if os.Geteuid() == 0 {
+		require.NoError(t, os.Chown(path, 65534, 65534)) // nobody
+	}
+	before, err := os.Stat(path)
+	require.NoError(t, err)
+
+	_, err = Compact(ctx, path)
+	require.NoError(t, err)
+	after, err := os.Stat(path)
+	require.NoError(t, err)
+	require.False(t, os.SameFile(before, after), "the file was rewritten")
+	require.Equal(t, os.FileMode(0o640), after.Mode().Perm())
+	require.Equal(t, owner(before), owner(after))
+}
