@@ -292,10 +292,7 @@ func checkPublicURL(u string) string {
 		return why
 	}
 	parsed, _ := url.Parse(u)
-	switch {
-	case parsed.User != nil:
-		return "must not carry a user or password"
-	case parsed.Path != "" && parsed.Path != "/", parsed.RawQuery != "", parsed.Fragment != "":
+	if parsed.Path != "" && parsed.Path != "/" || parsed.RawQuery != "" || parsed.Fragment != "" {
 		return fmt.Sprintf("want scheme and host only, such as https://switchyard.example.com, got %q", parsed.Redacted())
 	}
 	return ""
@@ -423,8 +420,8 @@ func defaultURL(u, def string) string {
 	return u
 }
 
-// checkURL returns why u is not an absolute http(s) URL, or "". A password
-// in the URL is not repeated.
+// checkURL returns why u is not an absolute http(s) URL without a user or
+// password, or "". A password in the URL is not repeated.
 func checkURL(u string) string {
 	parsed, err := url.Parse(u)
 	switch {
@@ -432,6 +429,10 @@ func checkURL(u string) string {
 		return "want an http or https URL, got something unparsable"
 	case parsed.Scheme != "http" && parsed.Scheme != "https" || parsed.Host == "":
 		return fmt.Sprintf("want an http or https URL, got %q", parsed.Redacted())
+	case parsed.User != nil:
+		// It would reach logs and error messages with the URL; the
+		// GitHub client refuses it at start too.
+		return "must not carry a user or password"
 	}
 	return ""
 }
