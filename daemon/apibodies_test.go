@@ -69,6 +69,19 @@ func TestAPIRefusesOversizedBodiesAndFieldsGivenTwiceAtEveryEndpoint(t *testing.
 			require.Regexp(t, `is given twice|duplicate key`, string(body), "a skill is read by the skill reader, which says it its way")
 		})
 	}
+	// A query parameter given twice is refused wherever it is read.
+	for _, q := range []string{
+		"GET /api/v1/workitems?limit=1&limit=1000", "GET /api/v1/workitems?status=done&status=failed", "GET /api/v1/workitems?cursor=a&cursor=b",
+		"GET /api/v1/runs?owner=a&owner=b", "GET /api/v1/ingress?reason=a&reason=b", "GET /api/v1/audit?since=1h&since=1000h",
+		"GET /api/v1/audit?decision=deny&decision=allow", "GET /api/v1/approvals?all=false&all=true", "GET /api/v1/skills?q=a&q=b",
+		"GET /api/v1/skills/effective?repo=a/b&repo=c/d", "POST /api/v1/runs/run_1/await?timeout=1s&timeout=10m",
+		"DELETE /api/v1/workspaces/t?force=false&force=true", "GET /api/v1/workitems?limit=%zz",
+	} {
+		method, path, _ := strings.Cut(q, " ")
+		code, body := r.do(t, method, path, "")
+		require.Equal(t, 400, code, "%s: %s", q, body)
+		require.Regexp(t, `is given 2 times|cannot be read`, string(body), q)
+	}
 	for _, list := range []string{"/api/v1/workitems", "/api/v1/rules/rule_1", "/api/v1/packages/p"} {
 		code, body := r.do(t, "GET", list, "")
 		require.Contains(t, []int{200, 404}, code, "%s", body)

@@ -533,10 +533,11 @@ func (d *Daemon) routes() (http.Handler, error) {
 
 	mux := http.NewServeMux()
 	// Every /api/v1 call is for this daemon (Host), from no other site
-	// (Origin, Sec-Fetch-Site), authenticated (bearer token) and, with a
-	// body, JSON; its answer shows no secret.
+	// (Origin, Sec-Fetch-Site), authenticated (bearer token), with each
+	// query parameter once and, with a body, JSON; its answer shows no
+	// secret.
 	mux.Handle("/api/", httpapi.Guard(d.site.Load, httpapi.Authenticate(d.tokens,
-		httpapi.RequireJSON(httpapi.Redact(d.redactor, api)))))
+		httpapi.StrictQuery(httpapi.RequireJSON(httpapi.Redact(d.redactor, api))))))
 	// The admin UI is for this daemon and from no other site too; it
 	// signs people in itself (sessions, CSRF) and masks every page.
 	mux.Handle("/admin/", httpapi.Guard(d.site.Load, pages.Handler()))

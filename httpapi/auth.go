@@ -100,6 +100,28 @@ func Authenticate(tokens []Token, next http.Handler) http.Handler {
 	})
 }
 
+// StrictQuery wraps next so that a query string names each parameter once
+// and is well formed: ?force=false&force=true, or a pair that does not
+// decode (%zz), is answered 400, rather than read as whichever value the
+// handler takes first, which need not be the one a proxy, a log or a
+// person reading the address takes.
+func StrictQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			Error(w, r, nil, bot.Errorf(bot.EINVALID, "the query string cannot be read: %v", err))
+			return
+		}
+		for name, values := range q {
+			if len(values) > 1 {
+				Error(w, r, nil, bot.Errorf(bot.EINVALID, "query parameter %q is given %d times: give it once", name, len(values)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // CodeUnsupportedMediaType is the code of a 415 answer.
 const CodeUnsupportedMediaType = "unsupported_media_type"
 

@@ -200,6 +200,38 @@ func TestRequireJSON(t *testing.T) {
 	}
 }
 
+func TestStrictQuery(t *testing.T) {
+	for _, tc := range []struct {
+		query  string
+		status int
+		msg    string
+	}{
+		{"", 204, ""},
+		{"limit=10&cursor=abc", 204, ""},
+		{"force=true", 204, ""},
+		{"thread=a%20b&status=done", 204, ""},
+		{"force=false&force=true", 400, `query parameter "force" is given 2 times: give it once`},
+		{"limit=1&limit=1000000&limit=5", 400, `query parameter "limit" is given 3 times`},
+		{"status=done&status=", 400, `query parameter "status" is given 2 times`},
+		{"cursor=%zz", 400, "the query string cannot be read"},
+		{"a=1;b=2", 400, "the query string cannot be read"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "/api/v1/workitems?"+tc.query, nil)
+			rec := httptest.NewRecorder()
+			httpapi.StrictQuery(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusNoContent)
+			})).ServeHTTP(rec, req)
+			require.Equal(t, tc.status, rec.Code, rec.Body.String())
+			if tc.msg != "" {
+				body := errorBody(t, rec)
+				require.Equal(t, bot.EINVALID, body.Code)
+				require.Contains(t, body.Error, tc.msg)
+			}
+		})
+	}
+}
+
 func TestGuard(t *testing.T) {
 	loopback, err := httpapi.NewSite("127.0.0.1:8080", "")
 	require.NoError(t, err)
