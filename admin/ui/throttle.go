@@ -54,6 +54,9 @@ func newSignInGuard(now func() time.Time) *signInGuard {
 	return &signInGuard{now: now, checks: make(chan struct{}, maxChecks), failures: map[string]*failureCount{}}
 }
 
+// addrKey starts the key of a client address.
+const addrKey = "addr "
+
 // signInKeys are what a sign-in's failures count against: its client's
 // address (an IPv6 address by its /64, which one client commonly holds
 // whole, so that it cannot take a fresh address for each guess), and the
@@ -67,7 +70,7 @@ func signInKeys(r *http.Request, name string) []string {
 	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().Is6() {
 		host = netip.PrefixFrom(ip, 64).Masked().String()
 	}
-	keys := []string{"addr " + host}
+	keys := []string{addrKey + host}
 	if name = strings.ToLower(strings.TrimSpace(name)); name != "" {
 		sum := sha256.Sum256([]byte(name))
 		keys = append(keys, "name "+hex.EncodeToString(sum[:]))
@@ -77,8 +80,8 @@ func signInKeys(r *http.Request, name string) []string {
 
 // admit decides whether a sign-in for keys may be checked now: wait is
 // how long it must still wait (0: it may), and when it may, the attempt
-// is counted against keys at once, as a failure until succeeded forgets
-// it. Counting it before it is checked, in the one step that looked at
+// is counted against keys at once, as a failure until succeeded takes it
+// back. Counting it before it is checked, in the one step that looked at
 // the counts, is what holds sign-ins sent all at once to the same
 // allowance as sign-ins sent one after another: none of them is checked
 // on a count that the others have not added to yet. slowed reports that
@@ -145,13 +148,23 @@ func backoff(n int) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// succeeded forgets the failures of keys, the attempt admit counted
-// among them.
+// succeeded takes back the attempt admit counted for a sign-in that
+// succeeded, and forgets the failures of the name it proved. The
+// address's other failures stand: someone holding a credential of their
+// own could otherwise sign in with it between guesses and guess at other
+// names or tokens without ever waiting.
 func (g *signInGuard) succeeded(keys []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, k := range keys {
-		delete(g.failures, k)
+		f := g.failures[k]
+		switch {
+		case f == nil:
+		case strings.HasPrefix(k, addrKey) && f.n > 1:
+			f.n--
+		default:
+			delete(g.failures, k)
+		}
 	}
 }
 

@@ -118,12 +118,15 @@ func TestSignInSlowsDownGuessing(t *testing.T) {
 			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 			require.Equal(t, "2", resp.Header.Get("Retry-After"))
 
-			// Once the wait is over the right credentials sign in, and
-			// that forgets the failures.
+			// Once the wait is over the right credentials sign in. That
+			// forgets the name's failures but not the address's: from a
+			// third address the name is counted from zero, from this one
+			// the next failure waits as before.
 			c.advance(2 * time.Second)
 			require.Equal(t, http.StatusSeeOther, attempt(t, u, home, tc.right).StatusCode)
+			require.Equal(t, http.StatusTooManyRequests, attempt(t, u, home, tc.wrong(100)).StatusCode, "the address still waits")
 			for i := range freeFailures - 1 {
-				require.Equal(t, http.StatusUnauthorized, attempt(t, u, home, tc.wrong(i)).StatusCode, "counted from zero again")
+				require.Equal(t, http.StatusUnauthorized, attempt(t, u, "203.0.113.9:1", tc.wrong(i)).StatusCode, "counted from zero again")
 			}
 		})
 	}
@@ -295,4 +298,35 @@ func TestSignInGuessesFromOneIPv6NetworkWaitTogether(t *testing.T) {
 	}
 	require.Equal(t, http.StatusTooManyRequests, attempt(t, u, "[2001:db8::beef]:1", token(testToken)).StatusCode)
 	require.Equal(t, http.StatusSeeOther, attempt(t, u, "[2001:db8:0:1::1]:1", token(testToken)).StatusCode, "another network is not held back")
+}
+
+// Someone with a credential of their own cannot sign in with it between
+// guesses to start their address's count again: a success forgets the
+// failures of the name it proved, not the guesses at other names and
+// tokens.
+func TestSignInBetweenGuessesDoesNotForgetThem(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		guess func(i int) url.Values
+		own   url.Values
+	}{
+		{"tokens", func(i int) url.Values { return token("guess-" + strconv.Itoa(i)) }, token(testToken)},
+		{"other names' passwords", func(i int) url.Values { return password("user"+strconv.Itoa(i), "x") }, password("bea", "right horse")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{now: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
+			u := passwordUI(t, c.Now)
+			const addr = "192.0.2.1:5000"
+			checked := 0
+			for i := range 4 * freeFailures {
+				if attempt(t, u, addr, tc.guess(i)).StatusCode == http.StatusUnauthorized {
+					checked++
+				}
+				own := attempt(t, u, addr, tc.own).StatusCode
+				require.Contains(t, []int{http.StatusSeeOther, http.StatusTooManyRequests}, own, "one's own sign-in, between guesses %d and %d, goes in or waits with the address", i, i+1)
+				c.advance(time.Second)
+			}
+			require.Less(t, checked, 2*freeFailures, "guesses between sign-ins are counted and wait")
+		})
+	}
 }
