@@ -575,6 +575,10 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev := req.Event
+	if err := ev.CheckDescribed(); err != nil {
+		httpapi.Error(w, r, a.logger, err)
+		return
+	}
 	d, err := a.opts.Intake.Decide(r.Context(), &ev)
 	if err != nil {
 		httpapi.Error(w, r, a.logger, explainError(err))

@@ -361,6 +361,11 @@ func TestExplainRefusesBadBodies(t *testing.T) {
 		{"bad thread", `{"text":"hi","thread":"github:acme"}`, http.StatusBadRequest, []string{`thread "github:acme"`}},
 		{"two objects", `{"text":"a"}{"text":"b"}`, http.StatusBadRequest, []string{"after the object"}},
 		{"too large", `{"text":"` + strings.Repeat("x", httpapi.MaxBody) + `"}`, http.StatusRequestEntityTooLarge, nil},
+		{"unknown source", `{"source":"nope","text":"hi"}`, http.StatusBadRequest, []string{`source: unknown source "nope"`}},
+		{"kind of another source", `{"source":"github","kind":"slack.app_mention","text":"hi"}`, http.StatusBadRequest,
+			[]string{`kind: "slack.app_mention" is not an event of github`}},
+		{"negative number", `{"source":"github","repo":"acme/api","number":-3}`, http.StatusBadRequest, []string{"number: want a positive"}},
+		{"repository without owner", `{"source":"github","repo":"api"}`, http.StatusBadRequest, []string{`repo: want owner/name, such as acme/api, got "api"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package bot
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -181,6 +183,38 @@ func isCommandName(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckDescribed says what is wrong with an event a person described to
+// have it explained (explain, POST /api/v1/explain) rather than one a
+// source received: a source none knows, a kind of another source, a
+// negative number, a repository that is not owner/name. Each problem is a
+// *FieldError named by the event's JSON field; an empty source is left to
+// the intake.
+func (e *Event) CheckDescribed() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	switch e.Source {
+	case "":
+	case SourceLocal, SourceGitHub, SourceSlack, SourceSchedule:
+		if e.Kind != "" && !strings.HasPrefix(e.Kind, e.Source+".") {
+			fail("kind", "%q is not an event of %s: want %s.…, such as %s", e.Kind, e.Source, e.Source, DefaultKind(e.Source))
+		}
+	default:
+		fail("source", "unknown source %q: want local, github, slack or schedule", e.Source)
+	}
+	if e.Number < 0 {
+		fail("number", "want a positive issue or pull request number, got %d", e.Number)
+	}
+	if e.Repo != "" {
+		owner, name, ok := strings.Cut(e.Repo, "/")
+		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+			fail("repo", "want owner/name, such as acme/api, got %q", e.Repo)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultKind is the kind an event of source has when a person describing

@@ -87,6 +87,13 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		{[]string{"ingress", "--limit", "many"}, `invalid argument "many" for "--limit" flag: want a number from 1 to 1000`},
 		{[]string{"runs", "list", "--limit", "0"}, `invalid argument "0" for "--limit" flag: want a number from 1 to 1000`},
 		{[]string{"audit", "--limit", "10001"}, `invalid argument "10001" for "--limit" flag: want a number from 1 to 10000`},
+		{[]string{"explain", "--source", "nope", "--text", "hi"}, `--source: unknown source "nope": want local, github, slack or schedule`},
+		{[]string{"explain", "--source", "github", "--kind", "local.message"}, `--kind: "local.message" is not an event of github: want github.…, such as github.issue_comment.created`},
+		{[]string{"explain", "--kind", "slack.app_mention", "--text", "@coder"}, `--kind: "slack.app_mention" is not an event of local`},
+		{[]string{"explain", "--source", "github", "--repo", "acme/api", "--number", "-5"}, "--number: want a positive issue or pull request number, got -5"},
+		{[]string{"explain", "--source", "github", "--repo", "api"}, `--repo: want owner/name, such as acme/api, got "api"`},
+		{[]string{"explain", "--source", "github", "--repo", "acme/api", "--permission", "god", "--text", "@coder"}, `--permission "god": want read, triage, write, maintain or admin`},
+		{[]string{"explain", "--daemon", "--source", "nope"}, `--source: unknown source "nope"`},
 	} {
 		r := run(t, t.TempDir(), env, tc.args...)
 		cmd := strings.Join(tc.args, " ")
@@ -100,5 +107,15 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		r := run(t, t.TempDir(), env, args...)
 		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
 		require.Contains(t, r.stdout, "Usage:", "%v", args)
+	}
+}
+
+// A permission given to explain counts as GitHub spells it, whatever its
+// case.
+func TestExplainTakesAPermissionInAnyCase(t *testing.T) {
+	for _, p := range []string{"write", "Write", " WRITE "} {
+		r := run(t, t.TempDir(), hermeticEnv(), "explain", "--source", "github", "--repo", "acme/api", "--actor", "ana", "--permission", p, "--text", "@coder look")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, "(requested by @ana, write access)", p)
 	}
 }

@@ -81,6 +81,9 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 			if source == bot.SourceLocal && actor == "" {
 				ev.Requester.ID = "local" // what the console records for a message without a user
 			}
+			if err := explainFlags(ev, permission); err != nil {
+				return withCode(exitUsage, err)
+			}
 			if owner, name, ok := strings.Cut(repo, "/"); ok {
 				ev.Org = owner
 				if number > 0 {
@@ -142,6 +145,31 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 	cmd.MarkFlagsMutuallyExclusive("daemon", "work-item")
 	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs","rights"}, or {"then","now","differs",…} for a stored event`)
 	return cmd
+}
+
+// explainFlags says what is wrong with the event the flags describe, each
+// problem naming its flag, and gives the requester the permission as
+// GitHub spells it.
+func explainFlags(ev *bot.Event, permission string) error {
+	var errs, problems []error
+	if j, ok := ev.CheckDescribed().(interface{ Unwrap() []error }); ok {
+		problems = j.Unwrap()
+	}
+	for _, e := range problems {
+		var fe *bot.FieldError
+		if errors.As(e, &fe) {
+			e = fmt.Errorf("--%s: %s", fe.Field, fe.Msg)
+		}
+		errs = append(errs, e)
+	}
+	if permission != "" {
+		p, err := github.ParsePermission(permission)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s", bot.ErrorMessage(err)))
+		}
+		ev.Requester.Permission = string(p)
+	}
+	return errors.Join(errs...)
 }
 
 // printReplay shows what was decided for a stored event then and now.
