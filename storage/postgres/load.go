@@ -115,7 +115,15 @@ type loader struct {
 	last  map[dump.Series]int64
 }
 
+// Exec queues a statement, refusing at once text PostgreSQL cannot keep (a
+// key an older bbolt store took: not UTF-8, or with NUL), so the load
+// fails naming it rather than with the batch's error about some row.
 func (l *loader) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	for _, a := range args {
+		if text, ok := a.(string); ok && !storable(text) {
+			return pgconn.CommandTag{}, bot.Errorf(bot.EINVALID, "%q is not UTF-8 text without NUL, which PostgreSQL cannot keep", text)
+		}
+	}
 	l.batch.Queue(sql, args...)
 	return pgconn.CommandTag{}, nil
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -249,4 +250,29 @@ func TestLoadThatFailsKeepsNothing(t *testing.T) {
 	_, err = s.GetWorkItem(ctx, "wi_1")
 	require.Equal(t, bot.ENOTFOUND, bot.ErrorCode(err))
 	require.NoError(t, s.Load(ctx, func(fn func(dump.Record) error) error { return fn(item) }), "the database is still empty")
+}
+
+// A load of a record with text PostgreSQL cannot keep (a schedule an older
+// bbolt store took with a name that is not UTF-8) fails naming the record
+// and the text, and keeps nothing.
+func TestLoadRefusesTextPostgresCannotKeep(t *testing.T) {
+	pg.Skip(t)
+	ctx := t.Context()
+	s, err := postgres.Open(ctx, pg.Database(t), postgres.Options{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
+	for _, name := range []string{"nightly\xff", "night\x00ly"} {
+		err = s.Load(ctx, func(fn func(dump.Record) error) error {
+			if err := fn(dump.Record{Schedule: &dump.Schedule{Name: "fine", Last: now}}); err != nil {
+				return err
+			}
+			return fn(dump.Record{Schedule: &dump.Schedule{Name: name, Last: now}})
+		})
+		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), "%v", err)
+		require.ErrorContains(t, err, fmt.Sprintf("schedule firings: %q is not UTF-8 text without NUL", name))
+		_, ok, err := s.LastFired(ctx, "fine")
+		require.NoError(t, err)
+		require.False(t, ok, "nothing is kept")
+	}
 }
