@@ -273,13 +273,13 @@ func (d *Decoder) Parse(data []byte) *yaml.Node {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty document
 		}
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			d.syntaxError(err)
+			d.syntaxError(err, data)
 			return nil
 		}
 		d.failNode(extra.Line, "", "a file holds one YAML document; found another")
@@ -297,7 +297,12 @@ func (d *Decoder) Parse(data []byte) *yaml.Node {
 
 // syntaxError turns "yaml: line 3: did not find expected key" into a
 // positioned Error.
-func (d *Decoder) syntaxError(err error) {
+//
+// yaml.v3 leaves the line out of a problem on the first line (its lines
+// count from 0 and 0 is not printed), and out of a problem with the bytes
+// themselves (a control character, bad UTF-8), which is placed at the line
+// of the first such byte.
+func (d *Decoder) syntaxError(err error, data []byte) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		num, why, ok := strings.Cut(rest, ": ")
@@ -306,7 +311,24 @@ func (d *Decoder) syntaxError(err error) {
 			return
 		}
 	}
-	d.Fail(0, "", "%s", msg)
+	d.failNode(1+bytes.Count(data[:unreadable(data)], []byte("\n")), "", "%s", msg)
+}
+
+// unreadable returns the offset of the first character YAML does not
+// allow in a document (a control character other than tab, line feed and
+// carriage return, or bytes that are not UTF-8), or 0 when there is none.
+func unreadable(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1,
+			r < 0x20 && r != '\t' && r != '\n' && r != '\r',
+			r == 0x7f, r >= 0x80 && r < 0xa0 && r != 0x85, r == 0xfffe, r == 0xffff:
+			return i
+		}
+		i += size
+	}
+	return 0
 }
 
 // Value decodes n into v, a pointer, at path ("" for the document's root).
