@@ -29,16 +29,18 @@ func finished(t *testing.T, dir string, env []string, thread string) (status, re
 	t.Helper()
 	require.Eventually(t, func() bool {
 		r := run(t, dir, env, "thread", thread, "--json")
-		var msgs []struct{ Kind, Text string }
+		var msgs []struct{ ID, Kind, Text string }
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &msgs) != nil {
 			return false
 		}
 		status, reply = "", ""
 		for _, m := range msgs {
-			switch m.Kind {
-			case "status":
+			switch {
+			case m.Kind == "status":
 				status = m.Text
-			case "reply":
+			case m.Kind == "reply" && strings.HasSuffix(m.ID, "/reply"):
+				// A work item's reply; an approval's prompt is a reply
+				// of its own, and may come last.
 				reply = m.Text
 			}
 		}
