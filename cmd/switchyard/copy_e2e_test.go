@@ -111,20 +111,17 @@ func TestStorageCopyBoltToPostgres(t *testing.T) {
 		}
 		r := run(t, dir, env, args...)
 		require.Equal(t, 0, r.code, r.stderr)
-		var page struct {
-			Items []struct{ ID string }
-			Next  string
-		}
+		var page []struct{ ID string }
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &page))
-		for _, wi := range page.Items {
+		for _, wi := range page {
 			require.False(t, seen[wi.ID], "%s listed twice", wi.ID)
 			seen[wi.ID] = true
 		}
-		if page.Next == "" {
-			break
+		if r.stderr == "" {
+			break // no next page named
 		}
 		require.Less(t, pages, copyItems/1000, "more pages than work items")
-		cursor = page.Next
+		cursor = nextCursor(t, r.stderr)
 	}
 	require.Len(t, seen, copyItems)
 	for i := 1; i <= copyItems; i++ {

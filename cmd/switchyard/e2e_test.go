@@ -198,10 +198,10 @@ func TestTourFromAFreshDirectory(t *testing.T) {
 
 	r = run(t, dir, p.env(), "workitems", "list", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var list struct{ Items []map[string]any }
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
-	require.Len(t, list.Items, 2)
-	require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keysOf(list.Items[0]))
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list), "a JSON array")
+	require.Len(t, list, 2)
+	require.ElementsMatch(t, []string{"id", "thread", "status", "route", "parent_work_item_id", "created_at"}, keysOf(list[0]))
 
 	r = run(t, dir, p.env(), "workitems", "show", "wi_1")
 	require.Equal(t, 0, r.code, r.stderr)

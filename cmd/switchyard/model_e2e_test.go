@@ -293,8 +293,8 @@ func TestApprovalInTheLocalConsole(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		r := run(t, dir, p.env(), "workitems", "list", "--thread", "ap", "--json")
-		var list struct{ Items []struct{ Status string } }
-		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Items) == 1 && list.Items[0].Status == "done"
+		var list []struct{ Status string }
+		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list) == 1 && list[0].Status == "done"
 	}, 15*time.Second, 100*time.Millisecond)
 	matches, err := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
 	require.NoError(t, err)

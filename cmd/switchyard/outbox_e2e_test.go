@@ -164,11 +164,11 @@ slack:
 	settled := func() bool {
 		r := run(t, dir, p.env(), "workitems", "list", "--json")
 		last = r
-		var page struct{ Items []item }
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &page) != nil || len(page.Items) != rounds {
+		var page []item
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &page) != nil || len(page) != rounds {
 			return false
 		}
-		items = page.Items
+		items = page
 		for _, wi := range items {
 			if wi.Status != "done" && wi.Status != "failed" {
 				return false

@@ -141,9 +141,9 @@ func TestPipingAnApprovalIntoAShellAsksFirst(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Eventually(t, func() bool {
 		r := run(t, dir, p.env(), "workitems", "list", "--thread", "ship", "--json")
-		var list struct{ Items []struct{ Status string } }
-		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Items) == 1 &&
-			list.Items[0].Status != "running" && list.Items[0].Status != "pending"
+		var list []struct{ Status string }
+		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list) == 1 &&
+			list[0].Status != "running" && list[0].Status != "pending"
 	}, 20*time.Second, 100*time.Millisecond)
 	_, err = os.Stat(filepath.Join(ws, "ran"))
 	require.True(t, os.IsNotExist(err), "a denied call never runs")

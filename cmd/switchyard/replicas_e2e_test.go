@@ -495,8 +495,8 @@ profiles:
 	// work item finishes, with one approval asked for.
 	require.Eventually(t, func() bool {
 		r := run(t, dirA, env(a, admin), "workitems", "list", "--thread", "ship", "--json")
-		var list struct{ Items []struct{ Status string } }
-		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list.Items) == 1 && list.Items[0].Status == "done"
+		var list []struct{ Status string }
+		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list) == 1 && list[0].Status == "done"
 	}, 30*time.Second, 100*time.Millisecond)
 	_, err = os.Stat(filepath.Join(ws, "ran"))
 	require.NoError(t, err, "the approved command ran on the replica that asked")

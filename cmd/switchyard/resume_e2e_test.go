@@ -128,19 +128,17 @@ func TestKill9MidTreeResumesTheParentFromItsLastTurn(t *testing.T) {
 	require.Equal(t, 1, ran(), "the command ran before the kill")
 
 	p2 := serve(t, dir, addr)
-	var items struct {
-		Items []struct {
-			ID       string `json:"id"`
-			Status   string `json:"status"`
-			ParentID string `json:"parent_work_item_id"`
-		}
+	var items []struct {
+		ID       string `json:"id"`
+		Status   string `json:"status"`
+		ParentID string `json:"parent_work_item_id"`
 	}
 	require.Eventually(t, func() bool {
 		r := run(t, dir, p2.env(), "workitems", "list", "--thread", "kill", "--json")
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &items) != nil {
 			return false
 		}
-		for _, wi := range items.Items {
+		for _, wi := range items {
 			if wi.ParentID == "" {
 				return wi.Status == "done"
 			}

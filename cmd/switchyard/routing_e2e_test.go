@@ -180,19 +180,22 @@ func TestListsPageWithACursor(t *testing.T) {
 	}
 	require.Equal(t, []string{"wi_5", "wi_4", "wi_3", "wi_2", "wi_1"}, seen)
 
+	// --json prints a JSON array; the next page's command is on stderr.
 	r := run(t, dir, p.env(), "workitems", "list", "--limit", "3", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var first struct {
-		Items []struct{ ID string }
-		Next  string
-	}
+	var first []struct{ ID string }
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &first))
-	require.Len(t, first.Items, 3)
-	require.NotEmpty(t, first.Next)
-	r = run(t, dir, p.env(), "workitems", "list", "--limit", "3", "--json", "--cursor", first.Next)
+	require.Len(t, first, 3)
+	cursor := nextCursor(t, r.stderr)
+	r = run(t, dir, p.env(), "workitems", "list", "--limit", "3", "--json", "--cursor", cursor)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, `"wi_2"`)
-	require.NotContains(t, r.stdout, `"next"`, "the last page has no cursor")
+	var last []struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &last))
+	require.Equal(t, []struct{ ID string }{{"wi_2"}, {"wi_1"}}, last)
+	require.Empty(t, r.stderr, "the last page has no cursor")
+	r = run(t, dir, p.env(), "workitems", "list", "--thread", "nowhere", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, "[]", r.stdout, "an empty list is an empty array")
 
 	r = run(t, dir, p.env(), "workitems", "list", "--cursor", "garbage")
 	require.NotEqual(t, 0, r.code)
@@ -203,4 +206,16 @@ func TestListsPageWithACursor(t *testing.T) {
 	require.Equal(t, "ID  TIME  KIND  DELIVERY  ACTOR  REASON  DETAIL\n", r.stdout, "console messages always make work items")
 	r = run(t, dir, p.env(), "audit", "--limit", "1")
 	require.Equal(t, 0, r.code, r.stderr)
+}
+
+// nextCursor is the cursor of the next page a listing's stderr names
+// ("More: switchyard … --cursor C").
+func nextCursor(t *testing.T, stderr string) string {
+	t.Helper()
+	more, ok := strings.CutPrefix(strings.TrimSpace(stderr), "More: ")
+	require.True(t, ok, "no next page named: %q", stderr)
+	f := strings.Fields(more)
+	require.GreaterOrEqual(t, len(f), 2)
+	require.Equal(t, "--cursor", f[len(f)-2], more)
+	return f[len(f)-1]
 }

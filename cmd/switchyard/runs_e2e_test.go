@@ -39,15 +39,13 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 	r = run(t, dir, p.env(), "workitems", "list", "--thread", "rt", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var items struct {
-		Items []struct {
-			ID       string `json:"id"`
-			ParentID string `json:"parent_work_item_id"`
-		}
+	var items []struct {
+		ID       string `json:"id"`
+		ParentID string `json:"parent_work_item_id"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items))
 	var roots []string
-	for _, wi := range items.Items {
+	for _, wi := range items {
 		if wi.ParentID == "" {
 			roots = append(roots, wi.ID)
 		}

@@ -44,7 +44,17 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return printJSON(out, p)
+				// A JSON array, as scripts have read it from the start;
+				// the next page's command goes to stderr, as a table's.
+				items := p.Items
+				if items == nil {
+					items = []admin.WorkItemSummary{}
+				}
+				if err := printJSON(out, items); err != nil {
+					return err
+				}
+				printNext(cmd.ErrOrStderr(), cmd, p.Next)
+				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTHREAD\tSTATUS\tAGENT\tREASON\tCREATED")
@@ -63,7 +73,7 @@ func newWorkItemsCmd(cl *clientFlags) *cobra.Command {
 	list.Flags().StringVar(&status, "status", "", "only this status: queued, running, done, failed, cancelled")
 	list.Flags().StringVar(&job, "job", "", "only the work items this job ran (a job's status message names it)")
 	addPagingFlags(list, &limit, &cursor, 1000)
-	list.Flags().BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
+	list.Flags().BoolVar(&asJSON, "json", false, `print a JSON array of {"id","thread","status","route","parent_work_item_id","created_at"}; the next page's command goes to stderr`)
 
 	var showJSON bool
 	show := &cobra.Command{
