@@ -46,6 +46,15 @@ func opener(t *testing.T) func(t *testing.T, dir string) *postgres.Store {
 	}
 }
 
+// emptyStore is a store on a database of its own, for a load to fill.
+func emptyStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), pg.Database(t), postgres.Options{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 func TestConformance(t *testing.T) {
 	pg.Skip(t)
 	open := opener(t)
@@ -187,12 +196,10 @@ func TestCopyFromBolt(t *testing.T) {
 func TestLoadGoesOnAfterTheSourcesSequences(t *testing.T) {
 	pg.Skip(t)
 	ctx := t.Context()
-	s, err := postgres.Open(ctx, pg.Database(t), postgres.Options{MaxConns: 2})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := emptyStore(t)
 	th := bot.LocalThread("seq")
 	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
-	err = s.Load(ctx, func(fn func(dump.Record) error) error {
+	err := s.Load(ctx, func(fn func(dump.Record) error) error {
 		for _, r := range []dump.Record{
 			// Retention removed wi_6 to wi_100 and their events.
 			{Sequence: &dump.Sequence{Series: dump.SeriesWorkItems, Last: 100}},
@@ -232,14 +239,12 @@ func TestLoadGoesOnAfterTheSourcesSequences(t *testing.T) {
 func TestLoadThatFailsKeepsNothing(t *testing.T) {
 	pg.Skip(t)
 	ctx := t.Context()
-	s, err := postgres.Open(ctx, pg.Database(t), postgres.Options{MaxConns: 2})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := emptyStore(t)
 	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
 	item := dump.Record{WorkItem: &dump.WorkItem{WorkItem: bot.WorkItem{ID: "wi_1", Thread: bot.LocalThread("x"), Status: bot.StatusDone,
 		Route: bot.Route{Agent: "coder", Kind: bot.RouteMention}, CreatedAt: now, UpdatedAt: now}}}
 	broken := errors.New("read the source: the disk is gone")
-	err = s.Load(ctx, func(fn func(dump.Record) error) error {
+	err := s.Load(ctx, func(fn func(dump.Record) error) error {
 		if err := fn(item); err != nil {
 			return err
 		}
@@ -258,12 +263,10 @@ func TestLoadThatFailsKeepsNothing(t *testing.T) {
 func TestLoadRefusesTextPostgresCannotKeep(t *testing.T) {
 	pg.Skip(t)
 	ctx := t.Context()
-	s, err := postgres.Open(ctx, pg.Database(t), postgres.Options{MaxConns: 2})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := emptyStore(t)
 	now := time.Date(2025, 3, 4, 10, 0, 0, 0, time.UTC)
 	for _, name := range []string{"nightly\xff", "night\x00ly"} {
-		err = s.Load(ctx, func(fn func(dump.Record) error) error {
+		err := s.Load(ctx, func(fn func(dump.Record) error) error {
 			if err := fn(dump.Record{Schedule: &dump.Schedule{Name: "fine", Last: now}}); err != nil {
 				return err
 			}
