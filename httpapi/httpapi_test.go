@@ -118,6 +118,7 @@ func TestAuthenticate(t *testing.T) {
 		{"wrong token", "Bearer nope", ""},
 		{"token is a prefix of the header", "Bearer " + ana + "x", ""},
 		{"header is a prefix of the token", "Bearer " + ana[:len(ana)-1], ""},
+		{"same length, last byte other", "Bearer " + ana[:len(ana)-1] + "X", ""},
 		{"trailing space", "Bearer " + ana + " ", ""},
 		{"no scheme", ana, ""},
 		{"other scheme", "Basic " + ana, ""},
