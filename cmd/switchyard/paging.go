@@ -70,12 +70,19 @@ func printNext(w io.Writer, cmd *cobra.Command, next string) {
 			return
 		}
 		if f.Value.Type() == "bool" {
-			args = append(args, "--"+f.Name)
+			// --json=false given says so again, rather than --json.
+			if f.Value.String() == "true" {
+				args = append(args, "--"+f.Name)
+			} else {
+				args = append(args, "--"+f.Name+"="+shellWord(f.Value.String()))
+			}
 			return
 		}
 		args = append(args, "--"+f.Name, shellWord(f.Value.String()))
 	})
-	args = append(args, "--cursor", next)
+	// The cursor is the server's, quoted like any value, so the line
+	// works pasted into a shell whatever the cursor holds.
+	args = append(args, "--cursor", shellWord(next))
 	fmt.Fprintf(w, "More: %s\n", strings.Join(args, " "))
 }
 
