@@ -220,6 +220,14 @@ func (run *Run) write(ctx context.Context) {
 			case <-pace.C:
 			}
 		}
+		// The write reads the state as it is now: events that came while
+		// the pace was waited out are in it, and their signal is spent.
+		select {
+		case <-run.stop:
+			return // the run's end writes the final status
+		case <-run.changed:
+		default:
+		}
 		last = time.Now()
 		msg := run.status("running")
 		if _, err := run.r.opts.Outbox.Enqueue(ctx, msg); err != nil {

@@ -296,3 +296,58 @@ func TestARunCancelledWhileWaitingForAPersonEndsCancelled(t *testing.T) {
 		require.True(t, strings.HasPrefix(statusText(t, store, key), want), statusText(t, store, key))
 	}
 }
+
+// activityOutbox is a store's outbox that tells the test of each running
+// status enqueued, with the activity it said.
+type activityOutbox struct {
+	bot.Outboxer
+	wrote chan string
+}
+
+func (o *activityOutbox) Enqueue(ctx context.Context, msg bot.OutboxMessage) (bot.OutboxMessage, error) {
+	m, err := o.Outboxer.Enqueue(ctx, msg)
+	if msg.Kind == bot.OutboxStatus && msg.Status.State == "running" {
+		o.wrote <- msg.Status.Activity
+	}
+	return m, err
+}
+
+// TestABurstOfProgressIsOneWrite reports a burst of progress events while
+// the writer waits out the edit pace, then nothing: the burst is one
+// write, of its last event, and no second write says the same again.
+func TestABurstOfProgressIsOneWrite(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	for round := range 5 {
+		job, items := claimedJob(t, store, fmt.Sprintf("burst-once-%d", round))
+		const every = 30 * time.Millisecond
+		out := &activityOutbox{Outboxer: store, wrote: make(chan string, 1<<10)}
+		rep := bot.NewReporter(bot.ReporterOptions{Outbox: out, Refresh: time.Hour, MinInterval: every})
+		run := rep.Start(ctx, job, items)
+		require.Equal(t, "starting", <-out.wrote, "the first status is written at the start")
+		const n = 100
+		for i := range n {
+			if i == 1 {
+				// The first event woke the writer, which waits out the
+				// pace; the rest come while it waits.
+				time.Sleep(every / 2)
+			}
+			run.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Text: fmt.Sprintf("step %d", i)})
+		}
+		last := fmt.Sprintf("step %d", n-1)
+		var writes []string
+		for len(writes) == 0 || writes[len(writes)-1] != last {
+			writes = append(writes, <-out.wrote)
+		}
+		// Were a write due still, it would come within a few paces.
+		time.Sleep(5 * every)
+		run.Close()
+		close(out.wrote)
+		for a := range out.wrote {
+			writes = append(writes, a)
+		}
+		for i := 1; i < len(writes); i++ {
+			require.NotEqual(t, writes[i-1], writes[i], "round %d: the same running status was written twice: %q", round, writes)
+		}
+	}
+}
