@@ -102,6 +102,17 @@ func spawnOnce() *brain {
 	})
 }
 
+// fanOut is a lead's turn that spawns n helpers at once, given "part 0"
+// to "part n-1".
+func fanOut(n int) llm.Response {
+	res := llm.Response{StopReason: llm.StopToolUse, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
+	for i := range n {
+		res.ToolCalls = append(res.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("spawn_%d", i), Name: agents.SpawnTool,
+			Input: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))})
+	}
+	return res
+}
+
 // durableTree is a fixture whose runs keep their state and count their
 // budgets in its store, with subagents, configured further by configure.
 func durableTree(t *testing.T, model llm.Provider, configure ...func(*agents.RuntimeOptions)) (*fixture, *tree) {
@@ -715,12 +726,7 @@ func TestFanOutsEndEveryChildOnceWithOneOrTwoWorkers(t *testing.T) {
 						if len(req.Messages) > 1 {
 							return answer("done"), nil
 						}
-						res := llm.Response{StopReason: llm.StopToolUse, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
-						for i := range fan {
-							res.ToolCalls = append(res.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("spawn_%d", i), Name: agents.SpawnTool,
-								Input: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))})
-						}
-						return res, nil
+						return fanOut(fan), nil
 					})
 					f, tr := durableTree(t, model, func(o *agents.RuntimeOptions) {
 						o.SubagentLimits = agents.SubagentLimits{MaxConcurrent: limit}
@@ -1051,12 +1057,7 @@ func TestATreeLeavesNoGoroutineBehind(t *testing.T) {
 				if len(req.Messages) > 1 {
 					return answer("done"), nil
 				}
-				res := llm.Response{StopReason: llm.StopToolUse, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}
-				for i := range fan {
-					res.ToolCalls = append(res.ToolCalls, llm.ToolCall{ID: fmt.Sprintf("spawn_%d", i), Name: agents.SpawnTool,
-						Input: json.RawMessage(fmt.Sprintf(`{"task":"part %d"}`, i))})
-				}
-				return res, nil
+				return fanOut(fan), nil
 			})
 			f, tr := durableTree(t, model)
 			before := runtime.NumGoroutine()

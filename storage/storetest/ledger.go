@@ -30,6 +30,15 @@ func (h *harness) spawn(parent *bot.WorkItem, job *bot.Job, agent, task string, 
 	return r.Run
 }
 
+// childRunning submits a work item to coder, claims its job, spawns a
+// tester with task and has another worker claim the child's job.
+func (h *harness) childRunning(task string) (parent *bot.WorkItem, r bot.ChildRun, child bot.Claim) {
+	h.t.Helper()
+	parent = h.submit(bot.LocalThread("p"), "coder", "x")
+	r = h.spawn(parent, h.mustClaim("w1", epoch()).Job, "tester", task, epoch())
+	return parent, r, h.mustClaim("w2", epoch())
+}
+
 func (h *harness) run(id string) *bot.ChildRun {
 	h.t.Helper()
 	r, err := h.s.GetRun(h.ctx, id)
@@ -186,10 +195,7 @@ func testLedger(t *testing.T, open Opener) {
 
 	t.Run("what the run recorded wins over the job's end", func(t *testing.T) {
 		h := newHarness(t, open)
-		parent := h.submit(bot.LocalThread("p"), "coder", "x")
-		job := h.mustClaim("w1", epoch()).Job
-		r := h.spawn(parent, job, "tester", "slow", epoch())
-		child := h.mustClaim("w2", epoch())
+		_, r, child := h.childRunning("slow")
 		_, err := h.s.UpdateRun(h.ctx, r.ID, func(c *bot.ChildRun) error {
 			c.Status, c.Error, c.Tokens = bot.RunTimedOut, "timed out after 1s", 1234
 			return nil
@@ -206,10 +212,7 @@ func testLedger(t *testing.T, open Opener) {
 	t.Run("a child cancelled as it finished ends its work item cancelled with its record", func(t *testing.T) {
 		for _, adopted := range []bool{false, true} {
 			h := newHarness(t, open)
-			parent := h.submit(bot.LocalThread("p"), "coder", "x")
-			job := h.mustClaim("w1", epoch()).Job
-			r := h.spawn(parent, job, "tester", "quick", epoch())
-			child := h.mustClaim("w2", epoch())
+			parent, r, child := h.childRunning("quick")
 			_, err := h.s.UpdateRun(h.ctx, r.ID, func(c *bot.ChildRun) error {
 				c.Status, c.Error = bot.RunCancelled, "cancelled: not needed"
 				c.Receipt = &bot.Receipt{RecordID: c.ID, Kind: string(c.Kind), Action: bot.ReceiptCancelled, Reason: "not needed", By: "ana", At: epoch()}
@@ -234,10 +237,7 @@ func testLedger(t *testing.T, open Opener) {
 
 	t.Run("a child's end is written with its job's: usage, transcript and record in one transaction", func(t *testing.T) {
 		h := newHarness(t, open)
-		parent := h.submit(bot.LocalThread("p"), "coder", "x")
-		job := h.mustClaim("w1", epoch()).Job
-		r := h.spawn(parent, job, "tester", "one call", epoch())
-		child := h.mustClaim("w2", epoch())
+		parent, r, child := h.childRunning("one call")
 		tree := bot.TreeBudgetKey(parent.ID)
 		recs := bot.JobRecords{
 			Usage:      &bot.Usage{Keys: []string{tree}, Tokens: 15, Cost: 0.5, At: at(time.Second)},
@@ -366,10 +366,7 @@ func testLedger(t *testing.T, open Opener) {
 
 	t.Run("what a run left is written alone when its job does not end, and a record that ended first keeps its end", func(t *testing.T) {
 		h := newHarness(t, open)
-		parent := h.submit(bot.LocalThread("p"), "coder", "x")
-		job := h.mustClaim("w1", epoch()).Job
-		r := h.spawn(parent, job, "tester", "cancelled", epoch())
-		child := h.mustClaim("w2", epoch())
+		parent, r, child := h.childRunning("cancelled")
 		_, err := h.s.UpdateRun(h.ctx, r.ID, func(c *bot.ChildRun) error {
 			c.Status, c.Error = bot.RunCancelled, "cancelled: not needed"
 			return nil
