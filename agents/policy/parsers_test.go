@@ -81,7 +81,8 @@ func FuzzAwkScan(f *testing.F) {
 // or R (or a command it does not know) neither runs, writes nor reads.
 func FuzzSedScript(f *testing.F) {
 	for _, s := range []string{"s/a/b/", "1e ls", "s/x/y/e", "w out", "r /etc/passwd", "1,5p", "/x/{p;q}", "y/ab/cd/",
-		"$a\\text", "s|a|b|gw x", "s/a", ":a;N;ba"} {
+		"$a\\text", "s|a|b|gw x", "s/a", ":a;N;ba",
+		"s/[/]/x/e", "/[/]/e", "s/[[:alpha:]/]*/x/w out", "s/[]/]/x/"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {

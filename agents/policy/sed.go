@@ -125,6 +125,7 @@ type sedEffects struct {
 func sedScript(s string) sedEffects {
 	var eff sedEffects
 	i := 0
+	unterminated := false
 	toEOL := func() string {
 		j := strings.IndexByte(s[i:], '\n')
 		if j < 0 {
@@ -148,6 +149,33 @@ func sedScript(s string) sedEffects {
 		}
 		return false
 	}
+	// skipRegex skips a regex up to its delimiter d as GNU sed reads
+	// one: a bracket expression is read whole, so a d inside it ([/],
+	// [[:alpha:]/]) does not end the regex. A regex that does not end
+	// before the line does is reported as such.
+	skipRegex := func(d byte) bool {
+		for i < len(s) {
+			switch ch := s[i]; {
+			case ch == '\\':
+				i += 2
+				continue
+			case ch == d:
+				i++
+				return true
+			case ch == '\n':
+				return false
+			case ch == '[':
+				j, ok := bracketEnd(s, i)
+				if !ok {
+					return false
+				}
+				i = j
+				continue
+			}
+			i++
+		}
+		return false
+	}
 	address := func() {
 		for i < len(s) {
 			switch ch := s[i]; {
@@ -155,11 +183,17 @@ func sedScript(s string) sedEffects {
 				i++
 			case ch == '/':
 				i++
-				skipDelimited('/')
+				if !skipRegex('/') {
+					unterminated = true
+					return
+				}
 			case ch == '\\' && i+1 < len(s):
 				d := s[i+1]
 				i += 2
-				skipDelimited(d)
+				if !skipRegex(d) {
+					unterminated = true
+					return
+				}
 			case ch == 'I' || ch == 'M':
 				// Address flags after a regex.
 				if i > 0 && s[i-1] == '/' {
@@ -182,6 +216,10 @@ func sedScript(s string) sedEffects {
 			continue
 		}
 		address()
+		if unterminated {
+			eff.unknown = true
+			return eff
+		}
 		if i >= len(s) {
 			break
 		}
@@ -222,8 +260,12 @@ func sedScript(s string) sedEffects {
 			}
 			d := s[i]
 			i++
-			// The pattern, then the replacement.
-			if ok := skipDelimited(d); !ok || !skipDelimited(d) {
+			// The pattern, then the replacement; y has no regex.
+			pattern := skipRegex
+			if cmd == 'y' {
+				pattern = skipDelimited
+			}
+			if ok := pattern(d); !ok || !skipDelimited(d) {
 				eff.unknown = true
 				return eff
 			}
@@ -252,4 +294,34 @@ func sedScript(s string) sedEffects {
 		}
 	}
 	return eff
+}
+
+// bracketEnd returns the index just past the bracket expression that
+// starts at s[i] ('['), as POSIX reads one: a ']' first (after an optional
+// '^') is literal, [:class:], [.coll.] and [=equiv=] are read whole, and a
+// backslash is literal. ok is false when the expression does not end
+// before the line does.
+func bracketEnd(s string, i int) (end int, ok bool) {
+	j := i + 1
+	if j < len(s) && s[j] == '^' {
+		j++
+	}
+	if j < len(s) && s[j] == ']' {
+		j++
+	}
+	for j < len(s) && s[j] != '\n' {
+		switch {
+		case s[j] == '[' && j+1 < len(s) && strings.IndexByte(".:=", s[j+1]) >= 0:
+			k := strings.Index(s[j+2:], string(s[j+1])+"]")
+			if k < 0 || strings.IndexByte(s[j+2:j+2+k], '\n') >= 0 {
+				return 0, false
+			}
+			j += 2 + k + 2
+		case s[j] == ']':
+			return j + 1, true
+		default:
+			j++
+		}
+	}
+	return 0, false
 }
