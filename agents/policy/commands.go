@@ -1235,10 +1235,17 @@ func manHandler() handler {
 					continue
 				}
 				c.optionCommand(inv, o)
-			case "-C", "--config-file", "-M", "--manpath":
+			case "-C", "--config-file":
+				// Its DEFINE lines name the programs man runs
+				// (pager, nroff, tbl …).
 				if o.val != nil {
+					c.runProgram(inv, c.fileProgram(*o.val, inv.cwd), langCode, inv.cwd, false)
+				}
+			case "-M", "--manpath", "-m", "--systems":
+				if o.val != nil && (o.name == "-M" || o.name == "--manpath") {
 					c.usePath(inv, *o.val, pathUse{acc: accRead})
 				}
+				c.needBecause(inv, pExec, "option "+o.name+" takes pages from outside the system's manual, and a page is a troff program whose requests (.so) read any file")
 			}
 			if c.deny != nil {
 				return inv.cwd
@@ -1247,10 +1254,20 @@ func manHandler() handler {
 		if !c.need(inv, pRead) {
 			return inv.cwd
 		}
-		if hasOpt(opts, "-l", "--local-file") {
-			for _, w := range pos {
-				c.usePath(inv, w, pathUse{acc: accRead})
+		local := hasOpt(opts, "-l", "--local-file")
+		for _, w := range pos {
+			if !local && w.lit && !strings.Contains(w.s, "/") {
+				continue
 			}
+			// A page man is given as a file (with -l, or a name
+			// with a slash) is not the system's.
+			if !c.needBecause(inv, pExec, "it formats "+w.source()+", which is not a page of the system's manual: a page is a troff program whose requests (.so) read any file") {
+				return inv.cwd
+			}
+			if w.lit && w.s == "-" {
+				continue
+			}
+			c.usePath(inv, w, pathUse{acc: accRead})
 		}
 		return inv.cwd
 	}
