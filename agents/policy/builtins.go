@@ -191,12 +191,28 @@ func waitHandler(c *checker, inv *invocation) cwds {
 // function with -F; -W is a word list bash expands, substitutions and all.
 func completionHandler(c *checker, inv *invocation) cwds {
 	t := optSpec{short: "oAGWFCXPSV"}
-	opts, _ := parseOpts(inv.argv[1:], t.compile())
+	opts, pos := parseOpts(inv.argv[1:], t.compile())
+	files := false
+	for _, o := range opts {
+		switch {
+		case o.name == "-f" || o.name == "-d":
+			files = true
+		case o.name == "-A" && o.val != nil && (!o.val.lit || o.val.s == "file" || o.val.s == "directory"):
+			files = true
+		}
+	}
 	for _, o := range opts {
 		if o.val == nil {
 			continue
 		}
 		switch o.name {
+		case "-G":
+			// A glob pattern bash expands.
+			if o.val.lit {
+				c.globListings([]word{{s: o.val.s, lit: true, glob: true, pat: o.val.s, src: o.val.source()}}, inv.cwd)
+			} else {
+				c.globListings([]word{{dyn: o.val.dyn, glob: true, src: o.val.source()}}, inv.cwd)
+			}
 		case "-C":
 			if !c.needBecause(inv, pExec, "-C runs a command") {
 				return inv.cwd
@@ -210,6 +226,20 @@ func completionHandler(c *checker, inv *invocation) cwds {
 		if c.deny != nil {
 			return inv.cwd
 		}
+	}
+	if files && inv.name == "compgen" {
+		// The names of files that start with the word: its directory
+		// is listed.
+		w := word{s: ".", lit: true, pat: "./*", glob: true, src: "./*"}
+		if len(pos) > 0 {
+			w = pos[len(pos)-1]
+			if w.lit {
+				w.pat, w.glob = escapeGlob(w.s)+"*", true
+			} else {
+				w.glob = true
+			}
+		}
+		c.globListings([]word{w}, inv.cwd)
 	}
 	c.need(inv, pRead)
 	return inv.cwd

@@ -564,7 +564,11 @@ func (c *checker) arrayValue(name string, arr *syntax.ArrayExpr, cwd cwds, integ
 			c.arithWord(e.Value, cwd)
 			continue
 		}
-		for _, w := range c.expand(e.Value) {
+		ws := c.expand(e.Value)
+		if c.globListings(ws, cwd); c.deny != nil {
+			return
+		}
+		for _, w := range ws {
 			if !w.lit || !cleanValue(w.s) {
 				numbers = false
 			}

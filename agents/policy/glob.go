@@ -104,3 +104,73 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
+
+// globListings checks the directories bash lists to expand the glob words
+// among ws, whatever the command does with the names: echo /etc/* and
+// for f in link-out/* read a directory outside the workspace as surely as
+// ls does. A pattern whose directory is not known (a variable the policy
+// cannot see before the glob) is refused.
+func (c *checker) globListings(ws []word, cwd cwds) {
+	for _, w := range ws {
+		if !w.glob || c.deny != nil {
+			continue
+		}
+		if !w.lit {
+			c.denyf("shell:dynamic-path", "expanding %s is not allowed: it is a glob pattern that is not a literal (it contains %s), so the policy cannot check the directory it lists", w.source(), w.dyn)
+			return
+		}
+		for _, dir := range cwd {
+			c.globListed(w, dir)
+			if c.deny != nil {
+				return
+			}
+		}
+	}
+}
+
+// globListed checks, as reads, the directories bash lists to expand w in
+// dir: the one before each component that holds a glob character.
+func (c *checker) globListed(w word, dir string) {
+	abs := strings.HasPrefix(w.pat, "/")
+	comps := strings.Split(strings.Trim(w.pat, "/"), "/")
+	var inv *invocation
+	for i, comp := range comps {
+		if !hasMeta(comp) {
+			continue
+		}
+		if inv == nil {
+			inv = c.invocation(invocation{name: "expanding " + w.source(), cwd: cwds{dir}})
+		}
+		prefix := strings.Join(comps[:i], "/")
+		if abs {
+			prefix = "/" + prefix
+		}
+		switch {
+		case prefix == "":
+			c.useResolved(inv, c.resolve(dir, "."), pathUse{acc: accRead})
+			continue
+		case !hasMeta(prefix):
+			// Listed if it is there, on the machine the command runs on.
+			c.useResolved(inv, c.resolve(dir, unescape(prefix)), pathUse{acc: accRead})
+			if c.deny != nil {
+				return
+			}
+			continue
+		}
+		matches, _ := globBash(c.stats, c.ws.dirs, dir, prefix, maxGlobMatches)
+		for _, m := range matches {
+			// bash lists the directories among them; globstar's **
+			// does not go through a link.
+			if !m.real && comps[i-1] == "**" {
+				continue
+			}
+			if fi, err := os.Stat(m.path); err != nil || !fi.IsDir() {
+				continue
+			}
+			c.useResolved(inv, c.resolve(dir, m.path), pathUse{acc: accRead})
+			if c.deny != nil {
+				return
+			}
+		}
+	}
+}

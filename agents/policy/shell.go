@@ -525,7 +525,11 @@ func (c *checker) forClause(x *syntax.ForClause, cwd cwds) (succ, all cwds) {
 			if c.deny != nil {
 				return cwd, cwd
 			}
-			for _, ew := range c.expand(w) {
+			ws := c.expand(w)
+			if c.globListings(ws, cwd); c.deny != nil {
+				return cwd, cwd
+			}
+			for _, ew := range ws {
 				values = append(values, valueOf(ew))
 			}
 		}
@@ -859,6 +863,9 @@ func (c *checker) call(ce *syntax.CallExpr, cwd cwds) (succ, all cwds) {
 		c.words = c.appendWords(c.words, w)
 	}
 	argv := c.words[n:len(c.words):len(c.words)]
+	if c.globListings(argv, cwd); c.deny != nil {
+		return cwd, cwd
+	}
 	succ = c.run(argv, cwd)
 	return succ, union(cwd, succ)
 }

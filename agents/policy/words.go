@@ -17,7 +17,7 @@ import (
 type word struct {
 	s    string // the value, when lit
 	lit  bool
-	glob bool   // has unquoted glob characters: s is a pattern, pat the escaped form
+	glob bool   // has unquoted glob characters: s is a pattern, pat the escaped form (when lit)
 	pat  string // s with quoted glob characters escaped, for filepath.Glob
 	dyn  string // what makes it not literal: "a parameter expansion" …
 	proc bool   // a process substitution on its own: a /dev/fd path
@@ -293,8 +293,10 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 		case *syntax.Lit:
 			v := p.Value
 			if i == 0 && strings.HasPrefix(v, "~") {
-				if name, _, _ := strings.Cut(v[1:], "/"); name != "" {
+				if name, rest, _ := strings.Cut(v[1:], "/"); name != "" {
 					notLit("a tilde expansion of another user's home or of a directory stack entry")
+					var discard strings.Builder
+					unquoted(rest, &discard, &discard, &out)
 					continue
 				}
 				out.tilde = true
@@ -349,6 +351,7 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 			if !ok || c.ifsSet || strings.ContainsAny(v, " \t\n*?[") || v == "" {
 				// Unquoted, a value is split into words and globbed.
 				notLit(describePart(part))
+				out.glob = out.glob || ok && strings.ContainsAny(v, "*?[")
 				continue
 			}
 			if p.Param.Value == "HOME" {
@@ -360,6 +363,7 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 			v, ok := c.substText(p)
 			if !ok || c.ifsSet || strings.ContainsAny(v, " \t\n*?[") || v == "" {
 				notLit(describePart(part))
+				out.glob = out.glob || ok && strings.ContainsAny(v, "*?[")
 				continue
 			}
 			s.WriteString(v)
@@ -374,7 +378,8 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 		}
 	}
 	if !out.lit {
-		return word{dyn: out.dyn, node: orig}
+		// glob says bash may list a directory to expand it.
+		return word{dyn: out.dyn, node: orig, glob: out.glob}
 	}
 	out.s, out.pat = s.String(), pat.String()
 	return out
