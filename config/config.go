@@ -97,7 +97,8 @@ type Server struct {
 	// at first start in <data_dir>/api-token, which the CLI reads.
 	APIToken bot.Secret `yaml:"api_token" json:"api_token"`
 	// APITokens are further bearer tokens, each giving its holder a name:
-	// the identity approvals are decided as.
+	// the identity approvals are decided as. Unlike the rest of Server,
+	// they follow a reload: one withdrawn stops authenticating at once.
 	APITokens []APIToken `yaml:"api_tokens,omitempty" json:"api_tokens,omitempty"`
 	// PublicURL is where people and proxies reach the daemon
 	// ("https://switchyard.example.com"); its origin and host are accepted
@@ -112,7 +113,8 @@ type Server struct {
 // token (server.api_token, server.api_tokens) or as one of Users.
 type Admin struct {
 	// Users sign in with a name and a password, checked against its bcrypt
-	// hash. Default none. Restart.
+	// hash. Default none. Reloaded: a user removed, or whose password
+	// changed, is signed out at the reload.
 	Users []AdminUser `yaml:"users,omitempty" json:"users,omitempty"`
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -650,4 +651,121 @@ func TestAdminUISessionOutlivesARestartUntilSignOut(t *testing.T) {
 	c.cookies["switchyard_session"] = &kept
 	resp, _ = c.do("GET", "/admin/workitems", nil, nil)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
+}
+
+// A credential taken out of the config, or changed, stops working when the
+// config is reloaded, not at the next start: its token no longer calls
+// the API or signs in, and the admin UI sessions signed in with it end;
+// everyone else's stand. The reload says the credentials changed, not that
+// they wait for a restart.
+func TestReloadEndsWhatAWithdrawnCredentialSignedIn(t *testing.T) {
+	const tokA, tokB, tokA2 = "ana-token-0123456789abcdef", "bob-token-0123456789abcdef", "ana-token-new-0123456789abc"
+	hash := func(pw string) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		require.NoError(t, err)
+		return string(h)
+	}
+	cidHash, deeHash, cidHash2 := hash("cid horse"), hash("dee horse"), hash("cid pony")
+	cfg := func(tokens map[string]string, users map[string]string) string {
+		var b strings.Builder
+		b.WriteString("server:\n  api_tokens:\n")
+		for _, name := range []string{"ana", "bob"} {
+			if tok, ok := tokens[name]; ok {
+				fmt.Fprintf(&b, "    - name: %s\n      token: %s\n", name, tok)
+			}
+		}
+		b.WriteString("admin:\n  users:\n")
+		for _, name := range []string{"cid", "dee"} {
+			if h, ok := users[name]; ok {
+				fmt.Fprintf(&b, "    - name: %s\n      password_hash: %q\n", name, h)
+			}
+		}
+		return b.String()
+	}
+	allTokens, allUsers := map[string]string{"ana": tokA, "bob": tokB}, map[string]string{"cid": cidHash, "dee": deeHash}
+	for _, tc := range []struct {
+		name          string
+		tokens, users map[string]string
+		changed       []string
+		ended         []string          // whose sessions end and whose credential no longer signs in
+		signIn        map[string]string // a credential of the new config that signs in: who → token or password
+	}{
+		{"nothing of theirs changed", allTokens, allUsers, []string{}, nil, nil},
+		{"a token withdrawn", map[string]string{"bob": tokB}, allUsers, []string{"server.api_tokens"}, []string{"ana"}, nil},
+		{"a token changed", map[string]string{"ana": tokA2, "bob": tokB}, allUsers, []string{"server.api_tokens"}, []string{"ana"}, map[string]string{"ana": tokA2}},
+		{"a user removed", allTokens, map[string]string{"cid": cidHash}, []string{"admin.users"}, []string{"dee"}, nil},
+		{"a password changed", allTokens, map[string]string{"cid": cidHash2, "dee": deeHash}, []string{"admin.users"}, []string{"cid"}, map[string]string{"cid": "cid pony"}},
+		{"everyone gone", map[string]string{}, map[string]string{}, []string{"admin.users", "server.api_tokens"}, []string{"ana", "bob", "cid", "dee"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newConfigFile(t, cfg(allTokens, allUsers))
+			dir, listen := t.TempDir(), ""
+			load := func(ctx context.Context) (*daemon.Setup, error) {
+				return daemon.Load(ctx, daemon.LoadOptions{Path: f.path, Getenv: noModelEnv, Override: func(c *config.Config) {
+					c.DataDir, c.Server.Listen = dir, listen
+				}})
+			}
+			r := start(t, func(o *daemon.Options) {
+				listen = o.Setup.Config.Server.Listen
+				s, err := load(t.Context())
+				require.NoError(t, err)
+				o.Setup, o.Reload = s, load
+			})
+			creds := map[string]url.Values{
+				"ana": {"token": {tokA}}, "bob": {"token": {tokB}},
+				"cid": {"name": {"cid"}, "password": {"cid horse"}}, "dee": {"name": {"dee"}, "password": {"dee horse"}},
+			}
+			clients := map[string]*adminClient{}
+			for who, form := range creds {
+				c := newAdminClient(t, r.base)
+				resp, page := c.signIn(form)
+				require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%s signs in: %s", who, page)
+				clients[who] = c
+			}
+			api := func(token string) int {
+				return (&running{base: r.base, token: token}).status(t, "GET", "/api/v1/workitems", "")
+			}
+
+			f.write(cfg(tc.tokens, tc.users))
+			code, body := r.do(t, "POST", "/api/v1/config/reload", "")
+			require.Equal(t, http.StatusOK, code, string(body))
+			var res daemon.ReloadResult
+			require.NoError(t, json.Unmarshal(body, &res))
+			require.Equal(t, tc.changed, res.Changed)
+			require.Empty(t, res.RestartRequired)
+
+			for who, c := range clients {
+				ended := slices.Contains(tc.ended, who)
+				resp, _ := c.do("GET", "/admin/workitems", nil, nil)
+				again, page := newAdminClient(t, r.base).signIn(creds[who])
+				if ended {
+					require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%s's session ended", who)
+					require.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/admin/signin"))
+					require.Equal(t, http.StatusUnauthorized, again.StatusCode, "%s's old credential no longer signs in", who)
+				} else {
+					require.Equal(t, http.StatusOK, resp.StatusCode, "%s's session stands", who)
+					require.Equal(t, http.StatusSeeOther, again.StatusCode, "%s still signs in: %s", who, page)
+				}
+				if tok := creds[who].Get("token"); tok != "" {
+					want := http.StatusOK
+					if ended {
+						want = http.StatusUnauthorized
+					}
+					require.Equal(t, want, api(tok), "%s's token on the API", who)
+				}
+			}
+			for who, secret := range tc.signIn {
+				form := url.Values{"token": {secret}}
+				if !strings.HasPrefix(secret, who+"-token") {
+					form = url.Values{"name": {who}, "password": {secret}}
+				}
+				resp, page := newAdminClient(t, r.base).signIn(form)
+				require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%s signs in with the new credential: %s", who, page)
+				if tok := form.Get("token"); tok != "" {
+					require.Equal(t, http.StatusOK, api(tok))
+				}
+			}
+			require.Equal(t, http.StatusOK, r.status(t, "GET", "/api/v1/workitems", ""), "the administrator's token stands")
+		})
+	}
 }

@@ -304,7 +304,7 @@ func (c *Coordinator) succeeded() {
 }
 
 // keepRestartOnly gives next the values in effect of the settings only a
-// restart can change (the listener and the API's tokens, the data
+// restart can change (the listener and the administrator's token, the data
 // directory and storage, the workers and the queue, the GitHub and Slack
 // credentials, endpoints and Slack's mode, adding or removing either
 // section), and returns those next had changed, as config paths.
@@ -315,7 +315,12 @@ func keepRestartOnly(prev, next *config.Config) []string {
 		keys = append(keys, changedKeys(path, pv, nv)...)
 		nv.Set(pv)
 	}
+	// The API's named tokens follow the config: one withdrawn must stop
+	// authenticating at once.
+	apiTokens := next.Server.APITokens
 	keep("server", &prev.Server, &next.Server)
+	keys = slices.DeleteFunc(keys, func(k string) bool { return k == "server.api_tokens" })
+	next.Server.APITokens = apiTokens
 	keep("data_dir", &prev.DataDir, &next.DataDir)
 	keep("workers", &prev.Workers, &next.Workers)
 	keep("dispatch", &prev.Dispatch, &next.Dispatch)

@@ -70,13 +70,17 @@ type Options struct {
 // Daemon is a configured Switchyard. New opens the store; Serve runs until
 // its context ends; the caller owns both.
 type Daemon struct {
-	opts       Options
-	cfg        *config.Config // as it started: what only a restart changes
-	config     *Coordinator
-	log        *slog.Logger
-	redactor   *bot.Redactor
-	outbox     bot.Outboxer // the store, masking what it is given
-	tokens     []httpapi.Token
+	opts     Options
+	cfg      *config.Config // as it started: what only a restart changes
+	config   *Coordinator
+	log      *slog.Logger
+	redactor *bot.Redactor
+	outbox   bot.Outboxer // the store, masking what it is given
+	// tokens are the API's bearer tokens in effect: the administrator's
+	// and server.api_tokens, which follow reloads.
+	tokens *httpapi.TokenSet
+	// ui is the admin UI, whose sign-in credentials follow reloads.
+	ui         *ui.UI
 	site       atomic.Pointer[httpapi.Site]
 	store      Store
 	replica    string // this process's name among the replicas sharing the store
@@ -147,10 +151,6 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		}
 		tokenFile = filepath.Join(cfg.DataDir, APITokenFile)
 	}
-	tokens := []httpapi.Token{{Name: config.AdminIdentity, Value: opts.APIToken}}
-	for _, t := range cfg.Server.APITokens {
-		tokens = append(tokens, httpapi.Token{Name: t.Name, Value: t.Token})
-	}
 	redactor := bot.NewRedactor(append(opts.Setup.Secrets(), opts.APIToken)...)
 	opts.Logger = slog.New(redactor.Handler(opts.Logger.Handler()))
 	store, err := OpenStore(ctx, cfg, opts.Logger)
@@ -171,7 +171,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, cfg: cfg, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
-		outbox: bot.RedactingOutbox(store, redactor), tokens: tokens, requesters: requesters{}, details: map[string]bot.Detailer{},
+		outbox: bot.RedactingOutbox(store, redactor), tokens: httpapi.NewTokenSet(apiTokens(opts.APIToken, cfg)), requesters: requesters{}, details: map[string]bot.Detailer{},
 		replica: replicaName(),
 	}
 	d.site.Store(site)
@@ -518,18 +518,24 @@ func (d *Daemon) routes() (http.Handler, error) {
 	}
 	admin.New(ao).Mount(api)
 
-	users := make([]ui.User, 0, len(d.cfg.Admin.Users))
-	for _, u := range d.cfg.Admin.Users {
-		users = append(users, ui.User{Name: u.Name, PasswordHash: u.PasswordHash})
-	}
 	pages, err := ui.New(ui.Options{
-		Admin: ao, Tokens: d.tokens, Users: users, PublicURL: d.cfg.Server.PublicURL,
+		Admin: ao, Tokens: apiTokens(d.opts.APIToken, d.cfg), Users: adminUsers(d.cfg), PublicURL: d.cfg.Server.PublicURL,
 		Roster: roster{d.config}, Redactor: d.redactor, Audit: d.audit, Records: d.store, Rerouter: rerouter{d}, Approvals: d.approvals, Caps: budgetCaps{d.config}, Logger: d.log,
 		Sessions: d.store,
 	})
 	if err != nil {
 		return nil, err
 	}
+	d.ui = pages
+	// A credential withdrawn from the config stops signing in, and the
+	// sessions started with it end, when the config is reloaded.
+	d.config.Subscribe(SubscriberFunc(func(_ context.Context, _, next *Setup) (func(), error) {
+		tokens, users := apiTokens(d.opts.APIToken, next.Config), adminUsers(next.Config)
+		return func() {
+			d.tokens.Replace(tokens)
+			d.ui.SetCredentials(tokens, users)
+		}, nil
+	}))
 
 	mux := http.NewServeMux()
 	// Every /api/v1 call is for this daemon (Host), from no other site
@@ -797,6 +803,25 @@ func (d *Daemon) upkeep(ctx context.Context) {
 
 // Close releases the store of a daemon that was never served.
 func (d *Daemon) Close() error { return d.store.Close() }
+
+// apiTokens are the API's bearer tokens of cfg: the administrator's token
+// (admin) and the named tokens of server.api_tokens.
+func apiTokens(admin bot.Secret, cfg *config.Config) []httpapi.Token {
+	tokens := []httpapi.Token{{Name: config.AdminIdentity, Value: admin}}
+	for _, t := range cfg.Server.APITokens {
+		tokens = append(tokens, httpapi.Token{Name: t.Name, Value: t.Token})
+	}
+	return tokens
+}
+
+// adminUsers are the users who sign in to the admin UI with a password.
+func adminUsers(cfg *config.Config) []ui.User {
+	users := make([]ui.User, 0, len(cfg.Admin.Users))
+	for _, u := range cfg.Admin.Users {
+		users = append(users, ui.User{Name: u.Name, PasswordHash: u.PasswordHash})
+	}
+	return users
+}
 
 // agentCatalog shows the agents in effect to the admin API.
 type agentCatalog struct{ c *Coordinator }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/switchyard/switchyard/bot"
 )
@@ -46,9 +47,10 @@ func IdentityFrom(ctx context.Context) (id Identity, ok bool) {
 
 // TokenSet is the API's named tokens, for finding whose a presented token
 // is: the bearer tokens of /api/v1 and the tokens people sign in to the
-// admin UI with.
+// admin UI with. Replace swaps them all at once, so a token withdrawn from
+// the config stops authenticating when the config is reloaded.
 type TokenSet struct {
-	known []knownToken
+	known atomic.Pointer[[]knownToken]
 }
 
 type knownToken struct {
@@ -59,12 +61,21 @@ type knownToken struct {
 // NewTokenSet returns the set of tokens; unset ones are skipped.
 func NewTokenSet(tokens []Token) *TokenSet {
 	s := &TokenSet{}
+	s.Replace(tokens)
+	return s
+}
+
+// Replace makes tokens the set's tokens in place of those it had; unset
+// ones are skipped. A request being authenticated meanwhile is checked
+// against either set whole, never a mix.
+func (s *TokenSet) Replace(tokens []Token) {
+	known := make([]knownToken, 0, len(tokens))
 	for _, t := range tokens {
 		if t.Value.IsSet() {
-			s.known = append(s.known, knownToken{t.Name, sha256.Sum256([]byte(t.Value.Reveal()))})
+			known = append(known, knownToken{t.Name, sha256.Sum256([]byte(t.Value.Reveal()))})
 		}
 	}
-	return s
+	s.known.Store(&known)
 }
 
 // Name returns the name of the token got, ok false when it is none of
@@ -74,7 +85,7 @@ func NewTokenSet(tokens []Token) *TokenSet {
 // (subtle.ConstantTimeCompare answers at once for lengths that differ).
 func (s *TokenSet) Name(got string) (name string, ok bool) {
 	digest := sha256.Sum256([]byte(got))
-	for _, k := range s.known {
+	for _, k := range *s.known.Load() {
 		if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
 			name = k.name
 		}
@@ -83,11 +94,11 @@ func (s *TokenSet) Name(got string) (name string, ok bool) {
 }
 
 // Authenticate wraps next so that every request must carry
-// "Authorization: Bearer <token>" with one of tokens; next finds the
-// token's name with IdentityFrom. Anything else is answered 401. Unset
-// tokens are skipped; with none left, every request is refused.
-func Authenticate(tokens []Token, next http.Handler) http.Handler {
-	set := NewTokenSet(tokens)
+// "Authorization: Bearer <token>" with one of the set's tokens as they are
+// when the request comes; next finds the token's name with IdentityFrom.
+// Anything else is answered 401. With no token in the set, every request
+// is refused.
+func Authenticate(set *TokenSet, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The scheme name is case-insensitive (RFC 9110 §11.1).
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")

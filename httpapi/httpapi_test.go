@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -137,7 +138,7 @@ func TestAuthenticate(t *testing.T) {
 				req.Header.Set("Authorization", tt.header)
 			}
 			rec := httptest.NewRecorder()
-			httpapi.Authenticate(tokens, next).ServeHTTP(rec, req)
+			httpapi.Authenticate(httpapi.NewTokenSet(tokens), next).ServeHTTP(rec, req)
 
 			require.Equal(t, tt.who, who)
 			if tt.who != "" {
@@ -156,8 +157,50 @@ func TestAuthenticate(t *testing.T) {
 	require.False(t, ok, "a context that never authenticated has no identity")
 
 	rec := httptest.NewRecorder()
-	httpapi.Authenticate(nil, http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	httpapi.Authenticate(httpapi.NewTokenSet(nil), http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	require.Equal(t, http.StatusUnauthorized, rec.Code, "no token configured refuses everyone")
+}
+
+// The tokens of a set replaced (a config reloaded) authenticate from the
+// next request on, and those no longer in it do not, through the handler
+// built before the change.
+func TestAuthenticateFollowsTheTokensInEffect(t *testing.T) {
+	const ana, bea, fresh = "s3cret-token-ana", "s3cret-token-bea", "s3cret-token-new"
+	set := httpapi.NewTokenSet([]httpapi.Token{{Name: "ana", Value: ana}, {Name: "bea", Value: bea}})
+	h := httpapi.Authenticate(set, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := httpapi.IdentityFrom(r.Context())
+		_, _ = io.WriteString(w, id.Name)
+	}))
+	who := func(token string) string {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/workitems", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusUnauthorized {
+			return ""
+		}
+		return rec.Body.String()
+	}
+	for _, tc := range []struct {
+		name   string
+		tokens []httpapi.Token
+		want   map[string]string // token → identity, "" refused
+	}{
+		{"as built", nil, map[string]string{ana: "ana", bea: "bea", fresh: ""}},
+		{"bea withdrawn", []httpapi.Token{{Name: "ana", Value: ana}}, map[string]string{ana: "ana", bea: "", fresh: ""}},
+		{"ana's token changed", []httpapi.Token{{Name: "ana", Value: fresh}}, map[string]string{ana: "", bea: "", fresh: "ana"}},
+		{"given to another name", []httpapi.Token{{Name: "root", Value: fresh}}, map[string]string{ana: "", bea: "", fresh: "root"}},
+		{"none left", []httpapi.Token{{Name: "ana"}}, map[string]string{ana: "", bea: "", fresh: ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.tokens != nil {
+				set.Replace(tc.tokens)
+			}
+			for token, want := range tc.want {
+				require.Equal(t, want, who(token), "token %s", token)
+			}
+		})
+	}
 }
 
 func TestRequireJSON(t *testing.T) {

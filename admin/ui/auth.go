@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -61,9 +62,32 @@ type sessions struct {
 	ttl   time.Duration
 	now   func() time.Time
 	log   *slog.Logger
-	// creds are what people sign in with now: a session lasts only while
+	// in are what people sign in with now: a session lasts only while
 	// the credential it was started with is among them, for its identity.
-	creds []credential
+	// A reload of the config replaces them whole.
+	in atomic.Pointer[signers]
+}
+
+// signers are the credentials people sign in to the UI with: the API's
+// named tokens and the users with passwords.
+type signers struct {
+	tokens *httpapi.TokenSet
+	users  map[string]User // by name in lower case
+	creds  []credential
+}
+
+func newSigners(tokens []httpapi.Token, users []User) *signers {
+	s := &signers{tokens: httpapi.NewTokenSet(tokens), users: map[string]User{}}
+	for _, t := range tokens {
+		if t.Value.IsSet() {
+			s.creds = append(s.creds, tokenCredential(t.Name, t.Value.Reveal()))
+		}
+	}
+	for _, usr := range users {
+		s.users[strings.ToLower(usr.Name)] = usr
+		s.creds = append(s.creds, userCredential(usr))
+	}
+	return s
 }
 
 // credential is something that signs in as identity: a token, or a
@@ -95,7 +119,7 @@ func (c credential) bound(id string) []byte {
 // with it.
 func (s *sessions) configured(id string, stored bot.AdminSession) bool {
 	ok := false
-	for _, c := range s.creds {
+	for _, c := range s.in.Load().creds {
 		if hmac.Equal(c.bound(id), stored.Credential) && c.identity == stored.Identity {
 			ok = true
 		}
@@ -295,7 +319,7 @@ func (u *UI) signInForm(w http.ResponseWriter, r *http.Request) {
 func (u *UI) showSignIn(w http.ResponseWriter, r *http.Request, status int, v signInView) {
 	token := randomToken()
 	http.SetCookie(w, u.cookie(r, signInCookie, token, 3600))
-	v.HasUser = len(u.users) > 0
+	v.HasUser = len(u.sessions.in.Load().users) > 0
 	u.renderWith(w, r, status, "signin.html", token, v)
 }
 
@@ -337,15 +361,16 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		u.showSignIn(w, r, http.StatusUnauthorized, v)
 	}
 	var who credential
+	in := u.sessions.in.Load()
 	if token != "" {
-		name, ok := u.tokens.Name(token)
+		name, ok := in.tokens.Name(token)
 		if !ok {
 			refused("Wrong token.", "admin sign-in refused: wrong token")
 			return
 		}
 		who = tokenCredential(name, token)
 	} else {
-		usr, known := u.users[strings.ToLower(v.Name)]
+		usr, known := in.users[strings.ToLower(v.Name)]
 		hash := dummyHash
 		if known {
 			hash = usr.PasswordHash.Reveal()

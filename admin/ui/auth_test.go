@@ -193,9 +193,10 @@ func TestFormOverItsLimitIsTooLarge(t *testing.T) {
 }
 
 // A session lasts only while what it was signed in with signs in as the
-// same name: a replica started with a user removed, a password or a token
-// changed or withdrawn, or a token given to another name, no longer takes
-// the sessions started with it, and forgets them; the others stand.
+// same name: a replica started, or a running one whose config is reloaded,
+// with a user removed, a password or a token changed or withdrawn, or a
+// token given to another name, no longer takes the sessions started with
+// it, and forgets them; the others stand.
 func TestSessionEndsWhenWhatItSignedInWithIsNoLongerConfigured(t *testing.T) {
 	const otherToken = "other-token-0123456789abcdef"
 	hash := func(pw string) bot.Secret {
@@ -222,34 +223,43 @@ func TestSessionEndsWhenWhatItSignedInWithIsNoLongerConfigured(t *testing.T) {
 		{"the user's name now a token's", []httpapi.Token{ana, {Name: "bea", Value: otherToken}}, nil, true, false},
 		{"everyone gone", nil, nil, false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			store := bolttest.Open(t, t.TempDir())
-			c := &clock{now: time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)}
-			before := configuredUI(t, store, c.Now, []httpapi.Token{ana}, []User{bea})
-			anaSess := signInAt(t, before)
-			beaSess := signInWith(t, before, password("bea", "right horse"))
+		for _, how := range []string{"restarted", "reloaded"} {
+			t.Run(tc.name+"/"+how, func(t *testing.T) {
+				store := bolttest.Open(t, t.TempDir())
+				c := &clock{now: time.Date(2026, 1, 2, 9, 0, 0, 0, time.UTC)}
+				before := configuredUI(t, store, c.Now, []httpapi.Token{ana}, []User{bea})
+				anaSess := signInAt(t, before)
+				beaSess := signInWith(t, before, password("bea", "right horse"))
 
-			after := configuredUI(t, store, c.Now, tc.tokens, tc.users)
-			for _, s := range []struct {
-				who    string
-				cookie *http.Cookie
-				ok     bool
-			}{{"ana", anaSess, tc.anaOK}, {"bea", beaSess, tc.beaOK}} {
-				rec := serve(after, "GET", "/admin/workitems", nil, s.cookie)
-				if s.ok {
-					require.Equal(t, http.StatusOK, rec.Code, "%s: %s", s.who, rec.Body.String())
-					require.Contains(t, rec.Body.String(), `<span id="identity">`+s.who+`</span>`)
+				var after *UI
+				if how == "restarted" {
+					after = configuredUI(t, store, c.Now, tc.tokens, tc.users)
 				} else {
-					require.Equal(t, http.StatusSeeOther, rec.Code, "%s is led to sign in again", s.who)
-					require.True(t, strings.HasPrefix(rec.Header().Get("Location"), "/admin/signin"))
-					_, kept, err := store.GetSession(t.Context(), hashID(s.cookie.Value))
-					require.NoError(t, err)
-					require.False(t, kept, "%s's session is forgotten", s.who)
-					rec = serve(before, "GET", "/admin/workitems", nil, s.cookie)
-					require.Equal(t, http.StatusSeeOther, rec.Code, "%s's session is gone for every replica", s.who)
+					other := configuredUI(t, store, c.Now, []httpapi.Token{ana}, []User{bea})
+					before.SetCredentials(tc.tokens, tc.users)
+					after, before = before, other
 				}
-			}
-		})
+				for _, s := range []struct {
+					who    string
+					cookie *http.Cookie
+					ok     bool
+				}{{"ana", anaSess, tc.anaOK}, {"bea", beaSess, tc.beaOK}} {
+					rec := serve(after, "GET", "/admin/workitems", nil, s.cookie)
+					if s.ok {
+						require.Equal(t, http.StatusOK, rec.Code, "%s: %s", s.who, rec.Body.String())
+						require.Contains(t, rec.Body.String(), `<span id="identity">`+s.who+`</span>`)
+					} else {
+						require.Equal(t, http.StatusSeeOther, rec.Code, "%s is led to sign in again", s.who)
+						require.True(t, strings.HasPrefix(rec.Header().Get("Location"), "/admin/signin"))
+						_, kept, err := store.GetSession(t.Context(), hashID(s.cookie.Value))
+						require.NoError(t, err)
+						require.False(t, kept, "%s's session is forgotten", s.who)
+						rec = serve(before, "GET", "/admin/workitems", nil, s.cookie)
+						require.Equal(t, http.StatusSeeOther, rec.Code, "%s's session is gone for every replica", s.who)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -60,6 +60,7 @@ type Options struct {
 	// pages share: the store, the intake, the router, the runs, skills.
 	Admin admin.Options
 	// Tokens are the API's named tokens; each signs in as its name.
+	// SetCredentials replaces them and Users.
 	Tokens []httpapi.Token
 	// Users sign in with a password.
 	Users []User
@@ -101,8 +102,6 @@ const DefaultSessionTTL = 12 * time.Hour
 type UI struct {
 	opts     Options
 	log      *slog.Logger
-	tokens   *httpapi.TokenSet
-	users    map[string]User
 	sessions *sessions
 	guard    *signInGuard
 	pages    []page
@@ -149,19 +148,11 @@ func New(opts Options) (*UI, error) {
 		opts.SessionTTL = DefaultSessionTTL
 	}
 	u := &UI{
-		opts: opts, log: opts.Logger, tokens: httpapi.NewTokenSet(opts.Tokens), users: map[string]User{},
+		opts: opts, log: opts.Logger,
 		sessions: &sessions{store: opts.Sessions, ttl: opts.SessionTTL, now: opts.Now, log: opts.Logger},
 		guard:    newSignInGuard(opts.Now),
 	}
-	for _, t := range opts.Tokens {
-		if t.Value.IsSet() {
-			u.sessions.creds = append(u.sessions.creds, tokenCredential(t.Name, t.Value.Reveal()))
-		}
-	}
-	for _, usr := range opts.Users {
-		u.users[strings.ToLower(usr.Name)] = usr
-		u.sessions.creds = append(u.sessions.creds, userCredential(usr))
-	}
+	u.SetCredentials(opts.Tokens, opts.Users)
 	var err error
 	if u.tmpl, err = parseTemplates(); err != nil {
 		return nil, err
@@ -169,6 +160,14 @@ func New(opts Options) (*UI, error) {
 	u.pages = u.pageList()
 	u.handler = u.routes()
 	return u, nil
+}
+
+// SetCredentials makes tokens and users what people sign in with, in place
+// of Options' or those set before: from the next request on, the sessions
+// started with a credential no longer among them are refused and
+// forgotten, and it no longer signs in.
+func (u *UI) SetCredentials(tokens []httpapi.Token, users []User) {
+	u.sessions.in.Store(newSigners(tokens, users))
 }
 
 // Handler serves /admin/.
