@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -35,11 +36,8 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 			fail("profiles", "%v", e)
 		}
 	}
-	if _, port, err := net.SplitHostPort(c.Server.Listen); err != nil {
-		fail("server.listen", "want host:port such as 127.0.0.1:8080, got %q", c.Server.Listen)
-	} else if _, err := net.LookupPort("tcp", port); port != "" && err != nil {
-		// What the listener would refuse at start, once the store is open.
-		fail("server.listen", "bad port %q: want 0 to 65535 (or a service name such as http)", port)
+	if err := CheckListen(c.Server.Listen); err != nil {
+		fail("server.listen", "%v", err)
 	}
 	checkAPITokens(fail, c.Server)
 	checkAdminUsers(fail, c.Admin)
@@ -53,6 +51,8 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 	checkStorage(fail, &c.Storage)
 	if strings.TrimSpace(c.AgentsDir) == "" {
 		fail("agents_dir", "must not be empty")
+	} else if err := checkTilde(c.AgentsDir); err != nil {
+		fail("agents_dir", "%v", err)
 	}
 	if c.Workers < 1 || c.Workers > 256 {
 		fail("workers", "want 1 to 256, got %d", c.Workers)
@@ -461,9 +461,57 @@ func checkSkills(d *yamldecode.Decoder, sc skills.Config) {
 
 // checkDataDir checks data_dir, which clients of the daemon read too.
 func checkDataDir(fail func(path, format string, args ...any), dir string) {
-	if strings.TrimSpace(dir) == "" {
-		fail("data_dir", "must not be empty")
+	if err := CheckDataDir(dir); err != nil {
+		fail("data_dir", "%v", err)
 	}
+}
+
+// CheckListen says what is wrong with addr as the address the daemon
+// listens on (server.listen, serve --listen), before anything starts: what
+// the listener would refuse only once the store is open. An empty port
+// (127.0.0.1:) is any free one, as 0 is.
+func CheckListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if strings.Count(addr, ":") > 1 && !strings.Contains(addr, "[") {
+			return fmt.Errorf("want host:port such as 127.0.0.1:8080, got %q: an IPv6 address goes in brackets, such as [::1]:8080", addr)
+		}
+		return fmt.Errorf("want host:port such as 127.0.0.1:8080, got %q", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); port != "" && err != nil {
+		return fmt.Errorf("bad port %q: want 0 to 65535 (or a service name such as http)", port)
+	}
+	return nil
+}
+
+// CheckDataDir says what is wrong with dir as the data directory
+// (data_dir, serve --data-dir): empty, beginning with a ~ nothing expands,
+// or a file. One that does not exist yet is made at the first start.
+func CheckDataDir(dir string) error {
+	if strings.TrimSpace(dir) == "" {
+		return errors.New("must not be empty")
+	}
+	if err := checkTilde(dir); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%s is a file, not a directory", dir)
+	}
+	return nil
+}
+
+// checkTilde refuses a path beginning with ~, which neither the config nor
+// a quoted flag expands: it would name a directory called "~" in the
+// current one.
+func checkTilde(path string) error {
+	if !strings.HasPrefix(path, "~") {
+		return nil
+	}
+	why := fmt.Sprintf("%q begins with ~, which is not expanded here: write the full path", path)
+	if rest := strings.TrimPrefix(path, "~"); rest == "" || strings.HasPrefix(rest, "/") {
+		why += fmt.Sprintf(" (${HOME}%s in a config file)", rest)
+	}
+	return errors.New(why)
 }
 
 // checkStorage checks the storage section; the DSN, a secret, is never

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,6 +30,19 @@ func newServeCmd() *cobra.Command {
 			"or hands them back within 30 s, flushes the outbox and exits 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The flags are checked as their config keys are, before
+			// anything opens: a port out of range is not found only when
+			// the listener is made.
+			if listen != "" {
+				if err := config.CheckListen(listen); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--listen: %w", err))
+				}
+			}
+			if dataDir != "" {
+				if err := config.CheckDataDir(dataDir); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--data-dir: %w", err))
+				}
+			}
 			// SIGHUP reloads the config; it must never end the process,
 			// not even while it starts. One that comes during the start is
 			// a reload right after it.

@@ -34,7 +34,11 @@ func newStorageCmd(cl *clientFlags) *cobra.Command {
 			"left as it was. PostgreSQL gives space back with its own VACUUM.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dataDir == "" {
+			if dataDir != "" {
+				if err := config.CheckDataDir(dataDir); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--data-dir: %w", err))
+				}
+			} else {
 				cfg, err := loadConfig(cl.config)
 				if err != nil {
 					return err
