@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,6 +96,13 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		{[]string{"explain", "--source", "github", "--repo", "api"}, `--repo: want owner/name, such as acme/api, got "api"`},
 		{[]string{"explain", "--source", "github", "--repo", "acme/api", "--permission", "god", "--text", "@coder"}, `--permission "god": want read, triage, write, maintain or admin`},
 		{[]string{"explain", "--daemon", "--source", "nope"}, `--source: unknown source "nope"`},
+		{[]string{"serve", "--listen", ":99999"}, `--listen: bad port "99999": want 0 to 65535 (or a service name such as http)`},
+		{[]string{"serve", "--listen", "127.0.0.1:-1"}, `--listen: bad port "-1": want 0 to 65535`},
+		{[]string{"serve", "--listen", "::1:8080"}, `--listen: want host:port such as 127.0.0.1:8080, got "::1:8080": an IPv6 address goes in brackets, such as [::1]:8080`},
+		{[]string{"serve", "--listen", "localhost"}, `--listen: want host:port such as 127.0.0.1:8080, got "localhost"`},
+		{[]string{"serve", "--data-dir", "~/switchyard"}, `--data-dir: "~/switchyard" begins with ~, which is not expanded here: write the full path`},
+		{[]string{"serve", "--data-dir", binary}, "--data-dir: " + binary + " is a file, not a directory"},
+		{[]string{"storage", "compact", "--data-dir", "~"}, `--data-dir: "~" begins with ~, which is not expanded here`},
 	} {
 		r := run(t, t.TempDir(), env, tc.args...)
 		cmd := strings.Join(tc.args, " ")
@@ -117,5 +126,107 @@ func TestExplainTakesAPermissionInAnyCase(t *testing.T) {
 		r := run(t, t.TempDir(), hermeticEnv(), "explain", "--source", "github", "--repo", "acme/api", "--actor", "ana", "--permission", p, "--text", "@coder look")
 		require.Equal(t, 0, r.code, r.stderr)
 		require.Contains(t, r.stdout, "(requested by @ana, write access)", p)
+	}
+}
+
+// What the daemon refuses as invalid is bad input, exit status 2, as when
+// the command finds it itself; what it does not find (404), what it refuses
+// to do (409) and a daemon that is down are failures, exit status 1. Text
+// a person or a forged cursor put in the daemon's records or answers
+// reaches the terminal written out, never as escape sequences, in every
+// command's output and error, with or without --json.
+func TestCommandsSayWhatTheDaemonRefusedWithItsExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	const esc = "\x1b[2J\x1b]0;pwned\x07\u009b31m"
+	r := run(t, dir, p.env(), "send", "--thread", "esc", "@triage look "+esc+" here")
+	require.Equal(t, 0, r.code, r.stderr)
+	wi, _, _ := strings.Cut(r.stdout, " ")
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"workitems", "list", "--cursor", "x\x1b[31mred"}, 2, `cursor "x\x1b[31mred" is not one this listing gave out (HTTP 400)`},
+		{[]string{"workitems", "list", "--json", "--cursor", "garbage"}, 2, `cursor "garbage" is not one this listing gave out (HTTP 400)`},
+		{[]string{"ingress", "--cursor", "\x1b]0;t\x07"}, 2, `is not one this listing gave out (HTTP 400)`},
+		{[]string{"audit", "--cursor", "garbage"}, 2, `cursor "garbage" is not one this listing gave out (HTTP 400)`},
+		{[]string{"runs", "list", "--cursor", "garbage"}, 2, `cursor "garbage" is not one this listing gave out (HTTP 400)`},
+		{[]string{"workitems", "list", "--status", "bogus"}, 2, `status "bogus": want queued, running, done, failed or cancelled (HTTP 400)`},
+		{[]string{"workitems", "list", "--status", "bogus", "--json"}, 2, `status "bogus"`},
+		{[]string{"runs", "list", "--status", "sleeping"}, 2, `status "sleeping": want queued, running, done, failed, cancelled, timed_out or interrupted`},
+		{[]string{"send", "--thread", "a\nb", "hi"}, 2, `local thread name "a\nb": want 1-200 characters, no control characters (HTTP 400)`},
+		{[]string{"workitems", "show", "wi_404"}, 1, `work item "wi_404" not found (HTTP 404)`},
+		{[]string{"workitems", "show", "--json", "wi_404"}, 1, `work item "wi_404" not found (HTTP 404)`},
+		{[]string{"explain", "--work-item", "wi_404"}, 1, `work item "wi_404" not found (HTTP 404)`},
+		{[]string{"agents", "show", "nobody"}, 1, `no agent "nobody"`},
+		{[]string{"workitems", "list", "--server", "http://" + freeAddr(t)}, 1, "connection refused (is `switchyard serve` running?)"},
+	} {
+		r := run(t, dir, p.env(), tc.args...)
+		cmd := strings.Join(tc.args, " ")
+		require.Equal(t, tc.code, r.code, "%s: %s%s", cmd, r.stdout, r.stderr)
+		require.Empty(t, r.stdout, cmd)
+		require.Contains(t, r.stderr, tc.want, cmd)
+		require.False(t, needsEscape([]byte(r.stderr)), "%s: %q", cmd, r.stderr)
+	}
+
+	// A message's text is shown, written out, wherever it is shown.
+	for _, args := range [][]string{
+		{"workitems", "show", wi}, {"workitems", "show", "--json", wi}, {"workitems", "list"}, {"workitems", "list", "--json"},
+		{"thread", "esc"}, {"thread", "esc", "--json"},
+	} {
+		r := run(t, dir, p.env(), args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.False(t, needsEscape([]byte(r.stdout)), "%v: %q", args, r.stdout)
+		if args[1] == "show" && len(args) == 3 {
+			require.Contains(t, r.stdout, `@triage look \x1b[2J\x1b]0;pwned\x07\u009b31m here`)
+		}
+		if slices.Contains(args, "--json") {
+			require.True(t, json.Valid([]byte(r.stdout)), "%v: %s", args, r.stdout)
+		}
+	}
+}
+
+// An error answer that is not the daemon's (a proxy's page, a server that
+// writes escape sequences) is shown as its first line, cut short and
+// written out, with exit status 1.
+func TestCommandsShowAnErrorNoDaemonGivesShortAndWrittenOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, contentType, body string
+		status                  int
+		want                    string
+	}{
+		{"a proxy's page", "text/html", "<html><body><h1>502 Bad Gateway</h1>" + strings.Repeat("x", 5000) + "</body></html>", 502,
+			"switchyard: <html><body><h1>502 Bad Gateway</h1>" + strings.Repeat("x", 200-len("<html><body><h1>502 Bad Gateway</h1>")) + " … (HTTP 502)\n"},
+		{"several lines", "text/plain", "first line\nsecond line\n", 500, "switchyard: first line … (HTTP 500)\n"},
+		{"an empty body", "", "", 503, "switchyard: 503 Service Unavailable (HTTP 503)\n"},
+		{"escapes in text", "text/plain", "oops \x1b[2J\x1b[31mcleared", 500, `switchyard: oops \x1b[2J\x1b[31mcleared (HTTP 500)` + "\n"},
+		{"escapes in the JSON error", "application/json", `{"error":"bad \u001b[31mRED\u0007 \u009b1m","code":"internal"}`, 500,
+			`switchyard: bad \x1b[31mRED\x07 \u009b1m (HTTP 500)` + "\n"},
+		{"escapes in an invalid answer", "application/json", `{"error":"bad \u001b]0;t\u0007","code":"invalid"}`, 400,
+			`switchyard: bad \x1b]0;t\x07 (HTTP 400)` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.contentType != "" {
+					w.Header().Set("Content-Type", tc.contentType)
+				}
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			env := []string{"SWITCHYARD_SERVER=" + srv.URL, "SWITCHYARD_API_TOKEN=tok-0123456789abcdef"}
+			for _, args := range [][]string{{"workitems", "list"}, {"workitems", "list", "--json"}, {"send", "hi"}} {
+				r := run(t, t.TempDir(), env, args...)
+				want := 1
+				if tc.status == http.StatusBadRequest {
+					want = 2
+				}
+				require.Equal(t, want, r.code, "%v: %s", args, r.stderr)
+				require.Empty(t, r.stdout)
+				require.Equal(t, tc.want, r.stderr, "%v", args)
+			}
+		})
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
 	"github.com/switchyard/switchyard/httpapi"
@@ -130,7 +132,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, req
 			Code  string `json:"code"`
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(data))
+			e.Error = excerpt(data, resp.Status)
 		}
 		ae := &apiError{Status: resp.StatusCode, Message: e.Error, Code: e.Code}
 		if resp.StatusCode == http.StatusUnauthorized && c.tokenErr != nil {
@@ -141,6 +143,12 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, req
 			if errors.As(c.tokenErr, &ee) {
 				return withCode(ee.code, ae)
 			}
+		}
+		// What the daemon refuses as invalid (a status no list has, a
+		// forged cursor, a setting a package does not take) is bad input,
+		// as it is when the command itself finds it.
+		if ae.Code == bot.EINVALID {
+			return withCode(exitUsage, ae)
 		}
 		return ae
 	}
@@ -159,6 +167,33 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, req
 }
 
 var errNotJSON = errors.New("it is not JSON")
+
+// excerpt is what an error answer that is not the daemon's JSON says, for
+// a person: its first line, cut at 200 characters (a proxy's page of HTML
+// is not printed whole), or the status when the body is empty.
+func excerpt(body []byte, status string) string {
+	const most = 200
+	text := strings.TrimSpace(string(body))
+	line, rest, _ := strings.Cut(text, "\n")
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return status
+	}
+	cut := rest != ""
+	if n := 0; utf8.RuneCountInString(line) > most {
+		for i := range line {
+			if n == most {
+				line, cut = line[:i], true
+				break
+			}
+			n++
+		}
+	}
+	if cut {
+		line += " …"
+	}
+	return line
+}
 
 // readAnswer decodes an answer of the daemon into out and checks that each
 // key in required has a value. What does not fit is said in words, never

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,9 +16,10 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stdout, stderr := terminalSafe{os.Stdout}, terminalSafe{os.Stderr}
+	err := newRootCmd(stdout, stderr).ExecuteContext(ctx)
 	stop()
-	os.Exit(exitCode(err, os.Stderr))
+	os.Exit(exitCode(err, stderr))
 }
 
 // exitError carries a process exit status through cobra.
@@ -45,7 +47,7 @@ const (
 	exitUsage   = 2 // bad input: flags, config, arguments
 )
 
-func exitCode(err error, stderr *os.File) int {
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}

@@ -70,7 +70,7 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	id, kidItem := recs[0]["id"].(string), recs[0]["child_work_item_id"].(string)
 
 	r = run(t, dir, p.env(), "runs", "list", "--status", "sleeping")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, 2, r.code, "a status no run has is bad input")
 	require.Contains(t, r.stderr, `status "sleeping": want queued, running, done, failed, cancelled, timed_out or interrupted`)
 
 	r = run(t, dir, p.env(), "runs", "tree", root, "--json")

@@ -148,7 +148,7 @@ func TestSkillsInstallEnableAndRestart(t *testing.T) {
 	require.Equal(t, map[string]any{"name": "changelog-draft", "enabled": true, "scope": "repo:acme/web"}, e["changelog-draft"])
 
 	r = run(t, dir, p.env(), "skills", "enable", "release-helper", "--scope", "repo:acme/web", "--set", "unknown_key=1")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, 2, r.code, "a setting the package does not take is bad input, as a scope no kind has is")
 	require.Contains(t, r.stderr, "settings of package release-helper")
 	r = run(t, dir, p.env(), "skills", "enable", "release-helper", "--scope", "team:x")
 	require.Equal(t, 2, r.code)
