@@ -76,6 +76,17 @@ type Event struct {
 	// Raw is the payload as received. It is stored beside the work item, never
 	// decoded again on the hot path, and never marshalled with the event.
 	Raw []byte `json:"-"`
+
+	// Signature is the verified signature of the signed request that
+	// carried the event (its MAC, lower-case hex), which no other request
+	// has: the same request sent again carries it whatever delivery id it
+	// claims, so it is a second dedup key (SignatureKey). Empty where
+	// nothing is signed (Socket Mode, the console, schedules).
+	// SignedUntil is when the source would refuse that request anyway
+	// (Slack's five-minute timestamp window); zero: the dedup window. Neither
+	// is stored with the event.
+	Signature   string    `json:"-"`
+	SignedUntil time.Time `json:"-"`
 }
 
 // DedupKey is the key duplicate deliveries share: source and delivery id. An
@@ -85,6 +96,16 @@ func (e *Event) DedupKey() string {
 		return ""
 	}
 	return e.Source + ":" + e.DeliveryID
+}
+
+// SignatureKey is the dedup key of the signed request that carried the
+// event, "" when it was not signed. It cannot be a DedupKey: a source is
+// followed by "/" here, by ":" there.
+func (e *Event) SignatureKey() string {
+	if e.Signature == "" {
+		return ""
+	}
+	return e.Source + "/signed:" + e.Signature
 }
 
 // FillFromText sets Mentions, Command and Args from Text when the source did

@@ -229,7 +229,11 @@ func (in *Intake) request(ev *Event) IngestRequest {
 	if ev.ReceivedAt.IsZero() {
 		ev.ReceivedAt = now
 	}
-	return IngestRequest{Event: *ev, Now: now, DedupUntil: now.Add(in.rules.Load().dedup)}
+	req := IngestRequest{Event: *ev, Now: now, DedupUntil: now.Add(in.rules.Load().dedup)}
+	if ev.Signature != "" && !ev.SignedUntil.IsZero() && ev.SignedUntil.Before(req.DedupUntil) {
+		req.SignedUntil = ev.SignedUntil
+	}
+	return req
 }
 
 func (in *Intake) store(ctx context.Context, ev *Event, req IngestRequest) (IngestResult, error) {
@@ -242,6 +246,13 @@ func (in *Intake) store(ctx context.Context, ev *Event, req IngestRequest) (Inge
 	switch {
 	case res.Duplicate:
 		m.Duplicates.WithLabelValues(ev.Source).Inc()
+		if res.Replayed {
+			// Not a platform's retry, which keeps its delivery id: someone
+			// sent a captured request again.
+			in.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "signed request replayed: nothing done again",
+				slog.String("source", ev.Source), slog.String("kind", ev.Kind), slog.String("delivery", ev.DeliveryID),
+				slog.String("original", res.OriginalID()))
+		}
 	case res.WorkItem != nil:
 		m.Routes.WithLabelValues(string(res.WorkItem.Route.Kind)).Inc()
 		in.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "work item accepted",

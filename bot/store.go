@@ -19,6 +19,9 @@ type IngestRequest struct {
 	ParentID   string    // parent work item, for work items made by agents
 	Now        time.Time //
 	DedupUntil time.Time // when the dedup key may be forgotten
+	// SignedUntil is when the event's SignatureKey may be forgotten;
+	// DedupUntil when zero.
+	SignedUntil time.Time
 	// Reaction, on a routed event, is put on the triggering message
 	// (Event.SourceRef): an outbox message keyed ReactionKey(work item,
 	// Reaction), as ReactionMessage makes it, written in the same
@@ -62,7 +65,7 @@ func (r *IngestRequest) Validate() error {
 			return Errorf(EINVALID, "ingest: %s", ErrorMessage(err))
 		}
 	}
-	texts := [][2]string{{"delivery id", r.Event.DedupKey()}}
+	texts := [][2]string{{"delivery id", r.Event.DedupKey()}, {"signature", r.Event.SignatureKey()}}
 	if r.Route != nil {
 		texts = append(texts, [2]string{"agent", r.Route.Agent})
 	}
@@ -81,15 +84,34 @@ func (r *IngestRequest) Validate() error {
 // duplicate.
 type IngestResult struct {
 	Duplicate bool
-	WorkItem  *WorkItem      // set when the event (or its original) made a work item
-	Ingress   *IngressRecord // set when it (or its original) was ignored
+	// Replayed marks a duplicate known by its signature rather than its
+	// delivery id: a signed request sent again under another delivery id
+	// (or, where requests carry none, again).
+	Replayed bool
+	WorkItem *WorkItem      // set when the event (or its original) made a work item
+	Ingress  *IngressRecord // set when it (or its original) was ignored
+}
+
+// OriginalID is the id of what was stored: the work item or the ingress
+// record; "" when neither is known.
+func (r IngestResult) OriginalID() string {
+	switch {
+	case r.WorkItem != nil:
+		return r.WorkItem.ID
+	case r.Ingress != nil:
+		return r.Ingress.ID
+	}
+	return ""
 }
 
 // IngestStore persists events. Ingest is atomic: the raw payload, the dedup
-// key and the work item with its dispatch and reaction (or the ingress
-// record) are written in one transaction or not at all. An event whose dedup key is known and not
-// expired writes nothing and returns the original with Duplicate set. Events
-// with an empty DedupKey are never duplicates.
+// keys and the work item with its dispatch and reaction (or the ingress
+// record) are written in one transaction or not at all. An event whose dedup
+// key is known and not expired writes nothing and returns the original with
+// Duplicate set; so does one whose SignatureKey is (with Replayed set too,
+// unless its dedup key is known as well). The original of a signature whose
+// record is gone is a Duplicate with neither WorkItem nor Ingress. Events
+// with an empty DedupKey and SignatureKey are never duplicates.
 type IngestStore interface {
 	Ingest(ctx context.Context, req IngestRequest) (IngestResult, error)
 	// ExpireDedup forgets dedup keys whose window ended before now and

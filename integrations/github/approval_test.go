@@ -132,7 +132,15 @@ func TestApprovalComments(t *testing.T) {
 			require.Equal(t, http.StatusOK, code)
 			require.Equal(t, "duplicate", a.Status)
 			seen := len(d.seen())
-			code, _ = e.post(tt.event, "d-2", tt.payload.bytes(t))
+			// The same comment sent again under a new delivery id is a
+			// replay: nothing is decided or answered again.
+			code, a = e.post(tt.event, "d-forged", tt.payload.bytes(t))
+			require.Equal(t, http.StatusOK, code)
+			require.Equal(t, answer{Status: "duplicate", Reason: ReasonReplayed}, a)
+			require.Len(t, d.seen(), seen)
+			again := tt.payload
+			again["comment"].(payload)["id"] = 556 // a comment of its own
+			code, _ = e.post(tt.event, "d-2", again.bytes(t))
 			require.Equal(t, http.StatusAccepted, code)
 			require.Len(t, d.seen(), min(seen+1, 2*seen))
 			msgs, err = e.store.ListOutbox(context.Background(), thread.Key())

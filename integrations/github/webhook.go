@@ -98,7 +98,8 @@ type webhook struct {
 // twice, or with a payload that cannot be read, 415 to a body that is
 // neither JSON nor a form, or is compressed, 200 to ping and to
 // redeliveries, 202 once the event is persisted as a work item or an
-// ingress record, 502 when GitHub could not be asked for a
+// ingress record, 200 to a delivery signed once and sent again under another
+// X-GitHub-Delivery (reason "replayed"; nothing is done again), 502 when GitHub could not be asked for a
 // commenter's permission or a pull request's files (nothing is stored, so
 // the delivery shows as failed and can be redelivered), and 500 when the
 // intake fails.
@@ -114,6 +115,10 @@ func NewWebhookHandler(opts WebhookOptions) http.Handler {
 	}
 	return &webhook{opts: opts, secret: []byte(opts.Secret.Reveal())}
 }
+
+// ReasonReplayed is the reason of a duplicate known by its signature: a
+// delivery GitHub signed once, sent again under another delivery id.
+const ReasonReplayed = "replayed"
 
 // answer is the JSON body of every webhook response. It names outcomes and
 // reason codes, never internal detail.
@@ -142,7 +147,8 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// GitHub sends each header once. A second copy is someone else's, and
 	// which one a proxy or a reader takes is not to be guessed.
-	if sigs := r.Header.Values("X-Hub-Signature-256"); len(sigs) != 1 || !h.verify(sigs[0], body) {
+	sigs := r.Header.Values("X-Hub-Signature-256")
+	if len(sigs) != 1 || !h.verify(sigs[0], body) {
 		httpapi.JSON(w, http.StatusUnauthorized, answer{Status: "error", Error: "missing or wrong X-Hub-Signature-256"})
 		return
 	}
@@ -166,6 +172,11 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var d *delivery
 		if d, err = readDelivery(event, deliveryID, payload); err == nil {
+			// The delivery id is not signed; the body is, and GitHub never
+			// sends the same body for two events: a captured delivery sent
+			// again under a new id is known by its signature (verify
+			// accepts it in one spelling only, lower-case hex).
+			d.ev.Signature = strings.TrimPrefix(sigs[0], "sha256=")
 			h.serveDelivery(w, r, d)
 			return
 		}
@@ -297,6 +308,9 @@ func (h *webhook) serveDelivery(w http.ResponseWriter, r *http.Request, d *deliv
 		return
 	}
 	switch {
+	case res.Duplicate && res.Replayed:
+		// The intake logs it: someone sent a captured delivery again.
+		httpapi.JSON(w, http.StatusOK, answer{Status: "duplicate", Reason: ReasonReplayed})
 	case res.Duplicate:
 		log.LogAttrs(ctx, slog.LevelDebug, "github redelivery", kind, delivery)
 		httpapi.JSON(w, http.StatusOK, answer{Status: "duplicate"})

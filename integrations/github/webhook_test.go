@@ -469,7 +469,8 @@ func TestGateConfigureTakesEffectAtOnce(t *testing.T) {
 	e := newEnv(t)
 	e.gh.setPermission("octo/hello", "tom", "read", "triage")
 	ask := func(id string) answer {
-		code, a := e.post("issue_comment", id, issueCommentPayload("created", person("tom"), "@coder go", nil).bytes(t))
+		// Each a comment of its own: the same one sent again is a replay.
+		code, a := e.post("issue_comment", id, issueCommentPayload("created", person("tom"), "@coder go "+id, nil).bytes(t))
 		require.Equal(t, http.StatusAccepted, code)
 		return a
 	}
@@ -1217,6 +1218,7 @@ func TestHostilePayloadsAreAnsweredAndNeverFailTheIntake(t *testing.T) {
 		{"check_run", payload{"action": "created", "check_run": payload{"id": 1}, "repository": repository(), "sender": person("alice")}},
 	}
 	n, codes := 0, map[int]int{}
+	sent := map[string]bool{}
 	for _, base := range bases {
 		var root any
 		require.NoError(t, json.Unmarshal(base.payload.bytes(t), &root))
@@ -1225,6 +1227,13 @@ func TestHostilePayloadsAreAnsweredAndNeverFailTheIntake(t *testing.T) {
 			requireAgree(t, base.event, body)
 			code, a := e.post(base.event, fmt.Sprintf("hostile-%d", n), body)
 			codes[code]++
+			key := base.event + "\x00" + string(body)
+			if sent[key] && code != http.StatusBadRequest {
+				// Two mutations made the same body: it was sent before.
+				require.Equal(t, answer{Status: "duplicate", Reason: ReasonReplayed}, a, name)
+				return
+			}
+			sent[key] = true
 			require.Contains(t, []int{http.StatusAccepted, http.StatusBadRequest}, code, "%s: %+v", name, a)
 		})
 	}
@@ -1238,5 +1247,74 @@ func TestHostilePayloadsAreAnsweredAndNeverFailTheIntake(t *testing.T) {
 		for _, m := range msgs {
 			require.NotContains(t, m.Text, "Sorry @,", m.Key)
 		}
+	}
+}
+
+// A delivery GitHub signed is acted on once: sent again under any other
+// X-GitHub-Delivery (which the signature does not cover), or as another
+// event, it is acknowledged as a replay and changes nothing, whatever it
+// was: a mention, an event no rule routes, an approval comment.
+func TestACapturedDeliveryIsActedOnOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		event   string
+		payload payload
+		status  string // the first delivery's
+	}{
+		{"a mention", "issue_comment", issueCommentPayload("created", person("alice"), "@triage please look", nil), "accepted"},
+		{"a command", "pull_request_review_comment", payload{
+			"action": "created", "comment": payload{"id": 8, "body": "/deploy staging"},
+			"pull_request": payload{"number": 9}, "repository": repository(), "sender": person("alice"),
+			"installation": payload{"id": testInstallation},
+		}, "accepted"},
+		{"an event no rule routes", "pull_request", pullRequestPayload("opened", person("alice"), "docs only"), "ignored"},
+		{"a bot's comment", "issue_comment", issueCommentPayload("created", botUser("dependabot[bot]"), "@triage rebase", nil), "ignored"},
+		{"an approval comment", "issue_comment", issueCommentPayload("created", person("alice"), "/approve ap_1abc", nil), "ignored"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &deciderFake{}
+			e := newEnv(t, func(o *WebhookOptions, _ *GateOptions) { o.Approvals = d })
+			e.answering()
+			e.gh.setPermission("octo/hello", "alice", "write", "write")
+			body := tc.payload.bytes(t)
+			code, a := e.post(tc.event, "72d3162e-cc78-11e3-81ab-4c9367dc0958", body)
+			require.Equal(t, http.StatusAccepted, code)
+			require.Equal(t, tc.status, a.Status)
+			items, ingress, decided := e.workItems(), e.ingress(), len(d.seen())
+			outbox := func() []bot.OutboxMessage {
+				var all []bot.OutboxMessage
+				for _, th := range []string{"github:octo/hello#7", "github:octo/hello#9"} {
+					msgs, err := e.store.ListOutbox(context.Background(), th)
+					require.NoError(t, err)
+					all = append(all, msgs...)
+				}
+				return all
+			}
+			queued := outbox()
+
+			// Redelivered by GitHub, under its own id.
+			code, a = e.post(tc.event, "72d3162e-cc78-11e3-81ab-4c9367dc0958", body)
+			require.Equal(t, http.StatusOK, code)
+			require.Equal(t, answer{Status: "duplicate"}, a)
+			// Replayed by someone else, under ids of their choosing and as
+			// other events (which, when the body is not one, are refused
+			// as malformed).
+			for i, event := range []string{tc.event, tc.event, "issues", "issue_comment", "pull_request_review", tc.event} {
+				code, a = e.post(event, fmt.Sprintf("forged-%d", i), body)
+				if event != tc.event && code == http.StatusBadRequest {
+					continue
+				}
+				require.Equal(t, http.StatusOK, code, event)
+				require.Equal(t, answer{Status: "duplicate", Reason: ReasonReplayed}, a, event)
+			}
+			require.Equal(t, items, e.workItems())
+			require.Equal(t, ingress, e.ingress())
+			require.Len(t, d.seen(), decided, "an approval is decided once")
+			require.Equal(t, queued, outbox(), "nothing more is said or reacted")
+
+			// One byte more is another delivery GitHub signed.
+			code, _ = e.post(tc.event, "forged-0", append(body, ' '))
+			require.Equal(t, http.StatusAccepted, code)
+		})
 	}
 }

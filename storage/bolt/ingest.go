@@ -28,13 +28,14 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 		req.Now = time.Now()
 	}
 	req.Now = utc(req.Now)
-	// A redelivery (Slack retries, GitHub redeliveries) is answered from a
-	// read transaction, without waiting for a batch to commit.
-	if key := req.Event.DedupKey(); key != "" {
+	// A redelivery (Slack retries, GitHub redeliveries) or a replayed
+	// request is answered from a read transaction, without waiting for a
+	// batch to commit.
+	if key, sig := req.Event.DedupKey(), req.Event.SignatureKey(); key != "" || sig != "" {
 		var dup bot.IngestResult
 		err := s.view("ingest", func(t txn) error {
 			var err error
-			dup, err = t.duplicate(key, req.Now)
+			dup, err = t.duplicate(key, sig, req.Now)
 			return err
 		})
 		if err != nil || dup.Duplicate {
@@ -60,19 +61,20 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	return res, nil
 }
 
-// write stores the plan unless its dedup key is taken, in which case it
-// returns the original: another delivery of the event may have been in the
-// same batch, or committed since the read transaction looked.
+// write stores the plan unless its dedup key or its signature is taken, in
+// which case it returns the original: another delivery of the event may
+// have been in the same batch, or committed since the read transaction
+// looked.
 func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
-	var stale []byte
-	if p.dedupKey != "" {
-		if v := t.bucket(bucketDedup).Get([]byte(p.dedupKey)); len(v) >= 8 {
-			if !now.After(decodeTime(v[:8])) {
-				return t.original(string(v[8:]))
-			}
-			// Expired but not yet swept: the key is free again, and its old
-			// expiry entry goes so the sweep does not delete the new one.
-			stale = append(append(make([]byte, 0, 8+len(p.dedupKey)), v[:8]...), p.dedupKey...)
+	if dup, err := t.duplicate(p.dedupKey, p.sigKey, now); err != nil || dup.Duplicate {
+		return dup, err
+	}
+	// A key expired but not yet swept is free again, and its old expiry
+	// entry goes so the sweep does not delete the new one.
+	var stale [][]byte
+	for _, key := range []string{p.dedupKey, p.sigKey} {
+		if v := t.bucket(bucketDedup).Get([]byte(key)); key != "" && len(v) >= 8 {
+			stale = append(stale, append(append(make([]byte, 0, 8+len(key)), v[:8]...), key...))
 		}
 	}
 
@@ -97,8 +99,8 @@ func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
 		return bot.IngestResult{}, err
 	}
 	records, counts, res := p.records(seqs)
-	if stale != nil {
-		if err := t.bucket(bucketDedupExpiry).Delete(stale); err != nil {
+	for _, k := range stale {
+		if err := t.bucket(bucketDedupExpiry).Delete(k); err != nil {
 			return bot.IngestResult{}, err
 		}
 	}
@@ -115,14 +117,38 @@ func (p *ingestPlan) write(t txn, now time.Time) (bot.IngestResult, error) {
 	return res, nil
 }
 
-// duplicate returns the original of a dedup key that is known and not
-// expired at now, with Duplicate set, or a zero result.
-func (t txn) duplicate(key string, now time.Time) (bot.IngestResult, error) {
-	v := t.bucket(bucketDedup).Get([]byte(key))
-	if len(v) < 8 || now.After(decodeTime(v[:8])) {
+// duplicate returns the original of an event whose dedup key, or else
+// whose signature key (Replayed), is known and not expired at now, with
+// Duplicate set, or a zero result. Either key may be "".
+func (t txn) duplicate(key, sig string, now time.Time) (bot.IngestResult, error) {
+	if id, ok := t.dedupHit(key, now); ok {
+		return t.original(id)
+	}
+	id, ok := t.dedupHit(sig, now)
+	if !ok {
 		return bot.IngestResult{}, nil
 	}
-	return t.original(string(v[8:]))
+	res, err := t.original(id)
+	if bot.ErrorCode(err) == bot.ENOTFOUND {
+		// Retention dropped what the request made; it is a replay all the
+		// same.
+		res, err = bot.IngestResult{Duplicate: true}, nil
+	}
+	res.Replayed = true
+	return res, err
+}
+
+// dedupHit returns what a dedup key names when it is known and not expired
+// at now.
+func (t txn) dedupHit(key string, now time.Time) (string, bool) {
+	if key == "" {
+		return "", false
+	}
+	v := t.bucket(bucketDedup).Get([]byte(key))
+	if len(v) < 8 || now.After(decodeTime(v[:8])) {
+		return "", false
+	}
+	return string(v[8:]), true
 }
 
 // original returns what a dedup key's first event made.

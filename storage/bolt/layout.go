@@ -135,6 +135,8 @@ func IngestRecords(req bot.IngestRequest, seqs Seqs) ([]Record, error) {
 type ingestPlan struct {
 	dedupKey string
 	until    []byte // the dedup key's expiry, timeKey
+	sigKey   string // the signature's dedup key, "" for an unsigned event
+	sigUntil []byte // its expiry, timeKey
 	event    []byte // the events value; it holds no id
 	payload  []byte // the raw payload, as received
 
@@ -172,6 +174,12 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 		return nil, err
 	}
 	p := &ingestPlan{dedupKey: ev.DedupKey(), until: timeKey(dedupUntil), event: event, payload: ev.Raw, thread: ev.Thread.Key()}
+	if p.sigKey = ev.SignatureKey(); p.sigKey != "" {
+		p.sigUntil = p.until
+		if !req.SignedUntil.IsZero() {
+			p.sigUntil = timeKey(req.SignedUntil)
+		}
+	}
 	if req.Route != nil {
 		rec := workItemRecord{WorkItem: bot.WorkItem{
 			Thread: ev.Thread, Status: bot.StatusQueued, Route: *req.Route, ParentID: req.ParentID,
@@ -238,7 +246,7 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResul
 	}
 	// The keys: sequences, index keys of the thread, the unit and the
 	// destination, and the dedup keys, at most this many bytes.
-	keys := arena(make([]byte, 0, 6*8+4*(len(p.thread)+9)+len(p.destination)+9+3*(len(p.dedupKey)+8)+128))
+	keys := arena(make([]byte, 0, 6*8+4*(len(p.thread)+9)+len(p.destination)+9+3*(len(p.dedupKey)+8)+2*(len(p.sigKey)+8)+128))
 	evRef := formatID(prefixEvent, seqs.Event)
 	evKey := keys.seq(seqs.Event)
 	put(bucketEvents, evKey, p.event)
@@ -289,6 +297,11 @@ func (p *ingestPlan) records(seqs Seqs) ([]Record, []countDelta, bot.IngestResul
 		put(bucketDeliveries, dedupKey, []byte(id))
 		put(bucketDedup, dedupKey, keys.join(p.until, id))
 		put(bucketDedupExpiry, keys.join(p.until, p.dedupKey), nil)
+	}
+	if p.sigKey != "" {
+		// Not in the delivery index: a signature is no delivery id.
+		put(bucketDedup, keys.str(p.sigKey), keys.join(p.sigUntil, id))
+		put(bucketDedupExpiry, keys.join(p.sigUntil, p.sigKey), nil)
 	}
 	return records, counts, res
 }

@@ -22,43 +22,62 @@ const notifyChannel = "switchyard"
 
 // Ingest writes an event in one statement: the dedup key first (the primary
 // key makes a concurrent delivery of the same event wait and then find it),
-// and, only when the key was free, the payload, the work item with its
-// pending dispatch (or the ingress record), the delivery index and a
-// notification that wakes idle workers on every replica. Events that
-// arrive together share a round trip and a commit (the group commit).
+// then, only when it was free, the signature's key (s), and, only when that
+// was free too, the payload, the work item with its pending dispatch (or
+// the ingress record), the delivery index and a notification that wakes
+// idle workers on every replica. Events that arrive together share a round
+// trip and a commit (the group commit).
 const (
 	ingestRouted = `WITH ids AS MATERIALIZED (
 	SELECT nextval('events_seq_seq') AS ev, nextval('work_items_seq_seq') AS wi, nextval('dispatches_seq_seq') AS dp
-), d AS (%s), e AS (
-	INSERT INTO events (seq, header, raw) SELECT ids.ev, $4, NULLIF($5::bytea, ''::bytea) FROM ids, d RETURNING 1
+), %sd AS (%s), s AS (%s), e AS (
+	INSERT INTO events (seq, header, raw) SELECT ids.ev, $4, NULLIF($5::bytea, ''::bytea) FROM ids, s RETURNING 1
 ), w AS (
 	INSERT INTO work_items (seq, event_seq, thread, status, dispatch_seq, doc)
-	SELECT ids.wi, ids.ev, $6, 'queued', ids.dp, $7 FROM ids, d RETURNING 1
+	SELECT ids.wi, ids.ev, $6, 'queued', ids.dp, $7 FROM ids, s RETURNING 1
 ), p AS (
 	INSERT INTO dispatches (seq, work_item_seq, unit, agent, status, doc)
-	SELECT ids.dp, ids.wi, CASE WHEN $6::text = '' THEN '!wi_' || ids.wi ELSE $6::text END, $8, 'pending', $9 FROM ids, d RETURNING 1
+	SELECT ids.dp, ids.wi, CASE WHEN $6::text = '' THEN '!wi_' || ids.wi ELSE $6::text END, $8, 'pending', $9 FROM ids, s RETURNING 1
 )%s%s, n AS (
-	SELECT pg_notify('` + notifyChannel + `', '` + bot.TopicWork + `:') FROM d%s
+	SELECT pg_notify('` + notifyChannel + `', '` + bot.TopicWork + `:') FROM s%s
 )
-SELECT ids.ev, ids.wi, ids.dp, EXISTS (SELECT 1 FROM d), (SELECT count(*) FROM n) FROM ids`
+SELECT ids.ev, ids.wi, ids.dp, EXISTS (SELECT 1 FROM s), (SELECT count(*) FROM n), %s FROM ids`
 
 	ingestIgnored = `WITH ids AS MATERIALIZED (
 	SELECT nextval('events_seq_seq') AS ev, nextval('ingress_seq_seq') AS inn
-), d AS (%s), e AS (
-	INSERT INTO events (seq, header, raw) SELECT ids.ev, $4, NULLIF($5::bytea, ''::bytea) FROM ids, d RETURNING 1
+), %sd AS (%s), s AS (%s), e AS (
+	INSERT INTO events (seq, header, raw) SELECT ids.ev, $4, NULLIF($5::bytea, ''::bytea) FROM ids, s RETURNING 1
 ), i AS (
-	INSERT INTO ingress (seq, event_seq, reason, doc) SELECT ids.inn, ids.ev, $6, $7 FROM ids, d RETURNING 1
+	INSERT INTO ingress (seq, event_seq, reason, doc) SELECT ids.inn, ids.ev, $6, $7 FROM ids, s RETURNING 1
 )%s
-SELECT ids.ev, ids.inn, 0::bigint, EXISTS (SELECT 1 FROM d), 0::bigint FROM ids`
+SELECT ids.ev, ids.inn, 0::bigint, EXISTS (SELECT 1 FROM s), 0::bigint, %s FROM ids`
 
 	// The dedup key of an event that has one: taken unless it is known
-	// and not expired at now.
-	dedupTake = `INSERT INTO dedup AS x (key, until, ref) SELECT $1, $2::bigint, '%s' || ids.%s FROM ids
+	// and not expired at now (or, %[2]s, a signed event's signature is).
+	// Its ref, %[1]s, is what the event makes.
+	dedupTake = `INSERT INTO dedup AS x (key, until, ref) SELECT $1, $2::bigint, %[1]s FROM ids%[2]s
 	ON CONFLICT (key) DO UPDATE SET until = EXCLUDED.until, ref = EXCLUDED.ref WHERE x.until < $3::bigint
 	RETURNING 1`
 	// An event without a dedup key is never a duplicate; $1 to $3 are
 	// then unused, but named so their types are known.
 	dedupNone = `SELECT $1::text AS key, $2::bigint AS until, $3::bigint AS now`
+	// What a signed event's statement knows before it writes: whether its
+	// dedup key ($1) and its signature's ($%[1]d) are known and not expired
+	// at now. A request replayed under a new delivery id then takes no
+	// key at all, as on bbolt.
+	sigSeen = `k AS (SELECT EXISTS (SELECT 1 FROM dedup WHERE key = $1 AND until >= $3::bigint) AS seen,
+	EXISTS (SELECT 1 FROM dedup WHERE key = $%[1]d::text AND until >= $3::bigint) AS signed), `
+	sigUnseen = `, k WHERE NOT k.signed`
+	// A replay: the signature was known and the dedup key was not, or it
+	// was taken by a replay whose original was not committed yet when the
+	// statement began.
+	sigReplayed = `(SELECT NOT k.seen AND k.signed FROM k) OR EXISTS (SELECT 1 FROM d) AND NOT EXISTS (SELECT 1 FROM s)`
+	// The signature's key of a signed event ($%[2]d, until $%[3]d), taken
+	// once the dedup key was, unless it is known and not expired.
+	sigTake = `INSERT INTO dedup AS x (key, until, ref) SELECT $%[2]d::text, $%[3]d::bigint, %[1]s FROM ids, d
+	ON CONFLICT (key) DO UPDATE SET until = EXCLUDED.until, ref = EXCLUDED.ref WHERE x.until < $3::bigint
+	RETURNING 1`
+	sigNone = `SELECT 1 FROM d`
 	// The reaction of a routed event: its outbox message, whose key, work
 	// item and sequence are spliced into the document made beforehand.
 	reaction = `, r AS (
@@ -66,25 +85,62 @@ SELECT ids.ev, ids.inn, 0::bigint, EXISTS (SELECT 1 FROM d), 0::bigint FROM ids`
 	SELECT 'wi_' || ids.wi || $10::text, o.seq, $6, $11, 'wi_' || ids.wi, true, false, $12::bigint,
 		convert_to(jsonb_set(jsonb_set(jsonb_set($13::jsonb, '{key}', to_jsonb('wi_' || ids.wi || $10::text)),
 			'{work_item_id}', to_jsonb('wi_' || ids.wi)), '{seq}', to_jsonb(o.seq))::text, 'UTF8')
-	FROM ids, d, (SELECT nextval('outbox_seq') AS seq) o RETURNING 1
+	FROM ids, s, (SELECT nextval('outbox_seq') AS seq) o RETURNING 1
 )`
 	reactionNotify = `
 	UNION ALL SELECT pg_notify('` + notifyChannel + `', '` + bot.TopicOutbox + `:') FROM r`
 	delivery = `, l AS (
-	INSERT INTO deliveries (key, ref) SELECT $1, '%s' || ids.%s FROM ids, d
+	INSERT INTO deliveries (key, ref) SELECT $1, %s FROM ids, s
 	ON CONFLICT (key) DO UPDATE SET ref = EXCLUDED.ref RETURNING 1
 )`
 )
 
-// ingestSQL is the statement of an event routed or not, with a dedup key
-// or not, with a reaction or not.
-var ingestSQL = map[[3]bool]string{
-	{true, true, false}:   fmt.Sprintf(ingestRouted, fmt.Sprintf(dedupTake, "wi_", "wi"), fmt.Sprintf(delivery, "wi_", "wi"), "", ""),
-	{true, false, false}:  fmt.Sprintf(ingestRouted, dedupNone, "", "", ""),
-	{true, true, true}:    fmt.Sprintf(ingestRouted, fmt.Sprintf(dedupTake, "wi_", "wi"), fmt.Sprintf(delivery, "wi_", "wi"), reaction, reactionNotify),
-	{true, false, true}:   fmt.Sprintf(ingestRouted, dedupNone, "", reaction, reactionNotify),
-	{false, true, false}:  fmt.Sprintf(ingestIgnored, fmt.Sprintf(dedupTake, "in_", "inn"), fmt.Sprintf(delivery, "in_", "inn")),
-	{false, false, false}: fmt.Sprintf(ingestIgnored, dedupNone, ""),
+// ingestShape is what an event's statement depends on: routed or not, with
+// a dedup key or not, with a reaction or not, signed or not.
+type ingestShape struct{ routed, keyed, reaction, signed bool }
+
+// ingestSQL is the statement of each shape.
+var ingestSQL = ingestStatements()
+
+func ingestStatements() map[ingestShape]string {
+	out := map[ingestShape]string{}
+	for _, sh := range []ingestShape{
+		{true, true, false, false}, {true, false, false, false}, {true, true, true, false}, {true, false, true, false},
+		{false, true, false, false}, {false, false, false, false},
+	} {
+		for _, signed := range []bool{false, true} {
+			sh.signed = signed
+			out[sh] = ingestStatement(sh)
+		}
+	}
+	return out
+}
+
+func ingestStatement(sh ingestShape) string {
+	// What the event makes, and the parameter after the last its statement
+	// uses, where the signature's key and expiry go.
+	made, next := "'in_' || ids.inn", 8
+	if sh.routed {
+		made, next = "'wi_' || ids.wi", 10
+		if sh.reaction {
+			next = 14
+		}
+	}
+	k, d, s, l, replayed, unseen := "", dedupNone, sigNone, "", "false", ""
+	if sh.signed {
+		k, s, replayed, unseen = fmt.Sprintf(sigSeen, next), fmt.Sprintf(sigTake, made, next, next+1), sigReplayed, sigUnseen
+	}
+	if sh.keyed {
+		d, l = fmt.Sprintf(dedupTake, made, unseen), fmt.Sprintf(delivery, made)
+	}
+	if !sh.routed {
+		return fmt.Sprintf(ingestIgnored, k, d, s, l, replayed)
+	}
+	r, rn := "", ""
+	if sh.reaction {
+		r, rn = reaction, reactionNotify
+	}
+	return fmt.Sprintf(ingestRouted, k, d, s, l, r, rn, replayed)
 }
 
 // ID prefixes, as the bbolt store's: the number is the row's sequence.
@@ -138,7 +194,7 @@ func utc(t time.Time) time.Time { return t.Round(0).UTC() }
 type ingestPlan struct {
 	sql      string
 	args     []any
-	key      string
+	key, sig string // dedup key and signature key, each "" when absent
 	workItem *bot.WorkItem
 	ingress  *bot.IngressRecord
 }
@@ -154,8 +210,12 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode event: %w", err)
 	}
-	key := ev.DedupKey()
-	p := &ingestPlan{key: key, sql: ingestSQL[[3]bool{req.Route != nil, key != "", req.Reaction != ""}]}
+	key, sig := ev.DedupKey(), ev.SignatureKey()
+	p := &ingestPlan{key: key, sig: sig, sql: ingestSQL[ingestShape{req.Route != nil, key != "", req.Reaction != "", sig != ""}]}
+	sigUntil := until
+	if !req.SignedUntil.IsZero() {
+		sigUntil = req.SignedUntil
+	}
 	raw := ev.Raw
 	if raw == nil {
 		raw = []byte{}
@@ -188,6 +248,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 			p.args = append(p.args, bot.ReactionKey("", req.Reaction), ev.Thread.Destination(), nanos(m.NextAttemptAt), mDoc)
 		}
 		p.workItem = &wi
+		p.signed(sigUntil)
 		return p, nil
 	}
 	in := bot.IngressRecord{
@@ -200,7 +261,16 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 	}
 	p.args = append(args, in.Reason, inDoc)
 	p.ingress = &in
+	p.signed(sigUntil)
 	return p, nil
+}
+
+// signed adds the signature's key and expiry of a signed event to the
+// statement's parameters, last.
+func (p *ingestPlan) signed(until time.Time) {
+	if p.sig != "" {
+		p.args = append(p.args, p.sig, nanos(utc(until)))
+	}
 }
 
 // ingestRow is what the statement answers.
@@ -208,10 +278,11 @@ type ingestRow struct {
 	ev, rec, dispatch int64
 	stored            bool
 	notified          int64
+	replayed          bool // the dedup key was free, the signature's was not
 }
 
 func (r *ingestRow) scan(row pgx.Row) error {
-	return row.Scan(&r.ev, &r.rec, &r.dispatch, &r.stored, &r.notified)
+	return row.Scan(&r.ev, &r.rec, &r.dispatch, &r.stored, &r.notified, &r.replayed)
 }
 
 // Ingest persists an event: the payload, the dedup key, and the work item
@@ -240,7 +311,7 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 		return bot.IngestResult{}, s.wrap("ingest", err)
 	}
 	if !row.stored {
-		res, err := s.original(ctx, p.key)
+		res, err := s.duplicate(ctx, p, row.replayed)
 		return res, s.wrap("ingest", err)
 	}
 	evRef := formatID(prefixEvent, row.ev)
@@ -252,6 +323,26 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	in := *p.ingress
 	in.ID, in.EventRef = formatID(prefixIngress, row.rec), evRef
 	return bot.IngestResult{Ingress: &in}, nil
+}
+
+// duplicate returns the original of an event the statement did not store:
+// by its dedup key, or by its signature when it was replayed, or when its
+// dedup key was taken by a replay whose original was not yet committed.
+func (s *Store) duplicate(ctx context.Context, p *ingestPlan, replayed bool) (bot.IngestResult, error) {
+	if !replayed {
+		res, err := s.original(ctx, p.key)
+		if p.sig == "" || !errors.Is(err, pgx.ErrNoRows) && bot.ErrorCode(err) != bot.ENOTFOUND {
+			return res, err
+		}
+	}
+	res, err := s.original(ctx, p.sig)
+	if errors.Is(err, pgx.ErrNoRows) || bot.ErrorCode(err) == bot.ENOTFOUND {
+		// Retention dropped what the request made; it is a replay all the
+		// same.
+		res, err = bot.IngestResult{Duplicate: true}, nil
+	}
+	res.Replayed = true
+	return res, err
 }
 
 // original returns what the first delivery of a dedup key made.

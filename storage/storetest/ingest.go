@@ -284,6 +284,110 @@ func testDedup(t *testing.T, open Opener) {
 		require.Equal(t, second.WorkItem.ID, third.WorkItem.ID)
 	})
 
+	t.Run("a signed request is stored once, whatever delivery id it claims", func(t *testing.T) {
+		signed := func(h *harness, delivery string) bot.Event {
+			ev := h.event(bot.LocalThread("t1"), "hi")
+			ev.Source, ev.Kind, ev.DeliveryID = bot.SourceGitHub, "github.issue_comment.created", delivery
+			ev.Signature = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+			return ev
+		}
+		for _, tc := range []struct {
+			name   string
+			replay func(ev bot.Event) bot.Event
+			// replayed: found by its signature, not by its delivery id.
+			replayed bool
+		}{
+			{"under a new delivery id", func(ev bot.Event) bot.Event { ev.DeliveryID = "forged-1"; return ev }, true},
+			{"without a delivery id", func(ev bot.Event) bot.Event { ev.DeliveryID = ""; return ev }, true},
+			{"under its own delivery id (a redelivery)", func(ev bot.Event) bot.Event { return ev }, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				for _, route := range []bool{true, false} {
+					h := newHarness(t, open)
+					ev := signed(h, "gh-1")
+					req := func(ev bot.Event, now time.Time) bot.IngestRequest {
+						if route {
+							return routed(ev, "coder", now)
+						}
+						return ignored(ev, bot.IgnoreNoRoute, now)
+					}
+					first := h.ingest(req(ev, epoch()))
+					require.False(t, first.Duplicate)
+					for i := range 2 { // the second time, its forged id is known too
+						res := h.ingest(req(tc.replay(ev), at(time.Duration(i+1)*time.Minute)))
+						require.True(t, res.Duplicate)
+						require.Equal(t, tc.replayed, res.Replayed)
+						require.Equal(t, first.WorkItem, res.WorkItem)
+						require.Equal(t, first.Ingress, res.Ingress)
+					}
+					in, _, err := h.s.ListIngress(h.ctx, bot.IngressFilter{})
+					require.NoError(t, err)
+					require.Equal(t, 1, len(h.list(bot.WorkItemFilter{}))+len(in), "one work item or ingress record")
+					// Another request (another signature) under the forged id
+					// is its own.
+					other := tc.replay(ev)
+					other.Signature = "857107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+					if other.DeliveryID == ev.DeliveryID {
+						other.DeliveryID = "gh-2"
+					}
+					require.False(t, h.ingest(req(other, at(time.Hour/2))).Duplicate)
+				}
+			})
+		}
+	})
+
+	t.Run("a signature is forgotten when its own window ends", func(t *testing.T) {
+		h := newHarness(t, open)
+		ev := h.event(bot.LocalThread("t1"), "hi")
+		ev.Source, ev.Kind, ev.Signature = bot.SourceSlack, bot.KindSlackMessage, "0a"
+		req := routed(ev, "coder", epoch())
+		req.SignedUntil = at(5 * time.Minute)
+		first := h.ingest(req)
+
+		replay := ev
+		replay.DeliveryID = "another"
+		res := h.ingest(routed(replay, "coder", at(4*time.Minute)))
+		require.True(t, res.Duplicate)
+		require.True(t, res.Replayed)
+		require.Equal(t, first.WorkItem.ID, res.WorkItem.ID)
+
+		n, err := h.s.ExpireDedup(h.ctx, at(6*time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, 1, n) // the delivery id's key lasts the hour
+		replay.DeliveryID = "yet another"
+		res = h.ingest(routed(replay, "coder", at(7*time.Minute)))
+		require.False(t, res.Duplicate)
+		// Its delivery id is still known.
+		require.True(t, h.ingest(routed(ev, "coder", at(8*time.Minute))).Duplicate)
+	})
+
+	t.Run("concurrent replays of one signed request make one work item", func(t *testing.T) {
+		h := newHarness(t, open)
+		ev := h.event(bot.LocalThread("t1"), "hi")
+		ev.Signature = "ab12"
+		const n = 50
+		results := make([]bot.IngestResult, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			replay := ev
+			replay.DeliveryID = ev.DeliveryID + "-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+			wg.Go(func() { results[i], errs[i] = h.s.Ingest(h.ctx, routed(replay, "coder", epoch())) })
+		}
+		wg.Wait()
+		originals := 0
+		for i := range n {
+			require.NoError(t, errs[i])
+			require.NotNil(t, results[i].WorkItem)
+			if !results[i].Duplicate {
+				originals++
+			}
+		}
+		require.Equal(t, 1, originals)
+		require.Len(t, h.list(bot.WorkItemFilter{}), 1)
+		require.Equal(t, 1, h.depth())
+	})
+
 	t.Run("sweep removes only expired keys, many at once", func(t *testing.T) {
 		h := newHarness(t, open)
 		var wg sync.WaitGroup
