@@ -210,14 +210,17 @@ func dialClient(addr string) (*client, error) {
 }
 
 func (c *client) post(path string, body []byte) (int, error) {
-	return c.postWith(path, "", body)
+	return c.postWith(path, "", body, 0, nil)
 }
 
 // postWith posts body with further header lines, each ending in CRLF.
-func (c *client) postWith(path, headers string, body []byte) (int, error) {
+// patch, when set, is written over the body from byte patchAt on, as it is
+// sent: many requests can share one large body and still differ.
+func (c *client) postWith(path, headers string, body []byte, patchAt int, patch []byte) (int, error) {
 	c.req = fmt.Appendf(c.req[:0], "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n",
 		path, c.host, headers, len(body))
 	c.req = append(c.req, body...)
+	copy(c.req[len(c.req)-len(body)+patchAt:], patch)
 	if _, err := c.conn.Write(c.req); err != nil {
 		return 0, fmt.Errorf("post %s: %w", path, err)
 	}

@@ -69,7 +69,8 @@ func sign(secret string, body []byte) string {
 // pull_request.opened that a rule routes to an agent, through the daemon's
 // own HTTP handler with every hook it installs — signature, the reader,
 // the gate, routing, metrics, the log, and the one group-committed write of
-// the event, dedup key, work item, dispatch and 👀 — answered 202, with 64
+// the event, its dedup keys (delivery id and signature), work item, dispatch
+// and 👀 — answered 202, with 64
 // clients, the process's runtime tuned as serve tunes it (TestMain). Its
 // baseline is raw bbolt Batch writes of exactly the records that path writes (the 👀
 // outbox entry and the counters included), in the same run. When node and
@@ -85,8 +86,8 @@ func BenchmarkWebhookIntake(b *testing.B) {
 	for range b.N {
 		body := prOpened(b)
 		settings := rawBatch
-		records := webhookRecords(b, body)
-		deliveries := webhookRequests(body)
+		deliveries := webhookRequests(b, body)
+		records := webhookRecords(b, body, deliveries)
 		peers, skipped := startPeers(b)
 
 		setupCommits := daemonSetupCommits(b)
@@ -207,27 +208,47 @@ type peerRun struct {
 
 func ms(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
 
-// delivery is one signed webhook request.
+// delivery is one signed webhook request: the fixture, shared, with its
+// pull request's id made the delivery's own (patch, at patchAt), since
+// GitHub never signs the same body twice and the daemon acts on a body it
+// has seen signed only once.
 type delivery struct {
-	id   string
-	head string // the request line and headers up to the body
-	body []byte
+	id        string
+	head      string // the request line and headers up to the body
+	body      []byte
+	patchAt   int
+	patch     []byte
+	signature string // hex, as the daemon keeps it
 }
 
-// webhookRequests signs the fixture once and gives each delivery its own id.
-func webhookRequests(body []byte) []delivery {
-	signature := sign(webhookSecret, body)
+// prID is the pull request's id in the fixture, which each delivery
+// replaces with another of the same width.
+const prID = `"id": 279147437,`
+
+// webhookRequests gives each delivery its own id and pull request id, and
+// signs each.
+func webhookRequests(b *testing.B, body []byte) []delivery {
+	at := bytes.Index(body, []byte(prID))
+	if at < 0 {
+		b.Fatalf("the fixture has no %s", prID)
+	}
+	at += len(`"id": `)
+	own := bytes.Clone(body)
 	out := make([]delivery, webhookDeliveries)
 	for i := range out {
 		id := fmt.Sprintf("bench-%d", i)
-		out[i] = delivery{id: id, body: body, head: fmt.Sprintf("X-GitHub-Event: pull_request\r\nX-GitHub-Delivery: %s\r\nX-Hub-Signature-256: %s\r\n", id, signature)}
+		patch := fmt.Appendf(nil, "%09d", 279147437+i)
+		copy(own[at:], patch)
+		signature := sign(webhookSecret, own)
+		out[i] = delivery{id: id, body: body, patchAt: at, patch: patch, signature: strings.TrimPrefix(signature, "sha256="),
+			head: fmt.Sprintf("X-GitHub-Event: pull_request\r\nX-GitHub-Delivery: %s\r\nX-Hub-Signature-256: %s\r\n", id, signature)}
 	}
 	return out
 }
 
 // webhookRecords returns the records the daemon writes for each delivery,
 // which the raw runs write.
-func webhookRecords(b *testing.B, body []byte) [][]bolt.Record {
+func webhookRecords(b *testing.B, body []byte, deliveries []delivery) [][]bolt.Record {
 	now := time.Now().UTC()
 	records := make([][]bolt.Record, webhookDeliveries)
 	for i := range records {
@@ -237,6 +258,7 @@ func webhookRecords(b *testing.B, body []byte) [][]bolt.Record {
 			Org: "Codertocat", Repo: "Codertocat/Hello-World", Number: 2, InstallationID: 0, Labels: []string{"bug"},
 			Text: "This is a pretty simple change that we need to pull into master.", Mentions: []string{},
 			Thread: bot.GitHubThread("Codertocat", "Hello-World", 2), SourceRef: "issue:2", ReceivedAt: now, Raw: body,
+			Signature: deliveries[i].signature,
 		}
 		seq := uint64(i + 1)
 		recs, err := bolt.IngestRecords(bot.IngestRequest{
@@ -420,7 +442,8 @@ func postDeliveries(b *testing.B, addr, path string, deliveries []delivery) (flo
 					return
 				}
 				t0 := time.Now()
-				status, err := c.postWith(path, deliveries[i].head, deliveries[i].body)
+				d := &deliveries[i]
+				status, err := c.postWith(path, d.head, d.body, d.patchAt, d.patch)
 				if err != nil {
 					b.Error(err)
 					return

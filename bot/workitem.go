@@ -176,6 +176,7 @@ const (
 	IgnoreEdited       = "edited"       // an edit that adds no mention
 	IgnoreDeleted      = "deleted"      // a deletion
 	IgnoreApproval     = "approval"     // a person deciding an approval (a GitHub /approve or /deny comment)
+	IgnoreAnswered     = "answered"     // a command answered at once, not work for an agent (Slack's /switchyard)
 )
 
 // IngressRecord keeps an event that created no work item, with the reason.

@@ -62,7 +62,7 @@ func parseCommand(raw []byte) (slack.SlashCommand, error) {
 // store that is down, is answered in words to the person who typed it,
 // because Slack does not retry commands. It makes no Web API call, so it
 // always answers within Slack's 3 seconds.
-func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw []byte) (commandResponse, error) {
+func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw []byte, sig requestSig) (commandResponse, error) {
 	name := commandName(cmd)
 	if name == "" || cmd.ChannelID == "" || cmd.UserID == "" {
 		return commandResponse{}, fmt.Errorf("%w: slash command without command, channel or user", errBadPayload)
@@ -73,18 +73,41 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 	}
 	team := firstNonEmpty(cmd.TeamID, self.TeamID)
 	ev := commandEvent(cmd, raw, team)
+	sig.on(ev)
 	// A command the gate refuses opens no thread: the intake records the
 	// refusal and the person who typed it is told, alone.
-	if a.gate.Screen(ev) != nil {
+	if r := a.gate.Screen(ev); r != nil && r.Code != bot.IgnoreAnswered {
 		if _, err := a.opts.Intake.Ingest(ctx, ev); err != nil {
 			a.opts.Logger.Error("slack command not recorded", slog.Any("err", err))
 		}
 		return ephemeral("%s", refusalText), nil
 	}
-	if name == "switchyard" {
-		return a.switchyard(ctx, cmd, team), nil
+	if name == switchyardCommand {
+		return a.switchyard(ctx, cmd, ev, team), nil
 	}
 	return a.routeCommand(ctx, ev, team), nil
+}
+
+// switchyardCommand is the command Switchyard answers itself.
+const switchyardCommand = "switchyard"
+
+// once records a /switchyard command that changes something, through the
+// intake (an ingress record, answered), before it is carried out: the same
+// request again (its trigger id and its signature are known; a person
+// typing it again makes another) is answered that nothing was done again,
+// and a nil answer says to go ahead.
+func (a *Adapter) once(ctx context.Context, ev *bot.Event) *commandResponse {
+	res, err := a.opts.Intake.Ingest(ctx, ev)
+	switch {
+	case err != nil:
+		a.opts.Logger.Error("slack command not recorded", slog.String("command", ev.Text), slog.Any("err", err))
+		r := ephemeral("I couldn't accept `%s` right now (%s), so nothing was done. Please try again.", escape(ev.Text), bot.ErrorMessage(err))
+		return &r
+	case res.Duplicate:
+		r := ephemeral("I already ran `%s` for this request, so nothing was done again.", escape(ev.Text))
+		return &r
+	}
+	return nil
 }
 
 func commandName(cmd slack.SlashCommand) string {
@@ -221,7 +244,7 @@ const switchyardHelp = "*Switchyard*\n" +
 	"Mention me with `@switchyard @coder fix the flaky test`, or run `/deploy <target>`."
 
 // switchyard answers /switchyard subcommands at once.
-func (a *Adapter) switchyard(ctx context.Context, cmd slack.SlashCommand, team string) commandResponse {
+func (a *Adapter) switchyard(ctx context.Context, cmd slack.SlashCommand, ev *bot.Event, team string) commandResponse {
 	sub, rest, _ := strings.Cut(strings.TrimSpace(cmd.Text), " ")
 	rest = strings.TrimSpace(rest)
 	switch strings.ToLower(sub) {
@@ -235,6 +258,9 @@ func (a *Adapter) switchyard(ctx context.Context, cmd slack.SlashCommand, team s
 		}
 		if rest == "" || strings.ContainsAny(rest, " \n") {
 			return ephemeral("Usage: `/switchyard cancel <work item id>` (see `/switchyard status`).")
+		}
+		if r := a.once(ctx, ev); r != nil {
+			return *r
 		}
 		if err := a.opts.Canceller.CancelWorkItem(ctx, rest, cmd.UserID); err != nil {
 			return ephemeral("Could not cancel `%s`: %s", escape(rest), escape(bot.ErrorMessage(err)))
@@ -251,6 +277,9 @@ func (a *Adapter) switchyard(ctx context.Context, cmd slack.SlashCommand, team s
 		th, ok := parseThreadRef(rest, team)
 		if !ok {
 			return ephemeral("Usage: `/switchyard reset <thread>`, where the thread is its session key (`slack:T…/C…/1700000000.000100`) or a link to one of its messages.")
+		}
+		if r := a.once(ctx, ev); r != nil {
+			return *r
 		}
 		receipts, err := a.opts.Resetter.ResetThread(ctx, th.Key(), cmd.UserID)
 		if err != nil {

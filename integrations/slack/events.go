@@ -32,7 +32,7 @@ func drop(why string) decision { return decision{why: why} }
 // transport and returns the url_verification challenge when it is one. It
 // returns only after the intake has persisted what had to be persisted, so
 // the caller may acknowledge when the error is nil.
-func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte) (challenge string, err error) {
+func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte, sig requestSig) (challenge string, err error) {
 	var env slackevents.EventsAPICallbackEvent
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return "", fmt.Errorf("%w: %v", errBadPayload, err)
@@ -59,6 +59,9 @@ func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte) (challeng
 	d, err := a.decide(ctx, self, &env, raw)
 	if err != nil {
 		return "", err
+	}
+	if d.ev != nil {
+		sig.on(d.ev)
 	}
 	return "", a.apply(ctx, d)
 }

@@ -55,7 +55,7 @@ func TestFixturesParse(t *testing.T) {
 			switch filepath.Base(filepath.Dir(path)) {
 			case "events":
 				// As shipped (some have an empty outer type) ...
-				_, err := a.handleEventsPayload(ctx, raw)
+				_, err := a.handleEventsPayload(ctx, raw, requestSig{})
 				require.NoError(t, err)
 				// ... and as Slack sends them, inside an event_callback.
 				var env map[string]any
@@ -63,7 +63,7 @@ func TestFixturesParse(t *testing.T) {
 				if _, ok := env["event"]; ok {
 					env["type"] = "event_callback"
 					cb, _ := json.Marshal(env)
-					_, err = a.handleEventsPayload(ctx, cb)
+					_, err = a.handleEventsPayload(ctx, cb, requestSig{})
 					require.NoError(t, err)
 				}
 			case "slash-commands":
@@ -71,7 +71,7 @@ func TestFixturesParse(t *testing.T) {
 				require.NoError(t, json.Unmarshal(raw, &cmd))
 				// The placeholders leave command, channel and user empty:
 				// refused as malformed, not a panic.
-				_, err := a.handleCommand(ctx, cmd, raw)
+				_, err := a.handleCommand(ctx, cmd, raw, requestSig{})
 				require.True(t, err == nil || errors.Is(err, errBadPayload), "%v", err)
 			default:
 				require.NoError(t, a.handleInteraction(ctx, raw))
@@ -108,7 +108,7 @@ func FuzzEventsPayload(f *testing.F) {
 	}
 	a, store := offlineAdapter(f, "http://127.0.0.1:0/api/")
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		_, err := a.handleEventsPayload(context.Background(), raw)
+		_, err := a.handleEventsPayload(context.Background(), raw, requestSig{})
 		if err != nil {
 			require.ErrorIs(t, err, errBadPayload)
 			return

@@ -87,6 +87,8 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 		r := refuse(bot.IgnoreNotAllowed, notAllowed)
 		r.Tell = refusalText
 		return r
+	case ev.Kind == bot.KindSlackCommand && ev.Command == switchyardCommand:
+		return refuse(bot.IgnoreAnswered, "/switchyard is answered at once, by no agent")
 	}
 	return nil
 }

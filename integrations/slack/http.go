@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/switchyard/switchyard/bot"
 )
 
 // maxBodyBytes bounds a request body; Slack's payloads are a few kilobytes.
@@ -31,29 +35,44 @@ func (a *Adapter) Handler() http.Handler {
 	return mux
 }
 
+// requestSig is what a verified request's signature says of it: the
+// signature (lower-case hex), which the intake keeps as a dedup key so the
+// request is acted on once, and when the timestamp window refuses the
+// request anyway. Zero for Socket Mode, which signs nothing.
+type requestSig struct {
+	signature string
+	until     time.Time
+}
+
+// on sets the signature on an event of the request.
+func (s requestSig) on(ev *bot.Event) {
+	ev.Signature, ev.SignedUntil = s.signature, s.until
+}
+
 // verified reads the body and checks its signature. On failure it has
 // answered the request.
-func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, requestSig, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return nil, false
+			return nil, requestSig{}, false
 		}
 		http.Error(w, "cannot read request body", http.StatusBadRequest)
-		return nil, false
+		return nil, requestSig{}, false
 	}
 	if !a.opts.SigningSecret.IsSet() {
 		a.opts.Logger.Warn("slack request refused: no signing secret is configured", slog.String("path", r.URL.Path))
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
-		return nil, false
+		return nil, requestSig{}, false
 	}
 	// Slack sends each header once; a request with two signatures or two
 	// timestamps was made by someone else, whichever of them is right.
 	// Timestamps more than five minutes off are refused, so a captured
-	// request cannot be replayed later; within the window the intake's
-	// dedup on event_id / trigger_id makes a replay change nothing.
+	// request cannot be replayed later; within the window the intake knows
+	// it by its signature (and by its event_id or trigger_id), so a replay
+	// changes nothing.
 	// NewSecretsVerifier checks the window too, but calls a timestamp from
 	// the future "too old": this says which.
 	why := headerProblem(r.Header)
@@ -63,7 +82,7 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	if why != "" {
 		a.opts.Logger.Warn("slack request refused", slog.String("path", r.URL.Path), slog.String("reason", why))
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
-		return nil, false
+		return nil, requestSig{}, false
 	}
 	sv, err := slack.NewSecretsVerifier(r.Header, a.opts.SigningSecret.Reveal())
 	if err == nil {
@@ -73,20 +92,29 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	if err != nil {
 		a.opts.Logger.Warn("slack request refused", slog.String("path", r.URL.Path), slog.String("reason", err.Error()))
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
-		return nil, false
+		return nil, requestSig{}, false
 	}
-	return body, true
+	return body, signedBy(r.Header), true
+}
+
+// signedBy reads a verified request's signature in one spelling,
+// lower-case hex (the verifier takes either case), and the end of its
+// timestamp window.
+func signedBy(h http.Header) requestSig {
+	mac, _ := hex.DecodeString(strings.TrimPrefix(h.Get(signatureHeader), "v0="))
+	sec, _ := strconv.ParseInt(h.Get(timestampHeader), 10, 64)
+	return requestSig{signature: hex.EncodeToString(mac), until: time.Unix(sec, 0).Add(maxClockSkew)}
 }
 
 func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.verified(w, r)
+	body, sig, ok := a.verified(w, r)
 	if !ok {
 		return
 	}
 	if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
 		a.opts.Logger.Debug("slack event retry", slog.String("attempt", n), slog.String("reason", r.Header.Get("X-Slack-Retry-Reason")))
 	}
-	challenge, err := a.handleEventsPayload(r.Context(), body)
+	challenge, err := a.handleEventsPayload(r.Context(), body, sig)
 	switch {
 	case errors.Is(err, errBadPayload):
 		a.opts.Logger.Warn("slack event refused", slog.Any("err", err))
@@ -105,7 +133,7 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Adapter) serveCommands(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.verified(w, r)
+	body, sig, ok := a.verified(w, r)
 	if !ok {
 		return
 	}
@@ -114,7 +142,7 @@ func (a *Adapter) serveCommands(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed command", http.StatusBadRequest)
 		return
 	}
-	resp, err := a.handleCommand(r.Context(), cmd, body)
+	resp, err := a.handleCommand(r.Context(), cmd, body, sig)
 	if err != nil {
 		a.opts.Logger.Warn("slack command refused", slog.Any("err", err))
 		http.Error(w, "malformed command", http.StatusBadRequest)
@@ -124,7 +152,7 @@ func (a *Adapter) serveCommands(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.verified(w, r)
+	body, _, ok := a.verified(w, r)
 	if !ok {
 		return
 	}

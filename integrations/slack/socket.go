@@ -128,14 +128,14 @@ func (a *Adapter) handleEnvelope(ctx context.Context, client *socketmode.Client,
 	)
 	switch req.Type {
 	case socketmode.RequestTypeEventsAPI:
-		_, err = a.handleEventsPayload(ctx, req.Payload)
+		_, err = a.handleEventsPayload(ctx, req.Payload, requestSig{})
 	case socketmode.RequestTypeSlashCommands:
 		var cmd slack.SlashCommand
 		if cmd, err = parseCommand(req.Payload); err != nil {
 			break
 		}
 		var resp commandResponse
-		resp, err = a.handleCommand(ctx, cmd, req.Payload)
+		resp, err = a.handleCommand(ctx, cmd, req.Payload, requestSig{})
 		if err == nil {
 			payload = resp
 		}
