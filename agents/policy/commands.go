@@ -1754,6 +1754,12 @@ func findHandler() handler {
 				continue
 			case "-delete":
 				writes = true
+				// It removes what it finds, directories too, the
+				// deepest first: rules that name rm -rf hold it.
+				rm := c.invocation(invocation{name: "rm", argv: []word{litWord("rm"), litWord("-r"), litWord("-f")}, cwd: inv.cwd, shown: "find -delete"})
+				if c.rules(rm); c.deny != nil {
+					return inv.cwd
+				}
 				continue
 			case "-execdir", "-okdir":
 				execdir = true

@@ -906,6 +906,9 @@ type invocation struct {
 	// allowed means commands.allow named it: its permissions are not
 	// checked, its paths are.
 	allowed bool
+	// shown names the command in messages when it is what another
+	// amounts to (find -delete checked as rm -rf).
+	shown string
 }
 
 // invocation returns a copy of v that lives as long as the check.
@@ -921,6 +924,8 @@ func (c *checker) invocation(v invocation) *invocation {
 
 func (inv *invocation) display() string {
 	switch {
+	case inv.shown != "":
+		return inv.shown
 	case len(inv.sub) > 0 && (inv.name == "git" || inv.name == "go"):
 		return inv.name + " " + inv.sub[0]
 	case len(inv.sub) > 0 && inv.name == "gh":
@@ -1082,6 +1087,20 @@ func aliasSub(inv *invocation) []string {
 	return nil
 }
 
+// otherName is the program whose deny and approval rules hold name: the
+// programs that are it under another name, or that run it with the same
+// subcommand words (oc delete is kubectl delete, terragrunt apply runs
+// terraform apply, tofu is terraform's fork). "" for most.
+func otherName(name string) string {
+	switch name {
+	case "oc", "kubecolor", "kubectl.exe":
+		return "kubectl"
+	case "tofu", "terragrunt", "terraform.exe":
+		return "terraform"
+	}
+	return ""
+}
+
 // rules applies the profile's commands.deny, commands.allow and approval
 // lists to inv.
 func (c *checker) rules(inv *invocation) { c.ruleMatch(inv, false) }
@@ -1105,11 +1124,13 @@ func (c *checker) ruleMatch(inv *invocation, named bool) {
 		}
 	}
 	alias := aliasSub(inv)
+	other := otherName(inv.name)
 	matches := func(pt cmdPattern) bool {
 		if exact {
 			return (pt.match(inv.name, inv.sub) || globSpells(pt, inv)) && c.carries(inv, pt.opts)
 		}
 		return (pt.matchAny(inv.name, inv.sub) || alias != nil && pt.matchAny(inv.name, alias) ||
+			other != "" && (pt.matchAny(other, inv.sub) || dynamic && len(pt.words) > 1 && globWord(pt.words[0], other)) ||
 			dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name) || globSpells(pt, inv)) &&
 			c.carries(inv, pt.opts)
 	}
