@@ -556,6 +556,7 @@ func newCommandTable() map[string]handler {
 	reg(shellHandler, "bash", "sh", "dash", "rbash", "ash", "ksh", "mksh", "ksh93", "pdksh", "posh")
 	reg(otherShellHandler, "zsh", "fish", "csh", "tcsh", "yash", "pwsh", "nu", "elvish", "xonsh", "rc", "es")
 	reg(busyboxHandler, "busybox")
+	reg(coreutilsHandler, "coreutils")
 	reg(evalHandler, "eval")
 	reg(sourceHandler, "source", ".")
 	reg(scriptHandler(), "script")

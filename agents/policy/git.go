@@ -539,6 +539,19 @@ func gitStrategy(c *checker, inv *invocation, opts []opt) bool {
 	return true
 }
 
+// rawAfter returns the arguments of inv that follow pos[0] as written:
+// the command git bisect run and git submodule foreach run, whose options
+// are its own, not git's.
+func rawAfter(inv *invocation, pos []word) []word {
+	w := pos[0]
+	for i, a := range inv.argv {
+		if a.node == w.node && a.s == w.s && a.lit == w.lit {
+			return inv.argv[i+1:]
+		}
+	}
+	return pos[1:]
+}
+
 // gitOther checks the subcommands that change things, reach the network or
 // run programs.
 func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) cwds {
@@ -578,7 +591,7 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 			if !c.need(inv, pWrite) || len(pos) < 2 {
 				return inv.cwd
 			}
-			return c.runExternal(pos[1:], inv.cwd)
+			return c.runExternal(rawAfter(inv, pos), inv.cwd)
 		}
 		if first == "visualize" || first == "view" {
 			c.needBecause(inv, pExec, "git bisect visualize runs gitk or a pager")
@@ -596,7 +609,11 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 			if !c.need(inv, pWrite) {
 				return inv.cwd
 			}
-			return c.joinedScript(inv, pos[1:], false)
+			rest := rawAfter(inv, pos)
+			for len(rest) > 0 && rest[0].lit && (rest[0].s == "--recursive" || rest[0].s == "-q" || rest[0].s == "--quiet") {
+				rest = rest[1:]
+			}
+			return c.joinedScript(inv, rest, false)
 		}
 		c.need(inv, pWrite|pNetwork)
 		return inv.cwd

@@ -549,6 +549,31 @@ func busyboxHandler(c *checker, inv *invocation) cwds {
 	return c.runExternal(inv.argv[1:], inv.cwd)
 }
 
+// coreutilsHandler: the multi-call coreutils runs the program its
+// --coreutils-prog option names with the arguments after it, which is
+// checked as the command of that name.
+func coreutilsHandler(c *checker, inv *invocation) cwds {
+	if len(inv.argv) < 2 {
+		c.need(inv, pRead)
+		return inv.cwd
+	}
+	w := inv.argv[1]
+	if w.lit {
+		for _, opt := range []string{"--coreutils-prog=", "--coreutils-prog-shebang="} {
+			if prog, ok := strings.CutPrefix(w.s, opt); ok {
+				argv := append([]word{litWord(prog)}, inv.argv[2:]...)
+				return c.runExternal(argv, inv.cwd)
+			}
+		}
+		if w.s == "--help" || w.s == "--version" {
+			c.need(inv, pRead)
+			return inv.cwd
+		}
+	}
+	c.needBecause(inv, pExec, "the program it runs is not one the policy can see")
+	return inv.cwd
+}
+
 // editorHandler checks an editor run as a program: editors read start-up
 // files from the workspace (.vimrc, .emacs) and run commands from their
 // command lines (vim -c '!…', emacs --eval), so they need exec; the
