@@ -543,7 +543,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	// query parameter once and, with a body, JSON; its answer shows no
 	// secret.
 	mux.Handle("/api/", httpapi.Guard(d.site.Load, httpapi.Authenticate(d.tokens,
-		httpapi.StrictQuery(httpapi.RequireJSON(httpapi.Redact(d.redactor, api))))))
+		httpapi.StrictQuery(httpapi.RequireJSON(httpapi.Redact(d.redactor, httpapi.Endpoints(api)))))))
 	// The admin UI is for this daemon and from no other site too; it
 	// signs people in itself (sessions, CSRF) and masks every page.
 	mux.Handle("/admin/", httpapi.Guard(d.site.Load, pages.Handler()))

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -146,8 +148,8 @@ const CodeUnsupportedMediaType = "unsupported_media_type"
 // Content-Type, is answered 415. A browser can send text/plain or a form
 // anywhere without asking first; it must ask before it sends JSON. A body
 // whose Content-Length is over MaxBody is answered 413 by every endpoint,
-// those that read no body too, and one of unknown length is cut off past
-// MaxBody.
+// those that read no body too; so is one of unknown length (chunked),
+// which is read first, at most MaxBody bytes of it, and handed on as read.
 func RequireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > MaxBody {
@@ -171,6 +173,16 @@ func RequireJSON(next http.Handler) http.Handler {
 				Code:  CodeUnsupportedMediaType,
 			})
 			return
+		}
+		if r.ContentLength < 0 {
+			// Of unknown length: an endpoint that reads no body would
+			// never find it too large.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				Error(w, r, nil, decodeError(err))
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		}
 		next.ServeHTTP(w, r)
 	})

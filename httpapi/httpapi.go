@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -42,6 +43,70 @@ func Status(code string) int {
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
+	}
+}
+
+// CodeMethodNotAllowed is the code of a 405 answer.
+const CodeMethodNotAllowed = "method_not_allowed"
+
+// Endpoints wraps mux so that a request none of its endpoints takes is
+// answered in JSON like every other error of the API, rather than with the
+// mux's line of text: 404 for a path no endpoint has, and 405, with the
+// Allow header, for a method the path's endpoints do not take (OPTIONS
+// included: the API answers no cross-site preflight). HEAD is taken where
+// GET is.
+func Endpoints(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// The mux's own answer says which of the two it is and what the
+		// path allows; its body is not sent.
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status != http.StatusMethodNotAllowed {
+			Error(w, r, nil, bot.Errorf(bot.ENOTFOUND, "no endpoint %s in this API", r.URL.Path))
+			return
+		}
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		JSON(w, http.StatusMethodNotAllowed, ErrorBody{
+			Error: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, allowed(allow), r.Method),
+			Code:  CodeMethodNotAllowed,
+		})
+	})
+}
+
+// allowed says an Allow header's methods in words: "GET or HEAD".
+func allowed(allow string) string {
+	methods := strings.Split(allow, ", ")
+	if len(methods) < 2 {
+		return allow
+	}
+	return strings.Join(methods[:len(methods)-1], ", ") + " or " + methods[len(methods)-1]
+}
+
+// statusProbe is a ResponseWriter that keeps the status and headers
+// written to it and drops the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
 	}
 }
 

@@ -223,18 +223,45 @@ func TestRequireJSON(t *testing.T) {
 		{"json over MaxBody", "POST", "application/json", bodyOfSize(httpapi.MaxBody + 1), 413},
 		{"a body over MaxBody where none is read", "DELETE", "", strings.Repeat(" ", httpapi.MaxBody+1), 413},
 		{"json of MaxBody", "POST", "application/json", bodyOfSize(httpapi.MaxBody), 204},
+		{"chunked json", "POST", "application/json", `{"text":"hi"}`, 204},
+		{"chunked json of MaxBody", "POST", "application/json", bodyOfSize(httpapi.MaxBody), 204},
+		{"chunked json over MaxBody", "POST", "application/json", bodyOfSize(httpapi.MaxBody + 1), 413},
+		{"chunked over MaxBody where none is read", "POST", "application/json", strings.Repeat(" ", 2*httpapi.MaxBody), 413},
+		{"chunked over MaxBody to a GET", "GET", "application/json", strings.Repeat(" ", httpapi.MaxBody+1), 413},
+		{"chunked without a type", "POST", "", `{}`, 415},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(tt.method, "/api/v1/messages", strings.NewReader(tt.body))
+			// Sent without a Content-Length, as Transfer-Encoding: chunked.
+			if strings.HasPrefix(tt.name, "chunked") {
+				req.ContentLength = -1
+				req.Body = io.NopCloser(strings.NewReader(tt.body))
+			}
 			if tt.contentType != "" {
 				req.Header.Set("Content-Type", tt.contentType)
 			}
 			rec := httptest.NewRecorder()
-			httpapi.RequireJSON(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			got := ""
+			httpapi.RequireJSON(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.Contains(tt.name, "where none is read") {
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+				b, err := io.ReadAll(r.Body)
+				require.NoError(t, err)
+				got = string(b)
 				w.WriteHeader(http.StatusNoContent)
 			})).ServeHTTP(rec, req)
 			require.Equal(t, tt.status, rec.Code, rec.Body.String())
+			if tt.status == 204 && !strings.Contains(tt.name, "where none is read") {
+				require.Equal(t, tt.body, got, "the endpoint reads the body as it was sent")
+			}
+			if tt.status == 413 {
+				body := errorBody(t, rec)
+				require.Equal(t, bot.ETOOLARGE, body.Code)
+				require.Equal(t, "request body over 1048576 bytes", body.Error)
+			}
 			if tt.status == 415 {
 				body := errorBody(t, rec)
 				require.Equal(t, httpapi.CodeUnsupportedMediaType, body.Code)
@@ -506,5 +533,57 @@ func TestUnreachableSaysWhyOnce(t *testing.T) {
 		_, err := tc.client.Post(tc.url, "application/json", nil)
 		require.Error(t, err)
 		require.Equal(t, tc.want, httpapi.Unreachable(err), err.Error())
+	}
+}
+
+// A request no endpoint takes is answered in JSON like every other error,
+// with what the path allows; the endpoints themselves, HEAD where GET is,
+// answer as they do.
+func TestEndpointsAnswerWhatNoneTakesInJSON(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/workitems", func(w http.ResponseWriter, _ *http.Request) { httpapi.JSON(w, 200, []string{}) })
+	mux.HandleFunc("GET /api/v1/workitems/{id}", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.JSON(w, 200, map[string]string{"id": r.PathValue("id")})
+	})
+	mux.HandleFunc("POST /api/v1/workitems/{id}/cancel", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+	mux.HandleFunc("POST /api/v1/messages", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(202) })
+	h := httpapi.Endpoints(mux)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow, msg   string
+	}{
+		{"GET", "/api/v1/workitems", 200, "", ""},
+		{"HEAD", "/api/v1/workitems", 200, "", ""},
+		{"GET", "/api/v1/workitems/wi_1", 200, "", ""},
+		{"POST", "/api/v1/workitems/wi_1/cancel", 204, "", ""},
+		{"POST", "/api/v1/messages", 202, "", ""},
+		{"POST", "/api/v1/workitems", 405, "GET, HEAD", "/api/v1/workitems takes GET or HEAD, not POST"},
+		{"DELETE", "/api/v1/workitems/wi_1", 405, "GET, HEAD", "/api/v1/workitems/wi_1 takes GET or HEAD, not DELETE"},
+		{"OPTIONS", "/api/v1/workitems", 405, "GET, HEAD", "/api/v1/workitems takes GET or HEAD, not OPTIONS"},
+		{"GET", "/api/v1/messages", 405, "POST", "/api/v1/messages takes POST, not GET"},
+		{"HEAD", "/api/v1/messages", 405, "POST", "/api/v1/messages takes POST, not HEAD"},
+		{"OPTIONS", "/api/v1/messages", 405, "POST", "/api/v1/messages takes POST, not OPTIONS"},
+		{"GET", "/api/v1/workitems/wi_1/cancel", 405, "POST", "/api/v1/workitems/wi_1/cancel takes POST, not GET"},
+		{"GET", "/api/v1/nope", 404, "", "no endpoint /api/v1/nope in this API"},
+		{"OPTIONS", "/api/v2/workitems", 404, "", "no endpoint /api/v2/workitems in this API"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+			require.Equal(t, tc.status, rec.Code, rec.Body.String())
+			require.Equal(t, tc.allow, rec.Header().Get("Allow"))
+			if tc.msg == "" {
+				return
+			}
+			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			body := errorBody(t, rec)
+			require.Equal(t, tc.msg, body.Error)
+			if tc.status == 404 {
+				require.Equal(t, bot.ENOTFOUND, body.Code)
+			} else {
+				require.Equal(t, httpapi.CodeMethodNotAllowed, body.Code)
+			}
+		})
 	}
 }
