@@ -36,11 +36,19 @@ type client struct {
 	token string
 	// tokenErr says why no token was found, for a 401.
 	tokenErr error
-	http     *http.Client
+	// baseErr says what is wrong with the daemon's address, which is then
+	// not asked anything.
+	baseErr error
+	http    *http.Client
 }
 
 func (f *clientFlags) client() *client {
 	c := &client{base: strings.TrimRight(f.server, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	if u, err := url.Parse(f.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		c.baseErr = fmt.Errorf("--server (or $SWITCHYARD_SERVER) %q: want the daemon's http or https URL, such as http://127.0.0.1:8080", f.server)
+		return c
+	}
 	c.token, c.tokenErr = f.apiToken()
 	return c
 }
@@ -99,6 +107,9 @@ func (e *apiError) Error() string {
 // each key named in required (an object's top-level keys) is an error
 // saying so: a command never prints a success made of nothing.
 func (c *client) do(ctx context.Context, method, path string, body, out any, required ...string) error {
+	if c.baseErr != nil {
+		return withCode(exitUsage, c.baseErr)
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

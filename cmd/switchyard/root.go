@@ -97,6 +97,13 @@ func strictArgs(c *cobra.Command) {
 	}
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		if check(cmd, args) == nil {
+			// An empty argument names nothing: as an id it would ask
+			// for another endpoint (workitems show "" lists them).
+			for i, a := range args {
+				if a == "" {
+					return withCode(exitUsage, fmt.Errorf("argument %d of %s is empty; usage: %s", i+1, cmd.CommandPath(), cmd.UseLine()))
+				}
+			}
 			return nil
 		}
 		given := strconv.Itoa(len(args)) + " given"
