@@ -293,9 +293,14 @@ func TestTokenFileIsMadeOnceAndRequired(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	require.NoError(t, os.Symlink(planted, path))
 	_, err = daemon.ReadAPIToken(dir)
-	require.ErrorContains(t, err, "is not a regular file")
+	require.EqualError(t, err, path+" is a symbolic link, not a regular file: delete it and the daemon makes a new token at its next start")
 	_, err = daemon.LoadAPIToken(dir)
-	require.ErrorContains(t, err, "is not a regular file")
+	require.ErrorContains(t, err, "is a symbolic link, not a regular file")
+	// So is a directory, said in words.
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Mkdir(path, 0o700))
+	_, err = daemon.ReadAPIToken(dir)
+	require.ErrorContains(t, err, path+" is a directory, not a regular file")
 }
 
 // Daemons starting at once on an empty data directory agree on one token.
