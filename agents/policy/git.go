@@ -943,7 +943,15 @@ func gitRemote(c *checker, inv *invocation, pos []word) cwds {
 	switch first {
 	case "", "-v", "--verbose", "get-url":
 		c.need(inv, pRead)
-	case "show", "update", "prune":
+	case "show":
+		// Without a name it lists the remotes; with -n it shows what
+		// the configuration says without asking the remote.
+		if len(pos) == 1 || hasWord(rawAfter(inv, pos), "-n") {
+			c.need(inv, pRead)
+			return inv.cwd
+		}
+		c.need(inv, pNetwork|pWrite)
+	case "update", "prune":
 		c.need(inv, pNetwork|pWrite)
 	default:
 		// Adding or changing a remote rewrites .git/config, which decides
