@@ -127,6 +127,17 @@ func (in *Intake) Ingest(ctx context.Context, ev *Event) (IngestResult, error) {
 	return res, err
 }
 
+// Seen reports, storing nothing, whether ev was ingested before within its
+// dedup window, by its delivery id or its signature: the result Ingest
+// would give it then, or a zero result.
+func (in *Intake) Seen(ctx context.Context, ev *Event) (IngestResult, error) {
+	res, err := in.opts.Store.Duplicate(ctx, ev, in.opts.Now().UTC())
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("look up %s event %q: %w", ev.Source, ev.DeliveryID, err)
+	}
+	return res, nil
+}
+
 // IngestRouted persists an event whose route is already decided: a schedule
 // firing names its agent, an agent hands work to another (parentID set).
 func (in *Intake) IngestRouted(ctx context.Context, ev *Event, route Route, parentID string) (IngestResult, error) {

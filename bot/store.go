@@ -114,6 +114,10 @@ func (r IngestResult) OriginalID() string {
 // with an empty DedupKey and SignatureKey are never duplicates.
 type IngestStore interface {
 	Ingest(ctx context.Context, req IngestRequest) (IngestResult, error)
+	// Duplicate answers, writing nothing, what Ingest would for ev at now
+	// if it is a duplicate: the original with Duplicate (and Replayed) set,
+	// or a zero result for an event not seen within its window.
+	Duplicate(ctx context.Context, ev *Event, now time.Time) (IngestResult, error)
 	// ExpireDedup forgets dedup keys whose window ended before now and
 	// returns how many it removed.
 	ExpireDedup(ctx context.Context, now time.Time) (int, error)

@@ -42,6 +42,9 @@ const (
 // for a redelivery, nothing) is stored.
 type Intake interface {
 	Ingest(ctx context.Context, ev *bot.Event) (bot.IngestResult, error)
+	// Seen reports, storing nothing, whether the event was ingested
+	// before within its dedup window, by its delivery id or its signature.
+	Seen(ctx context.Context, ev *bot.Event) (bot.IngestResult, error)
 }
 
 // WebhookOptions configure the webhook handler.
@@ -331,7 +334,7 @@ func (h *webhook) serveDelivery(w http.ResponseWriter, r *http.Request, d *deliv
 func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, error) {
 	ev := d.ev
 	if ch := d.installation; ch != nil && h.opts.Installations != nil {
-		seen, err := h.delivered(ctx, ev.DeliveryID)
+		seen, err := h.delivered(ctx, ev)
 		if err != nil {
 			return bot.IngestResult{}, err
 		}
@@ -360,21 +363,23 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 	return res, h.decide(ctx, ev)
 }
 
-// delivered reports whether the delivery with id was stored before. A
-// delivery recorded but not stored (the daemon stopped in between) is not:
-// recording it again changes nothing.
-func (h *webhook) delivered(ctx context.Context, id string) (bool, error) {
+// delivered reports whether ev's delivery was stored before: its delivery
+// id, or its signature under another id (a replay). A delivery recorded but
+// not stored (the daemon stopped in between) is not: recording it again
+// changes nothing.
+func (h *webhook) delivered(ctx context.Context, ev *bot.Event) (bool, error) {
 	if h.opts.Deliveries == nil {
 		return false, nil
 	}
-	_, err := h.opts.Deliveries.FindDelivery(ctx, bot.SourceGitHub, id)
+	_, err := h.opts.Deliveries.FindDelivery(ctx, bot.SourceGitHub, ev.DeliveryID)
 	switch {
 	case err == nil:
 		return true, nil
-	case bot.ErrorCode(err) == bot.ENOTFOUND:
-		return false, nil
+	case bot.ErrorCode(err) != bot.ENOTFOUND:
+		return false, fmt.Errorf("look up github delivery %q: %w", ev.DeliveryID, err)
 	}
-	return false, fmt.Errorf("look up github delivery %q: %w", id, err)
+	res, err := h.opts.Intake.Seen(ctx, ev)
+	return res.Duplicate, err
 }
 
 // addedMentions returns the mentions of text that previous did not have, in

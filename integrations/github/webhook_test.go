@@ -752,24 +752,40 @@ func TestRedeliveredInstallationEventsChangeNothing(t *testing.T) {
 		{"a removal after the deletion and a new creation", []delivery{created, added, removed, deleted, removed}, "Codertocat/Hello-World", 0},
 		{"a creation redelivered while it holds", []delivery{created, created}, "Codertocat/Hello-World", inst},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			seen := map[string]bool{}
-			for _, d := range tc.order {
-				code, a := e.post(d.event, "i-"+d.id, d.body(t))
-				if seen[d.id] {
-					require.Equal(t, http.StatusOK, code)
-					require.Equal(t, "duplicate", a.Status)
-				} else {
-					require.Equal(t, http.StatusAccepted, code)
-				}
-				seen[d.id] = true
+		// Sent again by GitHub under its own delivery id, or by someone
+		// who captured it under a new one.
+		for _, replayed := range []bool{false, true} {
+			name := tc.name
+			if replayed {
+				name += ", replayed under a new id"
 			}
-			id, err := e.store.InstallationForRepo(ctx, tc.repo)
-			require.NoError(t, err)
-			require.EqualValues(t, tc.want, id)
-			require.Len(t, e.ingress(), len(seen))
-		})
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t)
+				seen := map[string]bool{}
+				for i, d := range tc.order {
+					id := "i-" + d.id
+					if replayed && seen[d.id] {
+						id = fmt.Sprintf("forged-%d", i)
+					}
+					code, a := e.post(d.event, id, d.body(t))
+					switch {
+					case seen[d.id] && replayed:
+						require.Equal(t, http.StatusOK, code)
+						require.Equal(t, answer{Status: "duplicate", Reason: ReasonReplayed}, a)
+					case seen[d.id]:
+						require.Equal(t, http.StatusOK, code)
+						require.Equal(t, "duplicate", a.Status)
+					default:
+						require.Equal(t, http.StatusAccepted, code)
+					}
+					seen[d.id] = true
+				}
+				id, err := e.store.InstallationForRepo(ctx, tc.repo)
+				require.NoError(t, err)
+				require.EqualValues(t, tc.want, id)
+				require.Len(t, e.ingress(), len(seen))
+			})
+		}
 	}
 }
 

@@ -31,16 +31,8 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	// A redelivery (Slack retries, GitHub redeliveries) or a replayed
 	// request is answered from a read transaction, without waiting for a
 	// batch to commit.
-	if key, sig := req.Event.DedupKey(), req.Event.SignatureKey(); key != "" || sig != "" {
-		var dup bot.IngestResult
-		err := s.view("ingest", func(t txn) error {
-			var err error
-			dup, err = t.duplicate(key, sig, req.Now)
-			return err
-		})
-		if err != nil || dup.Duplicate {
-			return dup, err
-		}
+	if dup, err := s.duplicate(&req.Event, req.Now); err != nil || dup.Duplicate {
+		return dup, err
 	}
 	p, err := planIngest(&req)
 	if err != nil {
@@ -59,6 +51,29 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 		return bot.IngestResult{}, s.wrap("ingest", err)
 	}
 	return res, nil
+}
+
+// Duplicate implements bot.IngestStore.
+func (s *Store) Duplicate(ctx context.Context, ev *bot.Event, now time.Time) (bot.IngestResult, error) {
+	if err := ctx.Err(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	return s.duplicate(ev, utc(now))
+}
+
+// duplicate looks up ev's dedup keys in a read transaction.
+func (s *Store) duplicate(ev *bot.Event, now time.Time) (bot.IngestResult, error) {
+	key, sig := ev.DedupKey(), ev.SignatureKey()
+	if key == "" && sig == "" {
+		return bot.IngestResult{}, nil
+	}
+	var dup bot.IngestResult
+	err := s.view("ingest", func(t txn) error {
+		var err error
+		dup, err = t.duplicate(key, sig, now)
+		return err
+	})
+	return dup, err
 }
 
 // write stores the plan unless its dedup key or its signature is taken, in

@@ -325,6 +325,33 @@ func (s *Store) Ingest(ctx context.Context, req bot.IngestRequest) (bot.IngestRe
 	return bot.IngestResult{Ingress: &in}, nil
 }
 
+// Duplicate implements bot.IngestStore.
+func (s *Store) Duplicate(ctx context.Context, ev *bot.Event, now time.Time) (bot.IngestResult, error) {
+	if err := s.open(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return bot.IngestResult{}, err
+	}
+	p := &ingestPlan{key: ev.DedupKey(), sig: ev.SignatureKey()}
+	if p.key == "" && p.sig == "" {
+		return bot.IngestResult{}, nil
+	}
+	var seen, signed bool
+	err := s.pool.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM dedup WHERE key = $1 AND $1 <> '' AND until >= $3),
+		EXISTS (SELECT 1 FROM dedup WHERE key = $2 AND $2 <> '' AND until >= $3)`,
+		p.key, p.sig, nanos(utc(now))).Scan(&seen, &signed)
+	if err != nil {
+		return bot.IngestResult{}, s.wrap("look up a duplicate", err)
+	}
+	if !seen && !signed {
+		return bot.IngestResult{}, nil
+	}
+	res, err := s.duplicate(ctx, p, !seen)
+	return res, s.wrap("look up a duplicate", err)
+}
+
 // duplicate returns the original of an event the statement did not store:
 // by its dedup key, or by its signature when it was replayed, or when its
 // dedup key was taken by a replay whose original was not yet committed.

@@ -311,10 +311,18 @@ func testDedup(t *testing.T, open Opener) {
 						}
 						return ignored(ev, bot.IgnoreNoRoute, now)
 					}
+					unseen, err := h.s.Duplicate(h.ctx, &ev, epoch())
+					require.NoError(t, err)
+					require.Zero(t, unseen)
 					first := h.ingest(req(ev, epoch()))
 					require.False(t, first.Duplicate)
 					for i := range 2 { // the second time, its forged id is known too
-						res := h.ingest(req(tc.replay(ev), at(time.Duration(i+1)*time.Minute)))
+						replay := tc.replay(ev)
+						now := at(time.Duration(i+1) * time.Minute)
+						seen, err := h.s.Duplicate(h.ctx, &replay, now)
+						require.NoError(t, err)
+						res := h.ingest(req(replay, now))
+						require.Equal(t, res, seen, "Duplicate answers as Ingest does")
 						require.True(t, res.Duplicate)
 						require.Equal(t, tc.replayed, res.Replayed)
 						require.Equal(t, first.WorkItem, res.WorkItem)
@@ -351,10 +359,13 @@ func testDedup(t *testing.T, open Opener) {
 		require.True(t, res.Replayed)
 		require.Equal(t, first.WorkItem.ID, res.WorkItem.ID)
 
+		replay.DeliveryID = "yet another"
+		seen, err := h.s.Duplicate(h.ctx, &replay, at(5*time.Minute+time.Second))
+		require.NoError(t, err)
+		require.Zero(t, seen, "past its window, not swept yet")
 		n, err := h.s.ExpireDedup(h.ctx, at(6*time.Minute))
 		require.NoError(t, err)
 		require.Equal(t, 1, n) // the delivery id's key lasts the hour
-		replay.DeliveryID = "yet another"
 		res = h.ingest(routed(replay, "coder", at(7*time.Minute)))
 		require.False(t, res.Duplicate)
 		// Its delivery id is still known.
