@@ -39,6 +39,8 @@ func TestReadOnlyReviewerRunsNoneOfTheClasses(t *testing.T) {
 		`source /dev/stdin <<< 'touch pwned-source'`,
 		`awk 'BEGIN { system("touch pwned-awk") }'`,
 		`sed '1e touch pwned-sed' marker.txt`,
+		`sed 's/.*[/]*.*/true|touch pwned-sed-bracket/e' marker.txt`,
+		`man -C /dev/stdin ls <<< 'DEFINE nroff touch pwned-man'`,
 		`let 'a[$(touch pwned-let)]=1'`,
 		`read 'a[$(touch pwned-read)]' <<< 1`,
 		`printf -v 'a[$(touch pwned-printf)]' x`,
