@@ -17,24 +17,7 @@ type identity struct {
 	UserID string // the bot user: <@UserID> mentions it, and its own messages carry it
 	BotID  string // B…: set on messages the bot posts
 	TeamID string
-	// EnterpriseID is the Enterprise Grid organisation the bot is installed
-	// in, "" outside one.
-	EnterpriseID string
-	Name         string // the bot user's name, as people mention it
-}
-
-// home reports whether a request naming team and enterprise comes from
-// where the bot is installed: its workspace, or an organisation-wide
-// install's organisation. A request that names neither is taken as the
-// bot's own. Another workspace can sign requests with this app's secret
-// only where someone installed the app, and its people are not the ones
-// the allow lists and access rules speak of.
-func (id *identity) home(team, enterprise string) bool {
-	switch {
-	case team == "" && enterprise == "", team == id.TeamID:
-		return true
-	}
-	return id.EnterpriseID != "" && enterprise == id.EnterpriseID
+	Name   string // the bot user's name, as people mention it
 }
 
 // Adapter is the Slack integration: the inbound core with its two
@@ -158,7 +141,7 @@ func (a *Adapter) identify(ctx context.Context) bool {
 	for {
 		res, err := a.api.AuthTestContext(ctx)
 		if err == nil {
-			id := &identity{UserID: res.UserID, BotID: res.BotID, TeamID: res.TeamID, EnterpriseID: res.EnterpriseID, Name: res.User}
+			id := &identity{UserID: res.UserID, BotID: res.BotID, TeamID: res.TeamID, Name: res.User}
 			a.self.Store(id)
 			a.opts.Logger.Info("slack bot identified", slog.String("team", res.Team), slog.String("team_id", res.TeamID),
 				slog.String("bot_user", res.UserID), slog.String("mode", a.opts.Mode))

@@ -71,11 +71,6 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 	if self == nil {
 		return ephemeral("Switchyard is still connecting to Slack. Try again in a moment."), nil
 	}
-	if !self.home(cmd.TeamID, cmd.EnterpriseID) {
-		a.opts.Logger.Warn("slack command from a workspace this bot is not installed in refused",
-			slog.String("team", cmd.TeamID), slog.String("enterprise", cmd.EnterpriseID), slog.String("command", "/"+name))
-		return ephemeral("This Switchyard works for another Slack workspace, so `/%s` does nothing here.", escape(name)), nil
-	}
 	team := firstNonEmpty(cmd.TeamID, self.TeamID)
 	ev := commandEvent(cmd, raw, team)
 	sig.on(ev)

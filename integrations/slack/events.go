@@ -89,11 +89,6 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 	if err := json.Unmarshal(inner, &head); err != nil {
 		return decision{}, fmt.Errorf("%w: event: %v", errBadPayload, err)
 	}
-	if !installedFor(self, env) {
-		a.opts.Logger.Warn("slack event from a workspace this bot is not installed in dropped",
-			slog.String("team", env.TeamID), slog.String("enterprise", env.EnterpriseID), slog.String("app", env.APIAppID))
-		return drop("from another workspace"), nil
-	}
 	team := env.TeamID
 	if team == "" && len(env.Authorizations) > 0 {
 		team = env.Authorizations[0].TeamID
@@ -133,24 +128,6 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 		return a.decideMessage(ctx, ec, &m)
 	}
 	return drop("event type " + head.Type), nil
-}
-
-// installedFor reports whether an event is delivered for the bot's own
-// installation: its envelope names the bot's workspace (or organisation),
-// or one of its authorizations does, as in a channel shared with another
-// organisation, where the event may be that organisation's.
-func installedFor(self *identity, env *slackevents.EventsAPICallbackEvent) bool {
-	if self.home(env.TeamID, env.EnterpriseID) {
-		return true
-	}
-	for _, auth := range env.Authorizations {
-		if auth.TeamID != "" || auth.EnterpriseID != "" {
-			if self.home(auth.TeamID, auth.EnterpriseID) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // slackMessage is what the core reads of a message or app_mention event.

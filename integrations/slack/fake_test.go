@@ -97,9 +97,6 @@ type fakeSlack struct {
 	// client.
 	intercept   func(method string, n int) *fakeFailure
 	intercepted int
-	// enterprise, when set before the adapter starts, is the Enterprise
-	// Grid organisation auth.test names.
-	enterprise string
 }
 
 func newFakeSlack(t testing.TB) *fakeSlack {
@@ -271,12 +268,8 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 	}
 	switch method {
 	case "auth.test":
-		res := map[string]any{"ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchyard",
-			"team_id": testTeam, "user_id": testBotUser, "bot_id": testBotID}
-		if fs.enterprise != "" {
-			res["enterprise_id"] = fs.enterprise
-		}
-		writeJSON(w, res)
+		writeJSON(w, map[string]any{"ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchyard",
+			"team_id": testTeam, "user_id": testBotUser, "bot_id": testBotID})
 	case "chat.postMessage":
 		m := &fakeMessage{Channel: channel, TS: ts, ThreadTS: r.PostForm.Get("thread_ts"), Text: r.PostForm.Get("text"), BotID: testBotID}
 		if meta := r.PostForm.Get("metadata"); meta != "" {
