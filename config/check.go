@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/robfig/cron/v3"
 	"golang.org/x/crypto/bcrypt"
@@ -220,13 +221,34 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 // an approval and matched against approver lists.
 var apiTokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
-// minAPIToken is the shortest named token accepted.
+// minAPIToken is the shortest API token accepted.
 const minAPIToken = 16
+
+// CheckAPIToken says what is wrong with tok as a bearer token of the API
+// (server.api_token, server.api_tokens, $SWITCHYARD_API_TOKEN for serve):
+// shorter than 16 characters, or with white space or a control character,
+// which an Authorization header cannot carry as it is. The token is never
+// part of the message.
+func CheckAPIToken(tok bot.Secret) error {
+	v := tok.Reveal()
+	if strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return errors.New("must not hold white space or control characters")
+	}
+	if len(v) < minAPIToken {
+		return fmt.Errorf("too short: want at least %d characters", minAPIToken)
+	}
+	return nil
+}
 
 // checkAPITokens checks the named tokens: names well formed and unique,
 // tokens long enough and each used once. Token values are never repeated
 // in a message.
 func checkAPITokens(fail func(string, string, ...any), s Server) {
+	if s.APIToken.IsSet() {
+		if err := CheckAPIToken(s.APIToken); err != nil {
+			fail("server.api_token", "%v", err)
+		}
+	}
 	names := map[string]int{}
 	tokens := map[string]int{}
 	for i, t := range s.APITokens {
@@ -248,8 +270,8 @@ func checkAPITokens(fail func(string, string, ...any), s Server) {
 		switch j, dup := tokens[v]; {
 		case !t.Token.IsSet():
 			fail(p+".token", "required")
-		case len(v) < minAPIToken:
-			fail(p+".token", "too short: want at least %d characters", minAPIToken)
+		case CheckAPIToken(t.Token) != nil:
+			fail(p+".token", "%v", CheckAPIToken(t.Token))
 		case dup:
 			fail(p+".token", "the same token as server.api_tokens[%d]: each name needs its own", j)
 		case s.APIToken.IsSet() && v == s.APIToken.Reveal():

@@ -212,6 +212,12 @@ func TestParseErrors(t *testing.T) {
 			`c.yaml:2: server.listen: want host:port such as 127.0.0.1:8080, got "localhost"`},
 		{"empty data dir", "data_dir: \"\"\n",
 			"c.yaml:1: data_dir: must not be empty"},
+		{"admin token too short", "server:\n  api_token: hunter2\n",
+			"c.yaml:2: server.api_token: too short: want at least 16 characters"},
+		{"admin token with a space", "server:\n  api_token: \"correct horse battery staple\"\n",
+			"c.yaml:2: server.api_token: must not hold white space or control characters"},
+		{"named token with a tab", "server:\n  api_tokens:\n    - name: ana\n      token: \"abcdefgh\\tijklmnop\"\n",
+			"c.yaml:4: server.api_tokens[0].token: must not hold white space or control characters"},
 		{"listen port too high", "server:\n  listen: \":99999\"\n",
 			`c.yaml:2: server.listen: bad port "99999": want 0 to 65535 (or a service name such as http)`},
 		{"listen port negative", "server:\n  listen: 127.0.0.1:-1\n",
@@ -417,7 +423,7 @@ func TestEnvExpansion(t *testing.T) {
 	t.Setenv("SY_WORKERS", "12")
 	t.Setenv("SY_DIR", "/var/lib/switchyard")
 	t.Setenv("SY_EMPTY", "")
-	t.Setenv("SY_TOKEN", "tok-123")
+	t.Setenv("SY_TOKEN", "tok-1234567890abcdef")
 	t.Setenv("SY_TRICKY", "a: b\n- c")
 	t.Setenv("SY_FALSE", "false")
 	c, err := config.Parse("c.yaml", []byte(`
@@ -439,7 +445,7 @@ routing:
 `))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", c.Server.Listen, "a value that expands to nothing keeps the default")
-	require.Equal(t, "tok-123", c.Server.APIToken.Reveal())
+	require.Equal(t, "tok-1234567890abcdef", c.Server.APIToken.Reveal())
 	require.False(t, c.Server.Console)
 	require.Equal(t, "/var/lib/switchyard/data", c.DataDir)
 	require.Equal(t, 12, c.Workers, "an expanded value is typed by what it expands to, quoted or not")
@@ -677,7 +683,7 @@ func TestLine(t *testing.T) {
 // the outcome.
 func exampleEnv(t *testing.T, set bool) {
 	for k, v := range map[string]string{
-		"SWITCHYARD_API_TOKEN": "api-token", "ANTHROPIC_API_KEY": "sk-ant",
+		"SWITCHYARD_API_TOKEN": "api-token-0123456789", "ANTHROPIC_API_KEY": "sk-ant",
 		"LOCAL_MODEL": "", "LOCAL_MODEL_URL": "", "GITHUB_ORG": "",
 		"GITHUB_APP_ID": "12345", "GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----",
 		"GITHUB_WEBHOOK_SECRET": "hook", "GITHUB_APP_SLUG": "switchyard",
@@ -723,7 +729,7 @@ func TestExampleConfig(t *testing.T) {
 		exampleEnv(t, true)
 		c, err := config.Load("../config.example.yaml")
 		require.NoError(t, err)
-		require.Equal(t, "api-token", c.Server.APIToken.Reveal())
+		require.Equal(t, "api-token-0123456789", c.Server.APIToken.Reveal())
 		require.Equal(t, "qwen2.5-coder:14b", c.Models["local"].Model)
 		require.Equal(t, []string{"acme/*"}, c.Routing.Rules[3].Match.Repos)
 

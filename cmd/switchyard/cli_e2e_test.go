@@ -120,6 +120,18 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		require.True(t, strings.HasPrefix(r.stderr, "switchyard: "+tc.want), "%s: %s", cmd, r.stderr)
 		require.NotContains(t, r.stderr, "arg(s)", cmd)
 	}
+	// An administrator's token one could guess, or one a bearer header
+	// cannot carry, is refused before the daemon starts.
+	for tok, want := range map[string]string{
+		"hunter2":              "$SWITCHYARD_API_TOKEN: too short: want at least 16 characters",
+		" ":                    "$SWITCHYARD_API_TOKEN: must not hold white space or control characters",
+		"correct horse staple": "$SWITCHYARD_API_TOKEN: must not hold white space or control characters",
+	} {
+		r := run(t, t.TempDir(), append(hermeticEnv(), "SWITCHYARD_API_TOKEN="+tok), "serve", "--listen", "127.0.0.1:0")
+		require.Equal(t, 2, r.code, "%q: %s", tok, r.stderr)
+		require.Contains(t, r.stderr, "switchyard: "+want+"\n")
+		require.NotContains(t, r.stderr, "switchyard serving")
+	}
 	// A group alone, or asked for help, still shows its help.
 	for _, args := range [][]string{{}, {"workitems"}, {"config"}, {"workitems", "--help"}, {"help", "runs"}} {
 		r := run(t, t.TempDir(), env, args...)

@@ -73,6 +73,11 @@ func newServeCmd() *cobra.Command {
 			token := s.Config.Server.APIToken
 			if !token.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
+				if token.IsSet() {
+					if err := config.CheckAPIToken(token); err != nil {
+						return withCode(exitUsage, fmt.Errorf("$SWITCHYARD_API_TOKEN: %w", err))
+					}
+				}
 			}
 			d, err := daemon.New(cmd.Context(), daemon.Options{
 				Setup: s, Reload: load, APIToken: token,
