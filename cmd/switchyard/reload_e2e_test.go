@@ -115,6 +115,35 @@ func mustRead(t *testing.T, file string) string {
 
 // config check runs the very checks serve runs: what one refuses, the
 // other refuses with the same words.
+// A daemon started with no config file (make run) reads the config.yaml
+// made since at its next reload, as README's tour has a new user do; one
+// started with a file keeps to it, and refuses a reload while it is gone.
+func TestAReloadReadsTheConfigFileMadeAfterAStartWithNone(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "explain", "--daemon", "--text", "deploy web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, `rule "deploys"`)
+
+	file := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("routing:\n  rules:\n    - name: deploys\n      agent: ops\n      match:\n        text: deploy\n"), 0o600))
+	r = run(t, dir, p.env(), "config", "reload")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "config.yaml reloaded: routing.rules changed\n", r.stdout)
+	r = run(t, dir, p.env(), "explain", "--daemon", "--text", "deploy web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `ops (rule "deploys" (priority 0))`)
+
+	require.NoError(t, os.Remove(file))
+	r = run(t, dir, p.env(), "config", "reload")
+	require.Equal(t, 2, r.code, r.stdout)
+	require.Contains(t, r.stderr, "config reload refused, config.yaml stays in effect")
+	require.Contains(t, r.stderr, "no such file or directory")
+	r = run(t, dir, p.env(), "explain", "--daemon", "--text", "deploy web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `ops (rule "deploys" (priority 0))`, "the config in effect stays")
+}
+
 func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "agents"), 0o700))

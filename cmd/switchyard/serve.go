@@ -57,6 +57,13 @@ func newServeCmd() *cobra.Command {
 			}
 			path := configPath(cfgPath)
 			load := func(ctx context.Context) (*daemon.Setup, error) {
+				// Started with the defaults, a reload reads the
+				// config.yaml made since, and from then on keeps to it as
+				// to a file the daemon started with: a reload while it is
+				// gone is refused. Reloads come one at a time.
+				if path == "" {
+					path = configPath("")
+				}
 				return daemon.Load(ctx, daemon.LoadOptions{Path: path, Logger: logger, Override: func(c *config.Config) {
 					if listen != "" {
 						c.Server.Listen = listen
