@@ -1461,7 +1461,9 @@ func tarHandler() handler {
 					c.needBecause(inv, pExec, "--checkpoint-action="+act+" is not one the policy knows")
 				}
 			case "-T", "--files-from":
-				c.needBecause(inv, pExec, "option "+o.name+" reads the paths to archive from a file, which the policy cannot check")
+				if c.needBecause(inv, pExec, "option "+o.name+" reads the paths to archive from a file, which the policy cannot check") && o.val != nil {
+					c.usePath(inv, *o.val, pathUse{acc: accRead})
+				}
 			}
 			if c.deny != nil {
 				return inv.cwd
@@ -1632,6 +1634,11 @@ func zipHandler() handler {
 				c.usePath(inv, *o.val, pathUse{acc: accWrite})
 			case "-b", "--temp-path":
 				c.usePath(inv, *o.val, pathUse{acc: accWrite})
+			case "-i", "--include", "-x", "--exclude":
+				// -i@FILE reads the patterns from FILE.
+				if f, ok := strings.CutPrefix(o.val.s, "@"); ok && o.val.lit {
+					c.usePath(inv, litWord(f), pathUse{acc: accRead})
+				}
 			}
 		}
 		return inv.cwd
@@ -1787,6 +1794,9 @@ func findHandler() handler {
 			case "-files0-from":
 				if !c.needBecause(inv, pExec, "-files0-from reads the starting points from a file, which the policy cannot check") {
 					return inv.cwd
+				}
+				if j+1 < len(expr) {
+					c.usePath(inv, expr[j+1], pathUse{acc: accRead})
 				}
 			case "-type":
 				if j+1 < len(expr) && expr[j+1].lit && !strings.Contains(expr[j+1].s, "l") {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -169,6 +170,10 @@ func (c *checker) envAssign(name string, val word, hasVal, exported bool) bool {
 	class := classifyEnv(name)
 	switch class {
 	case envData:
+		if name == "TZ" && hasVal {
+			c.tzValue(val)
+			return c.deny == nil
+		}
 		return true
 	case envUnknown:
 		if !exported {
@@ -425,4 +430,24 @@ func splitConfigParameters(s string) []string {
 		out = append(out, cur.String())
 	}
 	return out
+}
+
+// tzValue checks a TZ value: a zone's name is data, but one that starts
+// with "/" (after an optional ":") names the file the C library reads,
+// and one with ".." leaves the zone directory it is read under.
+func (c *checker) tzValue(val word) {
+	if !val.lit {
+		c.envPathValue("TZ", val, accRead)
+		return
+	}
+	v := strings.TrimPrefix(val.s, ":")
+	switch {
+	case strings.HasPrefix(v, "/"):
+	case strings.Contains(v, ".."):
+		v = path.Join("/usr/share/zoneinfo", v)
+	default:
+		return
+	}
+	inv := c.invocation(invocation{name: "setting TZ", cwd: c.root[:1]})
+	c.usePath(inv, litWord(v), pathUse{acc: accRead})
 }
