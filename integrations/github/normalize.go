@@ -278,6 +278,9 @@ func (d *delivery) fromEnvelope(event string, payload []byte) error {
 	d.setSender(env.Sender)
 	d.ev.InstallationID = env.Installation.ID
 	if r := env.Repository; r != nil && r.Owner.Login != "" && r.Name != "" {
+		if err := checkRepo(r.Owner.Login, r.Name); err != nil {
+			return fmt.Errorf("%w: %s payload names %v", errMalformed, event, err)
+		}
 		d.ev.Org = r.Owner.Login
 		d.ev.Repo = r.Owner.Login + "/" + r.Name
 		n := max(env.Number, env.Issue.Number, env.PullRequest.Number)
@@ -339,10 +342,24 @@ func (d *delivery) setThread(repo *gh.Repository, number int) error {
 	if owner == "" || name == "" || number <= 0 {
 		return fmt.Errorf("%w: %s payload names no repository and number", errMalformed, d.ev.Kind)
 	}
+	if err := checkRepo(owner, name); err != nil {
+		return fmt.Errorf("%w: %s payload names %v", errMalformed, d.ev.Kind, err)
+	}
 	d.ev.Org = owner
 	d.ev.Repo = owner + "/" + name
 	d.ev.Number = number
 	d.ev.Thread = bot.GitHubThread(owner, name, number)
+	return nil
+}
+
+// checkRepo refuses a repository owner or name no store can key a thread
+// by: not UTF-8 text, or with the "/" or "#" a session key is read back at.
+// GitHub's names are short ASCII without either; one that is not is no
+// GitHub delivery's, and storing it would fail as an internal error.
+func checkRepo(owner, name string) error {
+	if err := bot.GitHubThread(owner, name, 1).Validate(); err != nil {
+		return fmt.Errorf("a repository no thread can be kept for (%s)", bot.ErrorMessage(err))
+	}
 	return nil
 }
 

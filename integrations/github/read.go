@@ -341,6 +341,9 @@ func (d *delivery) aboutFields(event string, a about) error {
 	if owner == "" || name == "" || a.number <= 0 {
 		return fmt.Errorf("no repository and number")
 	}
+	if err := checkRepo(owner, name); err != nil {
+		return fmt.Errorf("payload names %v", err)
+	}
 	d.ev.Org = owner
 	d.ev.Repo = owner + "/" + name
 	d.ev.Number = a.number
@@ -369,6 +372,9 @@ func (d *delivery) readEnvelope(event string, payload []byte) error {
 	d.setSenderFields(env.Sender)
 	d.ev.InstallationID = env.Installation.ID
 	if r := env.Repository; r != nil && r.Owner.Login != "" && r.Name != "" {
+		if err := checkRepo(r.Owner.Login, r.Name); err != nil {
+			return fmt.Errorf("payload names %v", err)
+		}
 		d.ev.Org = r.Owner.Login
 		d.ev.Repo = r.Owner.Login + "/" + r.Name
 		if n := max(env.Number, env.Issue.Number, env.PullRequest.Number); n > 0 {

@@ -1334,3 +1334,57 @@ func TestACapturedDeliveryIsActedOnOnce(t *testing.T) {
 		})
 	}
 }
+
+// A repository owner or name no session key can hold (not UTF-8 text, or
+// with the "/" or "#" a key is read back at) is no GitHub delivery's: it is
+// refused as malformed by both readers, and stores nothing, rather than
+// failing the intake as an internal error that GitHub would show as a
+// failed delivery to redeliver.
+func TestRepositoriesNoThreadCanHoldAreMalformed(t *testing.T) {
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	bodies := map[string]func() payload{
+		"issue_comment": func() payload { return issueCommentPayload("created", person("alice"), "@coder fix", nil) },
+		"issues":        func() payload { return issuesPayload("labeled", person("alice"), "crash", nil, "bug") },
+		"pull_request":  func() payload { return pullRequestPayload("opened", person("alice"), "@reviewer look") },
+		"check_run": func() payload {
+			return payload{"action": "created", "check_run": payload{"id": 1}, "repository": repository(), "sender": person("alice")}
+		},
+	}
+	n := 0
+	for event, body := range bodies {
+		// Bytes that are not UTF-8 are read as U+FFFD by both readers, which
+		// a key holds.
+		for _, bad := range []string{"\x00", "/", "#", "#1/x", "a\x00/b#2"} {
+			for _, field := range []string{"owner", "name"} {
+				for _, at := range []string{"start", "end"} {
+					n++
+					p := body()
+					repo := p["repository"].(payload)
+					value := "hello"
+					if field == "owner" {
+						value = "octo"
+					}
+					if at == "start" {
+						value = bad + value
+					} else {
+						value += bad
+					}
+					if field == "owner" {
+						repo["owner"] = payload{"login": value, "type": "Organization"}
+					} else {
+						repo["name"] = value
+					}
+					b := p.bytes(t)
+					requireAgree(t, event, b)
+					code, a := e.post(event, fmt.Sprintf("bad-repo-%d", n), b)
+					require.Equal(t, http.StatusBadRequest, code, "%s with %s %q", event, field, value)
+					require.Equal(t, "malformed payload", a.Error)
+				}
+			}
+		}
+	}
+	t.Logf("%d deliveries naming repositories GitHub has none of", n)
+	require.Empty(t, e.workItems())
+	require.Empty(t, e.ingress())
+}

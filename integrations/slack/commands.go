@@ -67,11 +67,22 @@ func (a *Adapter) handleCommand(ctx context.Context, cmd slack.SlashCommand, raw
 	if name == "" || cmd.ChannelID == "" || cmd.UserID == "" {
 		return commandResponse{}, fmt.Errorf("%w: slash command without command, channel or user", errBadPayload)
 	}
+	// The trigger id keys the command's record and its thread's opener,
+	// the team and channel its thread: Slack's are short ASCII, and no
+	// store keeps one that is not text.
+	for _, f := range [][2]string{{"trigger_id", cmd.TriggerID}, {"team_id", cmd.TeamID}, {"channel_id", cmd.ChannelID}, {"user_id", cmd.UserID}} {
+		if err := bot.ValidText(f[0], f[1]); err != nil {
+			return commandResponse{}, fmt.Errorf("%w: slash command: %s", errBadPayload, bot.ErrorMessage(err))
+		}
+	}
 	self := a.self.Load()
 	if self == nil {
 		return ephemeral("Switchyard is still connecting to Slack. Try again in a moment."), nil
 	}
 	team := firstNonEmpty(cmd.TeamID, self.TeamID)
+	if err := bot.SlackThread(team, cmd.ChannelID, "").Validate(); err != nil {
+		return commandResponse{}, fmt.Errorf("%w: slash command: %s", errBadPayload, bot.ErrorMessage(err))
+	}
 	ev := commandEvent(cmd, raw, team)
 	sig.on(ev)
 	// A command the gate refuses opens no thread: the intake records the

@@ -61,6 +61,9 @@ func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte, sig reque
 		return "", err
 	}
 	if d.ev != nil {
+		if err := keepable(d.ev); err != nil {
+			return "", err
+		}
 		sig.on(d.ev)
 	}
 	return "", a.apply(ctx, d)
@@ -128,6 +131,25 @@ func (a *Adapter) decide(ctx context.Context, self *identity, env *slackevents.E
 		return a.decideMessage(ctx, ec, &m)
 	}
 	return drop("event type " + head.Type), nil
+}
+
+// keepable refuses, as a bad payload, an event whose event id or thread no
+// store keeps (not UTF-8 text, a NUL, a channel or ts a session key cannot
+// be read back from). Slack's ids never are; storing one would fail as an
+// internal error, which Slack retries.
+func keepable(ev *bot.Event) error {
+	if err := bot.ValidText("event_id", ev.DeliveryID); err != nil {
+		return fmt.Errorf("%w: %s", errBadPayload, bot.ErrorMessage(err))
+	}
+	for _, th := range []bot.Thread{ev.Thread, ev.Conversation} {
+		if th.IsZero() {
+			continue
+		}
+		if err := th.Validate(); err != nil {
+			return fmt.Errorf("%w: %s", errBadPayload, bot.ErrorMessage(err))
+		}
+	}
+	return nil
 }
 
 // slackMessage is what the core reads of a message or app_mention event.

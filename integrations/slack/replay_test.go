@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -166,4 +167,55 @@ func capturedReplays() map[string]func(http.Header) {
 			hd.Set("X-Slack-Signature", "v0="+strings.ToUpper(strings.TrimPrefix(hd.Get("X-Slack-Signature"), "v0=")))
 		},
 	}
+}
+
+// Ids that no store keeps (not UTF-8 text, a NUL, a channel a session key
+// cannot be read back from) are no Slack request's: each is refused as
+// malformed (400; over Socket Mode acknowledged and dropped, so Slack
+// stops sending it), and nothing is stored or run, rather than failing as
+// an internal error Slack retries.
+func TestIDsNoStoreKeepsAreMalformed(t *testing.T) {
+	resetter := &countingResetter{}
+	h := newHarness(t, ModeHTTP, func(o *Options) { o.Resetter = resetter })
+	bad := []string{"%00", "a%00b", "%FF%FE", "x%C3%28"}
+	n := 0
+	for _, field := range []string{"trigger_id", "channel_id", "user_id", "team_id"} {
+		for _, b := range bad {
+			for _, cmd := range []string{"command=%2Fdeploy&text=prod", "command=%2Fswitchyard&text=reset+slack%3AT1%2FC1%2F1700000000.000001"} {
+				n++
+				form := map[string]string{"trigger_id": fmt.Sprintf("trig-%d", n), "channel_id": "C1", "user_id": "U1", "team_id": testTeam}
+				form[field] += b
+				body := fmt.Sprintf("team_id=%s&channel_id=%s&user_id=%s&trigger_id=%s&%s", form["team_id"], form["channel_id"], form["user_id"], form["trigger_id"], cmd)
+				w := h.serve(t, "/slack/commands", formType, body, nil)
+				require.Equal(t, http.StatusBadRequest, w.Code, "%s %s", field, b)
+			}
+		}
+	}
+	for _, ch := range []string{"C1/x", "C\u0000", "/C1"} {
+		n++
+		w := h.serve(t, "/slack/commands", formType, url.Values{"team_id": {testTeam}, "channel_id": {ch}, "user_id": {"U1"},
+			"command": {"/deploy"}, "text": {"prod"}, "trigger_id": {fmt.Sprintf("trig-%d", n)}}.Encode(), nil)
+		require.Equal(t, http.StatusBadRequest, w.Code, "channel %q", ch)
+	}
+	for _, tc := range []struct{ eventID, channel, ts string }{
+		{"Ev\u0000x", "C1", "1700000001.000100"},
+		{"Ev1", "C\u00001", "1700000001.000100"},
+		{"Ev2", "C1/x", "1700000001.000100"},
+		{"Ev3", "C1", "1700000001/000100"},
+		{"Ev4", "C1", "17000\u000001.000100"},
+	} {
+		n++
+		ev := mentionEvent("U1", "<@UBOT> @coder fix it", tc.ts, "")
+		ev["channel"] = tc.channel
+		w := h.serve(t, "/slack/events", jsonType, string(eventBody(tc.eventID, ev)), nil)
+		require.Equal(t, http.StatusBadRequest, w.Code, "%+v", tc)
+	}
+	t.Logf("%d requests", n)
+	items, ingress, _, _ := h.store.snapshot()
+	require.Empty(t, items)
+	require.Empty(t, ingress)
+	require.Zero(t, resetter.calls())
+	msgs, err := h.store.ListOutbox(t.Context(), bot.SlackThread(testTeam, "C1", "").Key())
+	require.NoError(t, err)
+	require.Empty(t, msgs)
 }
