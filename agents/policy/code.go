@@ -126,6 +126,12 @@ func (c *checker) arithVars(x syntax.ArithmExpr, cwd cwds) {
 				if !c.numberAssign(name) {
 					return false
 				}
+				// The subscript of an element is code too.
+				if w := y.X.(*syntax.Word); isElement(w) {
+					if c.arithWord(w, cwd); c.deny != nil {
+						return false
+					}
+				}
 				if y.Op == syntax.Assgn {
 					c.arithVars(y.Y, cwd)
 					c.setClean(name, true)
@@ -145,17 +151,29 @@ func (c *checker) arithVars(x syntax.ArithmExpr, cwd cwds) {
 }
 
 // arithName returns the variable an arithmetic operand names, when it is a
-// plain name.
+// plain name or an element of one (PATH[0] is PATH).
 func arithName(x syntax.ArithmExpr) (string, bool) {
 	w, ok := x.(*syntax.Word)
 	if !ok || len(w.Parts) != 1 {
 		return "", false
 	}
-	l, ok := w.Parts[0].(*syntax.Lit)
-	if !ok || !validName(l.Value) {
-		return "", false
+	switch p := w.Parts[0].(type) {
+	case *syntax.Lit:
+		if validName(p.Value) {
+			return p.Value, true
+		}
+	case *syntax.ParamExp:
+		if p.Short && p.Param != nil && p.Index != nil && validName(p.Param.Value) {
+			return p.Param.Value, true
+		}
 	}
-	return l.Value, true
+	return "", false
+}
+
+// isElement reports a word that is one array element, a[i].
+func isElement(w *syntax.Word) bool {
+	pe, ok := w.Parts[0].(*syntax.ParamExp)
+	return ok && pe.Index != nil
 }
 
 // arithAssign reports the operators that assign to their left operand.

@@ -167,6 +167,12 @@ func (c *checker) envAssign(name string, val word, hasVal, exported bool) bool {
 		c.sandboxVarDeny("setting " + name)
 		return false
 	}
+	if name == "BASH_CMDS" || name == "BASH_ALIASES" {
+		// bash's command hash and aliases, as arrays: BASH_CMDS[ls]=/bin/rm
+		// makes ls run rm.
+		c.envDeny(name, "it makes a command's name run another program or command, which the policy could not follow", 0)
+		return false
+	}
 	class := classifyEnv(name)
 	switch class {
 	case envData:

@@ -78,6 +78,8 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 		{`echo 'perl -le print+6*7*1001' | sh`, ran},
 		{`git -c core.pager='perl -le print+6*7*1001' -p log`, ran},
 		{`cat /etc/passwd`, passwd},
+		{`BASH_CMDS[ls]=/usr/bin/perl; ls -le 'print 6*7*1001'`, ran},
+		{`[[ x == @(a|$(perl -le 'print 6*7*1001' >&2)) ]]`, ran},
 	} {
 		res := run(policy.ReadOnly, tc.command)
 		require.True(t, res.IsError || res.Refused, "read-only ran %q: %s", tc.command, res.Output)
@@ -93,6 +95,7 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 		`sed 's/.*[/].*/true|rm -rf build/e' README.md`,
 		`man -C /dev/stdin ls <<< 'DEFINE nroff rm -rf build'`,
 		`coreutils --coreutils-prog=rm -rf build`,
+		`BASH_CMDS[ls]=/bin/rm; ls -rf build`,
 	} {
 		res := run("deployer", command)
 		require.True(t, res.Refused, "deployer ran %q: %s", command, res.Output)

@@ -739,6 +739,14 @@ func (c *checker) subst(n syntax.Node, cwd cwds) {
 			c.arithVars(x.X, cwd)
 		case *syntax.ParamExp:
 			c.paramExp(x, cwd)
+		case *syntax.ExtGlob:
+			// The parser keeps an extended glob's pattern as text, but
+			// bash expands it, substitutions and all (and in [[ == ]]
+			// without shopt -s extglob).
+			if x.Pattern != nil && (strings.ContainsAny(x.Pattern.Value, "$`") || strings.Contains(x.Pattern.Value, "<(") || strings.Contains(x.Pattern.Value, ">(")) {
+				c.denyf("shell:code", "the extended glob %s%s) is not allowed: bash expands what is inside it, substitutions and all, and the policy cannot check it there", x.Op, clip(x.Pattern.Value))
+				return false
+			}
 		}
 		return true
 	})

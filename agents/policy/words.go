@@ -373,6 +373,10 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 				return word{s: "/dev/fd/63", lit: true, proc: true, pat: "/dev/fd/63", node: orig}
 			}
 			notLit("a process substitution")
+		case *syntax.ExtGlob:
+			// A pattern bash expands against a directory.
+			notLit(describePart(part))
+			out.glob = true
 		default:
 			notLit(describePart(part))
 		}
