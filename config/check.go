@@ -149,6 +149,8 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 			fail(p+".cron", "required: a cron spec such as \"0 9 * * 1-5\" or \"@hourly\"")
 		} else if _, err := cron.ParseStandard(s.Cron); err != nil {
 			fail(p+".cron", "bad cron spec %q: %s", s.Cron, cronWhy(err))
+		} else if why := everyWhy(s.Cron); why != "" {
+			fail(p+".cron", "bad cron spec %q: %s", s.Cron, why)
 		}
 		if s.Agent == "" {
 			fail(p+".agent", "required")
@@ -393,6 +395,27 @@ func checkSlackTokens(fail func(string, string, ...any), s *Slack) {
 	}
 	check("slack.app_token", app, "xapp-", "an app-level token (xapp-...)")
 	check("slack.bot_token", bot, "xoxb-", "a bot token (xoxb-...)")
+}
+
+// everyWhy says what is wrong with the interval of an "@every" spec the
+// cron parser took: it makes any interval under a second (0s, -1m, 10ms)
+// one second, so a mistake would start a work item, and an agent's run,
+// every second.
+func everyWhy(spec string) string {
+	_, interval, ok := strings.Cut(spec, "@every ")
+	if !ok {
+		return ""
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(interval))
+	switch {
+	case err != nil:
+		return ""
+	case d <= 0:
+		return "@every needs a positive duration such as 30m or 1h30m"
+	case d < time.Second:
+		return fmt.Sprintf("@every needs at least 1s, got %s", d)
+	}
+	return ""
 }
 
 // cronWhy says what the cron parser found wrong, in words, without the
