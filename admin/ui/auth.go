@@ -233,8 +233,8 @@ func (u *UI) cookie(r *http.Request, name, value string, maxAge int) *http.Cooki
 }
 
 // requireSession lets signed-in requests through with their identity; a
-// page asked for without a session leads to the sign-in form, anything
-// else is answered 401.
+// page asked for without a session (GET, or HEAD, which is answered as GET
+// is) leads to the sign-in form, anything else is answered 401.
 func (u *UI) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var sess *session
@@ -246,7 +246,7 @@ func (u *UI) requireSession(next http.Handler) http.Handler {
 			}
 		}
 		if sess == nil {
-			if r.Method == http.MethodGet && r.Header.Get("X-Live") == "" {
+			if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("X-Live") == "" {
 				http.Redirect(w, r, "/admin/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}

@@ -290,3 +290,32 @@ func signInWith(t *testing.T, u *UI, fields url.Values) *http.Cookie {
 	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
 	return cookieOf(t, rec, sessionCookie)
 }
+
+// HEAD is answered as GET is, signed in or not; a method no page takes is
+// refused without a session and 405 with one.
+func TestHeadIsAnsweredAsGet(t *testing.T) {
+	store := bolttest.Open(t, t.TempDir())
+	u := newStoreUI(t, store, time.Now)
+	sess := signInAt(t, u)
+	for _, tc := range []struct {
+		method string
+		signed bool
+		status int
+		where  string // Location
+	}{
+		{"GET", false, http.StatusSeeOther, "/admin/signin?next=%2Fadmin%2Fworkitems"},
+		{"HEAD", false, http.StatusSeeOther, "/admin/signin?next=%2Fadmin%2Fworkitems"},
+		{"OPTIONS", false, http.StatusUnauthorized, ""},
+		{"GET", true, http.StatusOK, ""},
+		{"HEAD", true, http.StatusOK, ""},
+		{"OPTIONS", true, http.StatusMethodNotAllowed, ""},
+	} {
+		var cookies []*http.Cookie
+		if tc.signed {
+			cookies = append(cookies, sess)
+		}
+		rec := serve(u, tc.method, "/admin/workitems", nil, cookies...)
+		require.Equal(t, tc.status, rec.Code, "%s signed in %v: %s", tc.method, tc.signed, rec.Body.String())
+		require.Equal(t, tc.where, rec.Header().Get("Location"), "%s signed in %v", tc.method, tc.signed)
+	}
+}
