@@ -105,6 +105,13 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		{[]string{"thread", ""}, "argument 1 of switchyard thread is empty; usage: switchyard thread"},
 		{[]string{"send", ""}, "argument 1 of switchyard send is empty; usage: switchyard send"},
 		{[]string{"skills", "validate", "a", ""}, "argument 2 of switchyard skills validate is empty"},
+		{[]string{"approvals", "list", "--all=maybe"}, `invalid argument "maybe" for "--all" flag: want true or false`},
+		{[]string{"workspaces", "delete", "local:x", "--force=2"}, `invalid argument "2" for "--force" flag: want true or false`},
+		{[]string{"runs", "await", "run_1", "--timeout", "1y"}, `invalid argument "1y" for "--timeout" flag: want a duration such as 30s, 5m or 1h30m`},
+		{[]string{"explain", "--number", "99999999999999999999"}, `invalid argument "99999999999999999999" for "--number" flag: the number is too large`},
+		{[]string{"explain", "--number", "seven"}, `invalid argument "seven" for "--number" flag: want a whole number`},
+		{[]string{"send", "--wait", "--timeout", "0s", "hi"}, "--timeout 0s: want a positive duration such as 30s or 10m"},
+		{[]string{"send", "--wait", "--timeout", "-5s", "hi"}, "--timeout -5s: want a positive duration such as 30s or 10m"},
 		{[]string{"serve", "--listen", ":99999"}, `--listen: bad port "99999": want 0 to 65535 (or a service name such as http)`},
 		{[]string{"serve", "--listen", "127.0.0.1:-1"}, `--listen: bad port "-1": want 0 to 65535`},
 		{[]string{"serve", "--listen", "::1:8080"}, `--listen: want host:port such as 127.0.0.1:8080, got "::1:8080": an IPv6 address goes in brackets, such as [::1]:8080`},
@@ -119,6 +126,9 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		require.Empty(t, r.stdout, cmd)
 		require.True(t, strings.HasPrefix(r.stderr, "switchyard: "+tc.want), "%s: %s", cmd, r.stderr)
 		require.NotContains(t, r.stderr, "arg(s)", cmd)
+		for _, goSyntax := range []string{"strconv.", "time: ", "invalid syntax"} {
+			require.NotContains(t, r.stderr, goSyntax, cmd)
+		}
 	}
 	// An administrator's token one could guess, or one a bearer header
 	// cannot carry, is refused before the daemon starts.
@@ -191,6 +201,13 @@ func TestCommandsSayWhatTheDaemonRefusedWithItsExitStatus(t *testing.T) {
 		require.Contains(t, r.stderr, tc.want, cmd)
 		require.False(t, needsEscape([]byte(r.stderr)), "%s: %q", cmd, r.stderr)
 	}
+
+	// Waiting longer than --timeout is the command's failure, said as
+	// such, not the daemon's: the work item goes on.
+	r = run(t, dir, p.env(), "send", "--wait", "--timeout", "1ns", "hi")
+	require.Equal(t, 1, r.code, r.stderr)
+	next, _, _ := strings.Cut(r.stdout, " ")
+	require.Equal(t, "switchyard: "+next+" is not finished after --timeout 1ns; it goes on: switchyard workitems show "+next+"\n", r.stderr)
 
 	// A message's text is shown, written out, wherever it is shown.
 	for _, args := range [][]string{

@@ -130,6 +130,15 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, req
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The command stopped waiting (its own timeout, Ctrl-C),
+			// not the daemon.
+			why := "interrupted"
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				why = "the command's time ran out"
+			}
+			return &stopped{msg: fmt.Sprintf("%s %s: %s", method, strings.TrimSuffix(path, "?"), why), err: ctx.Err()}
+		}
 		return fmt.Errorf("cannot reach the daemon at %s: %s (is `switchyard serve` running?)", c.base, httpapi.Unreachable(err))
 	}
 	defer resp.Body.Close()
@@ -178,6 +187,16 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, req
 }
 
 var errNotJSON = errors.New("it is not JSON")
+
+// stopped is a request the command gave up on, said in words; it wraps
+// its context's error.
+type stopped struct {
+	msg string
+	err error
+}
+
+func (e *stopped) Error() string { return e.msg }
+func (e *stopped) Unwrap() error { return e.err }
 
 // excerpt is what an error answer that is not the daemon's JSON says, for
 // a person: its first line, cut at 200 characters (a proxy's page of HTML

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // newRootCmd builds the command tree. Commands that read or change the
@@ -24,7 +25,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(exitUsage, err)
+		return withCode(exitUsage, flagError(err))
 	})
 	cl := &clientFlags{}
 	root.PersistentFlags().StringVar(&cl.server, "server", envOr("SWITCHYARD_SERVER", "http://127.0.0.1:8080"),
@@ -119,4 +120,30 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// flagError says what a flag's value should have been in words, where
+// pflag would quote the Go parser that refused it ("strconv.ParseBool:
+// parsing \"maybe\": invalid syntax"). Values of the CLI's own types say it
+// themselves already.
+func flagError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	var ne *strconv.NumError
+	var want string
+	switch cause := ive.Unwrap(); {
+	case errors.As(cause, &ne) && ne.Func == "ParseBool":
+		want = "want true or false"
+	case errors.As(cause, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+		want = "the number is too large"
+	case errors.As(cause, &ne):
+		want = "want a whole number"
+	case cause != nil && strings.HasPrefix(cause.Error(), "time: "):
+		want = "want a duration such as 30s, 5m or 1h30m"
+	default:
+		return err
+	}
+	return fmt.Errorf("invalid argument %q for %q flag: %s", ive.GetValue(), "--"+ive.GetFlag().Name, want)
 }

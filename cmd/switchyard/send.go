@@ -31,6 +31,11 @@ func newSendCmd(cl *clientFlags) *cobra.Command {
   switchyard send --thread t1 --wait "@coder list the files"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait && timeout <= 0 {
+				// Refused before anything is sent: the message would make
+				// a work item nobody waits for.
+				return withCode(exitUsage, fmt.Errorf("--timeout %s: want a positive duration such as 30s or 10m", timeout))
+			}
 			c := cl.client()
 			req := local.MessageRequest{Thread: thread, Text: strings.Join(args, " "), User: user, ID: id}
 			var res local.MessageResponse
@@ -52,6 +57,9 @@ func newSendCmd(cl *clientFlags) *cobra.Command {
 			defer cancel()
 			wi, reply, err := waitReply(ctx, c, res.WorkItemID)
 			if err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+					return fmt.Errorf("%s is not finished after --timeout %s; it goes on: switchyard workitems show %s", res.WorkItemID, timeout, res.WorkItemID)
+				}
 				return err
 			}
 			if asJSON {
