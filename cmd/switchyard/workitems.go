@@ -205,7 +205,7 @@ func newIngressCmd(cl *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "only this reason: no_route, bot_actor, unauthorized, not_allowed, unsupported, edited, deleted")
+	cmd.Flags().StringVar(&reason, "reason", "", "only this reason: no_route, bot_actor, unauthorized, not_allowed, unsupported, edited, deleted, approval, answered")
 	addPagingFlags(cmd, &limit, &cursor, 1000)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"items":[…],"next":"<cursor>"}`)
 	return cmd
