@@ -1388,3 +1388,53 @@ func TestRepositoriesNoThreadCanHoldAreMalformed(t *testing.T) {
 	require.Empty(t, e.workItems())
 	require.Empty(t, e.ingress())
 }
+
+// What the App itself does on GitHub comes back to it as deliveries: its
+// comments, reviews, pull requests and labels. Whatever case its login is
+// spelt in, whatever type GitHub gives the sender, and even with the App
+// listed in github.allow_bots, none makes work: each is an ingress record
+// bot_actor, so Switchyard never answers itself.
+func TestTheAppsOwnDeliveriesNeverMakeWork(t *testing.T) {
+	logins := []string{"switchyard[bot]", "Switchyard[bot]", "SWITCHYARD[BOT]", "switchyard[Bot]"}
+	types := []string{"Bot", "User", "", "Organization"}
+	allowed := [][]string{nil, {"switchyard"}, {"switchyard[bot]"}, {"Switchyard", "renovate"}}
+	events := []struct {
+		event string
+		body  func(sender ghUser) payload
+	}{
+		{"issue_comment", func(s ghUser) payload { return issueCommentPayload("created", s, "@coder fix this", nil) }},
+		{"issue_comment", func(s ghUser) payload { return issueCommentPayload("edited", s, "@coder and @triage", ptr("@coder")) }},
+		{"issues", func(s ghUser) payload { return issuesPayload("opened", s, "@triage crash", nil, "bug") }},
+		{"pull_request", func(s ghUser) payload { return pullRequestPayload("opened", s, "@reviewer look") }},
+		{"pull_request_review_comment", func(s ghUser) payload {
+			return payload{"action": "created", "comment": payload{"id": 8, "body": "/deploy staging"},
+				"pull_request": payload{"number": 9}, "repository": repository(), "sender": s, "installation": payload{"id": testInstallation}}
+		}},
+		{"pull_request_review", func(s ghUser) payload {
+			return payload{"action": "submitted", "review": payload{"id": 4, "body": "@coder address these"},
+				"pull_request": payload{"number": 9}, "repository": repository(), "sender": s, "installation": payload{"id": testInstallation}}
+		}},
+	}
+	n := 0
+	for _, allow := range allowed {
+		e := newEnv(t, func(_ *WebhookOptions, g *GateOptions) { g.AllowBots = allow })
+		for _, login := range logins {
+			e.gh.setPermission("octo/hello", login, "admin", "admin")
+			for _, typ := range types {
+				for _, ev := range events {
+					n++
+					p := ev.body(ghUser{Login: login, Type: typ})
+					if c, ok := p["comment"].(payload); ok {
+						c["id"] = 10000 + n // each a comment of its own
+					}
+					code, a := e.post(ev.event, fmt.Sprintf("self-%d", n), p.bytes(t))
+					require.Equal(t, http.StatusAccepted, code, "%s by %s (%s), allow_bots %v", ev.event, login, typ, allow)
+					require.Equal(t, answer{Status: "ignored", Reason: bot.IgnoreBot}, a, "%s by %s (%s), allow_bots %v", ev.event, login, typ, allow)
+				}
+			}
+		}
+		require.Empty(t, e.workItems())
+		require.Zero(t, e.gh.callCount("POST /app/installations/{id}/access_tokens"), "nothing asked GitHub")
+	}
+	t.Logf("%d of the App's own deliveries", n)
+}
