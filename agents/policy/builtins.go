@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"strings"
 )
 
@@ -624,9 +625,13 @@ func cdHandler(c *checker, inv *invocation) cwds {
 	inv = c.invocation(invocation{name: inv.name, argv: inv.argv, cwd: inv.cwd, sub: inv.sub, allowed: true})
 	args := inv.argv[1:]
 	var w word
-	found := false
+	found, physical := false, false
 	for i, a := range args {
 		if a.lit && (a.s == "-L" || a.s == "-P" || a.s == "-e" || a.s == "-@" || a.s == "-n" && inv.name == "pushd") {
+			// The last of -L and -P holds.
+			if a.s == "-L" || a.s == "-P" {
+				physical = a.s == "-P"
+			}
 			continue
 		}
 		if a.lit && a.s == "--" {
@@ -657,12 +662,35 @@ func cdHandler(c *checker, inv *invocation) cwds {
 	}
 	var out cwds
 	for _, d := range inv.cwd {
-		r := c.resolve(d, w.s)
-		if !r.in {
+		// Without -P, bash's cd takes .. off the path it has ($PWD)
+		// before it looks at any link: cd link/.. is where cd started,
+		// wherever the link leads.
+		target, logical := w.s, ""
+		if !physical {
+			from, ok := c.logicalDir(d)
+			if !ok && dotDot(w.s) {
+				c.denyf("shell:cd", "%s %q is not allowed: the script reached this directory through links in more than one way, so where .. leads is not known; use cd -P", inv.name, w.s)
+				return inv.cwd
+			}
+			logical = path.Clean(path.Join(from, w.s))
+			if path.IsAbs(w.s) {
+				logical = path.Clean(w.s)
+			}
+			target = logical
+		}
+		r := c.resolve(d, target)
+		if !r.in || logical != "" && !c.ws.within(logical) {
 			c.denyf("path:outside-workspace", "%s %q is not allowed: it is outside the workspace", inv.name, w.s)
 			return inv.cwd
 		}
 		c.useResolved(inv, r, pathUse{acc: accRead})
+		if c.deny != nil {
+			return inv.cwd
+		}
+		if logical == "" {
+			logical = r.abs
+		}
+		c.setLogical(r.abs, logical)
 		out = union(out, cwds{r.abs})
 	}
 	if len(out) > maxCwds {
@@ -762,4 +790,41 @@ func execHandler(c *checker, inv *invocation) cwds {
 		return inv.cwd
 	}
 	return c.runExternal(args[i:], inv.cwd)
+}
+
+// logicalDir is the path bash's cd keeps for the directory d the script
+// is in: d itself unless cd reached it through a link. ok is false when
+// two ways to d disagree.
+func (c *checker) logicalDir(d string) (string, bool) {
+	l, known := c.logical[d]
+	if !known {
+		return d, true
+	}
+	return l, l != ""
+}
+
+// setLogical records that cd went to the directory abs by the path
+// logical.
+func (c *checker) setLogical(abs, logical string) {
+	prev, known := c.logical[abs]
+	switch {
+	case !known && logical == abs:
+		return
+	case known && prev != logical:
+		logical = ""
+	}
+	if c.logical == nil {
+		c.logical = map[string]string{}
+	}
+	c.logical[abs] = logical
+}
+
+// dotDot reports a path with a .. component.
+func dotDot(p string) bool {
+	for _, comp := range strings.Split(p, "/") {
+		if comp == ".." {
+			return true
+		}
+	}
+	return false
 }

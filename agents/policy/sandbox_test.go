@@ -48,6 +48,14 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
+	// deep is a link one level further down than the workspace is below /:
+	// cd deep/ and as many .. is the workspace where links are followed,
+	// and / where bash's cd takes .. off the path it went by.
+	levels := strings.Count(ws, "/") + 1
+	target := strings.Repeat("d/", levels)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, target), 0o755))
+	require.NoError(t, os.Symlink(strings.TrimSuffix(target, "/"), filepath.Join(ws, "deep")))
+	toRoot := "cd deep" + strings.Repeat("/..", levels)
 	run := func(profile, command string) tools.Result {
 		in, err := json.Marshal(map[string]string{"command": command})
 		require.NoError(t, err)
@@ -78,6 +86,7 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 		{`echo 'perl -le print+6*7*1001' | sh`, ran},
 		{`git -c core.pager='perl -le print+6*7*1001' -p log`, ran},
 		{`cat /etc/passwd`, passwd},
+		{toRoot + ` && cat etc/passwd`, passwd},
 		{`BASH_CMDS[ls]=/usr/bin/perl; ls -le 'print 6*7*1001'`, ran},
 		{`[[ x == @(a|$(perl -le 'print 6*7*1001' >&2)) ]]`, ran},
 	} {

@@ -48,6 +48,10 @@ type checker struct {
 	active map[string]bool
 	seen   map[*syntax.CallExpr]bool
 	dirs   cwds      // every directory the script has been in, for popd
+	// logical maps a directory cd went to through a link to the path
+	// bash's cd keeps for it ($PWD), from which its cd .. goes back; ""
+	// when two ways to it disagree.
+	logical map[string]string
 	root   [1]string // backs dirs and the first cwds: the workspace
 	// words holds the words of this check (argv, expansions), handed out
 	// as slices capped at their length, so none is overwritten or grown
@@ -125,7 +129,7 @@ func (c *checker) reset() {
 	}
 	clear(c.seen)
 	clear(c.stats)
-	c.active, c.funcs, c.vals, c.links, c.written, c.murky = nil, nil, nil, nil, nil, nil
+	c.active, c.funcs, c.vals, c.links, c.written, c.murky, c.logical = nil, nil, nil, nil, nil, nil, nil
 	clear(c.words)
 	c.words = c.words[:0]
 	if cap(c.words) > maxPooledWords {

@@ -272,7 +272,8 @@ func (c *checker) paramText(p *syntax.ParamExp) (string, bool) {
 		return c.ws.home, true
 	case "PWD":
 		if len(c.curDirs) == 1 {
-			return c.curDirs[0], true
+			// The path cd took, through links and all.
+			return c.logicalDir(c.curDirs[0])
 		}
 	}
 	return "", false
