@@ -47,12 +47,12 @@ type checker struct {
 	funcs  map[string]*funcDef
 	active map[string]bool
 	seen   map[*syntax.CallExpr]bool
-	dirs   cwds      // every directory the script has been in, for popd
+	dirs   cwds // every directory the script has been in, for popd
 	// logical maps a directory cd went to through a link to the path
 	// bash's cd keeps for it ($PWD), from which its cd .. goes back; ""
 	// when two ways to it disagree.
 	logical map[string]string
-	root   [1]string // backs dirs and the first cwds: the workspace
+	root    [1]string // backs dirs and the first cwds: the workspace
 	// words holds the words of this check (argv, expansions), handed out
 	// as slices capped at their length, so none is overwritten or grown
 	// into until the checker goes back to its pool; invs holds its
