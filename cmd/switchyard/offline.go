@@ -43,6 +43,13 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
   switchyard explain --work-item wi_12`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range []string{"delivery", "work-item"} {
+				if cmd.Flags().Changed(f) && strings.TrimSpace(cmd.Flags().Lookup(f).Value.String()) == "" {
+					// Not an event described by nothing: a stored one
+					// was meant, and none is named.
+					return withCode(exitUsage, fmt.Errorf("--%s is empty: give the id of a stored delivery or work item", f))
+				}
+			}
 			if delivery != "" || workItem != "" {
 				if cmd.Flags().Changed("source") && delivery == "" {
 					return withCode(exitUsage, fmt.Errorf("--source goes with --delivery"))
