@@ -112,6 +112,8 @@ func TestCommandsRefuseWrongUseWithExitStatus2(t *testing.T) {
 		{[]string{"explain", "--number", "seven"}, `invalid argument "seven" for "--number" flag: want a whole number`},
 		{[]string{"send", "--wait", "--timeout", "0s", "hi"}, "--timeout 0s: want a positive duration such as 30s or 10m"},
 		{[]string{"send", "--wait", "--timeout", "-5s", "hi"}, "--timeout -5s: want a positive duration such as 30s or 10m"},
+		{[]string{"explain", "--delivery", "a", "--work-item", "b"}, "--delivery and --work-item cannot go together: give one of them"},
+		{[]string{"explain", "--daemon", "--work-item", "b"}, "--daemon and --work-item cannot go together: give one of them"},
 		{[]string{"explain", "--delivery", ""}, "--delivery is empty: give the id of a stored delivery or work item"},
 		{[]string{"explain", "--work-item", " "}, "--work-item is empty: give the id of a stored delivery or work item"},
 		{[]string{"serve", "--listen", ":99999"}, `--listen: bad port "99999": want 0 to 65535 (or a service name such as http)`},

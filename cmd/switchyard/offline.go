@@ -43,6 +43,13 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
   switchyard explain --work-item wi_12`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Each asks something else; cobra's flag groups would say
+			// so with Go's lists and exit 1.
+			for _, pair := range [][2]string{{"delivery", "work-item"}, {"daemon", "delivery"}, {"daemon", "work-item"}} {
+				if cmd.Flags().Changed(pair[0]) && cmd.Flags().Changed(pair[1]) {
+					return withCode(exitUsage, fmt.Errorf("--%s and --%s cannot go together: give one of them", pair[0], pair[1]))
+				}
+			}
 			for _, f := range []string{"delivery", "work-item"} {
 				if cmd.Flags().Changed(f) && strings.TrimSpace(cmd.Flags().Lookup(f).Value.String()) == "" {
 					// Not an event described by nothing: a stored one
@@ -146,10 +153,7 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 	f.IntVar(&number, "number", 0, "issue or pull request number")
 	f.StringVar(&delivery, "delivery", "", "explain a stored delivery again (a GitHub delivery id, a Slack event id, a console message id), asking the running daemon")
 	f.StringVar(&workItem, "work-item", "", "explain the event a work item was made from again, asking the running daemon")
-	cmd.MarkFlagsMutuallyExclusive("delivery", "work-item")
 	f.BoolVar(&live, "daemon", false, "decide with the running daemon's intake, whose routes include the rules made through the API or the admin UI and its packages' entry points")
-	cmd.MarkFlagsMutuallyExclusive("daemon", "delivery")
-	cmd.MarkFlagsMutuallyExclusive("daemon", "work-item")
 	f.BoolVar(&asJSON, "json", false, `print {"work_item","agent","kind","reason","rule","ingress","needs","rights"}, or {"then","now","differs",…} for a stored event`)
 	return cmd
 }
