@@ -80,3 +80,30 @@ func TestMessageNamesItsRequester(t *testing.T) {
 		require.Equal(t, bot.Requester{Source: bot.SourceLocal, ID: tc.want}, ev.Requester)
 	}
 }
+
+// A local thread's name takes no control character, as the message that
+// refuses one says: none can carry an escape sequence to a terminal or a
+// log. Names of any other kind of character are taken.
+func TestMessageThreadNamesTakeNoControlCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		thread, want string // want "" is accepted
+	}{
+		{"t1", ""},
+		{"local:café ✅", ""},
+		{"with spaces and / slashes", ""},
+		{"a\nb", `thread: local thread name "a\nb": want 1-200 characters, no control characters`},
+		{"x\x1b[31mred", `thread: local thread name "x\x1b[31mred": want 1-200 characters, no control characters`},
+		{"local:bell\a", `thread: local thread name "bell\a": want 1-200 characters, no control characters`},
+		{"tab\there", `thread: local thread name "tab\there": want 1-200 characters, no control characters`},
+		{"c1\u009b31m", `thread: local thread name "c1\u009b31m": want 1-200 characters, no control characters`},
+		{"del\x7f", `thread: local thread name "del\x7f": want 1-200 characters, no control characters`},
+	} {
+		_, err := MessageRequest{Thread: tc.thread, Text: "hi"}.event()
+		if tc.want == "" {
+			require.NoError(t, err, "%q", tc.thread)
+			continue
+		}
+		require.Equal(t, bot.EINVALID, bot.ErrorCode(err), "%q", tc.thread)
+		require.Equal(t, tc.want, bot.ErrorMessage(err))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/bot"
@@ -261,6 +262,13 @@ func (req MessageRequest) event() (*bot.Event, error) {
 	}
 	if th.Source != bot.SourceLocal {
 		return nil, bot.Errorf(bot.EINVALID, "thread %q: the local console writes to local threads only", req.Thread)
+	}
+	// The session key keeps line breaks out of a thread's name; the
+	// console keeps out every control character, as it says, so a name
+	// cannot carry an escape sequence to wherever it is shown. Threads
+	// stored before still read back.
+	if strings.ContainsFunc(name, unicode.IsControl) {
+		return nil, bot.Errorf(bot.EINVALID, "thread: local thread name %q: want 1-200 characters, no control characters", strings.TrimPrefix(name, bot.SourceLocal+":"))
 	}
 	if strings.TrimSpace(req.Text) == "" {
 		return nil, bot.Errorf(bot.EINVALID, "text: required")
