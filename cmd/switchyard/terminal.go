@@ -28,12 +28,10 @@ func (t terminalSafe) Write(p []byte) (int, error) {
 	for i := 0; i < len(p); {
 		r, size := utf8.DecodeRune(p[i:])
 		switch {
-		case r == utf8.RuneError && size <= 1 && !utf8.FullRune(p[i:]):
-			// A character cut by the end of this write: the next write
-			// has the rest, which alone is no character and is escaped.
-			b.Write(p[i:])
-			size = len(p) - i
 		case r == utf8.RuneError && size <= 1:
+			// Not UTF-8, or a character cut by the end of the write
+			// (what prints here writes whole lines, JSON values and
+			// table cells, never part of a character).
 			fmt.Fprintf(&b, `\x%02x`, p[i])
 		case r == '\r' && i+1 < len(p) && p[i+1] == '\n':
 			// A line ending written the Windows way ends the line.

@@ -49,3 +49,30 @@ func TestTerminalSafeKeepsJSONWhatItSays(t *testing.T) {
 		require.Equal(t, text, got["text"])
 	}
 }
+
+// Whatever is written, in pieces of any size, nothing that would act on a
+// terminal comes out, and text with nothing to write out comes out as it
+// went in.
+func FuzzTerminalSafe(f *testing.F) {
+	for _, seed := range []string{"plain\n", "\x1b[2J", "a\u009bb", "x\u202ey", "\xff\xfe", "one\r\ntwo", "café ✅"} {
+		f.Add(seed, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, in string, piece uint8) {
+		var b bytes.Buffer
+		w := terminalSafe{&b}
+		step := int(piece%16) + 1
+		for rest := []byte(in); len(rest) > 0; {
+			n := min(step, len(rest))
+			_, err := w.Write(rest[:n])
+			require.NoError(t, err)
+			rest = rest[n:]
+		}
+		require.False(t, needsEscape(b.Bytes()), "%q in pieces of %d gave %q", in, step, b.String())
+		if !needsEscape([]byte(in)) {
+			var whole bytes.Buffer
+			_, err := terminalSafe{&whole}.Write([]byte(in))
+			require.NoError(t, err)
+			require.Equal(t, in, whole.String())
+		}
+	})
+}
