@@ -223,27 +223,40 @@ func checkConfig(d *yamldecode.Decoder, c *Config) {
 // an approval and matched against approver lists.
 var apiTokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
-// minAPIToken is the shortest API token accepted.
-const minAPIToken = 16
+// MinAPIToken is the length under which an API token is one someone could
+// guess: the daemon warns about such a token (ShortAPITokens) but takes it,
+// as it was set on purpose.
+const MinAPIToken = 16
 
 // CheckAPIToken says what is wrong with tok as a bearer token of the API
 // (server.api_token, server.api_tokens, $SWITCHYARD_API_TOKEN for serve):
-// shorter than 16 characters, or with white space or a control character,
-// which an Authorization header cannot carry as it is. The token is never
-// part of the message.
+// white space or a control character, which an Authorization header cannot
+// carry as it is. The token is never part of the message.
 func CheckAPIToken(tok bot.Secret) error {
-	v := tok.Reveal()
-	if strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+	if strings.ContainsFunc(tok.Reveal(), func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return errors.New("must not hold white space or control characters")
-	}
-	if len(v) < minAPIToken {
-		return fmt.Errorf("too short: want at least %d characters", minAPIToken)
 	}
 	return nil
 }
 
+// ShortAPITokens returns the settings of s whose token is shorter than
+// MinAPIToken characters ("server.api_token", "server.api_tokens[1].token"),
+// for the daemon to warn about.
+func (s Server) ShortAPITokens() []string {
+	var out []string
+	if s.APIToken.IsSet() && len(s.APIToken.Reveal()) < MinAPIToken {
+		out = append(out, "server.api_token")
+	}
+	for i, t := range s.APITokens {
+		if t.Token.IsSet() && len(t.Token.Reveal()) < MinAPIToken {
+			out = append(out, fmt.Sprintf("server.api_tokens[%d].token", i))
+		}
+	}
+	return out
+}
+
 // checkAPITokens checks the named tokens: names well formed and unique,
-// tokens long enough and each used once. Token values are never repeated
+// tokens a bearer header can carry and each used once. Token values are never repeated
 // in a message.
 func checkAPITokens(fail func(string, string, ...any), s Server) {
 	if s.APIToken.IsSet() {

@@ -139,7 +139,8 @@ type APIToken struct {
 	// Name is who the token speaks for: letters, digits, '.', '_', '-'
 	// and '@', unique, not "admin". Required.
 	Name string `yaml:"name" json:"name"`
-	// Token is the bearer token, at least 16 characters. Required.
+	// Token is the bearer token: no white space; under 16 characters the
+	// daemon warns that it could be guessed. Required.
 	Token bot.Secret `yaml:"token" json:"token"`
 }
 

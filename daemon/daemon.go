@@ -136,7 +136,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !opts.APIToken.IsSet() {
+	// A token the caller passed is $SWITCHYARD_API_TOKEN (serve's).
+	fromEnv := opts.APIToken.IsSet()
+	if !fromEnv {
 		opts.APIToken = cfg.Server.APIToken
 	}
 	tokenFile := ""
@@ -153,6 +155,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	redactor := bot.NewRedactor(append(opts.Setup.Secrets(), opts.APIToken)...)
 	opts.Logger = slog.New(redactor.Handler(opts.Logger.Handler()))
+	short := cfg.Server.ShortAPITokens()
+	if fromEnv && len(opts.APIToken.Reveal()) < config.MinAPIToken {
+		short = append(short, "$SWITCHYARD_API_TOKEN")
+	}
+	warnShortTokens(opts.Logger, short)
 	store, err := OpenStore(ctx, cfg, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -532,6 +539,7 @@ func (d *Daemon) routes() (http.Handler, error) {
 	d.config.Subscribe(SubscriberFunc(func(_ context.Context, _, next *Setup) (func(), error) {
 		tokens, users := apiTokens(d.opts.APIToken, next.Config), adminUsers(next.Config)
 		return func() {
+			warnShortTokens(d.log, next.Config.Server.ShortAPITokens())
 			d.tokens.Replace(tokens)
 			d.ui.SetCredentials(tokens, users)
 		}, nil
@@ -812,6 +820,15 @@ func apiTokens(admin bot.Secret, cfg *config.Config) []httpapi.Token {
 		tokens = append(tokens, httpapi.Token{Name: t.Name, Value: t.Token})
 	}
 	return tokens
+}
+
+// warnShortTokens says, once for each, which API tokens are short enough
+// to guess. They work: whoever set one chose it.
+func warnShortTokens(log *slog.Logger, settings []string) {
+	for _, s := range settings {
+		log.Warn(fmt.Sprintf("API token shorter than %d characters: anyone who can reach the listener could guess it (openssl rand -hex 32 makes one)", config.MinAPIToken),
+			slog.String("setting", s))
+	}
 }
 
 // adminUsers are the users who sign in to the admin UI with a password.

@@ -83,6 +83,9 @@ func start(t *testing.T, mutate func(*daemon.Options)) *running {
 	t.Cleanup(stop)
 	token := opts.APIToken
 	if !token.IsSet() {
+		token = opts.Setup.Config.Server.APIToken
+	}
+	if !token.IsSet() {
 		token, err = daemon.ReadAPIToken(opts.Setup.Config.DataDir)
 		require.NoError(t, err)
 	}
@@ -391,6 +394,34 @@ func TestSecretsNeverInAPIAnswersThreadsOrLogs(t *testing.T) {
 	for _, out := range append(answers, logs.String()) {
 		require.NotContains(t, out, configured)
 		require.NotContains(t, out, shaped)
+	}
+}
+
+// A short API token, set on purpose, authenticates; the daemon warns that
+// it could be guessed, naming where it was set and never the token.
+func TestShortAPITokensWorkAndAreWarnedAbout(t *testing.T) {
+	for _, tc := range []struct {
+		name, setting string
+		set           func(*daemon.Options)
+	}{
+		{"from the environment", "$SWITCHYARD_API_TOKEN", func(o *daemon.Options) { o.APIToken = "hunter2" }},
+		{"in the config", "server.api_token", func(o *daemon.Options) { o.Setup.Config.Server.APIToken = "hunter2" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &syncBuffer{}
+			r := start(t, func(o *daemon.Options) {
+				tc.set(o)
+				o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			})
+			r.token = "hunter2"
+			require.Equal(t, http.StatusOK, r.status(t, "GET", "/api/v1/workitems", ""))
+			r.token = "hunter3"
+			require.Equal(t, http.StatusUnauthorized, r.status(t, "GET", "/api/v1/workitems", ""))
+			r.stop()
+			require.Contains(t, logs.String(), `level=WARN msg="API token shorter than 16 characters: anyone who can reach the listener could guess it`)
+			require.Contains(t, logs.String(), "setting="+tc.setting)
+			require.NotContains(t, logs.String(), "hunter2")
+		})
 	}
 }
 
