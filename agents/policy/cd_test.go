@@ -32,6 +32,7 @@ func TestCdFollowsBashsLogicalPath(t *testing.T) {
 		{"(cd deep/../.. && cat outside/secret.txt)", "DDDDD"},
 		{"bash -c 'cd deep/../.. && cat outside/secret.txt'", "DDDDD"},
 		{"cd deep && cd \"$PWD/../..\" && ls", "DDDDD"},
+		{"cd deep && cd \"$(pwd)/../..\" && ls", "DDDDD"},
 		{"if true; then cd deep; else cd -P deep; fi; cd ../..; ls", "DDDDD"},
 		{"cd deep/.. && ls", "AAAAA"},
 		{"cd deep && cd .. && cat README.md", "AAAAA"},

@@ -212,7 +212,7 @@ func (c *checker) arithWord(w *syntax.Word, cwd cwds) {
 			v := p.Value
 			if p.Dollar {
 				var ok bool
-				if v, ok = ansiC(v); !ok {
+				if v, ok = dollarQuoted(v); !ok {
 					c.refuseCode("an ANSI-C quoted string the policy cannot decode")
 					return
 				}

@@ -158,6 +158,27 @@ func TestTextProducersAreBash(t *testing.T) {
 	}
 }
 
+// TestDollarQuotesAreBash checks the value the policy gives a $'…' word
+// against the one bash gives it, NULs, escapes and all: the name it checks
+// must be the program bash runs.
+func TestDollarQuotesAreBash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err, "bash is needed")
+	for _, q := range []string{
+		`$'rm\0x'`, `$'rm\x00'`, `$'rm\c@x'`, `$'rm\000x'`, `$'rm\u0000x'`, `$'\x72\x6d'`, `$'\162\155'`,
+		`$'\u0072m'`, `$'\U00000072m'`, `$'a\tb'`, `$'a\cAb'`, `$'\e[0m'`, `$'x\'y'`, `$'\q'`, `$'\x7'`,
+		`$'\1234'`, `$'caf\u00e9'`,
+	} {
+		f, err := syntax.NewParser().Parse(strings.NewReader("printf %s "+q), "")
+		require.NoError(t, err, q)
+		got, ok := sglDollar(f.Stmts[0].Cmd.(*syntax.CallExpr).Args[2])
+		require.True(t, ok, q)
+		want, err := exec.Command(bash, "-c", "printf %s "+q).Output()
+		require.NoError(t, err, q)
+		require.Equal(t, string(want), got, q)
+	}
+}
+
 // sglDollar is the value of a word that is one $'…' string.
 func sglDollar(w *syntax.Word) (string, bool) {
 	if len(w.Parts) != 1 {
@@ -167,5 +188,5 @@ func sglDollar(w *syntax.Word) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return ansiC(q.Value)
+	return dollarQuoted(q.Value)
 }

@@ -201,7 +201,9 @@ func (c *checker) substText(cs *syntax.CmdSubst) (string, bool) {
 			out = c.fileSource(out)
 		}
 		if out.kind == srcText || out.kind == srcEmpty {
-			return strings.TrimRight(out.text, "\n"), true
+			// bash drops the NULs of a substitution's output, then
+			// its trailing newlines.
+			return strings.TrimRight(strings.ReplaceAll(out.text, "\x00", ""), "\n"), true
 		}
 		return "", false
 	}
@@ -220,7 +222,8 @@ func (c *checker) substText(cs *syntax.CmdSubst) (string, bool) {
 	cwd := c.curDirs[0]
 	switch {
 	case len(args) == 1 && args[0] == "pwd":
-		return cwd, true
+		// The path cd took, as $PWD.
+		return c.logicalDir(cwd)
 	case len(args) == 2 && args[0] == "dirname" && !strings.HasPrefix(args[1], "-"):
 		return path.Dir(args[1]), true
 	case len(args) == 2 && args[0] == "basename" && !strings.HasPrefix(args[1], "-"):
@@ -310,7 +313,7 @@ func (c *checker) evalWord(w *syntax.Word, orig *syntax.Word) word {
 			v := p.Value
 			if p.Dollar {
 				var ok bool
-				if v, ok = ansiC(v); !ok {
+				if v, ok = dollarQuoted(v); !ok {
 					notLit("an ANSI-C quoted string the policy cannot decode")
 					continue
 				}
@@ -547,6 +550,17 @@ func ansiC(v string) (string, bool) {
 		}
 	}
 	return b.String(), true
+}
+
+// dollarQuoted is the value of a $'…' string as bash makes it: ansiC's
+// escapes, cut at the first NUL they make, since bash's strings end there
+// ($'rm\0x' is rm).
+func dollarQuoted(v string) (string, bool) {
+	out, ok := ansiC(v)
+	if i := strings.IndexByte(out, 0); i >= 0 {
+		out = out[:i]
+	}
+	return out, ok
 }
 
 func isHex(c byte) bool {
