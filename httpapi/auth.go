@@ -87,7 +87,11 @@ func (s *TokenSet) Replace(tokens []Token) {
 // (subtle.ConstantTimeCompare answers at once for lengths that differ).
 func (s *TokenSet) Name(got string) (name string, ok bool) {
 	digest := sha256.Sum256([]byte(got))
-	for _, k := range *s.known.Load() {
+	var known []knownToken // a TokenSet never given tokens has none
+	if p := s.known.Load(); p != nil {
+		known = *p
+	}
+	for _, k := range known {
 		if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
 			name = k.name
 		}

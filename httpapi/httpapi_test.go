@@ -201,6 +201,9 @@ func TestAuthenticateFollowsTheTokensInEffect(t *testing.T) {
 			}
 		})
 	}
+	name, ok := new(httpapi.TokenSet).Name(ana)
+	require.False(t, ok, "a set never given tokens knows none")
+	require.Empty(t, name)
 }
 
 func TestRequireJSON(t *testing.T) {
