@@ -35,6 +35,9 @@ type varVal struct {
 	unset   bool
 	assoc   bool // declared an associative array
 	integer bool // declared -i: assignments are arithmetic
+	// caseConv is declared -l, -u or -c: bash changes the case of what
+	// is assigned, so the value is not the text the script wrote.
+	caseConv bool
 	nameref bool // declared -n: text names its target
 }
 
@@ -76,7 +79,10 @@ func (c *checker) setVal(name string, v varVal) {
 		c.vals = map[string]varVal{}
 	}
 	old, had := c.vals[name]
-	v.assoc, v.integer = old.assoc, old.integer
+	v.assoc, v.integer, v.caseConv = old.assoc, old.integer, old.caseConv
+	if v.caseConv && (v.kind == valText || v.kind == valWord) {
+		v = varVal{unset: v.unset, assoc: v.assoc, integer: v.integer, caseConv: true}
+	}
 	if had && sameVal(old, v) && old.nameref == v.nameref {
 		return
 	}
@@ -601,7 +607,7 @@ func (c *checker) arrayValue(name string, arr *syntax.ArrayExpr, cwd cwds, integ
 func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 	variant := d.Variant.Value
 	exported := variant == "export"
-	integer, nameref, assoc := false, variant == "nameref", false
+	integer, nameref, assoc, caseConv := false, variant == "nameref", false, false
 	for _, a := range d.Args {
 		if !(a.Naked && a.Name == nil && a.Value != nil) {
 			continue
@@ -617,6 +623,7 @@ func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 				integer = integer || strings.Contains(flags, "i")
 				nameref = nameref || strings.Contains(flags, "n")
 				assoc = assoc || strings.Contains(flags, "A")
+				caseConv = caseConv || strings.ContainsAny(flags, "luc")
 				continue
 			}
 			if strings.HasPrefix(w.s, "+") {
@@ -654,12 +661,12 @@ func (c *checker) decl(d *syntax.DeclClause, cwd cwds) {
 			c.sandboxVarDeny("declaring " + name)
 			return
 		}
-		if assoc || integer {
+		if assoc || integer || caseConv {
 			v := c.vals[name]
 			if c.vals == nil {
 				c.vals = map[string]varVal{}
 			}
-			v.assoc, v.integer = v.assoc || assoc, v.integer || integer
+			v.assoc, v.integer, v.caseConv = v.assoc || assoc, v.integer || integer, v.caseConv || caseConv
 			c.vals[name] = v
 		}
 		if nameref {
