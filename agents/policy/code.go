@@ -38,7 +38,7 @@ type varVal struct {
 	// caseConv is declared -l, -u or -c: bash changes the case of what
 	// is assigned, so the value is not the text the script wrote.
 	caseConv bool
-	nameref bool // declared -n: text names its target
+	nameref  bool // declared -n: text names its target
 }
 
 // numeric reports a value arithmetic reads as a plain number.
