@@ -363,50 +363,54 @@ func setHandler(c *checker, inv *invocation) cwds {
 }
 
 // shoptHandler: expand_aliases makes aliases run, which the policy does
-// not follow; sourcepath and the like change where source looks.
+// not follow; sourcepath and the like change where source looks;
+// nocaseglob and xpg_echo change how bash reads globs and echo's text,
+// which the policy reads as bash does by default. shopt -so NAME is set
+// -o NAME.
 func shoptHandler(c *checker, inv *invocation) cwds {
-	set := false
+	set, setO := false, false
 	for _, w := range inv.argv[1:] {
 		if !w.lit {
 			c.denyf("shell:environment", "shopt with an argument that is not a literal is not allowed")
 			return inv.cwd
 		}
-		switch w.s {
-		case "-s":
-			set = true
-			continue
-		case "-u", "-q", "-p", "-o":
+		if len(w.s) > 1 && w.s[0] == '-' {
+			set = set || strings.ContainsRune(w.s, 's')
+			setO = setO || strings.ContainsRune(w.s, 'o')
 			continue
 		}
 		if !set {
 			continue
 		}
-		switch w.s {
-		case "expand_aliases":
-			c.denyf("shell:alias", "shopt -s expand_aliases is not allowed: aliases hide what a command name runs; write the commands out")
-			return inv.cwd
-		case "extdebug", "sourcepath", "cdable_vars", "cdspell", "dirspell", "histappend", "lithist", "cmdhist",
-			"execfail", "login_shell", "progcomp", "promptvars", "restricted_shell", "xpg_echo", "globskipdots",
-			"dotglob", "failglob", "nocaseglob", "nocasematch", "globasciiranges", "extglob", "globstar",
-			"nullglob", "patsub_replacement", "inherit_errexit", "lastpipe", "checkhash", "checkjobs", "checkwinsize",
-			"compat31", "compat32", "compat40", "compat41", "compat42", "compat43", "compat44", "varredir_close",
-			"assoc_expand_once", "localvar_inherit", "localvar_unset", "noexpand_translation", "shift_verbose",
-			"force_fignore", "gnu_errfmt", "histreedit", "histverify", "hostcomplete", "huponexit",
-			"interactive_comments", "mailwarn", "no_empty_cmd_completion", "complete_fullquote", "direxpand",
-			"autocd", "cdable", "globskip":
-			if w.s == "cdable_vars" || w.s == "autocd" || w.s == "cdspell" || w.s == "dirspell" {
-				c.denyf("shell:cd", "shopt -s %s is not allowed: it makes cd go where the policy cannot follow", w.s)
+		if setO {
+			if c.run([]word{litWord("set"), litWord("-o"), w}, inv.cwd); c.deny != nil {
 				return inv.cwd
 			}
-			if w.s == "extdebug" || w.s == "sourcepath" {
-				if !c.needBecause(inv, pExec, "shopt -s "+w.s+" changes what runs") {
-					return inv.cwd
-				}
-			}
+			continue
+		}
+		if !c.shoptOption(inv, w.s) {
+			return inv.cwd
 		}
 	}
 	c.need(inv, pRead)
 	return inv.cwd
+}
+
+// shoptOption checks turning on the shell option name (shopt -s, bash
+// -O) and reports whether the check may go on.
+func (c *checker) shoptOption(inv *invocation, name string) bool {
+	switch name {
+	case "expand_aliases":
+		c.denyf("shell:alias", "shopt -s expand_aliases is not allowed: aliases hide what a command name runs; write the commands out")
+	case "cdable_vars", "autocd", "cdspell", "dirspell":
+		c.denyf("shell:cd", "shopt -s %s is not allowed: it makes cd go where the policy cannot follow", name)
+	case "nocaseglob", "xpg_echo":
+		c.denyf("shell:environment", "shopt -s %s is not allowed: it changes how bash reads %s, which the policy reads as bash does by default", name,
+			map[string]string{"nocaseglob": "a glob (Link-Ou? would match link-out)", "xpg_echo": "echo's text (its escapes)"}[name])
+	case "extdebug", "sourcepath":
+		return c.needBecause(inv, pExec, "shopt -s "+name+" changes what runs")
+	}
+	return c.deny == nil
 }
 
 // declHandler handles declare and its kin reached as ordinary commands

@@ -218,6 +218,15 @@ func shellHandler(c *checker, inv *invocation) cwds {
 			}
 		case w.s == "-O" || w.s == "+O":
 			i++
+			if w.s == "-O" && i < len(args) {
+				if !args[i].lit {
+					c.denyf("shell:environment", "%s -O with an option that is not a literal is not allowed", inv.name)
+					return inv.cwd
+				}
+				if !c.shoptOption(inv, args[i].s) {
+					return inv.cwd
+				}
+			}
 		case w.s == "--rcfile" || w.s == "--init-file":
 			hidden = w.s
 			i++
@@ -241,6 +250,9 @@ func shellHandler(c *checker, inv *invocation) cwds {
 				case 'r', 'D', 'n', 'v', 'x', 'e', 'u', 'f', 'h', 'm', 'p', 't', 'b', 'B', 'C', 'E', 'H', 'P', 'T':
 				case 'o', 'O':
 					i++
+					if flags[j] == 'O' && w.s[0] == '-' && i < len(args) && args[i].lit && !c.shoptOption(inv, args[i].s) {
+						return inv.cwd
+					}
 				default:
 					hidden = w.s
 				}

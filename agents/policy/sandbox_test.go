@@ -56,6 +56,7 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, target), 0o755))
 	require.NoError(t, os.Symlink(strings.TrimSuffix(target, "/"), filepath.Join(ws, "deep")))
 	toRoot := "cd deep" + strings.Repeat("/..", levels)
+	require.NoError(t, os.Symlink("/etc", filepath.Join(ws, "etc")))
 	run := func(profile, command string) tools.Result {
 		in, err := json.Marshal(map[string]string{"command": command})
 		require.NoError(t, err)
@@ -87,6 +88,7 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 		{`git -c core.pager='perl -le print+6*7*1001' -p log`, ran},
 		{`cat /etc/passwd`, passwd},
 		{toRoot + ` && cat etc/passwd`, passwd},
+		{`shopt -s nocaseglob; cat ET?/passwd`, passwd},
 		{`BASH_CMDS[ls]=/usr/bin/perl; ls -le 'print 6*7*1001'`, ran},
 		{`[[ x == @(a|$(perl -le 'print 6*7*1001' >&2)) ]]`, ran},
 	} {
@@ -105,6 +107,10 @@ func TestAttacksUnderTheSandbox(t *testing.T) {
 		`man -C /dev/stdin ls <<< 'DEFINE nroff rm -rf build'`,
 		`coreutils --coreutils-prog=rm -rf build`,
 		`BASH_CMDS[ls]=/bin/rm; ls -rf build`,
+		`shopt -s xpg_echo; echo 'r\x6d -rf build' | bash`,
+		`declare -l x=RM; $x -rf build`,
+		`x=$(printf 'r\0m'); $x -rf build`,
+		`$'rm\0' -rf build`,
 	} {
 		res := run("deployer", command)
 		require.True(t, res.Refused, "deployer ran %q: %s", command, res.Output)
