@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/integrations/github"
+	"github.com/switchyard/switchyard/integrations/slack"
 	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
@@ -185,4 +186,62 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 // identity of the daemon's own API token.
 func TestBuiltinProfilesAreDecidedByTheAdministrator(t *testing.T) {
 	require.Equal(t, config.AdminIdentity, policy.AdminApprover)
+}
+
+// A Slack click is signed and can be captured and sent again within
+// Slack's five minutes: an approver's Approve replayed, or their Deny
+// replayed after it, changes nothing once the approval is decided; the
+// decision and the audit log keep the first click.
+func TestReplayedSlackClicksChangeNothing(t *testing.T) {
+	profiles := map[string]policy.ProfileConfig{"deployer": {Extends: "ops", Approval: []string{"bash"}, Approvers: []string{"U0123ABCD"}}}
+	engine, err := policy.New(policy.Options{Profiles: profiles})
+	require.NoError(t, err)
+	store := bolttest.Open(t, t.TempDir())
+	auditor, err := policy.NewAuditor(store, bot.NewRedactor())
+	require.NoError(t, err)
+	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Store: store, Approvers: engine, Audit: auditor, Timeout: time.Minute})
+	require.NoError(t, err)
+	s := slackApprovals{&Daemon{approvals: approvals}}
+
+	thread := bot.SlackThread("T1", "C1", "1700000000.000100")
+	info, ok := tools.CoreInfo(tools.Bash)
+	require.True(t, ok)
+	result := make(chan bool, 1)
+	go func() {
+		ok, _ := approvals.Approve(context.Background(), tools.Call{
+			CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "deployer"}, SessionKey: thread.Key()},
+			Tool:        info, Input: json.RawMessage(`{"command":"make deploy"}`),
+		}, "deploys need a person")
+		result <- ok
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		if l, err := approvals.List(t.Context(), false); err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+
+	ctx := context.Background()
+	click := func(approve bool) error {
+		return s.DecideApproval(ctx, slack.ApprovalClick{Approve: approve, ApprovalID: id, User: "U0123ABCD", Team: "T1", Channel: "C1",
+			MessageTS: "1700000001.000100", ThreadTS: thread.ThreadTS})
+	}
+	require.NoError(t, click(true))
+	require.True(t, <-result)
+	for range 3 {
+		require.Equal(t, bot.ECONFLICT, bot.ErrorCode(click(true)), "the same click again")
+	}
+	require.Equal(t, bot.ECONFLICT, bot.ErrorCode(click(false)), "their Deny, captured before and sent after")
+	got, err := approvals.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, bot.ApprovalApproved, got.Status)
+	recs, _, err := auditor.List(ctx, policy.AuditFilter{Decision: policy.AuditApproved})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	for _, d := range []string{policy.AuditRejected, policy.AuditNotApprover} {
+		recs, _, err := auditor.List(ctx, policy.AuditFilter{Decision: d})
+		require.NoError(t, err)
+		require.Empty(t, recs, d)
+	}
 }
