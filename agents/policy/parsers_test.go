@@ -129,7 +129,8 @@ func TestTextProducersAreBash(t *testing.T) {
 		`printf 'kubectl apply\n'`, `printf '%s %s\n' kubectl apply`, `printf '%s%s apply\n' kube ctl`,
 		`printf '\x6bubectl apply'`, `printf '\153ubectl'`, `printf '%b' 'a\x20b'`, `printf '%s\n' a b c`,
 		`printf '%d items' 3`, `printf '%c%c' abc def`, `printf '100%%'`, `printf '%s'`, `printf 'a\tb\\c'`,
-		`printf '\u00e9t\u00e9'`, `printf -- '%s' x`,
+		`printf '\u00e9t\u00e9'`, `printf -- '%s' x`, `printf '%b' 'r\155 -rf x'`, `printf '%b' 'a\1011\0101\18\7x'`,
+		`printf '%b\n' 'r\x6d'`, `echo -e 'a\101'`,
 	} {
 		f, err := syntax.NewParser().Parse(strings.NewReader(cmd), "")
 		require.NoError(t, err)

@@ -461,7 +461,13 @@ func echoText(args []word) string {
 
 // echoEscapes decodes echo -e's escapes (\n and its kin, \0NNN, \xHH,
 // \uHHHH); stop reports \c, which ends the output.
-func echoEscapes(s string) (string, bool) {
+func echoEscapes(s string) (string, bool) { return escapes(s, false) }
+
+// bEscapes is what printf's %b makes of s: echo -e's escapes, and an
+// octal escape without its leading 0 too (\101 is A).
+func bEscapes(s string) (string, bool) { return escapes(s, true) }
+
+func escapes(s string, bareOctal bool) (string, bool) {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] != '\\' || i+1 >= len(s) {
@@ -474,6 +480,18 @@ func echoEscapes(s string) (string, bool) {
 		case '0':
 			j, n := i+2, 0
 			for j < len(s) && j < i+5 && s[j] >= '0' && s[j] <= '7' {
+				n = n*8 + int(s[j]-'0')
+				j++
+			}
+			b.WriteByte(byte(n))
+			i = j - 1
+		case '1', '2', '3', '4', '5', '6', '7':
+			if !bareOctal {
+				b.WriteByte('\\')
+				continue
+			}
+			j, n := i+1, 0
+			for j < len(s) && j < i+4 && s[j] >= '0' && s[j] <= '7' {
 				n = n*8 + int(s[j]-'0')
 				j++
 			}
@@ -540,13 +558,13 @@ func printfText(args []word) (string, bool) {
 			switch format[j] {
 			case '%':
 				b.WriteByte('%')
-			case 's', 'q':
+			case 's':
 				if spec != "" {
 					return "", false
 				}
 				b.WriteString(arg)
 			case 'b':
-				v, stop := echoEscapes(arg)
+				v, stop := bEscapes(arg)
 				b.WriteString(v)
 				if stop {
 					return b.String(), true
