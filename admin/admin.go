@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -677,6 +678,11 @@ func (a *API) listIngress(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	// A reason no record has is a mistake, not an empty listing.
+	if reason := q.Get("reason"); reason != "" && !slices.Contains(bot.IngressReasons(), reason) {
+		httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "reason %q: want %s", reason, strings.Join(bot.IngressReasons(), ", ")))
+		return
+	}
 	recs, next, err := a.opts.Store.ListIngress(r.Context(), bot.IngressFilter{Reason: q.Get("reason"), Limit: limit, Cursor: q.Get("cursor")})
 	if err != nil {
 		httpapi.Error(w, r, a.logger, err)

@@ -179,6 +179,13 @@ const (
 	IgnoreAnswered     = "answered"     // a command answered at once, not work for an agent (Slack's /switchyard)
 )
 
+// IngressReasons are every reason code an ingress record has: what a
+// listing of ingress records may be filtered by.
+func IngressReasons() []string {
+	return []string{IgnoreNoRoute, IgnoreBot, IgnoreUnauthorized, IgnoreNotAllowed, IgnoreUnsupported,
+		IgnoreEdited, IgnoreDeleted, IgnoreApproval, IgnoreAnswered}
+}
+
 // IngressRecord keeps an event that created no work item, with the reason.
 type IngressRecord struct {
 	ID         string    `json:"id"`

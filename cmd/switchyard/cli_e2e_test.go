@@ -189,6 +189,7 @@ func TestCommandsSayWhatTheDaemonRefusedWithItsExitStatus(t *testing.T) {
 		{[]string{"runs", "list", "--cursor", "garbage"}, 2, `cursor "garbage" is not one this listing gave out (HTTP 400)`},
 		{[]string{"workitems", "list", "--status", "bogus"}, 2, `status "bogus": want queued, running, done, failed or cancelled (HTTP 400)`},
 		{[]string{"workitems", "list", "--status", "bogus", "--json"}, 2, `status "bogus"`},
+		{[]string{"ingress", "--reason", "bogus"}, 2, `reason "bogus": want no_route, bot_actor, unauthorized, not_allowed, unsupported, edited, deleted, approval, answered (HTTP 400)`},
 		{[]string{"runs", "list", "--status", "sleeping"}, 2, `status "sleeping": want queued, running, done, failed, cancelled, timed_out or interrupted`},
 		{[]string{"send", "--thread", "a\nb", "hi"}, 2, `local thread name "a\nb": want 1-200 characters, no control characters (HTTP 400)`},
 		{[]string{"workitems", "show", "wi_404"}, 1, `work item "wi_404" not found (HTTP 404)`},
