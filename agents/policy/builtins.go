@@ -49,6 +49,26 @@ func testHandler(c *checker, inv *invocation) cwds {
 				return inv.cwd
 			}
 		}
+		// A file test reads what stat would of its operand: that it is
+		// there, its size, owner or age.
+		if !w.lit {
+			continue
+		}
+		switch {
+		case strings.Contains("-b -c -d -e -f -g -G -h -k -L -N -O -p -r -s -S -u -w -x", w.s) && len(w.s) == 2 ||
+			w.s == "-a" && (i == 0 || args[i-1].lit && (args[i-1].s == "!" || args[i-1].s == "(")):
+			if i+1 < len(args) && !(inv.name == "[" && i+1 == len(args)-1) {
+				c.usePath(inv, args[i+1], pathUse{acc: accRead})
+			}
+		case w.s == "-nt" || w.s == "-ot" || w.s == "-ef":
+			if i > 0 && i+1 < len(args) {
+				c.usePath(inv, args[i-1], pathUse{acc: accRead})
+				c.usePath(inv, args[i+1], pathUse{acc: accRead})
+			}
+		}
+		if c.deny != nil {
+			return inv.cwd
+		}
 	}
 	return inv.cwd
 }

@@ -466,15 +466,34 @@ func (c *checker) test(x syntax.TestExpr, cwd cwds) {
 					}
 				}
 			}
+			if b.Op == syntax.TsNewer || b.Op == syntax.TsOlder || b.Op == syntax.TsDevIno {
+				c.testFile(b.X, cwd)
+				c.testFile(b.Y, cwd)
+			}
 		case *syntax.UnaryTest:
 			if b.Op == syntax.TsVarSet || b.Op == syntax.TsRefVar {
 				if w, ok := b.X.(*syntax.Word); ok {
 					c.nameWord(c.expandOne(w), "[[ -v ]]", cwd)
 				}
 			}
+			if b.Op >= syntax.TsExists && b.Op <= syntax.TsNoEmpty {
+				c.testFile(b.X, cwd)
+			}
 		}
 		return c.deny == nil
 	})
+}
+
+// testFile checks the operand of a file test of [[ ]] (-e, -f, -s, -nt
+// …) as a read: what it tells of a file outside the workspace (that it is
+// there, its size, its owner, its age) is what stat would.
+func (c *checker) testFile(x syntax.TestExpr, cwd cwds) {
+	w, ok := x.(*syntax.Word)
+	if !ok || c.deny != nil {
+		return
+	}
+	inv := c.invocation(invocation{name: "[[", cwd: cwd})
+	c.usePath(inv, c.expandOne(w), pathUse{acc: accRead})
 }
 
 // nameWord checks a name argument as expanded: a name the policy cannot see
