@@ -599,3 +599,42 @@ func TestPostgresNeedsASharedAPIToken(t *testing.T) {
 	entries, _ := os.ReadDir(setup.Config.DataDir)
 	require.Empty(t, entries)
 }
+
+// With no model in the config, the one the environment gives is checked
+// where it came from: a variable of only white space is unset, and a bad
+// value is named as the environment's, not as a models entry the user
+// never wrote.
+func TestTheModelTheEnvironmentGivesIsCheckedAsTheEnvironments(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		found bool
+		err   string
+	}{
+		{"nothing", nil, false, ""},
+		{"a key of white space", map[string]string{"ANTHROPIC_API_KEY": "  ", "OPENAI_API_KEY": "\t"}, false, ""},
+		{"an anthropic key", map[string]string{"ANTHROPIC_API_KEY": "sk-ant-0123"}, true, ""},
+		{"an openai key", map[string]string{"OPENAI_API_KEY": "sk-0123", "OPENAI_BASE_URL": " http://127.0.0.1:1/v1 "}, true, ""},
+		{"a base url that is not one", map[string]string{"OPENAI_API_KEY": "sk-0123", "OPENAI_BASE_URL": "notaurl"}, false,
+			`<defaults>: models: none configured, and the model the environment gives cannot be used ($OPENAI_API_KEY, $OPENAI_BASE_URL, $OPENAI_MODEL): `},
+		{"a base url of another scheme", map[string]string{"OPENAI_API_KEY": "sk-0123", "OPENAI_BASE_URL": "ftp://x/v1"}, false,
+			`cannot be used ($OPENAI_API_KEY, $OPENAI_BASE_URL, $OPENAI_MODEL): `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := daemon.Load(t.Context(), daemon.LoadOptions{Getenv: func(name string) string {
+				if v, ok := tc.env[name]; ok {
+					return v
+				}
+				return noModelEnv(name)
+			}, Override: func(c *config.Config) { c.DataDir = t.TempDir() }})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.NotContains(t, err.Error(), "models.default", "the user wrote no models entry")
+				require.NotContains(t, err.Error(), "sk-0123")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.found, s.ModelFound, s.ModelNote)
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -142,9 +143,18 @@ func (s *Setup) openModels(ctx context.Context, opts LoadOptions) error {
 	}
 	s.ModelFound = len(cfgs) > 0
 	if len(cfgs) == 0 {
-		c, note, ok := llm.Detect(ctx, opts.Getenv, opts.HTTPClient)
+		// A variable of only white space (ANTHROPIC_API_KEY=" ") is
+		// unset: no key is a space.
+		getenv := func(name string) string { return strings.TrimSpace(opts.Getenv(name)) }
+		c, note, ok := llm.Detect(ctx, getenv, opts.HTTPClient)
 		s.ModelNote, s.ModelFound = note, ok
 		if ok {
+			// What is wrong with it was written in the environment, not
+			// in models: say so, and where.
+			if _, err := llm.New(c, nil); err != nil {
+				return &config.Error{File: s.Config.Source, Path: "models", Line: s.Config.Line("models"),
+					Msg: fmt.Sprintf("none configured, and the model the environment gives cannot be used (%s): %v", detectedFrom(c), err)}
+			}
 			cfgs[DetectedModel] = c
 			s.detectedKey = c.APIKey
 		}
@@ -155,6 +165,19 @@ func (s *Setup) openModels(ctx context.Context, opts LoadOptions) error {
 	}
 	s.Models = ms
 	return nil
+}
+
+// detectedFrom names the variables a model found in the environment was
+// made from.
+func detectedFrom(c llm.Config) string {
+	switch {
+	case c.Provider == llm.ProviderAnthropic:
+		return "$ANTHROPIC_API_KEY, $ANTHROPIC_MODEL"
+	case c.APIKey.IsSet():
+		return "$OPENAI_API_KEY, $OPENAI_BASE_URL, $OPENAI_MODEL"
+	default:
+		return "the Ollama at $OLLAMA_HOST"
+	}
 }
 
 // DetectedModel is the name a model found in the environment is known by.
