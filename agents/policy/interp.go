@@ -668,6 +668,9 @@ func makeHandler(c *checker, inv *invocation) cwds {
 	}
 	args := inv.argv[1:]
 	var code strings.Builder
+	var targets []string
+	makefile, dir := false, ""
+	var onDisk []string
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if !w.lit {
@@ -676,6 +679,7 @@ func makeHandler(c *checker, inv *invocation) cwds {
 		name, val, hasVal := strings.Cut(w.s, "=")
 		switch {
 		case w.s == "-f" || w.s == "--file" || w.s == "--makefile":
+			makefile = true
 			if i+1 < len(args) {
 				i++
 				if p := c.fileProgram(args[i], inv.cwd); p.kind == progHidden || p.kind == progDynamic {
@@ -683,15 +687,26 @@ func makeHandler(c *checker, inv *invocation) cwds {
 					return inv.cwd
 				} else if p.literal {
 					code.WriteString(p.text)
+				} else if p.kind == progText {
+					onDisk = append(onDisk, p.text)
 				}
 			}
+		case !strings.HasPrefix(w.s, "-") && !hasVal:
+			targets = append(targets, w.s)
 		case w.s == "-C" || w.s == "--directory" || w.s == "-I" || w.s == "--include-dir" || w.s == "-o" ||
 			w.s == "-W" || w.s == "--old-file" || w.s == "--what-if" || w.s == "--new-file" || w.s == "--assume-new" ||
 			w.s == "--assume-old" || w.s == "-j" || w.s == "-l":
 			if i+1 < len(args) && w.s != "-j" && w.s != "-l" {
 				i++
 				c.usePath(inv, args[i], pathUse{acc: accRead})
+				if (w.s == "-C" || w.s == "--directory") && args[i].lit {
+					dir = path.Join(dir, args[i].s)
+				}
 			}
+		case strings.HasPrefix(w.s, "--directory=") || strings.HasPrefix(w.s, "-C") && len(w.s) > 2:
+			d := strings.TrimPrefix(strings.TrimPrefix(w.s, "--directory="), "-C")
+			c.usePath(inv, litWord(d), pathUse{acc: accRead})
+			dir = path.Join(dir, d)
 		case strings.HasPrefix(w.s, "--eval="):
 			code.WriteString(strings.TrimPrefix(w.s, "--eval="))
 			code.WriteByte('\n')
@@ -710,7 +725,99 @@ func makeHandler(c *checker, inv *invocation) cwds {
 			return inv.cwd
 		}
 	}
+	if !makefile && len(inv.cwd) == 1 {
+		// The makefile make finds first in its directory.
+		for _, name := range []string{"GNUmakefile", "makefile", "Makefile"} {
+			if p := c.fileText(litWord(path.Join(dir, name)), inv.cwd); p.kind == progText {
+				if p.literal {
+					code.WriteString(p.text)
+				} else {
+					onDisk = append(onDisk, p.text)
+				}
+				break
+			}
+		}
+	}
+	// Of a makefile the repository holds, the recipes the targets run
+	// (and their prerequisites'), with its variables: a net for the
+	// profile's rules (make clean running rm -rf), not the file's every
+	// target.
+	for _, text := range onDisk {
+		code.WriteString(makeRecipes(text, targets))
+	}
 	c.scanCode(code.String(), langCode, inv.cwd)
 	c.ruleScanWords(args)
 	return inv.cwd
+}
+
+// makeRecipes returns the recipe lines of text, a makefile, that making
+// targets (its first target when none) runs: theirs and their
+// prerequisites', every variable assignment, and every recipe when a
+// target has no rule of its own (a pattern rule may make it).
+func makeRecipes(text string, targets []string) string {
+	lines := strings.Split(strings.ReplaceAll(text, "\\\n", " "), "\n")
+	rules := map[string][]string{}
+	prereqs := map[string][]string{}
+	var vars strings.Builder
+	var cur []string
+	first := ""
+	for _, l := range lines {
+		if strings.HasPrefix(l, "\t") {
+			for _, t := range cur {
+				rules[t] = append(rules[t], l)
+			}
+			continue
+		}
+		cur = nil
+		trimmed := strings.TrimSpace(l)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		colon := strings.Index(l, ":")
+		eq := strings.Index(l, "=")
+		if colon < 0 || eq >= 0 && eq < colon || strings.HasPrefix(l[colon:], ":=") || strings.HasPrefix(l[colon:], "::=") {
+			vars.WriteString("\t" + l + "\n")
+			continue
+		}
+		deps, inline, _ := strings.Cut(l[colon+1:], ";")
+		deps = strings.ReplaceAll(strings.TrimPrefix(deps, ":"), "|", " ")
+		for _, t := range strings.Fields(l[:colon]) {
+			if first == "" && !strings.HasPrefix(t, ".") && !strings.Contains(t, "%") {
+				first = t
+			}
+			cur = append(cur, t)
+			prereqs[t] = append(prereqs[t], strings.Fields(deps)...)
+			if strings.TrimSpace(inline) != "" {
+				rules[t] = append(rules[t], "\t"+inline)
+			}
+			if _, ok := rules[t]; !ok {
+				rules[t] = nil
+			}
+		}
+	}
+	if len(targets) == 0 && first != "" {
+		targets = []string{first}
+	}
+	var out strings.Builder
+	out.WriteString(vars.String())
+	seen := map[string]bool{}
+	for len(targets) > 0 {
+		t := targets[0]
+		targets = targets[1:]
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		recipe, ok := rules[t]
+		if !ok {
+			// No rule of its own: whatever rule makes it.
+			for _, r := range rules {
+				out.WriteString(strings.Join(r, "\n") + "\n")
+			}
+			continue
+		}
+		out.WriteString(strings.Join(recipe, "\n") + "\n")
+		targets = append(targets, prereqs[t]...)
+	}
+	return out.String()
 }

@@ -94,6 +94,24 @@ func FuzzSedScript(f *testing.F) {
 	})
 }
 
+// FuzzMakeRecipes runs the makefile reader on anything: it never panics,
+// and every line it gives back is in the makefile (joined where a
+// backslash continues it).
+func FuzzMakeRecipes(f *testing.F) {
+	for _, s := range []string{"all: x\n\techo a\nx:\n\trm -rf b\n", "a b: c | d ; e\n", "X := 1\nY = a:b\n%.o: %.c\n\tcc $<\n",
+		"t: \\\n u\n\tv\n", ":\n\t\n"} {
+		f.Add(s, "all")
+	}
+	f.Fuzz(func(t *testing.T, text, targets string) {
+		joined := strings.ReplaceAll(text, "\\\n", " ")
+		for _, l := range strings.Split(makeRecipes(text, strings.Fields(targets)), "\n") {
+			if l = strings.TrimPrefix(l, "\t"); l != "" && !strings.Contains(joined, l) {
+				t.Fatalf("%q: %q is not in the makefile", text, l)
+			}
+		}
+	})
+}
+
 // FuzzSplitters runs the small splitters the policy has (env -S, xargs,
 // GIT_CONFIG_PARAMETERS, printf, echo) on anything: they never panic, and
 // what they give back is valid when what they were given is.
