@@ -284,13 +284,17 @@ func interrupted(call llm.ToolCall) llm.Message {
 }
 
 // resumedText is what the thread is told about a resumed run: after a
-// crash, the calls interrupted and those picked up again; after a shutdown,
-// the calls it cut short, made again.
-func resumedText(st runState, interruptedCalls, reboundCalls []string) string {
+// crash, the calls interrupted, those that wait on the approval they had
+// asked for and those picked up again; after a shutdown, the calls it cut
+// short, made again.
+func resumedText(st runState, interruptedCalls, approvalCalls, reboundCalls []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "resumed after a restart, after turn %d: nothing that had finished ran again", st.Turn)
 	if len(interruptedCalls) > 0 {
 		fmt.Fprintf(&b, "; interrupted, not run again: %s", strings.Join(interruptedCalls, ", "))
+	}
+	if len(approvalCalls) > 0 {
+		fmt.Fprintf(&b, "; waiting on the approval it had asked for: %s", strings.Join(approvalCalls, ", "))
 	}
 	switch {
 	case len(reboundCalls) > 0 && st.Again:
@@ -302,33 +306,69 @@ func resumedText(st runState, interruptedCalls, reboundCalls []string) string {
 }
 
 // settle gives the calls that had started before the restart their
-// results: those that find what they started are made again, the others are
+// results: those that find what they started are made again, and so are
+// those that had asked a person and were not acted on yet (they never ran,
+// and find their approval with the decision made meanwhile); the others are
 // interrupted. The thread is told.
 func (r *Runtime) settle(ctx, runCtx context.Context, rn *run, ts *tools.Toolset, cc tools.CallContext, st runState, calls []llm.ToolCall) []llm.Message {
 	out := make([]llm.Message, len(calls))
 	var again []llm.ToolCall
 	var at []int
-	var stopped, rebound []string
+	var stopped, waiting, rebound []string
 	for i, c := range calls {
-		if rebinds[c.Name] || st.Again {
-			again, at = append(again, c), append(at, i)
+		switch {
+		case rebinds[c.Name] || st.Again:
 			rebound = append(rebound, c.Name)
+		case r.waitsForApproval(ctx, rn, ts, cc, c):
+			waiting = append(waiting, c.Name)
+		default:
+			out[i] = interrupted(c)
+			stopped = append(stopped, c.Name)
 			continue
 		}
-		out[i] = interrupted(c)
-		stopped = append(stopped, c.Name)
+		again, at = append(again, c), append(at, i)
 	}
-	r.resumed(ctx, rn, st, stopped, rebound)
+	r.resumed(ctx, rn, st, stopped, waiting, rebound)
 	for j, m := range r.calls(ctx, runCtx, rn, ts, cc, st.Turn, again) {
 		out[at[j]] = m
 	}
 	return out
 }
 
+// approvalsAsked is what an approver knows of the approvals calls asked
+// for before a restart (policy.Approvals).
+type approvalsAsked interface {
+	// Waiting reports whether call has an approval no run has acted on:
+	// pending, or decided and not taken.
+	Waiting(ctx context.Context, call tools.Call) (bool, error)
+}
+
+// waitsForApproval reports whether call, cut off by a crash, was waiting
+// for a person's decision, or had one that no run acted on: it never ran.
+func (r *Runtime) waitsForApproval(ctx context.Context, rn *run, ts *tools.Toolset, cc tools.CallContext, c llm.ToolCall) bool {
+	asked, ok := r.opts.Approver.(approvalsAsked)
+	if !ok {
+		return false
+	}
+	cc.CallID = c.ID
+	call, ok := ts.Call(cc, c.Name, c.Input)
+	if !ok {
+		return false
+	}
+	waiting, err := asked.Waiting(ctx, call)
+	if err != nil {
+		r.log.LogAttrs(ctx, slog.LevelWarn, "look for the approval of a call cut off by the restart; it is reported interrupted",
+			append(rn.attrs(), slog.String("tool", c.Name), slog.String("error", err.Error()))...)
+		return false
+	}
+	return waiting
+}
+
 // resumed tells the thread, and the log, that rn went on after a restart.
-func (r *Runtime) resumed(ctx context.Context, rn *run, st runState, stopped, rebound []string) {
-	text := resumedText(st, stopped, rebound)
+func (r *Runtime) resumed(ctx context.Context, rn *run, st runState, stopped, waiting, rebound []string) {
+	text := resumedText(st, stopped, waiting, rebound)
 	r.log.LogAttrs(ctx, slog.LevelInfo, "agent run resumed", append(rn.attrs(), slog.Int("turn", st.Turn),
-		slog.String("previous_job", st.JobID), slog.Int("interrupted", len(stopped)), slog.Int("rebound", len(rebound)))...)
+		slog.String("previous_job", st.JobID), slog.Int("interrupted", len(stopped)), slog.Int("awaiting_approval", len(waiting)),
+		slog.Int("rebound", len(rebound)))...)
 	r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressResumed, Turn: st.Turn, Text: text})
 }

@@ -596,7 +596,7 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			resp.TokensUsed += rn.takeChildTokens()
 			r.saveState(ctx, rn, runState{Turn: st.Turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs})
 		} else {
-			r.resumed(ctx, rn, st, nil, nil)
+			r.resumed(ctx, rn, st, nil, nil, nil)
 		}
 	}
 	for turn := start; ; turn++ {

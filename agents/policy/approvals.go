@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,6 +57,9 @@ type ApprovalStore interface {
 	// TakeApproval records that a run received the outcome of a decided
 	// approval, so no later run takes it again.
 	TakeApproval(ctx context.Context, id string) error
+	// FindApproval returns the approval a run asking with key would wait
+	// on (pending, or decided and not taken), or ENOTFOUND.
+	FindApproval(ctx context.Context, key string) (bot.Approval, error)
 }
 
 // ApprovalOptions configure Approvals.
@@ -158,6 +163,10 @@ func (c configuredApprover) Approve(ctx context.Context, call tools.Call, reason
 	return c.a.approve(ctx, call, reason, c.lists, c.timeout)
 }
 
+func (c configuredApprover) Waiting(ctx context.Context, call tools.Call) (bool, error) {
+	return c.a.Waiting(ctx, call)
+}
+
 // approvalKey names a call for the work item it serves, so the run that
 // resumes a job after a restart finds the approval the job asked for.
 // Calls outside a work item get no key and always ask.
@@ -165,8 +174,42 @@ func approvalKey(call tools.Call) string {
 	if call.WorkItemID == "" {
 		return ""
 	}
-	sum := sha256.Sum256(call.Input)
+	sum := sha256.Sum256(savedInput(call.Input))
 	return call.WorkItemID + "/" + call.Agent + "/" + call.Tool.Name + "/" + hex.EncodeToString(sum[:16])
+}
+
+// savedInput is a call's input as a run's saved state gives it back to the
+// run that resumes the job: encoding/json writes it compact, with <, > and
+// & escaped. The key is made of that form, so a call the model wrote with
+// spaces, or a command with a redirection, finds its approval again after
+// a restart rather than asking anew.
+func savedInput(in json.RawMessage) []byte {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, in); err != nil {
+		return in
+	}
+	var escaped bytes.Buffer
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return escaped.Bytes()
+}
+
+// Waiting reports whether call has an approval no run has acted on yet:
+// asked and pending, or decided and not taken. Such a call never ran, so a
+// run resumed after a crash makes it again, and it finds that approval
+// (and a decision made meanwhile) instead of being reported interrupted.
+func (a *Approvals) Waiting(ctx context.Context, call tools.Call) (bool, error) {
+	key := approvalKey(call)
+	if key == "" {
+		return false, nil
+	}
+	_, err := a.opts.Store.FindApproval(ctx, key)
+	switch {
+	case err == nil:
+		return true, nil
+	case bot.ErrorCode(err) == bot.ENOTFOUND:
+		return false, nil
+	}
+	return false, fmt.Errorf("find the approval of %s: %w", call.Tool.Name, err)
 }
 
 func (a *Approvals) approve(ctx context.Context, call tools.Call, reason string, lists ApproverLists, timeout time.Duration) (bool, error) {

@@ -124,10 +124,7 @@ func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, inp
 	if !ok {
 		return ts.refuse(ctx, cc, name, fmt.Sprintf("unknown tool %q; the tools you can call are: %s", name, ts.names()))
 	}
-	if len(input) == 0 {
-		input = json.RawMessage("{}")
-	}
-	call := Call{CallContext: cc, Tool: e.info, Input: input}
+	call := e.call(cc, input)
 	d := ts.policy.Check(ctx, call)
 	switch d.Verdict {
 	case Allow:
@@ -146,7 +143,7 @@ func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, inp
 		return ts.refuse(ctx, cc, name, d.Reason)
 	}
 	start := time.Now()
-	out, err := e.tool.Run(ctx, cc, input)
+	out, err := e.tool.Run(ctx, cc, call.Input)
 	res := Result{Duration: time.Since(start)}
 	switch {
 	case IsRefused(err):
@@ -162,6 +159,24 @@ func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, inp
 		res.Output = out
 	}
 	return res
+}
+
+// Call is the call of tool name with input under cc, as Execute hands it
+// to the policy and the approver; false for a tool the toolset lacks.
+func (ts *Toolset) Call(cc CallContext, name string, input json.RawMessage) (Call, bool) {
+	e, ok := ts.tools[name]
+	if !ok {
+		return Call{}, false
+	}
+	cc.Scope = ts.scope
+	return e.call(cc, input), true
+}
+
+func (e entry) call(cc CallContext, input json.RawMessage) Call {
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	return Call{CallContext: cc, Tool: e.info, Input: input}
 }
 
 type callKey struct{}

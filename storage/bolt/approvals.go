@@ -143,6 +143,38 @@ func (s *Store) CreateApproval(ctx context.Context, a bot.Approval) (bot.Approva
 	return out, created, nil
 }
 
+// FindApproval returns the approval a run asking with key would wait on:
+// pending, or decided and not taken by a run yet. ENOTFOUND when there is
+// none.
+func (s *Store) FindApproval(ctx context.Context, key string) (bot.Approval, error) {
+	if err := ctx.Err(); err != nil {
+		return bot.Approval{}, err
+	}
+	var out *bot.Approval
+	err := s.view("find approval", func(t txn) error {
+		b, err := approvalBucketsOf(t.tx)
+		if err != nil || b == nil || key == "" {
+			return err
+		}
+		id := b.byKey.Get([]byte(key))
+		if id == nil {
+			return nil
+		}
+		a, err := b.get(string(id))
+		if err == nil && a != nil && reusable(a) {
+			out = a
+		}
+		return err
+	})
+	if err != nil {
+		return bot.Approval{}, err
+	}
+	if out == nil {
+		return bot.Approval{}, bot.Errorf(bot.ENOTFOUND, "no approval waits for %q", key)
+	}
+	return *out, nil
+}
+
 // GetApproval returns one approval, or ENOTFOUND.
 func (s *Store) GetApproval(ctx context.Context, id string) (bot.Approval, error) {
 	if err := ctx.Err(); err != nil {

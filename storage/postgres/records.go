@@ -620,6 +620,21 @@ func (s *Store) CreateApproval(ctx context.Context, a bot.Approval) (bot.Approva
 	return out, created, nil
 }
 
+// FindApproval returns the approval a run asking with key would wait on:
+// pending, or decided and not taken by a run yet. ENOTFOUND when there is
+// none.
+func (s *Store) FindApproval(ctx context.Context, key string) (bot.Approval, error) {
+	if err := s.open(); err != nil {
+		return bot.Approval{}, err
+	}
+	a, err := scanApproval(s.pool.QueryRow(ctx, `SELECT doc FROM approvals WHERE key = $1 AND key <> '' AND (status = 'pending' OR NOT taken)
+		ORDER BY created_at DESC LIMIT 1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return bot.Approval{}, bot.Errorf(bot.ENOTFOUND, "no approval waits for %q", key)
+	}
+	return a, s.wrap("find approval", err)
+}
+
 // GetApproval returns one approval, or ENOTFOUND.
 func (s *Store) GetApproval(ctx context.Context, id string) (bot.Approval, error) {
 	if err := s.open(); err != nil {

@@ -304,10 +304,16 @@ func testApprovals(t *testing.T, open Opener) {
 	requireCode(t, bot.ENOTFOUND, err)
 
 	a := approval("ap_1", "wi_7/ops/bash/aa", epoch())
+	_, err = h.s.FindApproval(ctx, a.Key)
+	requireCode(t, bot.ENOTFOUND, err)
 	got, created, err := h.s.CreateApproval(ctx, a)
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, a, got)
+	// A run resumed after a crash finds the approval its call waits on.
+	found, err := h.s.FindApproval(ctx, a.Key)
+	require.NoError(t, err)
+	require.Equal(t, a, found)
 
 	// The run that resumes the job after a restart asks with the same key:
 	// it gets the pending approval, not a new one.
@@ -356,7 +362,14 @@ func testApprovals(t *testing.T, open Opener) {
 	require.False(t, created)
 	require.Equal(t, "ap_1", got.ID)
 	require.Equal(t, bot.ApprovalApproved, got.Status)
+	found, err = h.s.FindApproval(ctx, a.Key)
+	require.NoError(t, err)
+	require.Equal(t, bot.ApprovalApproved, found.Status, "a decision no run took is found")
 	require.NoError(t, h.s.TakeApproval(ctx, "ap_1"))
+	_, err = h.s.FindApproval(ctx, a.Key)
+	requireCode(t, bot.ENOTFOUND, err) // a taken decision is not found again
+	_, err = h.s.FindApproval(ctx, "")
+	requireCode(t, bot.ENOTFOUND, err) // no key never matches
 	require.NoError(t, h.s.TakeApproval(ctx, "ap_1"), "taking twice is harmless")
 	requireCode(t, bot.ECONFLICT, h.s.TakeApproval(ctx, "ap_3"))
 	requireCode(t, bot.ENOTFOUND, h.s.TakeApproval(ctx, "ap_nope"))
