@@ -136,6 +136,26 @@ type JobOutcome struct {
 	// Records are what the run left to be written with its job's end,
 	// before the job's own changes (see JobRecords).
 	Records JobRecords
+	// Messages tell the job's thread how it ended: the final status, the
+	// reply, ✅ or ❌. They are written in the transaction that ends the
+	// job, and only when it ends there: a run whose job another worker took
+	// over, or whose failure a person's cancel overtook (CancelledFirst),
+	// writes none of them, so the thread hears one end, once. A message of
+	// Kind OutboxReaction is written only when its key is new (as
+	// EnqueueNew); the others replace what their keys hold (as Enqueue).
+	Messages []OutboxMessage
+}
+
+// CancelledFirst is the cancel a person made of job j while its run was
+// failing, or nil: the store refuses a failed end of such a job with it,
+// writing nothing, and the dispatcher ends the job cancelled, saying it had
+// failed as well. A run that succeeded before the cancel reached it keeps
+// its result. Every store checks it in the transaction that ends the job.
+func (o *JobOutcome) CancelledFirst(j *Job) *Cancelled {
+	if o.Success || o.Cancelled {
+		return nil
+	}
+	return j.Cancel
 }
 
 // Follow makes o end as its subagent's record, rec, says when the record

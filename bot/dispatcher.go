@@ -296,11 +296,14 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	finishCtx := context.WithoutCancel(runCtx)
 	var cancelled *Cancelled
 	if errors.As(context.Cause(runCtx), &cancelled) {
-		d.cancelled(finishCtx, job, run, res, cancelled, start, log)
+		d.cancelled(finishCtx, job, run, res, cancelled, "", start, log)
 		return
 	}
 	if ctx.Err() != nil && runCtx.Err() != nil {
-		// Shutdown cut the run short: give the work back for the next start.
+		// Shutdown cut the run short: give the work back for the next
+		// start, and say so in its thread first (after the release, the
+		// status is the next run's, wherever it runs).
+		run.HandedBack(finishCtx)
 		if rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now()); rerr != nil {
 			log.Error("release job", slog.String("error", rerr.Error()))
 		}
@@ -325,20 +328,20 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	} else if !success && errText == "" {
 		errText = "the agent ended with status " + strconv.Quote(res.Status)
 	}
-	run.Finish(finishCtx, success, res.Reply, errText)
 	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Success: success, Summary: res.Reply, Error: errText,
-		Cancelled: err == nil && res.Status == ResultCancelled, Records: res.Records}
+		Cancelled: err == nil && res.Status == ResultCancelled, Records: res.Records,
+		Messages: run.Finish(success, res.Reply, errText)}
 	if end := d.adopt(finishCtx, out); end != nil {
 		// Its parent writes the end with its next save, and needs a worker
 		// to go on: the lease is kept (the renewal goes on) until then.
 		rs.release()
 		adopted := end.taken(d.opts.AdoptWait)
-		if !adopted && !d.finish(finishCtx, out, log) {
-			close(end.settled)
+		finished := adopted || d.finish(finishCtx, job, run, res, out, start, log)
+		close(end.settled)
+		if !finished {
 			return
 		}
-		close(end.settled)
-	} else if !d.finish(finishCtx, out, log) {
+	} else if !d.finish(finishCtx, job, run, res, out, start, log) {
 		return
 	}
 	d.recorded(finishCtx, res.Records)
@@ -352,22 +355,32 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 		slog.Int("tokens", res.TokensUsed), slog.Int("turns", res.TurnsUsed))
 }
 
-// finish writes the end of a job that ran to its end, and reports whether
-// it did; what the run left is written on its own when the job could not
-// end here (its lease was taken over).
-func (d *Dispatcher) finish(ctx context.Context, out JobOutcome, log *slog.Logger) bool {
-	if err := d.opts.Queue.FinishJob(ctx, out); err != nil {
-		log.Error("finish job", slog.String("error", err.Error()))
-		d.saveRecords(ctx, out.Records, log)
+// finish writes the end of a job that ran to its end with the messages
+// that tell its thread, and reports whether it did. A failed run whose
+// work a person cancelled meanwhile ends cancelled instead (see
+// JobOutcome.CancelledFirst); what the run left is written on its own when
+// the job could not end here (its lease was taken over).
+func (d *Dispatcher) finish(ctx context.Context, job *Job, run *Run, res RunResult, out JobOutcome, start time.Time, log *slog.Logger) bool {
+	err := d.opts.Queue.FinishJob(ctx, out)
+	var c *Cancelled
+	switch {
+	case err == nil:
+		d.opts.Reporter.Wake()
+		return true
+	case errors.As(err, &c):
+		d.cancelled(ctx, job, run, res, c, out.Error, start, log)
 		return false
 	}
-	return true
+	log.Error("finish job", slog.String("error", err.Error()))
+	d.saveRecords(ctx, out.Records, log)
+	return false
 }
 
 // cancelled ends a job whose run a person cancelled: its work items end
-// cancelled, saying who did it, and what the run left open is closed.
-func (d *Dispatcher) cancelled(ctx context.Context, job *Job, run *Run, res RunResult, c *Cancelled, start time.Time, log *slog.Logger) {
-	run.Cancelled(ctx, c)
+// cancelled, saying who did it (and what the run had failed with, when
+// the cancel overtook its failure), and what the run left open is closed.
+func (d *Dispatcher) cancelled(ctx context.Context, job *Job, run *Run, res RunResult, c *Cancelled, failed string, start time.Time, log *slog.Logger) {
+	msgs := run.Cancelled(c, failed)
 	if end := res.Records.Run; end != nil && end.Status != RunCancelled {
 		// The run ended another way as the cancel came (it failed for it,
 		// or finished just before): its record ends as its work item does.
@@ -375,18 +388,25 @@ func (d *Dispatcher) cancelled(ctx context.Context, job *Job, run *Run, res RunR
 		cancelled.Status, cancelled.Error = RunCancelled, c.Error()
 		res.Records.Run = &cancelled
 	}
-	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Cancelled: true, Error: c.Error(), Records: res.Records}
+	out := JobOutcome{JobID: job.ID, Owner: job.Owner, Now: d.opts.Now(), Cancelled: true, Error: c.Error(), Records: res.Records,
+		Messages: msgs}
 	if err := d.opts.Queue.FinishJob(ctx, out); err != nil {
 		log.Error("finish job", slog.String("error", err.Error()))
 		d.saveRecords(ctx, res.Records, log)
 		return
 	}
+	d.opts.Reporter.Wake()
 	d.recorded(ctx, res.Records)
 	if d.opts.Cancelled != nil {
 		d.opts.Cancelled(ctx, job, c)
 	}
 	d.opts.Metrics.Jobs.WithLabelValues("cancelled").Inc()
 	d.opts.Metrics.JobDuration.WithLabelValues(job.Agent, "cancelled").Observe(d.opts.Now().Sub(start).Seconds())
+	if failed != "" {
+		log.Info("job cancelled after its run had failed", slog.String("by", c.By), slog.String("reason", c.Reason),
+			slog.String("error", failed))
+		return
+	}
 	log.Info("job cancelled", slog.String("by", c.By), slog.String("reason", c.Reason))
 }
 

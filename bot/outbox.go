@@ -32,7 +32,7 @@ const (
 type StatusView struct {
 	WorkItemID string `json:"work_item_id"`
 	Agent      string `json:"agent"`
-	State      string `json:"state"`    // queued, running, done, failed, cancelled
+	State      string `json:"state"`    // queued, running, paused, done, failed, cancelled
 	Activity   string `json:"activity"` // what the agent is doing now
 	// Rights are the agent's effective rights and why: "read-only:
 	// requested by @stranger, read access".

@@ -118,9 +118,8 @@ func (r *Reporter) enqueue(ctx context.Context, msg OutboxMessage) {
 }
 
 func (r *Reporter) failed(ctx context.Context, key string, err error) {
-	// The run goes on; a lost progress edit is superseded by the next one
-	// and the final messages are enqueued before the job is finished, so a
-	// failure there surfaces as a retried job.
+	// The run goes on: a lost progress edit is superseded by the next one,
+	// and the final messages are written with the job's end.
 	r.opts.Logger.LogAttrs(ctx, slog.LevelError, "enqueue outbox message",
 		slog.String("key", key), slog.String("error", err.Error()))
 }
@@ -330,6 +329,8 @@ func statusText(v *StatusView, others int, job string) string {
 		s = fmt.Sprintf("❌ %s failed %s after %s: %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	case "cancelled":
 		s = fmt.Sprintf("🛑 %s stopped %s after %s: %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
+	case "paused":
+		s = fmt.Sprintf("⏸ %s paused %s after %s: %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	default:
 		s = fmt.Sprintf("⏳ %s is working on %s (%s): %s", v.Agent, v.WorkItemID, elapsed, v.Activity)
 	}
@@ -356,17 +357,20 @@ func statusText(v *StatusView, others int, job string) string {
 	return s
 }
 
-// Finish enqueues the final status and the reply. It is called before the
-// job is recorded as finished, so a crash in between retries the job and the
-// stable keys edit the same messages.
-func (run *Run) Finish(ctx context.Context, success bool, reply, errText string) {
+// Finish stops the status's refresh and gives the messages that tell the
+// thread how the run ended: the final status, the reply, and ✅ or ❌. The
+// dispatcher writes them in the transaction that ends the job
+// (JobOutcome.Messages): a crash cannot leave one without the other, and a
+// run that no longer holds its job (another worker took it over, a person
+// cancelled it as it failed) writes none of them.
+func (run *Run) Finish(success bool, reply, errText string) []OutboxMessage {
 	run.Close()
 	if run.quiet {
-		return
+		return nil
 	}
-	state := "done"
+	state, reaction := "done", ReactionSuccess
 	if !success {
-		state = "failed"
+		state, reaction = "failed", ReactionFailure
 		run.mu.Lock()
 		run.activity = errText
 		run.mu.Unlock()
@@ -384,44 +388,53 @@ func (run *Run) Finish(ctx context.Context, success bool, reply, errText string)
 			text += "\n\n" + reply
 		}
 	}
-	// The final status and the reply in one transaction.
-	final := []OutboxMessage{run.status(state), {
-		Key: replyKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
-		Kind: OutboxReply, Text: text,
-	}}
-	if err := run.r.opts.Outbox.EnqueueAll(ctx, final); err != nil {
-		run.r.failed(ctx, final[1].Key, err)
-	} else {
-		run.r.opts.Wake()
-	}
-	if success {
-		run.r.react(ctx, &run.lead, ReactionSuccess)
-	} else {
-		run.r.react(ctx, &run.lead, ReactionFailure)
-	}
+	return run.final(state, text, reaction)
 }
 
-// Cancelled enqueues the final status and the reply of a run a person
-// cancelled, saying who (and why, when they said), as Finish does for a
-// run that ended by itself.
-func (run *Run) Cancelled(ctx context.Context, c *Cancelled) {
+// final is the final status in state, the reply and the reaction.
+func (run *Run) final(state, reply, reaction string) []OutboxMessage {
+	msgs := []OutboxMessage{run.status(state), {
+		Key: replyKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
+		Kind: OutboxReply, Text: reply,
+	}}
+	if Reacts(run.lead.Thread, run.lead.SourceRef) {
+		msgs = append(msgs, ReactionMessage(&run.lead, reaction))
+	}
+	return msgs
+}
+
+// Cancelled stops the status's refresh and gives the messages that tell the
+// thread a person cancelled the run, saying who (and why, when they said),
+// as Finish does for a run that ended by itself. failed is what the run
+// had failed with when the cancel overtook its end, or "".
+func (run *Run) Cancelled(c *Cancelled, failed string) []OutboxMessage {
+	run.Close()
+	if run.quiet {
+		return nil
+	}
+	why := c.Error()
+	if failed != "" {
+		why += "; it had failed already: " + failed
+	}
+	run.mu.Lock()
+	run.activity = why
+	run.mu.Unlock()
+	return run.final("cancelled", fmt.Sprintf("%s stopped working on %s: %s", run.agent, run.lead.ID, why), ReactionFailure)
+}
+
+// HandedBack writes the status of a run the daemon's shutdown cut short,
+// whose job is given back to run again after the restart: it says so,
+// rather than go on saying the agent is working. The status is not final:
+// the run that resumes the job replaces it.
+func (run *Run) HandedBack(ctx context.Context) {
 	run.Close()
 	if run.quiet {
 		return
 	}
 	run.mu.Lock()
-	run.activity = c.Error()
+	run.activity = "the daemon is shutting down; the work resumes when it starts again"
 	run.mu.Unlock()
-	final := []OutboxMessage{run.status("cancelled"), {
-		Key: replyKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
-		Kind: OutboxReply, Text: fmt.Sprintf("%s stopped working on %s: %s", run.agent, run.lead.ID, c.Error()),
-	}}
-	if err := run.r.opts.Outbox.EnqueueAll(ctx, final); err != nil {
-		run.r.failed(ctx, final[1].Key, err)
-	} else {
-		run.r.opts.Wake()
-	}
-	run.r.react(ctx, &run.lead, ReactionFailure)
+	run.r.enqueue(ctx, run.status("paused"))
 }
 
 // Abandoned gives the messages that report a work item failed because its

@@ -120,7 +120,7 @@ func TestABurstOfProgressEndsWithTheFinalStatusAndNoGoroutineLeft(t *testing.T) 
 		if round%2 == 0 {
 			wg.Wait() // finished right after the last event
 		}
-		run.Finish(ctx, round%3 != 0, "ok", "it broke")
+		require.NoError(t, out.EnqueueAll(ctx, run.Finish(round%3 != 0, "ok", "it broke")))
 		wg.Wait()
 		run.Close()
 		states := out.written()
@@ -150,7 +150,7 @@ func TestACancelledRunsStatusWriterStopsQuietly(t *testing.T) {
 		for i := range 50 {
 			run.Report(runCtx, bot.ProgressEvent{Kind: bot.ProgressToolFinished, Text: fmt.Sprintf("bash %d finished", i)})
 		}
-		run.Cancelled(context.WithoutCancel(runCtx), c)
+		require.NoError(t, store.EnqueueAll(context.Background(), run.Cancelled(c, "")))
 		require.True(t, strings.HasPrefix(statusText(t, store, items[0].ID+"/status"), "🛑 triage stopped "+items[0].ID),
 			statusText(t, store, items[0].ID+"/status"))
 	}
@@ -177,7 +177,7 @@ func TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd(t *testing.
 	taken := *job
 	taken.ID, taken.Attempt, taken.Owner = job.ID+"-b", job.Attempt+1, "b-0"
 	second := bot.NewReporter(bot.ReporterOptions{Outbox: store, Refresh: time.Hour}).Start(ctx, &taken, items)
-	second.Finish(ctx, true, "all done", "")
+	require.NoError(t, store.EnqueueAll(ctx, second.Finish(true, "all done", "")))
 	final := statusText(t, store, key)
 	require.True(t, strings.HasPrefix(final, "✅"), final)
 
@@ -186,8 +186,9 @@ func TestALateRunningStatusOfAReplicaThatLostTheJobDoesNotUndoTheEnd(t *testing.
 		<-stale.wrote
 		require.Equal(t, final, statusText(t, store, key), "a late running status of the first run replaced the end")
 	}
-	// Its own end, which its job cannot record, does not replace it either.
-	first.Finish(ctx, false, "", "it broke")
+	// Its own end, which its job cannot record and so never writes, would
+	// not replace it either.
+	require.NoError(t, store.EnqueueAll(ctx, first.Finish(false, "", "it broke")))
 	require.Equal(t, final, statusText(t, store, key))
 }
 
@@ -261,7 +262,7 @@ func TestProgressNeverWaitsForAStatusWrite(t *testing.T) {
 		t.Fatal("progress events waited for the status write the store held")
 	}
 	close(out.letGo)
-	run.Finish(ctx, true, "ok", "")
+	require.NoError(t, store.EnqueueAll(ctx, run.Finish(true, "ok", "")))
 	require.True(t, strings.HasPrefix(statusText(t, store, items[0].ID+"/status"), "✅"))
 }
 

@@ -20,6 +20,8 @@ func stateEmoji(state string) string {
 		return ":hourglass_flowing_sand:"
 	case "running":
 		return ":gear:"
+	case "paused":
+		return ":double_vertical_bar:"
 	case "done":
 		return ":white_check_mark:"
 	case "failed":

@@ -435,6 +435,9 @@ func (t txn) finishJob(e jobEnd) error {
 	if err != nil {
 		return err
 	}
+	if c := out.CancelledFirst(j); c != nil {
+		return c
+	}
 	if err := t.writeRecords(out.Records, e.usageAt, now); err != nil {
 		return err
 	}
@@ -482,6 +485,9 @@ func (t txn) finishJob(e jobEnd) error {
 				return err
 			}
 		}
+	}
+	if err := t.enqueueEach(out.Messages, now, "the end of job "+j.ID); err != nil {
+		return err
 	}
 	return t.freeUnit(jobUnit(j), seq)
 }
@@ -608,12 +614,19 @@ func (t txn) tellAbandoned(req bot.ClaimRequest, wi bot.WorkItem) error {
 	if req.Abandon == nil {
 		return nil
 	}
-	for _, m := range req.Abandon(wi) {
+	return t.enqueueEach(req.Abandon(wi), req.Now, wi.ID+" given up")
+}
+
+// enqueueEach writes the messages that tell of what, in the transaction
+// that does it: a reaction only when its key is new, the others replacing
+// what their keys hold.
+func (t txn) enqueueEach(msgs []bot.OutboxMessage, now time.Time, what string) error {
+	for _, m := range msgs {
 		if m.UpdatedAt.IsZero() {
-			m.UpdatedAt = req.Now
+			m.UpdatedAt = now
 		}
 		if err := m.Validate(); err != nil {
-			return fmt.Errorf("the message telling %s it was given up: %w", wi.ID, err)
+			return fmt.Errorf("a message telling of %s: %w", what, err)
 		}
 		if _, _, err := t.enqueue(m, m.Kind != bot.OutboxReaction); err != nil {
 			return err

@@ -374,6 +374,9 @@ func finishJob(ctx context.Context, tx pgx.Tx, out bot.JobOutcome) error {
 	if err != nil {
 		return err
 	}
+	if c := out.CancelledFirst(&j.Job); c != nil {
+		return c
+	}
 	if err := writeRecords(ctx, tx, out.Records, now); err != nil {
 		return err
 	}
@@ -416,6 +419,9 @@ func finishJob(ctx context.Context, tx pgx.Tx, out bot.JobOutcome) error {
 				return err
 			}
 		}
+	}
+	if err := enqueueEach(ctx, tx, out.Messages, now, "the end of job "+j.ID); err != nil {
+		return err
 	}
 	return freeUnit(ctx, tx, j)
 }
@@ -530,12 +536,19 @@ func tellAbandoned(ctx context.Context, tx pgx.Tx, req bot.ClaimRequest, wi bot.
 	if req.Abandon == nil {
 		return nil
 	}
-	for _, m := range req.Abandon(wi) {
+	return enqueueEach(ctx, tx, req.Abandon(wi), req.Now, wi.ID+" given up")
+}
+
+// enqueueEach writes the messages that tell of what, in the transaction
+// that does it: a reaction only when its key is new, the others replacing
+// what their keys hold.
+func enqueueEach(ctx context.Context, tx pgx.Tx, msgs []bot.OutboxMessage, now time.Time, what string) error {
+	for _, m := range msgs {
 		if m.UpdatedAt.IsZero() {
-			m.UpdatedAt = req.Now
+			m.UpdatedAt = now
 		}
 		if err := m.Validate(); err != nil {
-			return fmt.Errorf("the message telling %s it was given up: %w", wi.ID, err)
+			return fmt.Errorf("a message telling of %s: %w", what, err)
 		}
 		if _, _, err := enqueueTx(ctx, tx, m, m.Kind != bot.OutboxReaction); err != nil {
 			return err

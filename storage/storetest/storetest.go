@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 		{"Dedup", testDedup},
 		{"Queue", testQueue},
 		{"Leases", testLeases},
+		{"JobEnds", testJobEnds},
 		{"WorkItems", testWorkItems},
 		{"Reroute", testReroute},
 		{"Ingress", testIngress},

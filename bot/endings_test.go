@@ -1,0 +1,92 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// statusAndReply are the thread's status and reply as the outbox holds
+// them now.
+func statusAndReply(t *testing.T, store bot.Store, thread string) (status, reply string) {
+	t.Helper()
+	msgs, err := store.ListOutbox(context.Background(), bot.LocalThread(thread).Key())
+	require.NoError(t, err)
+	for _, m := range msgs {
+		switch m.Kind {
+		case bot.OutboxStatus:
+			status = m.Text
+		case bot.OutboxReply:
+			reply = m.Text
+		}
+	}
+	return status, reply
+}
+
+// A person cancels a run that is failing at that moment (the cancel is
+// accepted, and the run fails before its lease renewal learns of it): the
+// work item ends cancelled, as the person was told, and the thread says
+// the run had failed already. It never reads "could not finish".
+func TestACancelThatOvertakesAFailingRunEndsItCancelledSayingItHadFailed(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	started, fail := make(chan struct{}), make(chan struct{})
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		close(started)
+		<-fail
+		return bot.RunResult{Status: bot.ResultError, Error: "the model server answered 500"}, nil
+	})
+	// A lease of an hour: no renewal comes before the run's end.
+	c := startCore(t, store, coreOpts{runner: runner, lease: time.Hour})
+	wi := c.send(t, "t1", "fix it")
+	<-started
+	_, job, err := store.CancelWorkItem(context.Background(), wi.ID, bot.Cancelled{By: "ana", Reason: "wrong repo"})
+	require.NoError(t, err)
+	require.NotNil(t, job, "the cancel was accepted for the running job")
+	close(fail)
+
+	got := c.waitFinished(t, wi.ID)
+	require.Equal(t, bot.StatusCancelled, got.Status)
+	require.Equal(t, "cancelled by ana: wrong repo", got.Error)
+	status, reply := statusAndReply(t, store, "t1")
+	require.True(t, strings.HasPrefix(status, "🛑 triage stopped "+wi.ID), status)
+	require.Contains(t, status, "cancelled by ana: wrong repo; it had failed already: the model server answered 500")
+	require.Equal(t, "triage stopped working on "+wi.ID+": cancelled by ana: wrong repo; it had failed already: the model server answered 500", reply)
+	jobs, err := store.ListJobs(context.Background(), wi.ID)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "a cancelled run is not retried")
+}
+
+// A run the daemon's shutdown cuts short is handed back: its status says
+// it resumes when the daemon starts again rather than go on saying the
+// agent works, and the run after the restart replaces it.
+func TestAHandedBackRunsStatusSaysItWillResume(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	started := make(chan struct{})
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		close(started)
+		<-ctx.Done()
+		return bot.RunResult{}, ctx.Err()
+	})
+	c := startCore(t, store, coreOpts{runner: runner, grace: 50 * time.Millisecond})
+	wi := c.send(t, "t1", "long job")
+	<-started
+	c.stop()
+	status, reply := statusAndReply(t, store, "t1")
+	require.True(t, strings.HasPrefix(status, "⏸ triage paused "+wi.ID), status)
+	require.Contains(t, status, "the daemon is shutting down; the work resumes when it starts again")
+	require.Empty(t, reply)
+
+	done := runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
+		return bot.RunResult{Status: bot.ResultSuccess, Reply: "finished after restart"}, nil
+	})
+	c2 := startCore(t, store, coreOpts{runner: done})
+	require.Equal(t, "finished after restart", c2.waitFinished(t, wi.ID).Summary)
+	status, reply = statusAndReply(t, store, "t1")
+	require.True(t, strings.HasPrefix(status, "✅ triage finished "+wi.ID), status)
+	require.Equal(t, "finished after restart", reply)
+}
