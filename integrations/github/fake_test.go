@@ -44,6 +44,11 @@ type failure struct {
 	status int
 	header map[string]string
 	body   string
+	// then runs once the request was served (after) or refused, before
+	// the answer: a test kills the process making the request there.
+	then func()
+	// drop closes the connection instead of answering.
+	drop bool
 }
 
 type fakeComment struct {
@@ -91,6 +96,10 @@ type fakeGitHub struct {
 	failures    map[string][]failure
 	botLogin    string
 	lastAuthBad string // set when a request failed authentication
+
+	// intercept, when set, is asked about every request before the canned
+	// failures, with mu held, and may answer with a failure of its own.
+	intercept func(pattern string) *failure
 }
 
 func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
@@ -107,12 +116,24 @@ func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 			f.mu.Lock()
 			f.calls[pattern]++
 			var fail *failure
-			if q := f.failures[pattern]; len(q) > 0 {
+			if f.intercept != nil {
+				fail = f.intercept(pattern)
+			}
+			if q := f.failures[pattern]; fail == nil && len(q) > 0 {
 				fail, f.failures[pattern] = &q[0], q[1:]
 			}
 			f.mu.Unlock()
 			if fail != nil && fail.after && f.authorised(r, jwt) {
 				h(httptest.NewRecorder(), r)
+			}
+			if fail != nil && fail.then != nil {
+				fail.then()
+			}
+			if fail != nil && fail.drop {
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					_ = conn.Close()
+				}
+				return
 			}
 			if fail != nil && fail.hang {
 				<-r.Context().Done()

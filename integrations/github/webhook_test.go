@@ -195,7 +195,7 @@ func TestMentionBecomesWorkItemWithReactionAndStatusComment(t *testing.T) {
 	require.Contains(t, comments[0].Body, "triage is working on "+wi.ID)
 	require.Contains(t, comments[0].Body, "<!-- switchyard:"+wi.ID+"/status -->")
 
-	run.Finish(ctx, true, "The test waited on a real clock; it uses a fake one now.", "")
+	require.NoError(t, e.store.EnqueueAll(ctx, run.Finish(true, "The test waited on a real clock; it uses a fake one now.", "")))
 	flush()
 	comments = e.gh.threadComments("octo/hello#7")
 	require.Len(t, comments, 2, "the status is edited in place, the reply is new")
