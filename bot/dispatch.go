@@ -1,6 +1,9 @@
 package bot
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // DispatchStatus is the state of a dispatch in the queue.
 type DispatchStatus string
@@ -115,9 +118,11 @@ type Claim struct {
 	// WorkItems are the job's work items, in arrival order, already marked
 	// running.
 	WorkItems []WorkItem
-	// Abandoned are work items failed during this claim because their
-	// dispatch's lease expired with no attempts left, told to their threads
-	// with ClaimRequest.Abandon's messages.
+	// Abandoned are work items ended during this claim because their
+	// dispatch's lease expired: failed with no attempts left, or cancelled
+	// when a person had cancelled them before their worker died (see
+	// Dispatch.Expired), told to their threads with ClaimRequest.Abandon's
+	// messages.
 	Abandoned []WorkItem
 }
 
@@ -144,6 +149,22 @@ type JobOutcome struct {
 	// Kind OutboxReaction is written only when its key is new (as
 	// EnqueueNew); the others replace what their keys hold (as Enqueue).
 	Messages []OutboxMessage
+}
+
+// Expired decides how d, leased by job j whose worker died (its lease ran
+// out), ends: with attempts left it is retried; a dispatch whose work a
+// person cancelled before the worker died ends cancelled, saying who,
+// rather than run again; one out of attempts fails. why is the work item's
+// error. Every store decides through it, in the claim that finds the lease
+// expired.
+func (d *Dispatch) Expired(j *Job, maxAttempts int) (retry bool, status WorkStatus, run RunStatus, why string) {
+	switch {
+	case j.Cancel != nil:
+		return false, StatusCancelled, RunCancelled, j.Cancel.Error()
+	case d.Attempts < maxAttempts:
+		return true, "", "", ""
+	}
+	return false, StatusFailed, RunInterrupted, fmt.Sprintf("lease expired after %s (worker died)", Count(d.Attempts, "attempt", "attempts"))
 }
 
 // CancelledFirst is the cancel a person made of job j while its run was

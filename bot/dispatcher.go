@@ -231,6 +231,12 @@ func (d *Dispatcher) claim(w *workers) {
 			d.opts.Logger.Error("claim dispatch", slog.String("worker", owner), slog.String("error", err.Error()))
 		}
 		for _, wi := range claim.Abandoned {
+			if wi.Status == StatusCancelled {
+				d.opts.Metrics.Jobs.WithLabelValues("cancelled").Inc()
+				d.opts.Logger.Info("work item cancelled: its worker died after the cancel", slog.String("work_item", wi.ID),
+					slog.String("error", wi.Error))
+				continue
+			}
 			d.opts.Metrics.Jobs.WithLabelValues("abandoned").Inc()
 			d.opts.Logger.Warn("work item abandoned", slog.String("work_item", wi.ID), slog.String("error", wi.Error))
 		}
@@ -304,7 +310,14 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 		// start, and say so in its thread first (after the release, the
 		// status is the next run's, wherever it runs).
 		run.HandedBack(finishCtx)
-		if rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now()); rerr != nil {
+		rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now())
+		if errors.As(rerr, &cancelled) {
+			// A person cancelled it before the shutdown reached it: it
+			// ends as they asked, rather than run again after the restart.
+			d.cancelled(finishCtx, job, run, res, cancelled, "", start, log)
+			return
+		}
+		if rerr != nil {
 			log.Error("release job", slog.String("error", rerr.Error()))
 		}
 		d.saveRecords(finishCtx, res.Records, log)

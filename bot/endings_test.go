@@ -90,3 +90,63 @@ func TestAHandedBackRunsStatusSaysItWillResume(t *testing.T) {
 	require.True(t, strings.HasPrefix(status, "✅ triage finished "+wi.ID), status)
 	require.Equal(t, "finished after restart", reply)
 }
+
+// A person cancels a run as the daemon shuts down (the cancel is stored,
+// and the shutdown reaches the run before its lease renewal does): the
+// job is not handed back to run again after the restart; it ends
+// cancelled, as the person was told.
+func TestACancelRacingAShutdownIsNotHandedBack(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	started := make(chan struct{})
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		close(started)
+		<-ctx.Done()
+		return bot.RunResult{}, ctx.Err()
+	})
+	c := startCore(t, store, coreOpts{runner: runner, lease: time.Hour, grace: 50 * time.Millisecond})
+	wi := c.send(t, "t1", "long job")
+	<-started
+	_, job, err := store.CancelWorkItem(context.Background(), wi.ID, bot.Cancelled{By: "ana", Reason: "not needed"})
+	require.NoError(t, err)
+	require.NotNil(t, job)
+	c.stop()
+
+	got, err := store.GetWorkItem(context.Background(), wi.ID)
+	require.NoError(t, err)
+	require.Equal(t, bot.StatusCancelled, got.Status)
+	require.Equal(t, "cancelled by ana: not needed", got.Error)
+	status, reply := statusAndReply(t, store, "t1")
+	require.True(t, strings.HasPrefix(status, "🛑 triage stopped "+wi.ID), status)
+	require.Equal(t, "triage stopped working on "+wi.ID+": cancelled by ana: not needed", reply)
+	depth, err := store.QueueDepth(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, depth, "nothing is left to run after the restart")
+}
+
+// A person cancels a running work item and the daemon running it is
+// killed before its lease renewal learns of it: after the restart the
+// work item ends cancelled, told in its thread, and does not run again.
+func TestACancelledWorkItemWhoseWorkerDiedIsNotRunAgain(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: toAgent("triage")})
+	res, err := intake.Ingest(context.Background(), &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: "x", Thread: bot.LocalThread("t1")})
+	require.NoError(t, err)
+	// A worker of a process that is then killed: it claims and never finishes.
+	claim, err := store.ClaimNext(context.Background(), bot.ClaimRequest{Owner: "dead", Now: time.Now(), Lease: 50 * time.Millisecond, MaxAttempts: 3})
+	require.NoError(t, err)
+	require.NotNil(t, claim.Job)
+	_, _, err = store.CancelWorkItem(context.Background(), res.WorkItem.ID, bot.Cancelled{By: "ana", Reason: "not needed"})
+	require.NoError(t, err)
+
+	runner := runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
+		t.Error("the cancelled work item ran again")
+		return bot.RunResult{Status: bot.ResultSuccess}, nil
+	})
+	c := startCore(t, store, coreOpts{runner: runner})
+	wi := c.waitFinished(t, res.WorkItem.ID)
+	require.Equal(t, bot.StatusCancelled, wi.Status)
+	require.Equal(t, "cancelled by ana: not needed", wi.Error)
+	status, reply := statusAndReply(t, store, "t1")
+	require.True(t, strings.HasPrefix(status, "🛑 triage stopped "+wi.ID), status)
+	require.Equal(t, "triage stopped working on "+wi.ID+": cancelled by ana: not needed", reply)
+}

@@ -438,23 +438,29 @@ func (run *Run) HandedBack(ctx context.Context) {
 }
 
 // Abandoned gives the messages that report a work item failed because its
-// worker kept dying: the reply, the failure reaction, and the status saying
+// worker kept dying (or, when a person had cancelled it before its worker
+// died, cancelled): the reply, the failure reaction, and the status saying
 // so too, so none is left saying it is working. The dispatcher hands it to
 // ClaimNext (ClaimRequest.Abandon), which writes them with the failure.
 func (r *Reporter) Abandoned(wi WorkItem) []OutboxMessage {
 	if wi.IsChild() {
 		return nil // its ledger record says interrupted; its parent reports it
 	}
+	state, reply := "failed", fmt.Sprintf("%s could not finish %s: %s", wi.Route.Agent, wi.ID, wi.Error)
+	if wi.Status == StatusCancelled {
+		// A person cancelled it before its worker died: it ends as they
+		// asked rather than run again.
+		state, reply = "cancelled", fmt.Sprintf("%s stopped working on %s: %s", wi.Route.Agent, wi.ID, wi.Error)
+	}
 	view := &StatusView{
-		WorkItemID: wi.ID, Agent: wi.Route.Agent, State: "failed", Activity: wi.Error,
+		WorkItemID: wi.ID, Agent: wi.Route.Agent, State: state, Activity: wi.Error,
 		Started: wi.CreatedAt, Updated: r.opts.Now(),
 	}
 	msgs := []OutboxMessage{{
 		Key: statusKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID,
 		Kind: OutboxStatus, Text: statusText(view, 0, ""), Status: view,
 	}, {
-		Key: replyKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID, Kind: OutboxReply,
-		Text: fmt.Sprintf("%s could not finish %s: %s", wi.Route.Agent, wi.ID, wi.Error),
+		Key: replyKey(wi.ID), Thread: wi.Thread, WorkItemID: wi.ID, Kind: OutboxReply, Text: reply,
 	}}
 	if Reacts(wi.Thread, wi.SourceRef) {
 		msgs = append(msgs, ReactionMessage(&wi, ReactionFailure))

@@ -158,7 +158,9 @@ type QueueStore interface {
 	// transaction, when the job does not end here (see JobRecords).
 	SaveJobRecords(ctx context.Context, recs JobRecords) error
 	// ReleaseJob gives a running job back at shutdown: its dispatches are
-	// pending again, its attempt not counted, its work items queued.
+	// pending again, its attempt not counted, its work items queued. A job
+	// whose work a person cancelled (Job.Cancel) is not given back: it
+	// fails with the *Cancelled, writing nothing, and is ended cancelled.
 	ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error
 	// QueueDepth counts pending and leased dispatches.
 	QueueDepth(ctx context.Context) (int, error)

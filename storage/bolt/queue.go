@@ -154,24 +154,25 @@ func (t txn) expireDispatch(id string, j *bot.Job, req bot.ClaimRequest) (*bot.W
 	if d.Status != bot.DispatchLeased {
 		return nil, nil
 	}
-	if d.Attempts < req.MaxAttempts {
+	retry, status, run, why := d.Expired(j, req.MaxAttempts)
+	if retry {
 		d.LastError = j.Error
 		return nil, t.requeue(seq, d, req.Now)
 	}
 	d.UpdatedAt = req.Now
 	d.Status = bot.DispatchFailed
-	d.LastError = fmt.Sprintf("lease expired after %s (worker died)", bot.Count(d.Attempts, "attempt", "attempts"))
+	d.LastError = why
 	if err := t.putDispatch(seq, bot.DispatchLeased, d); err != nil {
 		return nil, err
 	}
-	wi, err := t.setItemStatus(d, bot.StatusFailed, req.Now, func(wi *bot.WorkItem) {
-		wi.Error = d.LastError
+	wi, err := t.setItemStatus(d, status, req.Now, func(wi *bot.WorkItem) {
+		wi.Error = why
 		wi.FinishedAt = &req.Now
 	})
 	if err != nil || wi == nil {
 		return wi, err
 	}
-	return wi, t.childEnded(wi, bot.RunInterrupted, "", d.LastError, req.Now)
+	return wi, t.childEnded(wi, run, "", why, req.Now)
 }
 
 // requeue puts a dispatch of an ended job back in the queue, in its old
@@ -541,7 +542,9 @@ func (t txn) writeRecords(recs bot.JobRecords, usageAt, now time.Time) error {
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in
-// their old places, the attempt uncounted, and its thread is free.
+// their old places, the attempt uncounted, and its thread is free. A job
+// whose work a person cancelled is not given back: the cancel is returned,
+// and nothing written.
 func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -554,6 +557,9 @@ func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Ti
 		j, seq, err := t.heldJob(jobID, owner)
 		if err != nil {
 			return err
+		}
+		if j.Cancel != nil {
+			return j.Cancel
 		}
 		j.Status, j.FinishedAt = bot.JobReleased, &now
 		if err := t.putJob(seq, j); err != nil {

@@ -121,25 +121,26 @@ func expireDispatch(ctx context.Context, tx pgx.Tx, id string, j *jobRow, req bo
 	if d.Status != bot.DispatchLeased {
 		return nil, nil
 	}
-	if d.Attempts < req.MaxAttempts {
+	retry, status, run, why := d.Expired(&j.Job, req.MaxAttempts)
+	if retry {
 		d.LastError = j.Error
 		return nil, requeue(ctx, tx, d, req.Now)
 	}
 	now := req.Now
 	d.UpdatedAt = now
 	d.Status = bot.DispatchFailed
-	d.LastError = fmt.Sprintf("lease expired after %s (worker died)", bot.Count(d.Attempts, "attempt", "attempts"))
+	d.LastError = why
 	if err := putDispatch(ctx, tx, d); err != nil {
 		return nil, err
 	}
-	wi, err := setItemStatus(ctx, tx, d, bot.StatusFailed, now, func(wi *bot.WorkItem) {
-		wi.Error = d.LastError
+	wi, err := setItemStatus(ctx, tx, d, status, now, func(wi *bot.WorkItem) {
+		wi.Error = why
 		wi.FinishedAt = &now
 	})
 	if err != nil || wi == nil {
 		return wi, err
 	}
-	return wi, childEnded(ctx, tx, wi, bot.RunInterrupted, "", d.LastError, now)
+	return wi, childEnded(ctx, tx, wi, run, "", why, now)
 }
 
 // requeue puts a dispatch of an ended job back in the queue, in its old
@@ -486,7 +487,9 @@ func writeRecords(ctx context.Context, tx pgx.Tx, recs bot.JobRecords, now time.
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in
-// their old places, the attempt uncounted, and its unit is free.
+// their old places, the attempt uncounted, and its unit is free. A job
+// whose work a person cancelled is not given back: the cancel is returned,
+// and nothing written.
 func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
 	if now.IsZero() {
 		now = time.Now()
@@ -496,6 +499,9 @@ func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Ti
 		j, err := heldJob(ctx, tx, jobID, owner)
 		if err != nil {
 			return err
+		}
+		if j.Cancel != nil {
+			return j.Cancel
 		}
 		j.Status, j.FinishedAt = bot.JobReleased, &now
 		if err := putJob(ctx, tx, j); err != nil {

@@ -88,6 +88,42 @@ func testJobEnds(t *testing.T, open Opener) {
 		require.Equal(t, "stopped", h.outboxTexts(th)[wi.ID+"/reply"])
 	})
 
+	t.Run("a job a person cancelled is not given back at shutdown", func(t *testing.T) {
+		h := newHarness(t, open)
+		wi := h.submit(bot.LocalThread("t"), "coder", "a")
+		c := h.mustClaim("w1", epoch())
+		_, _, err := h.s.CancelWorkItem(h.ctx, wi.ID, bot.Cancelled{By: "ana", At: at(time.Second)})
+		require.NoError(t, err)
+		var cancelled *bot.Cancelled
+		require.ErrorAs(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(2*time.Second)), &cancelled)
+		require.Equal(t, "ana", cancelled.By)
+		require.Equal(t, bot.StatusRunning, h.workItem(wi.ID).Status, "nothing was written")
+		require.NoError(t, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: "w1", Now: at(3 * time.Second),
+			Cancelled: true, Error: cancelled.Error()}))
+		require.Equal(t, bot.StatusCancelled, h.workItem(wi.ID).Status)
+		h.requireNothingToClaim(at(time.Hour))
+	})
+
+	t.Run("a job a person cancelled whose worker then died is not run again", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		wi := h.submit(th, "coder", "a")
+		h.mustClaim("w1", epoch())
+		_, _, err := h.s.CancelWorkItem(h.ctx, wi.ID, bot.Cancelled{By: "ana", Reason: "not needed", At: at(time.Second)})
+		require.NoError(t, err)
+		// w1 dies (kill -9) before its renewal learns of the cancel; the
+		// next claim finds its lease expired.
+		told := func(wi bot.WorkItem) []bot.OutboxMessage { return endMessages(&wi, 0, string(wi.Status), wi.Error) }
+		c := h.claim(bot.ClaimRequest{Owner: "w2", Now: at(time.Hour), Lease: time.Minute, MaxAttempts: 3, Abandon: told})
+		require.Nil(t, c.Job, "the cancelled work is not run again")
+		require.Len(t, c.Abandoned, 1)
+		got := h.workItem(wi.ID)
+		require.Equal(t, bot.StatusCancelled, got.Status)
+		require.Equal(t, "cancelled by ana: not needed", got.Error)
+		require.Equal(t, "cancelled by ana: not needed", h.outboxTexts(th)[wi.ID+"/reply"])
+		require.Zero(t, h.depth())
+	})
+
 	t.Run("a run that succeeded before a person's cancel reached it keeps its result", func(t *testing.T) {
 		h := newHarness(t, open)
 		th := bot.LocalThread("t")
