@@ -69,6 +69,7 @@ type coreOpts struct {
 	// adopt and adoptWait are the dispatcher's Adopt and AdoptWait.
 	adopt     func(context.Context, *bot.JobEnd) bool
 	adoptWait time.Duration
+	metrics   *bot.Metrics // the dispatcher's; nil counts nowhere a test sees
 }
 
 func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
@@ -84,7 +85,7 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 	c.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Runner: o.runner, Reporter: rep,
 		Workers: cmp.Or(o.workers, 4), Lease: o.lease, Grace: o.grace, Poll: 20 * time.Millisecond,
-		MaxAttempts: o.maxAttempts, Now: o.now, Adopt: o.adopt, AdoptWait: o.adoptWait,
+		MaxAttempts: o.maxAttempts, Now: o.now, Adopt: o.adopt, AdoptWait: o.adoptWait, Metrics: o.metrics,
 	})
 	c.intake = bot.NewIntake(bot.IntakeOptions{
 		Store: store, Router: toAgent("triage"), React: !o.noReact, Wake: c.deliverer.Wake,

@@ -359,13 +359,38 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	}
 	d.recorded(finishCtx, res.Records)
 	outcome := "succeeded"
-	if !success {
+	switch {
+	case out.Cancelled:
+		outcome = "cancelled"
+	case !success:
 		outcome = "failed"
+	}
+	if out.Records.Run != nil && !out.Cancelled {
+		outcome, errText = d.endedAs(finishCtx, job, outcome, errText, log)
 	}
 	d.opts.Metrics.Jobs.WithLabelValues(outcome).Inc()
 	d.opts.Metrics.JobDuration.WithLabelValues(job.Agent, outcome).Observe(d.opts.Now().Sub(start).Seconds())
 	log.Info("job finished", slog.String("outcome", outcome), slog.String("error", errText),
 		slog.Int("tokens", res.TokensUsed), slog.Int("turns", res.TurnsUsed))
+}
+
+// endedAs is how the store ended a subagent's job: cancelled, with the
+// cancel's words, when its ledger record was cancelled (by a person, or by
+// its parent) as the run finished (see JobOutcome.Follow); else outcome
+// and errText as the run ended.
+func (d *Dispatcher) endedAs(ctx context.Context, job *Job, outcome, errText string, log *slog.Logger) (string, string) {
+	if d.opts.Items == nil || len(job.WorkItemIDs) == 0 {
+		return outcome, errText
+	}
+	wi, err := d.opts.Items.GetWorkItem(ctx, job.WorkItemIDs[0])
+	if err != nil {
+		log.Warn("read how the job ended", slog.String("error", err.Error()))
+		return outcome, errText
+	}
+	if wi.Status == StatusCancelled {
+		return "cancelled", wi.Error
+	}
+	return outcome, errText
 }
 
 // finish writes the end of a job that ran to its end with the messages

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
@@ -149,4 +151,55 @@ func TestACancelledWorkItemWhoseWorkerDiedIsNotRunAgain(t *testing.T) {
 	status, reply := statusAndReply(t, store, "t1")
 	require.True(t, strings.HasPrefix(status, "🛑 triage stopped "+wi.ID), status)
 	require.Equal(t, "triage stopped working on "+wi.ID+": cancelled by ana: not needed", reply)
+}
+
+// A subagent's record is cancelled (by a person, or by its parent) as its
+// run finishes: the store ends its work item cancelled, and the
+// dispatcher counts and logs it so, not as succeeded.
+func TestAChildCancelledAsItFinishedIsCountedCancelled(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	children := make(chan string, 1)
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+		lead := req.WorkItems[0]
+		if !lead.IsChild() {
+			spawned, err := store.SpawnChild(ctx, bot.SpawnRequest{
+				Run: bot.ChildRun{
+					Owner:       bot.Owner{SessionKey: req.Thread.Key(), AgentID: req.Agent},
+					ParentLinks: bot.ParentLinks{WorkItemID: lead.ID, JobID: req.Job.ID}, RootWorkItemID: lead.ID,
+					Agent: req.Agent, Task: "help", Depth: 1,
+				},
+				Thread: req.Thread, Now: time.Now(),
+			})
+			if err != nil {
+				return bot.RunResult{}, err
+			}
+			children <- spawned.Run.ChildWorkItemID
+			return bot.RunResult{Status: bot.ResultSuccess, Reply: "led"}, nil
+		}
+		rec, err := store.RunOfWorkItem(ctx, lead.ID)
+		if err != nil {
+			return bot.RunResult{}, err
+		}
+		// Cancelled as it finishes.
+		if _, err := store.UpdateRun(ctx, rec.ID, func(c *bot.ChildRun) error {
+			c.Status, c.Error = bot.RunCancelled, "cancelled by ana: not needed"
+			c.Receipt = &bot.Receipt{RecordID: c.ID, Kind: string(c.Kind), Action: bot.ReceiptCancelled, Reason: "not needed", By: "ana", At: time.Now()}
+			return nil
+		}); err != nil {
+			return bot.RunResult{}, err
+		}
+		return bot.RunResult{Status: bot.ResultSuccess, Reply: "helped", Records: bot.JobRecords{
+			Run: &bot.RunEnd{ID: rec.ID, ParentWorkItemID: lead.ParentID, Status: bot.RunDone, Result: "helped", At: time.Now()},
+		}}, nil
+	})
+	metrics := bot.NewMetrics(prometheus.NewRegistry())
+	c := startCore(t, store, coreOpts{runner: runner, metrics: metrics})
+	parent := c.send(t, "t1", "lead")
+	require.Equal(t, bot.StatusDone, c.waitFinished(t, parent.ID).Status)
+	child := c.waitFinished(t, <-children)
+	require.Equal(t, bot.StatusCancelled, child.Status)
+	require.Equal(t, "cancelled by ana: not needed", child.Error)
+	c.stop() // every job's end is counted
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Jobs.WithLabelValues("cancelled")), "the child")
+	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Jobs.WithLabelValues("succeeded")), "the parent alone")
 }
