@@ -379,47 +379,57 @@ func TestApprovalInSlack(t *testing.T) {
 }
 
 // TestPendingApprovalSurvivesARestart stops the daemon while a run waits
-// for a person: it stops at once, not after the grace period, and the
-// prompt keeps its buttons. After the restart the resumed run waits on the
-// same approval instead of asking again, and a click on the old buttons
-// lets it go on.
+// for a person, with SIGTERM and with kill -9. SIGTERM stops it at once,
+// not after the grace period, and the prompt keeps its buttons. After the
+// restart the resumed run waits on the same approval instead of asking
+// again (after kill -9 too, rather than report the call interrupted), and
+// a click on the old buttons lets it go on: the call runs once.
 func TestPendingApprovalSurvivesARestart(t *testing.T) {
-	p, web, dir := slackDaemon(t, 10*time.Minute)
-	const waiting = "1800000003.000100"
-	mention(t, p.addr, "Ev3", waiting, "<@UBOT> @scribe write it")
-	var id, promptTS string
-	require.Eventually(t, func() bool {
-		var ok bool
-		id, promptTS, ok = web.prompt(waiting)
-		return ok
-	}, 20*time.Second, 50*time.Millisecond)
+	for _, how := range []string{"SIGTERM", "kill -9"} {
+		t.Run(how, func(t *testing.T) {
+			p, web, dir := slackDaemon(t, 10*time.Minute)
+			const waiting = "1800000003.000100"
+			mention(t, p.addr, "Ev3", waiting, "<@UBOT> @scribe write it")
+			var id, promptTS string
+			require.Eventually(t, func() bool {
+				var ok bool
+				id, promptTS, ok = web.prompt(waiting)
+				return ok
+			}, 20*time.Second, 50*time.Millisecond)
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.done:
-		require.NoError(t, p.err)
-	case <-time.After(25 * time.Second):
-		t.Fatal("a run waiting for a person held shutdown up to the grace period")
-	}
-	if b := web.lastUpdate(promptTS); b != "" {
-		require.Contains(t, b, "switchyard_approve", "the prompt keeps its buttons")
-	}
+			if how == "kill -9" {
+				require.NoError(t, p.cmd.Process.Kill())
+				<-p.done
+			} else {
+				require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+				select {
+				case <-p.done:
+					require.NoError(t, p.err)
+				case <-time.After(25 * time.Second):
+					t.Fatal("a run waiting for a person held shutdown up to the grace period")
+				}
+				if b := web.lastUpdate(promptTS); b != "" {
+					require.Contains(t, b, "switchyard_approve", "the prompt keeps its buttons")
+				}
+			}
 
-	q := serve(t, dir, freeAddr(t))
-	click(t, q.addr, "UANA01", id, promptTS, waiting)
-	require.Eventually(t, func() bool {
-		matches, _ := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
-		return len(matches) == 1
-	}, 20*time.Second, 100*time.Millisecond, "the resumed run went on after the click: %s", web)
-	require.Eventually(t, func() bool {
-		b := web.lastUpdate(promptTS)
-		return strings.Contains(b, "Approved by") && !strings.Contains(b, "switchyard_approve")
-	}, 15*time.Second, 50*time.Millisecond)
-	prompts := 0
-	for _, c := range web.callsOf("chat.postMessage") {
-		if c.Form.Get("thread_ts") == waiting && strings.Contains(c.Form.Get("blocks"), "switchyard_approve") {
-			prompts++
-		}
+			q := serve(t, dir, freeAddr(t))
+			click(t, q.addr, "UANA01", id, promptTS, waiting)
+			require.Eventually(t, func() bool {
+				matches, _ := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "approved.txt"))
+				return len(matches) == 1
+			}, 20*time.Second, 100*time.Millisecond, "the resumed run went on after the click: %s", web)
+			require.Eventually(t, func() bool {
+				b := web.lastUpdate(promptTS)
+				return strings.Contains(b, "Approved by") && !strings.Contains(b, "switchyard_approve")
+			}, 15*time.Second, 50*time.Millisecond)
+			prompts := 0
+			for _, c := range web.callsOf("chat.postMessage") {
+				if c.Form.Get("thread_ts") == waiting && strings.Contains(c.Form.Get("blocks"), "switchyard_approve") {
+					prompts++
+				}
+			}
+			require.Equal(t, 1, prompts, "the thread was asked once")
+		})
 	}
-	require.Equal(t, 1, prompts, "the thread was asked once")
 }
