@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"encoding/json"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -591,11 +593,12 @@ func newCommandTable() map[string]handler {
 		"vim", "vi", "nvim", "view", "vimdiff", "gvim", "evim", "rvim", "rview", "ex", "ed", "red", "emacs",
 		"emacsclient", "nano", "pico", "micro", "joe", "mg", "kak", "helix", "hx")
 	reg(makeHandler, "make", "gmake", "bmake", "remake")
+	reg(withScripts(runsCode(0)), "npm")
 
 	// Programs that run code the policy cannot see.
 	reg(runsCode(0), "pip", "pip3", "pipx", "poetry", "pipenv", "uv", "uvx",
 		"pdm", "hatch", "tox", "nox", "pytest", "mypy", "ruff", "black", "isort", "flake8", "pylint",
-		"npm", "npx", "yarn", "pnpm", "tsc", "eslint",
+		"npx", "tsc", "eslint",
 		"prettier", "jest", "vitest", "mocha", "gem", "bundle", "bundler", "rake", "rails", "rspec",
 		"cpan", "cpanm", "composer", "java", "javac", "jar", "mvn", "gradle",
 		"kotlinc", "sbt", "cargo", "rustc", "rustup", "rustfmt", "gcc", "g++",
@@ -1870,4 +1873,113 @@ func entriesWord(s word, noLinks bool, names []string) word {
 	w := s
 	w.tree, w.entries, w.noLinks, w.names = true, true, noLinks, names
 	return w
+}
+
+// withScripts checks npm, yarn and pnpm as h does, and holds the scripts
+// of the workspace's package.json the command runs (npm run clean, npm
+// test, an install's lifecycle scripts, with their pre and post scripts)
+// to the profile's rules, as make is held to its recipes.
+func withScripts(h handler) handler {
+	return func(c *checker, inv *invocation) cwds {
+		out := h(c, inv)
+		if c.deny == nil && len(inv.cwd) == 1 {
+			c.packageScripts(inv)
+		}
+		return out
+	}
+}
+
+func (c *checker) packageScripts(inv *invocation) {
+	names := scriptNames(inv)
+	if len(names) == 0 {
+		return
+	}
+	p := c.fileText(litWord("package.json"), inv.cwd)
+	if p.kind != progText {
+		return
+	}
+	var pkg struct {
+		Scripts map[string]string `json:"scripts"`
+	}
+	if json.Unmarshal([]byte(p.text), &pkg) != nil {
+		return
+	}
+	var code strings.Builder
+	if names[0] == "*" {
+		names = slices.Sorted(maps.Keys(pkg.Scripts))
+	}
+	for _, n := range names {
+		for _, k := range []string{"pre" + n, n, "post" + n} {
+			if s, ok := pkg.Scripts[k]; ok {
+				// Each line as a recipe line: sh runs it.
+				code.WriteString("\t" + strings.ReplaceAll(s, "\n", "\n\t") + "\n")
+			}
+		}
+	}
+	c.scanCode(code.String(), langCode, inv.cwd)
+}
+
+// scriptNames returns the package.json scripts a command of npm, yarn or
+// pnpm runs; a script the policy cannot name (npm run "$x") is every
+// script.
+func scriptNames(inv *invocation) []string {
+	var words []word
+	for _, w := range inv.argv[1:] {
+		if w.lit && strings.HasPrefix(w.s, "-") {
+			continue
+		}
+		words = append(words, w)
+	}
+	install := []string{"install", "prepare", "prepublish"}
+	if len(words) == 0 {
+		if inv.name == "npm" {
+			return nil
+		}
+		return install
+	}
+	first := words[0]
+	if !first.lit {
+		return []string{"*"}
+	}
+	cmd := first.s
+	if inv.name == "npm" {
+		cmd = npmCanonical(cmd)
+	}
+	switch cmd {
+	case "run", "run-script", "rum", "urn":
+		if len(words) < 2 {
+			return nil
+		}
+		if !words[1].lit {
+			return []string{"*"}
+		}
+		return []string{words[1].s}
+	case "test", "t", "tst":
+		return []string{"test"}
+	case "start", "stop", "restart":
+		return []string{cmd}
+	case "install", "i", "add", "ci", "clean-install", "install-clean", "isntall", "in":
+		return install
+	case "install-test", "install-ci-test", "it", "cit":
+		return append(install, "test")
+	}
+	if inv.name == "npm" || yarnBuiltin(cmd) {
+		return nil
+	}
+	// yarn NAME and pnpm NAME run the script NAME.
+	return []string{cmd}
+}
+
+// yarnBuiltin reports a command of yarn or pnpm that is not a script.
+func yarnBuiltin(cmd string) bool {
+	switch cmd {
+	case "add", "remove", "rm", "upgrade", "up", "update", "outdated", "audit", "info", "view", "why", "list", "ls",
+		"link", "unlink", "pack", "publish", "init", "create", "dlx", "exec", "x", "config", "cache", "global",
+		"import", "store", "env", "licenses", "version", "versions", "bin", "dedupe", "fetch", "patch", "rebuild",
+		"prune", "server", "setup", "self-update", "workspace", "workspaces", "plugin", "node", "explain", "help",
+		"set", "constraints", "npm", "login", "logout", "owner", "tag", "team", "generate-lock-entry",
+		"check", "autoclean", "policies", "recursive", "root", "doctor", "deploy":
+		return true
+	}
+	return false
 }

@@ -1,0 +1,48 @@
+package policy_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPackageScriptsAreHeldToTheRules runs npm, yarn and pnpm in a
+// workspace whose package.json the repository holds: the scripts a
+// command runs, with their pre and post scripts and an install's
+// lifecycle scripts, are held to the profile's deny and approval rules,
+// and a script that runs no denied command stays allowed.
+func TestPackageScriptsAreHeldToTheRules(t *testing.T) {
+	f := newFixture(t, deployerConfig())
+	pkg := `{"name":"app","scripts":{"clean":"rm -rf build","prebuild":"npm run clean","build":"tsc",` +
+		`"test":"jest","deploy":"kubectl apply -f k8s/","postinstall":"rm -rf build/cache","lint":"eslint ."}}`
+	require.NoError(t, os.WriteFile(filepath.Join(f.ws, "package.json"), []byte(pkg), 0o644))
+	for _, tc := range []struct{ cmd, want string }{
+		{"npm run clean", "DAAAD"},
+		{"npm run-script clean", "DAAAD"},
+		{"npm run build", "DAAAD"},
+		{"npm run deploy", "DDDAN"},
+		{"npm install", "DAAAD"},
+		{"npm ci", "DAAAD"},
+		{"yarn clean", "DAAAD"},
+		{"yarn run deploy", "DDDAN"},
+		{"yarn", "DAAAD"},
+		{"pnpm clean", "DAAAD"},
+		{"pnpm run deploy", "DDDAN"},
+		{`npm run "$TASK"`, "DDDAD"},
+		{"npm test", "DAAAA"},
+		{"npm run lint", "DAAAA"},
+		{"yarn lint", "DAAAA"},
+		{"pnpm test", "DAAAA"},
+		{"npm ls", "DAAAA"},
+		{"yarn add left-pad", "DAAAD"},
+		{"cd src && npm run clean", "DAAAA"},
+	} {
+		got := make([]byte, len(corpusProfiles))
+		for i, p := range corpusProfiles {
+			got[i] = letter(f.bash(t, p, tc.cmd).Verdict)
+		}
+		require.Equal(t, tc.want, string(got), tc.cmd)
+	}
+}
