@@ -212,7 +212,9 @@ func (q *dyingQueue) FinishJob(ctx context.Context, out bot.JobOutcome) error {
 
 func (q *dyingQueue) SaveJobRecords(context.Context, bot.JobRecords) error { return errDied }
 
-func (q *dyingQueue) ReleaseJob(context.Context, string, string, time.Time) error { return errDied }
+func (q *dyingQueue) ReleaseJob(context.Context, string, string, time.Time, []bot.OutboxMessage) error {
+	return errDied
+}
 
 func TestAChildsEndIsOneWriteAndADaemonDyingBeforeItRunsTheChildAgain(t *testing.T) {
 	var helped atomic.Int32
@@ -425,11 +427,11 @@ func (q deadQueue) RenewLease(ctx context.Context, jobID, owner string, until ti
 	return q.Store.RenewLease(ctx, jobID, owner, until)
 }
 
-func (q deadQueue) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
+func (q deadQueue) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time, tell []bot.OutboxMessage) error {
 	if q.states.dead() {
 		return errDied
 	}
-	return q.Store.ReleaseJob(ctx, jobID, owner, now)
+	return q.Store.ReleaseJob(ctx, jobID, owner, now, tell)
 }
 
 func TestADaemonKilledAfterAChildHandedItsEndToItsParentRetriesTheChildAndResumesTheParent(t *testing.T) {

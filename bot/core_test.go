@@ -70,6 +70,8 @@ type coreOpts struct {
 	adopt     func(context.Context, *bot.JobEnd) bool
 	adoptWait time.Duration
 	metrics   *bot.Metrics // the dispatcher's; nil counts nowhere a test sees
+	// queue wraps the store as the dispatcher's queue; nil: the store.
+	queue func(bot.QueueStore) bot.QueueStore
 }
 
 func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
@@ -82,8 +84,12 @@ func startCore(t *testing.T, store *bolt.Store, o coreOpts) *core {
 	c.deliverer = bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: o.sinks, Poll: 20 * time.Millisecond, MinEditInterval: editEvery})
 	rep := bot.NewReporter(bot.ReporterOptions{Outbox: store, Wake: c.deliverer.Wake, Now: o.now, Refresh: o.refresh, MinInterval: editEvery})
 	c.reporter = rep
+	var queue bot.QueueStore = store
+	if o.queue != nil {
+		queue = o.queue(store)
+	}
 	c.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
-		Queue: store, Items: store, Runner: o.runner, Reporter: rep,
+		Queue: queue, Items: store, Runner: o.runner, Reporter: rep,
 		Workers: cmp.Or(o.workers, 4), Lease: o.lease, Grace: o.grace, Poll: 20 * time.Millisecond,
 		MaxAttempts: o.maxAttempts, Now: o.now, Adopt: o.adopt, AdoptWait: o.adoptWait, Metrics: o.metrics,
 	})

@@ -307,10 +307,14 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 	}
 	if ctx.Err() != nil && runCtx.Err() != nil {
 		// Shutdown cut the run short: give the work back for the next
-		// start, and say so in its thread first (after the release, the
-		// status is the next run's, wherever it runs).
-		run.HandedBack(finishCtx)
-		rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now())
+		// start, its thread told so in the release's transaction (after
+		// it, the status is the next run's, wherever it runs; a job a
+		// person cancelled is not given back, and its thread never reads
+		// that it resumes).
+		rerr := d.opts.Queue.ReleaseJob(finishCtx, job.ID, job.Owner, d.opts.Now(), run.HandedBack())
+		if rerr == nil {
+			d.opts.Reporter.Wake()
+		}
 		if errors.As(rerr, &cancelled) {
 			// A person cancelled it before the shutdown reached it: it
 			// ends as they asked, rather than run again after the restart.

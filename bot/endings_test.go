@@ -203,3 +203,54 @@ func TestAChildCancelledAsItFinishedIsCountedCancelled(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Jobs.WithLabelValues("cancelled")), "the child")
 	require.Equal(t, 1.0, testutil.ToFloat64(metrics.Jobs.WithLabelValues("succeeded")), "the parent alone")
 }
+
+// releaseWatch is a queue that notes what a thread's status says when the
+// dispatcher asks to give a job back.
+type releaseWatch struct {
+	bot.QueueStore
+	store  bot.Store
+	thread string
+	status chan string
+}
+
+func (q releaseWatch) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time, tell []bot.OutboxMessage) error {
+	msgs, err := q.store.ListOutbox(ctx, bot.LocalThread(q.thread).Key())
+	var status string
+	for _, m := range msgs {
+		if m.Kind == bot.OutboxStatus {
+			status = m.Text
+		}
+	}
+	q.status <- status
+	if err != nil {
+		return err
+	}
+	return q.QueueStore.ReleaseJob(ctx, jobID, owner, now, tell)
+}
+
+// A person cancels a run as the daemon shuts down: the thread never says
+// the work resumes after the restart, not even for a moment before it
+// says the run stopped, since it does not.
+func TestACancelRacingAShutdownNeverSaysTheWorkResumes(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	started := make(chan struct{})
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		close(started)
+		<-ctx.Done()
+		return bot.RunResult{}, ctx.Err()
+	})
+	seen := make(chan string, 1)
+	c := startCore(t, store, coreOpts{runner: runner, lease: time.Hour, grace: 50 * time.Millisecond,
+		queue: func(q bot.QueueStore) bot.QueueStore {
+			return releaseWatch{QueueStore: q, store: store, thread: "t1", status: seen}
+		}})
+	wi := c.send(t, "t1", "long job")
+	<-started
+	_, _, err := store.CancelWorkItem(context.Background(), wi.ID, bot.Cancelled{By: "ana", Reason: "not needed"})
+	require.NoError(t, err)
+	c.stop()
+
+	require.NotContains(t, <-seen, "resumes", "the status before the job was given back")
+	status, _ := statusAndReply(t, store, "t1")
+	require.True(t, strings.HasPrefix(status, "🛑 triage stopped "+wi.ID), status)
+}

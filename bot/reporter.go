@@ -422,19 +422,20 @@ func (run *Run) Cancelled(c *Cancelled, failed string) []OutboxMessage {
 	return run.final("cancelled", fmt.Sprintf("%s stopped working on %s: %s", run.agent, run.lead.ID, why), ReactionFailure)
 }
 
-// HandedBack writes the status of a run the daemon's shutdown cut short,
-// whose job is given back to run again after the restart: it says so,
-// rather than go on saying the agent is working. The status is not final:
-// the run that resumes the job replaces it.
-func (run *Run) HandedBack(ctx context.Context) {
+// HandedBack stops the status's refresh and gives the status of a run the
+// daemon's shutdown cut short, to be written as its job is given back to
+// run again after the restart (QueueStore.ReleaseJob): it says so, rather
+// than go on saying the agent is working. The status is not final: the run
+// that resumes the job replaces it.
+func (run *Run) HandedBack() []OutboxMessage {
 	run.Close()
 	if run.quiet {
-		return
+		return nil
 	}
 	run.mu.Lock()
 	run.activity = "the daemon is shutting down; the work resumes when it starts again"
 	run.mu.Unlock()
-	run.r.enqueue(ctx, run.status("paused"))
+	return []OutboxMessage{run.status("paused")}
 }
 
 // Abandoned gives the messages that report a work item failed because its

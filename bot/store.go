@@ -158,10 +158,12 @@ type QueueStore interface {
 	// transaction, when the job does not end here (see JobRecords).
 	SaveJobRecords(ctx context.Context, recs JobRecords) error
 	// ReleaseJob gives a running job back at shutdown: its dispatches are
-	// pending again, its attempt not counted, its work items queued. A job
-	// whose work a person cancelled (Job.Cancel) is not given back: it
-	// fails with the *Cancelled, writing nothing, and is ended cancelled.
-	ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error
+	// pending again, its attempt not counted, its work items queued, and
+	// tell (the status saying the work resumes after the restart) written
+	// in the same transaction. A job whose work a person cancelled
+	// (Job.Cancel) is not given back: it fails with the *Cancelled, writing
+	// nothing, not even tell, and is ended cancelled.
+	ReleaseJob(ctx context.Context, jobID, owner string, now time.Time, tell []OutboxMessage) error
 	// QueueDepth counts pending and leased dispatches.
 	QueueDepth(ctx context.Context) (int, error)
 }

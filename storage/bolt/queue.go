@@ -542,10 +542,10 @@ func (t txn) writeRecords(recs bot.JobRecords, usageAt, now time.Time) error {
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in
-// their old places, the attempt uncounted, and its thread is free. A job
-// whose work a person cancelled is not given back: the cancel is returned,
-// and nothing written.
-func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
+// their old places, the attempt uncounted, its thread is free, and tell
+// tells the thread so. A job whose work a person cancelled is not given
+// back: the cancel is returned, and nothing written.
+func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time, tell []bot.OutboxMessage) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -579,6 +579,9 @@ func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Ti
 			if err := t.requeue(dSeq, d, now); err != nil {
 				return err
 			}
+		}
+		if err := t.enqueueEach(tell, now, "job "+j.ID+" given back"); err != nil {
+			return err
 		}
 		return t.freeUnit(jobUnit(j), seq)
 	})

@@ -487,10 +487,10 @@ func writeRecords(ctx context.Context, tx pgx.Tx, recs bot.JobRecords, now time.
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in
-// their old places, the attempt uncounted, and its unit is free. A job
-// whose work a person cancelled is not given back: the cancel is returned,
-// and nothing written.
-func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time) error {
+// their old places, the attempt uncounted, its unit is free, and tell
+// tells the thread so. A job whose work a person cancelled is not given
+// back: the cancel is returned, and nothing written.
+func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Time, tell []bot.OutboxMessage) error {
 	if now.IsZero() {
 		now = time.Now()
 	}
@@ -521,6 +521,9 @@ func (s *Store) ReleaseJob(ctx context.Context, jobID, owner string, now time.Ti
 			if err := requeue(ctx, tx, d, now); err != nil {
 				return err
 			}
+		}
+		if err := enqueueEach(ctx, tx, tell, now, "job "+j.ID+" given back"); err != nil {
+			return err
 		}
 		return freeUnit(ctx, tx, j)
 	})

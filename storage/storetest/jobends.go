@@ -88,16 +88,32 @@ func testJobEnds(t *testing.T, open Opener) {
 		require.Equal(t, "stopped", h.outboxTexts(th)[wi.ID+"/reply"])
 	})
 
+	t.Run("a job given back at shutdown tells its thread in the same transaction", func(t *testing.T) {
+		h := newHarness(t, open)
+		th := bot.LocalThread("t")
+		wi := h.submit(th, "coder", "a")
+		c := h.mustClaim("w1", epoch())
+		paused := endMessages(wi, 1, "paused", "resumes after the restart")[:1]
+		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w2", at(time.Second), paused))
+		require.Empty(t, h.outboxTexts(th), "a worker that does not hold the job tells nothing")
+		require.NoError(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second), paused))
+		require.Equal(t, map[string]string{wi.ID + "/status": "paused: resumes after the restart"}, h.outboxTexts(th))
+		require.Equal(t, bot.StatusQueued, h.workItem(wi.ID).Status)
+	})
+
 	t.Run("a job a person cancelled is not given back at shutdown", func(t *testing.T) {
 		h := newHarness(t, open)
-		wi := h.submit(bot.LocalThread("t"), "coder", "a")
+		th := bot.LocalThread("t")
+		wi := h.submit(th, "coder", "a")
 		c := h.mustClaim("w1", epoch())
 		_, _, err := h.s.CancelWorkItem(h.ctx, wi.ID, bot.Cancelled{By: "ana", At: at(time.Second)})
 		require.NoError(t, err)
 		var cancelled *bot.Cancelled
-		require.ErrorAs(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(2*time.Second)), &cancelled)
+		paused := endMessages(wi, 1, "paused", "resumes after the restart")[:1]
+		require.ErrorAs(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(2*time.Second), paused), &cancelled)
 		require.Equal(t, "ana", cancelled.By)
 		require.Equal(t, bot.StatusRunning, h.workItem(wi.ID).Status, "nothing was written")
+		require.Empty(t, h.outboxTexts(th), "the thread never reads that the work resumes")
 		require.NoError(t, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: "w1", Now: at(3 * time.Second),
 			Cancelled: true, Error: cancelled.Error()}))
 		require.Equal(t, bot.StatusCancelled, h.workItem(wi.ID).Status)

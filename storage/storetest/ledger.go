@@ -394,7 +394,7 @@ func testLedger(t *testing.T, open Opener) {
 		job := h.mustClaim("w1", epoch()).Job
 		r := h.spawn(parent, job, "tester", "t", epoch())
 		c1 := h.mustClaim("w2", epoch())
-		require.NoError(t, h.s.ReleaseJob(h.ctx, c1.Job.ID, "w2", at(time.Second)))
+		require.NoError(t, h.s.ReleaseJob(h.ctx, c1.Job.ID, "w2", at(time.Second), nil))
 		require.Equal(t, bot.RunQueued, h.run(r.ID).Status)
 
 		// The parent keeps renewing; the child's worker dies three times.

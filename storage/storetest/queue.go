@@ -185,12 +185,12 @@ func testQueue(t *testing.T, open Opener) {
 		b := h.submit(th, "coder", "b")
 		c := h.mustClaim("w1", epoch())
 
-		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w2", at(time.Second)))
-		require.NoError(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second)))
+		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w2", at(time.Second), nil))
+		require.NoError(t, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second), nil))
 		require.Equal(t, bot.StatusQueued, h.workItem(a.ID).Status)
 		require.Equal(t, bot.StatusQueued, h.workItem(b.ID).Status)
 		require.Equal(t, 2, h.depth())
-		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second)))
+		requireCode(t, bot.ECONFLICT, h.s.ReleaseJob(h.ctx, c.Job.ID, "w1", at(time.Second), nil))
 		requireCode(t, bot.ECONFLICT, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: "w1", Now: at(time.Second), Success: true}))
 
 		again := h.mustClaim("w2", at(2*time.Second))
@@ -268,7 +268,7 @@ func testQueue(t *testing.T, open Opener) {
 	t.Run("missing jobs", func(t *testing.T) {
 		h := newHarness(t, open)
 		requireCode(t, bot.ENOTFOUND, h.s.RenewLease(h.ctx, "job_404", "w1", at(time.Hour)))
-		requireCode(t, bot.ENOTFOUND, h.s.ReleaseJob(h.ctx, "job_404", "w1", epoch()))
+		requireCode(t, bot.ENOTFOUND, h.s.ReleaseJob(h.ctx, "job_404", "w1", epoch(), nil))
 		requireCode(t, bot.ENOTFOUND, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: "job_404", Owner: "w1", Now: epoch(), Success: true}))
 	})
 }

@@ -132,7 +132,7 @@ func testWorkItems(t *testing.T, open Opener) {
 		a := h.submit(bot.LocalThread("t"), "coder", "a")
 		require.Empty(t, h.jobs(a.ID))
 		c1 := h.mustClaim("w1", epoch())
-		require.NoError(t, h.s.ReleaseJob(h.ctx, c1.Job.ID, "w1", at(time.Second)))
+		require.NoError(t, h.s.ReleaseJob(h.ctx, c1.Job.ID, "w1", at(time.Second), nil))
 		c2 := h.mustClaim("w2", at(2*time.Second))
 		h.finish(c2.Job, at(3*time.Second), "ok")
 		jobs := h.jobs(a.ID)
@@ -216,7 +216,7 @@ func testReroute(t *testing.T, open Opener) {
 		run := h.mustClaim("w1", epoch())
 		_, err := h.s.RerouteWorkItem(h.ctx, a.ID, bot.Hop{From: "coder", To: "ops", Reason: "deploy", At: at(time.Second)})
 		require.NoError(t, err)
-		require.NoError(t, h.s.ReleaseJob(h.ctx, run.Job.ID, "w1", at(2*time.Second)))
+		require.NoError(t, h.s.ReleaseJob(h.ctx, run.Job.ID, "w1", at(2*time.Second), nil))
 		require.Equal(t, 1, h.depth())
 
 		next := h.mustClaim("w2", at(3*time.Second))
