@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -218,4 +219,38 @@ func TestIDsNoStoreKeepsAreMalformed(t *testing.T) {
 	msgs, err := h.store.ListOutbox(t.Context(), bot.SlackThread(testTeam, "C1", "").Key())
 	require.NoError(t, err)
 	require.Empty(t, msgs)
+}
+
+// Slack retries an event it got no 200 for with a fresh timestamp, so a
+// fresh signature, and X-Slack-Retry-Num: the retry is acknowledged and
+// known by its event id, not refused, and makes nothing new. Two events
+// whose bodies differ only in white space are two requests: both are
+// accepted.
+func TestARetryWithAFreshSignatureIsKnownByItsEventID(t *testing.T) {
+	h := newHarness(t, ModeHTTP, nil)
+	serve := func(r *http.Request) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.a.Handler().ServeHTTP(w, r)
+		return w
+	}
+	body := string(eventBody("EvRetry1", mentionEvent("U1", "<@UBOT> @coder fix it", "1700000019.000100", "")))
+	now := time.Now()
+	require.Equal(t, http.StatusOK, serve(signed(t, "/slack/events", jsonType, body, now.Add(-2*time.Minute), testSecret)).Code)
+	before, _, _, _ := h.store.snapshot()
+	for i, at := range []time.Duration{-time.Minute, 0} {
+		r := signed(t, "/slack/events", jsonType, body, now.Add(at), testSecret)
+		r.Header.Set("X-Slack-Retry-Num", strconv.Itoa(i+1))
+		r.Header.Set("X-Slack-Retry-Reason", "http_timeout")
+		w := serve(r)
+		require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	}
+	after, _, _, _ := h.store.snapshot()
+	require.Len(t, after, len(before))
+
+	a := string(eventBody("", mentionEvent("U1", "<@UBOT> @coder fix that", "1700000029.000100", "")))
+	b := strings.Replace(a, ",", ", ", 1)
+	require.Equal(t, http.StatusOK, serve(signed(t, "/slack/events", jsonType, a, now, testSecret)).Code)
+	require.Equal(t, http.StatusOK, serve(signed(t, "/slack/events", jsonType, b, now, testSecret)).Code)
+	two, _, _, _ := h.store.snapshot()
+	require.Len(t, two, len(after)+2)
 }
