@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/internal/filekind"
 )
 
 // APITokenFile is the file in the data directory that holds the API token
@@ -73,7 +74,7 @@ func ReadAPIToken(dataDir string) (bot.Secret, error) {
 	if !link.Mode().IsRegular() {
 		// A link may have been planted by whoever can write the data
 		// directory, to a token they know.
-		return "", fmt.Errorf("%s is %s, not a regular file: delete it and the daemon makes a new token at its next start", path, fileKind(link.Mode()))
+		return "", fmt.Errorf("%s is a %s, not a regular file: delete it and the daemon makes a new token at its next start", path, filekind.Of(link.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -102,22 +103,4 @@ func ReadAPIToken(dataDir string) (bot.Secret, error) {
 		return "", fmt.Errorf("%s is empty: delete it and the daemon makes a new token at its next start", path)
 	}
 	return bot.Secret(value), nil
-}
-
-// fileKind names the kind of file of mode in words.
-func fileKind(mode fs.FileMode) string {
-	switch {
-	case mode&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case mode.IsDir():
-		return "a directory"
-	case mode&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case mode&fs.ModeSocket != 0:
-		return "a socket"
-	case mode&fs.ModeDevice != 0:
-		return "a device"
-	default:
-		return "a special file"
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+
+	"github.com/switchyard/switchyard/internal/filekind"
 )
 
 // DigestPrefix starts every digest: the algorithm.
@@ -58,7 +60,7 @@ func Digest(fsys fs.FS) (string, error) {
 				return fmt.Errorf("%s changed while it was read", p)
 			}
 		default:
-			return fmt.Errorf("%s is a %s; a package holds only directories and regular files", p, fileKind(info.Mode()))
+			return fmt.Errorf("%s is a %s; a package holds only directories and regular files", p, filekind.Of(info.Mode()))
 		}
 		return nil
 	})
@@ -66,21 +68,6 @@ func Digest(fsys fs.FS) (string, error) {
 		return "", err
 	}
 	return DigestPrefix + hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// fileKind names a file mode for messages.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
 }
 
 // LoadInstalled loads an installed package from its directory, checking

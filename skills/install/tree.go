@@ -13,6 +13,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/switchyard/switchyard/internal/filekind"
 	"github.com/switchyard/switchyard/skills"
 )
 
@@ -337,7 +338,7 @@ func (t *tree) unzip(r io.ReaderAt, size int64) error {
 			err = t.file(f.Name, mode, -1, rc)
 			rc.Close()
 		default:
-			err = t.special(f.Name, fileKind(mode))
+			err = t.special(f.Name, filekind.Of(mode))
 		}
 		if err != nil {
 			return err
@@ -380,14 +381,14 @@ func (t *tree) copyDir(fsys fs.FS) error {
 				return err
 			}
 			if !info.Mode().IsRegular() {
-				return t.special(p, fileKind(info.Mode()))
+				return t.special(p, filekind.Of(info.Mode()))
 			}
 			if n := linkCount(info); n > 1 {
 				return t.special(p, fmt.Sprintf("hard link (a file of %d names)", n))
 			}
 			return t.file(p, info.Mode(), info.Size(), f)
 		default:
-			return t.special(p, fileKind(mode))
+			return t.special(p, filekind.Of(mode))
 		}
 	})
 }
@@ -417,19 +418,4 @@ func (t *tree) extract(f *os.File) error {
 	default:
 		return t.untar(f)
 	}
-}
-
-// fileKind names a file mode for messages.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
 }
