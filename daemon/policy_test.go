@@ -113,23 +113,7 @@ func TestGitHubCommentsDecideAsTheCommenter(t *testing.T) {
 	g := githubApprovals{d}
 
 	thread := bot.GitHubThread("octo", "hello", 7)
-	info, ok := tools.CoreInfo(tools.Bash)
-	require.True(t, ok)
-	result := make(chan bool, 1)
-	go func() {
-		ok, _ := approvals.Approve(context.Background(), tools.Call{
-			CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "deployer"}, SessionKey: thread.Key()},
-			Tool:        info, Input: json.RawMessage(`{"command":"make deploy"}`),
-		}, "deploys need a person")
-		result <- ok
-	}()
-	var id string
-	require.Eventually(t, func() bool {
-		if l, err := approvals.List(t.Context(), false); err == nil && len(l) == 1 {
-			id = l[0].ID
-		}
-		return id != ""
-	}, 10*time.Second, 5*time.Millisecond)
+	id, result := askToDeploy(t, approvals, thread)
 
 	ctx := context.Background()
 	comment := func(login string, th bot.Thread) error {
@@ -204,23 +188,7 @@ func TestReplayedSlackClicksChangeNothing(t *testing.T) {
 	s := slackApprovals{&Daemon{approvals: approvals}}
 
 	thread := bot.SlackThread("T1", "C1", "1700000000.000100")
-	info, ok := tools.CoreInfo(tools.Bash)
-	require.True(t, ok)
-	result := make(chan bool, 1)
-	go func() {
-		ok, _ := approvals.Approve(context.Background(), tools.Call{
-			CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "deployer"}, SessionKey: thread.Key()},
-			Tool:        info, Input: json.RawMessage(`{"command":"make deploy"}`),
-		}, "deploys need a person")
-		result <- ok
-	}()
-	var id string
-	require.Eventually(t, func() bool {
-		if l, err := approvals.List(t.Context(), false); err == nil && len(l) == 1 {
-			id = l[0].ID
-		}
-		return id != ""
-	}, 10*time.Second, 5*time.Millisecond)
+	id, result := askToDeploy(t, approvals, thread)
 
 	ctx := context.Background()
 	click := func(approve bool) error {
@@ -244,4 +212,29 @@ func TestReplayedSlackClicksChangeNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, recs, d)
 	}
+}
+
+// askToDeploy has the deployer ops agent ask in thread to run make deploy,
+// and returns the approval's id once it waits, and where the answer the
+// agent gets arrives.
+func askToDeploy(t *testing.T, approvals *policy.Approvals, thread bot.Thread) (string, <-chan bool) {
+	t.Helper()
+	info, ok := tools.CoreInfo(tools.Bash)
+	require.True(t, ok)
+	result := make(chan bool, 1)
+	go func() {
+		ok, _ := approvals.Approve(context.Background(), tools.Call{
+			CallContext: tools.CallContext{Scope: tools.Scope{Agent: "ops", Profile: "deployer"}, SessionKey: thread.Key()},
+			Tool:        info, Input: json.RawMessage(`{"command":"make deploy"}`),
+		}, "deploys need a person")
+		result <- ok
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		if l, err := approvals.List(t.Context(), false); err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	return id, result
 }
