@@ -138,9 +138,9 @@ func (r *Reporter) failed(ctx context.Context, key string, err error) {
 type Run struct {
 	r       *Reporter
 	lead    WorkItem
-	others  int    // the job's other work items
-	job     string // the job's id
-	attempt int    // the job's attempt
+	others  []WorkItem // the job's other work items, batched with the lead
+	job     string     // the job's id
+	attempt int        // the job's attempt
 	agent   string
 	started time.Time
 
@@ -170,7 +170,7 @@ func (r *Reporter) Start(ctx context.Context, job *Job, items []WorkItem) *Run {
 	if started.IsZero() {
 		started = r.opts.Now()
 	}
-	run := &Run{r: r, lead: items[0], others: len(items) - 1, job: job.ID, attempt: job.Attempt, agent: job.Agent, started: started, activity: "starting",
+	run := &Run{r: r, lead: items[0], others: items[1:], job: job.ID, attempt: job.Attempt, agent: job.Agent, started: started, activity: "starting",
 		changed: make(chan struct{}, 1), stop: make(chan struct{})}
 	if run.lead.IsChild() {
 		// A subagent reports to the run that spawned it, whose status
@@ -313,7 +313,7 @@ func (run *Run) status(state string) OutboxMessage {
 	}
 	return OutboxMessage{
 		Key: statusKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
-		Kind: OutboxStatus, Text: statusText(view, run.others, run.job), Status: view,
+		Kind: OutboxStatus, Text: statusText(view, len(run.others), run.job), Status: view,
 	}
 }
 
@@ -391,14 +391,18 @@ func (run *Run) Finish(success bool, reply, errText string) []OutboxMessage {
 	return run.final(state, text, reaction)
 }
 
-// final is the final status in state, the reply and the reaction.
+// final is the final status in state, the reply and the reaction, which
+// goes on each of the job's work items: each had its 👀, and none is left
+// reading as still being worked on.
 func (run *Run) final(state, reply, reaction string) []OutboxMessage {
 	msgs := []OutboxMessage{run.status(state), {
 		Key: replyKey(run.lead.ID), Thread: run.lead.Thread, WorkItemID: run.lead.ID,
 		Kind: OutboxReply, Text: reply,
 	}}
-	if Reacts(run.lead.Thread, run.lead.SourceRef) {
-		msgs = append(msgs, ReactionMessage(&run.lead, reaction))
+	for _, wi := range append([]WorkItem{run.lead}, run.others...) {
+		if Reacts(wi.Thread, wi.SourceRef) {
+			msgs = append(msgs, ReactionMessage(&wi, reaction))
+		}
 	}
 	return msgs
 }

@@ -186,3 +186,61 @@ func TestABlankReplySaysTheAgentFinished(t *testing.T) {
 		require.Equal(t, "triage finished "+wi.ID+" and wrote no reply.", statusText(t, store, wi.ID+"/reply"), "%q", reply)
 	}
 }
+
+// TestEachRequestOfABatchedJobEndsWithItsReaction: messages a job took
+// along each had their 👀; when the job ends, each has ✅ (❌ when it
+// failed) too, written with the job's end, so none reads as still being
+// worked on. The job's reply is one, on its lead.
+func TestEachRequestOfABatchedJobEndsWithItsReaction(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		status   string
+		reaction string
+	}{
+		{"succeeded", bot.ResultSuccess, bot.ReactionSuccess},
+		{"failed", bot.ResultError, bot.ReactionFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var once sync.Once
+			runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+				first := false
+				once.Do(func() { first = true })
+				if first {
+					<-release
+				}
+				return bot.RunResult{Status: tc.status, Reply: "ok", Error: "it broke"}, nil
+			})
+			store := openStore(t, t.TempDir())
+			c := startCore(t, store, coreOpts{runner: runner, sinks: map[string]bot.Sink{bot.SourceSlack: &orderSink{}}})
+			send := func(ts string) *bot.WorkItem {
+				res, err := c.intake.Ingest(context.Background(), &bot.Event{
+					Source: bot.SourceSlack, Kind: bot.KindSlackMention, Text: "hi " + ts, Thread: slackThread, SourceRef: ts,
+				})
+				require.NoError(t, err)
+				require.NotNil(t, res.WorkItem)
+				return res.WorkItem
+			}
+			first := send("1700000000.000100")
+			require.Eventually(t, func() bool { return statusText(t, store, first.ID+"/status") != "" }, 5*time.Second, 5*time.Millisecond)
+			batched := []*bot.WorkItem{send("1700000001.000100"), send("1700000002.000100"), send("1700000003.000100")}
+			close(release)
+			for _, wi := range batched {
+				c.waitFinished(t, wi.ID)
+			}
+			msgs, err := store.ListOutbox(context.Background(), slackThread.Key())
+			require.NoError(t, err)
+			keys := map[string]int{}
+			for _, m := range msgs {
+				keys[m.Key]++
+			}
+			for _, wi := range batched {
+				require.Equal(t, 1, keys[bot.ReactionKey(wi.ID, bot.ReactionSeen)], wi.ID)
+				require.Equal(t, 1, keys[bot.ReactionKey(wi.ID, tc.reaction)], wi.ID)
+			}
+			lead := batched[0].ID
+			require.Equal(t, 1, keys[lead+"/reply"])
+			require.Zero(t, keys[batched[1].ID+"/reply"]+keys[batched[2].ID+"/reply"], "one reply for the job")
+		})
+	}
+}
