@@ -306,7 +306,10 @@ profiles:
 }
 
 func TestApprovalInSlack(t *testing.T) {
-	p, web, dir := slackDaemon(t, 10*time.Second)
+	// Long enough for the steps before the approver's click on a loaded
+	// machine; the other thread's approval runs out after it.
+	const timeout = 30 * time.Second
+	p, web, dir := slackDaemon(t, timeout)
 
 	const granted, expiring = "1800000001.000100", "1800000002.000100"
 	mention(t, p.addr, "Ev1", granted, "<@UBOT> @scribe write it")
@@ -351,7 +354,7 @@ func TestApprovalInSlack(t *testing.T) {
 	// Nobody decides in the other thread: denied when the time is up.
 	require.Eventually(t, func() bool {
 		return strings.Contains(web.lastUpdate(expiringTS), "Nobody decided in time")
-	}, 20*time.Second, 100*time.Millisecond)
+	}, timeout+20*time.Second, 100*time.Millisecond)
 
 	r = run(t, dir, p.env(), "audit", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
