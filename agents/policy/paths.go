@@ -12,6 +12,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/switchyard/switchyard/agents/sandbox"
+	"github.com/switchyard/switchyard/agents/tools"
 )
 
 // workspace is the directory a run is confined to, with its real path
@@ -379,30 +380,9 @@ func readDirNames(dir string) ([]dirEntry, error) {
 }
 
 // secretFile reports whether a file name looks like it holds credentials:
-// reading one needs the secrets permission.
-func secretFile(rel string) bool {
-	base := rel
-	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		base = rel[i+1:]
-	}
-	switch base {
-	case ".env", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".htpasswd", ".pgpass",
-		"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519":
-		return true
-	case ".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults":
-		return false
-	}
-	if strings.HasPrefix(base, ".env.") {
-		return true
-	}
-	for _, ext := range []string{".pem", ".key", ".p12", ".pfx", ".kdbx", ".keystore", ".jks"} {
-		if strings.HasSuffix(base, ext) {
-			return true
-		}
-	}
-	return strings.HasSuffix(rel, ".aws/credentials") || strings.HasSuffix(rel, ".docker/config.json") ||
-		strings.HasSuffix(rel, ".kube/config")
-}
+// reading one needs the secrets permission. The rule is the file tools' own
+// (tools.SecretLooking), so every tool that reads holds the same line.
+func secretFile(rel string) bool { return tools.SecretLooking(rel) }
 
 // covers reports whether glob g matches p or a directory p is in. With tree,
 // it also reports a glob that may match something under p, so that a change

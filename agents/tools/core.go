@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"regexp"
 	"strings"
@@ -231,6 +232,9 @@ func readFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 	if st.IsDir() {
 		return "", fmt.Errorf("read %s: it is a directory; use list_directory", in.Path)
 	}
+	if err := checkOpened(in.Path, st); err != nil {
+		return "", err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes))
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
@@ -359,7 +363,7 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 	defer root.Close()
 	fsys := root.FS()
 	var b strings.Builder
-	matches := 0
+	matches, skipped := 0, 0
 	err = fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -383,11 +387,12 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 				}
 			}
 		}
-		if info, err := d.Info(); err != nil || info.Size() > maxSearchBytes {
+		if SecretLooking(p) {
+			skipped++
 			return nil
 		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil || isBinary(data) {
+		data, ok := searchable(root, p)
+		if !ok {
 			return nil
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
@@ -412,10 +417,36 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 	if err != nil {
 		return "", fmt.Errorf("search %s: %w", displayPath(in.Path), unwrapPath(err))
 	}
-	if matches == 0 {
+	if skipped > 0 {
+		if matches == 0 {
+			b.WriteString("no matches\n")
+		}
+		fmt.Fprintf(&b, "[not searched: %s; read_file decides whether you may read one]\n", secretsSkipped(skipped))
+	}
+	if b.Len() == 0 {
 		return "no matches", nil
 	}
 	return b.String(), nil
+}
+
+// searchable reads a file search_files may look into: a regular file of at
+// most maxSearchBytes, not binary, with no other name (see checkOpened). It
+// checks the file it opened, not the path.
+func searchable(root *os.Root, p string) ([]byte, bool) {
+	f, err := root.Open(p)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() > maxSearchBytes || checkOpened(p, st) != nil {
+		return nil, false
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSearchBytes+1))
+	if err != nil || len(data) > maxSearchBytes || isBinary(data) {
+		return nil, false
+	}
+	return data, true
 }
 
 func writeFile(_ context.Context, cc CallContext, input json.RawMessage) (string, error) {
@@ -446,8 +477,8 @@ func writeFile(_ context.Context, cc CallContext, input json.RawMessage) (string
 			return "", fmt.Errorf("write %s: %w", in.Path, unwrapPath(err))
 		}
 	}
-	if err := root.WriteFile(rel, []byte(*in.Content), 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", in.Path, unwrapPath(err))
+	if err := writeChecked(root, in.Path, rel, []byte(*in.Content), 0o644, os.O_CREATE); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), rel), nil
 }
@@ -476,12 +507,24 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		return "", err
 	}
 	defer root.Close()
-	st, err := root.Stat(rel)
+	f, err := root.Open(rel)
 	if err != nil {
 		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
 	}
-	data, err := root.ReadFile(rel)
+	st, err := f.Stat()
+	if err == nil {
+		err = checkOpened(in.Path, st)
+	}
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(f)
+	}
+	f.Close()
 	if err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return "", err
+		}
 		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
 	}
 	text := string(data)
@@ -497,10 +540,39 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 	} else {
 		text = strings.Replace(text, *in.OldString, *in.NewString, 1)
 	}
-	if err := root.WriteFile(rel, []byte(text), st.Mode().Perm()); err != nil {
-		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
+	if err := writeChecked(root, in.Path, rel, []byte(text), st.Mode().Perm(), 0); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("replaced %d occurrence(s) in %s", n, rel), nil
+}
+
+// writeChecked writes data to rel in root, the file opened before it is
+// changed and refused when it has another name (see checkOpened), so a hard
+// link, even one made after the path was checked, is never written
+// through. flag adds os.O_CREATE for a file that may be new.
+func writeChecked(root *os.Root, p, rel string, data []byte, perm fs.FileMode, flag int) error {
+	f, err := root.OpenFile(rel, os.O_WRONLY|flag, perm)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, unwrapPath(err))
+	}
+	st, err := f.Stat()
+	if err == nil {
+		if err = checkOpened(p, st); err != nil {
+			f.Close()
+			return err
+		}
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, unwrapPath(err))
+	}
+	return nil
 }
 
 func isBinary(data []byte) bool {
@@ -529,4 +601,12 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// secretsSkipped says how many files search_files left out as secrets.
+func secretsSkipped(n int) string {
+	if n == 1 {
+		return "1 file that looks like a secret"
+	}
+	return fmt.Sprintf("%d files that look like secrets", n)
 }

@@ -92,6 +92,9 @@ func resolve(workspace, p string) (rel, realRoot string, err error) {
 	if p == "" {
 		p = "."
 	}
+	if strings.ContainsRune(p, 0) {
+		return "", "", Refuse("path %q holds a NUL character, which no file name can", p)
+	}
 	if filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
 		return "", "", Refuse("path %q is absolute; use a path relative to the workspace", p)
 	}
@@ -128,6 +131,18 @@ func resolve(workspace, p string) (rel, realRoot string, err error) {
 		return "", "", Refuse("path %q leads outside the workspace through a symbolic link", p)
 	}
 	return filepath.ToSlash(clean), realRoot, nil
+}
+
+// checkOpened refuses a file opened in the workspace that has another
+// name: a hard link may be the same file as one outside the workspace or as
+// a secret inside it, and nothing in the workspace says which. p is the path
+// as the model gave it; info describes the open file, so a link swapped in
+// after the path was checked is seen.
+func checkOpened(p string, info fs.FileInfo) error {
+	if info.Mode().IsRegular() && linkCount(info) > 1 {
+		return Refuse("path %q is a file with %d hard links, which may be a file outside the workspace or a secret under another name", p, linkCount(info))
+	}
+	return nil
 }
 
 // openRoot opens the workspace for confined access.

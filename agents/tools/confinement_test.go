@@ -1,0 +1,200 @@
+package tools_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/agents/tools"
+)
+
+// confined is a workspace decided by the real policy engine, with a
+// directory outside it holding what no file tool may reach.
+type confined struct {
+	ws, outside string
+	r           *tools.Registry
+	engine      *policy.Engine
+}
+
+const outsideText = "OUTSIDE-hunter2"
+
+func newConfined(t *testing.T) *confined {
+	t.Helper()
+	e, err := policy.New(policy.Options{})
+	require.NoError(t, err)
+	c := &confined{ws: workspace(t), outside: t.TempDir(), r: registry(t), engine: e}
+	c.write(t, "README.md", "# demo\n")
+	c.write(t, ".env", "API_TOKEN=SEKRIT-env\n")
+	c.write(t, "deploy/.env.production", "DB=SEKRIT-prod\n")
+	c.write(t, "certs/server.key", "SEKRIT-key\n")
+	c.write(t, ".env.example", "API_TOKEN=\n")
+	require.NoError(t, os.WriteFile(filepath.Join(c.outside, "o.txt"), []byte(outsideText+"\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(c.outside, "dir"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(c.outside, "dir", "f.txt"), []byte(outsideText+"\n"), 0o644))
+	return c
+}
+
+func (c *confined) write(t *testing.T, rel, content string) {
+	t.Helper()
+	p := filepath.Join(c.ws, rel)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+}
+
+func (c *confined) toolset(profile string) *tools.Toolset {
+	return tools.NewToolset(c.r, tools.Scope{Agent: "a", Profile: profile}, tools.ToolsetOptions{Policy: c.engine})
+}
+
+// unchanged checks the outside files still hold what they held.
+func (c *confined) unchanged(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{"o.txt", "dir/f.txt"} {
+		got, err := os.ReadFile(filepath.Join(c.outside, f))
+		require.NoError(t, err)
+		require.Equal(t, outsideText+"\n", string(got), f)
+	}
+	entries, err := os.ReadDir(c.outside)
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "nothing new is created outside the workspace")
+}
+
+var profiles = []string{"read-only", "contributor"}
+
+func TestFileToolPathsStayInTheWorkspace(t *testing.T) {
+	c := newConfined(t)
+	rel, err := filepath.Rel(c.ws, filepath.Join(c.outside, "o.txt"))
+	require.NoError(t, err)
+	for _, p := range []string{
+		"..", "../", rel, filepath.Join(c.outside, "o.txt"), "//" + filepath.Join(c.outside, "o.txt"),
+		"./../" + filepath.Base(c.ws) + "/../" + filepath.Base(c.ws) + "/" + rel,
+		"/proc/self/root" + filepath.Join(c.outside, "o.txt"), "/proc/self/cwd/README.md", "/dev/fd/0",
+		"~/../../" + rel, "README.md\x00.txt", "README.md\x00/../" + rel,
+		strings.Repeat("a/../", 2000) + rel, "\\..\\" + rel,
+	} {
+		for _, profile := range profiles {
+			ts := c.toolset(profile)
+			for _, call := range []struct{ tool, input string }{
+				{"read_file", jsonObj("path", p)},
+				{"list_directory", jsonObj("path", p)},
+				{"search_files", jsonObj("path", p, "pattern", "OUTSIDE")},
+				{"write_file", jsonObj("path", p, "content", "pwned")},
+				{"edit_file", jsonObj("path", p, "old_string", "OUTSIDE", "new_string", "pwned")},
+			} {
+				res := exec(t, ts, c.ws, call.tool, call.input)
+				require.True(t, res.Refused, "%s %s %q: %s", profile, call.tool, p, res.Output)
+				require.NotContains(t, res.Output, "hunter2")
+				require.NotContains(t, res.Output, c.ws, "a refusal never shows the host's path")
+			}
+		}
+	}
+	c.unchanged(t)
+}
+
+func TestFileToolsRefuseLinksOut(t *testing.T) {
+	c := newConfined(t)
+	link := func(target, name string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(c.ws, name)), 0o755))
+		require.NoError(t, os.Symlink(target, filepath.Join(c.ws, name)))
+	}
+	link(filepath.Join(c.outside, "o.txt"), "to-file")
+	link(c.outside, "to-dir")
+	link(filepath.Join(c.outside, "missing"), "dangling")
+	link("to-dir", "chain")
+	link("../to-dir/dir", "nested/parent")
+	require.NoError(t, os.Link(filepath.Join(c.outside, "o.txt"), filepath.Join(c.ws, "hard.txt")))
+	for _, profile := range profiles {
+		ts := c.toolset(profile)
+		for _, call := range []struct{ tool, input string }{
+			{"read_file", `{"path":"to-file"}`},
+			{"read_file", `{"path":"to-dir/o.txt"}`},
+			{"read_file", `{"path":"chain/dir/f.txt"}`},
+			{"read_file", `{"path":"nested/parent/f.txt"}`},
+			{"read_file", `{"path":"hard.txt"}`},
+			{"read_file", `{"path":"dangling"}`},
+			{"list_directory", `{"path":"chain"}`},
+			{"list_directory", `{"path":"nested/parent"}`},
+			{"search_files", `{"pattern":"OUTSIDE","path":"chain"}`},
+			{"write_file", `{"path":"to-file","content":"pwned"}`},
+			{"write_file", `{"path":"hard.txt","content":"pwned"}`},
+			{"write_file", `{"path":"dangling","content":"pwned"}`},
+			{"write_file", `{"path":"chain/new/x.txt","content":"pwned"}`},
+			{"write_file", `{"path":"nested/parent/x.txt","content":"pwned"}`},
+			{"edit_file", `{"path":"hard.txt","old_string":"OUTSIDE","new_string":"pwned"}`},
+			{"edit_file", `{"path":"chain/o.txt","old_string":"OUTSIDE","new_string":"pwned"}`},
+		} {
+			res := exec(t, ts, c.ws, call.tool, call.input)
+			require.True(t, res.Refused, "%s %s %s: %s", profile, call.tool, call.input, res.Output)
+			require.NotContains(t, res.Output, "hunter2")
+		}
+		// Walking the whole workspace neither follows a link out nor reads
+		// a hard link's other name.
+		res := exec(t, ts, c.ws, "search_files", `{"pattern":"OUTSIDE"}`)
+		require.False(t, res.Refused, res.Output)
+		require.NotContains(t, res.Output, "hunter2")
+	}
+	c.unchanged(t)
+}
+
+func TestHardLinkInsideTheWorkspaceIsNotASecretsBackDoor(t *testing.T) {
+	c := newConfined(t)
+	require.NoError(t, os.Link(filepath.Join(c.ws, ".env"), filepath.Join(c.ws, "notes.txt")))
+	for _, profile := range profiles {
+		ts := c.toolset(profile)
+		for _, call := range []struct{ tool, input string }{
+			{"read_file", `{"path":".env"}`},
+			{"read_file", `{"path":"notes.txt"}`},
+			{"edit_file", `{"path":"notes.txt","old_string":"SEKRIT","new_string":"x"}`},
+		} {
+			res := exec(t, ts, c.ws, call.tool, call.input)
+			require.True(t, res.Refused, "%s %s %s: %s", profile, call.tool, call.input, res.Output)
+			require.NotContains(t, res.Output, "SEKRIT")
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(c.ws, ".env"))
+	require.NoError(t, err)
+	require.Equal(t, "API_TOKEN=SEKRIT-env\n", string(got))
+}
+
+func TestSearchFilesReadsNoSecretReadFileRefuses(t *testing.T) {
+	c := newConfined(t)
+	for _, profile := range profiles {
+		ts := c.toolset(profile)
+		for _, p := range []string{".env", "deploy/.env.production", "certs/server.key"} {
+			res := exec(t, ts, c.ws, "read_file", jsonObj("path", p))
+			require.True(t, res.Refused, "%s read_file %s: %s", profile, p, res.Output)
+		}
+		for _, in := range []string{
+			`{"pattern":"SEKRIT"}`,
+			`{"pattern":"SEKRIT","glob":"**/.env*"}`,
+			`{"pattern":"SEKRIT","path":"certs"}`,
+			`{"pattern":"^DB=S","path":"deploy"}`,
+		} {
+			res := exec(t, ts, c.ws, "search_files", in)
+			require.False(t, res.Refused, res.Output)
+			require.Contains(t, res.Output, "no matches", "%s search_files %s", profile, in)
+			require.Regexp(t, `not searched: \d+ files? that looks? like (a )?secrets?`, res.Output)
+			require.NotContains(t, res.Output, "SEKRIT")
+		}
+		// An example file is no secret and is searched.
+		res := exec(t, ts, c.ws, "search_files", `{"pattern":"API_TOKEN=$"}`)
+		require.Contains(t, res.Output, ".env.example:1: API_TOKEN=")
+	}
+}
+
+// jsonObj builds a JSON object of string fields.
+func jsonObj(kv ...string) string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return string(raw)
+}
