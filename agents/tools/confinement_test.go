@@ -1,11 +1,13 @@
 package tools_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -197,4 +199,28 @@ func jsonObj(kv ...string) string {
 		panic(err)
 	}
 	return string(raw)
+}
+
+func TestSpecKitRefusesHardLinks(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, tools.SpecDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "o.md"), []byte(outsideText+"\n"), 0o644))
+	require.NoError(t, os.Link(filepath.Join(outside, "o.md"), filepath.Join(ws, tools.SpecDir, "x.md")))
+	kit := tools.NewSpecKit(time.Now)
+	cc := tools.CallContext{Workspace: ws}
+	for _, in := range []string{
+		`{"action":"read","name":"x"}`,
+		`{"action":"update","name":"x","title":"pwned"}`,
+	} {
+		out, err := kit.Run(context.Background(), cc, json.RawMessage(in))
+		var refused *tools.RefusedError
+		require.ErrorAs(t, err, &refused, "%s: %s", in, out)
+		require.NotContains(t, err.Error(), "hunter2")
+	}
+	out, err := kit.Run(context.Background(), cc, json.RawMessage(`{"action":"list"}`))
+	require.NoError(t, err)
+	require.NotContains(t, out, "hunter2")
+	got, err := os.ReadFile(filepath.Join(outside, "o.md"))
+	require.NoError(t, err)
+	require.Equal(t, outsideText+"\n", string(got))
 }

@@ -546,6 +546,24 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 	return fmt.Sprintf("replaced %d occurrence(s) in %s", n, rel), nil
 }
 
+// readChecked reads rel in root, refused when the file opened has another
+// name (see checkOpened).
+func readChecked(root *os.Root, rel string) ([]byte, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOpened(rel, st); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
 // writeChecked writes data to rel in root, the file opened before it is
 // changed and refused when it has another name (see checkOpened), so a hard
 // link, even one made after the path was checked, is never written

@@ -107,9 +107,13 @@ func specKit(cc CallContext, input json.RawMessage, now func() time.Time) (strin
 	}
 	file := SpecDir + "/" + in.Name + ".md"
 	read := func() (*spec, error) {
-		data, err := root.ReadFile(file)
+		data, err := readChecked(root, file)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no specification %s: create it first (action create)", file)
+		}
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return nil, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", file, unwrapPath(err))
@@ -177,8 +181,8 @@ func specKit(cc CallContext, input json.RawMessage, now func() time.Time) (strin
 		return "", fmt.Errorf("make %s: %w", SpecDir, unwrapPath(err))
 	}
 	text := s.render()
-	if err := root.WriteFile(file, []byte(text), 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", file, unwrapPath(err))
+	if err := writeChecked(root, file, file, []byte(text), 0o644, os.O_CREATE); err != nil {
+		return "", err
 	}
 	verb := "updated"
 	if in.Action == "create" {
@@ -213,7 +217,7 @@ func listSpecs(root *os.Root) (string, error) {
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		data, err := root.ReadFile(SpecDir + "/" + e.Name())
+		data, err := readChecked(root, SpecDir+"/"+e.Name())
 		if err != nil {
 			continue
 		}
