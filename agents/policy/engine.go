@@ -570,6 +570,13 @@ func (e *Engine) checkArgs(p *Profile, call tools.Call, grant perms) (deny, appr
 	} else {
 		outside = out
 	}
+	if call.Tool.Name == tools.EditFile {
+		// edit_file reads the file too, and what it answers (found, how
+		// many times) tells its text: it must be readable as well.
+		if d, _ := p.checkPath(r, pathUse{acc: accRead}, grant); d != nil {
+			return &finding{rule: d.rule, reason: d.reason}, nil, 0, false, nil
+		}
+	}
 	used = pRead
 	if acc == accWrite {
 		used = pWrite

@@ -166,7 +166,7 @@ func TestSearchFilesReadsNoSecretReadFileRefuses(t *testing.T) {
 	c := newConfined(t)
 	for _, profile := range profiles {
 		ts := c.toolset(profile)
-		for _, p := range []string{".env", "deploy/.env.production", "certs/server.key"} {
+		for _, p := range []string{".env", "deploy/.env.production", "certs/server.key", ".ENV", "certs/SERVER.Key"} {
 			res := exec(t, ts, c.ws, "read_file", jsonObj("path", p))
 			require.True(t, res.Refused, "%s read_file %s: %s", profile, p, res.Output)
 		}
@@ -223,4 +223,21 @@ func TestSpecKitRefusesHardLinks(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(outside, "o.md"))
 	require.NoError(t, err)
 	require.Equal(t, outsideText+"\n", string(got))
+}
+
+func TestEditFileIsNoOracleForASecret(t *testing.T) {
+	c := newConfined(t)
+	ts := c.toolset("contributor")
+	for _, in := range []string{
+		`{"path":".env","old_string":"API_TOKEN=SE","new_string":"API_TOKEN=x"}`,
+		`{"path":".env","old_string":"API_TOKEN=X","new_string":"x"}`,
+		`{"path":"certs/server.key","old_string":"S","new_string":"x","replace_all":true}`,
+	} {
+		res := exec(t, ts, c.ws, "edit_file", in)
+		require.True(t, res.Refused, "%s: %s", in, res.Output)
+		require.Contains(t, res.Output, "looks like a secret")
+	}
+	got, err := os.ReadFile(filepath.Join(c.ws, ".env"))
+	require.NoError(t, err)
+	require.Equal(t, "API_TOKEN=SEKRIT-env\n", string(got))
 }

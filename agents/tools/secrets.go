@@ -7,7 +7,11 @@ import "strings"
 // of package managers, private keys. Reading one needs the secrets
 // permission; the policy decides that for read_file, and the tools that
 // read many files at once (search_files) never read one.
+//
+// Names are compared without case: on a file system that ignores it (macOS,
+// Windows) ".ENV" opens .env.
 func SecretLooking(rel string) bool {
+	rel = strings.ToLower(rel)
 	base := rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		base = rel[i+1:]
