@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,4 +241,24 @@ func TestEditFileIsNoOracleForASecret(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(c.ws, ".env"))
 	require.NoError(t, err)
 	require.Equal(t, "API_TOKEN=SEKRIT-env\n", string(got))
+}
+
+// A named pipe with nothing at its other end would hold a tool that opened
+// it forever; every file tool answers instead.
+func TestFileToolsDoNotWaitOnANamedPipe(t *testing.T) {
+	c := newConfined(t)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(c.ws, "pipe"), 0o644))
+	ts := c.toolset("contributor")
+	for _, call := range []struct{ tool, input string }{
+		{"read_file", `{"path":"pipe"}`},
+		{"edit_file", `{"path":"pipe","old_string":"a","new_string":"b"}`},
+	} {
+		res := exec(t, ts, c.ws, call.tool, call.input)
+		require.True(t, res.Refused, "%s: %s", call.tool, res.Output)
+		require.Contains(t, res.Output, `"pipe" is not a regular file (a named pipe)`)
+	}
+	res := exec(t, ts, c.ws, "write_file", `{"path":"pipe","content":"x"}`)
+	require.True(t, res.IsError, res.Output)
+	res = exec(t, ts, c.ws, "search_files", `{"pattern":"x"}`)
+	require.False(t, res.Refused, res.Output)
 }

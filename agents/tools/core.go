@@ -220,7 +220,7 @@ func readFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		return "", err
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	f, err := openFile(root, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
 	}
@@ -433,7 +433,7 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 // most maxSearchBytes, not binary, with no other name (see checkOpened). It
 // checks the file it opened, not the path.
 func searchable(root *os.Root, p string) ([]byte, bool) {
-	f, err := root.Open(p)
+	f, err := openFile(root, p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, false
 	}
@@ -507,7 +507,7 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		return "", err
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	f, err := openFile(root, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
 	}
@@ -549,7 +549,7 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 // readChecked reads rel in root, refused when the file opened has another
 // name (see checkOpened).
 func readChecked(root *os.Root, rel string) ([]byte, error) {
-	f, err := root.Open(rel)
+	f, err := openFile(root, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -569,7 +569,7 @@ func readChecked(root *os.Root, rel string) ([]byte, error) {
 // link, even one made after the path was checked, is never written
 // through. flag adds os.O_CREATE for a file that may be new.
 func writeChecked(root *os.Root, p, rel string, data []byte, perm fs.FileMode, flag int) error {
-	f, err := root.OpenFile(rel, os.O_WRONLY|flag, perm)
+	f, err := openFile(root, rel, os.O_WRONLY|flag, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, unwrapPath(err))
 	}

@@ -7,6 +7,10 @@ import (
 	"syscall"
 )
 
+// openNonblock opens a named pipe or a device without waiting for its
+// other end; a regular file reads and writes as without it.
+const openNonblock = syscall.O_NONBLOCK
+
 // linkCount is the number of hard links to the file info describes; 1 when
 // the system does not say.
 func linkCount(info fs.FileInfo) uint64 {

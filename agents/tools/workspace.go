@@ -139,10 +139,35 @@ func resolve(workspace, p string) (rel, realRoot string, err error) {
 // as the model gave it; info describes the open file, so a link swapped in
 // after the path was checked is seen.
 func checkOpened(p string, info fs.FileInfo) error {
+	if !info.Mode().IsRegular() && !info.IsDir() {
+		return Refuse("path %q is not a regular file (%s)", p, fileKind(info.Mode()))
+	}
 	if info.Mode().IsRegular() && linkCount(info) > 1 {
 		return Refuse("path %q is a file with %d hard links, which may be a file outside the workspace or a secret under another name", p, linkCount(info))
 	}
 	return nil
+}
+
+// openFile opens rel in root without waiting: opening a named pipe or a
+// device for reading or writing may block until something else opens its
+// other end, and a file tool must answer. checkOpened then refuses
+// anything but a regular file or a directory.
+func openFile(root *os.Root, rel string, flag int, perm fs.FileMode) (*os.File, error) {
+	return root.OpenFile(rel, flag|openNonblock, perm)
+}
+
+// fileKind names the type of a file that is neither regular nor a
+// directory.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 // openRoot opens the workspace for confined access.
