@@ -262,3 +262,20 @@ func TestFileToolsDoNotWaitOnANamedPipe(t *testing.T) {
 	res = exec(t, ts, c.ws, "search_files", `{"pattern":"x"}`)
 	require.False(t, res.Refused, res.Output)
 }
+
+// A file judged secret by where it is (.aws/credentials) stays one when
+// search_files reaches it through a link to its directory.
+func TestSearchFilesJudgesASecretByWhereItIs(t *testing.T) {
+	c := newConfined(t)
+	c.write(t, ".aws/credentials", "aws_secret_access_key = SEKRIT-aws\n")
+	require.NoError(t, os.Symlink(".aws", filepath.Join(c.ws, "cloud")))
+	for _, profile := range profiles {
+		ts := c.toolset(profile)
+		res := exec(t, ts, c.ws, "read_file", `{"path":"cloud/credentials"}`)
+		require.True(t, res.Refused, res.Output)
+		res = exec(t, ts, c.ws, "search_files", `{"pattern":"SEKRIT","path":"cloud"}`)
+		require.False(t, res.Refused, res.Output)
+		require.NotContains(t, res.Output, "SEKRIT")
+		require.Contains(t, res.Output, "not searched: 1 file that looks like a secret")
+	}
+}

@@ -361,6 +361,12 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 		return "", err
 	}
 	defer root.Close()
+	// The walk follows no link below rel, but rel itself may be one: a
+	// file is judged by where it is as well as by the name it is found by.
+	linked, err := linkedRel(cc.Workspace, rel)
+	if err != nil {
+		return "", fmt.Errorf("search %s: %w", displayPath(in.Path), unwrapPath(err))
+	}
 	fsys := root.FS()
 	var b strings.Builder
 	matches, skipped := 0, 0
@@ -387,7 +393,7 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 				}
 			}
 		}
-		if SecretLooking(p) {
+		if SecretLooking(p) || SecretLooking(path.Join(linked, relTo(rel, p))) {
 			skipped++
 			return nil
 		}

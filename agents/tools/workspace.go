@@ -170,6 +170,25 @@ func fileKind(m fs.FileMode) string {
 	return "a special file"
 }
 
+// linkedRel is where rel, a path resolve accepted, leads inside the
+// workspace once its links are followed, slash-separated: a rule on a
+// file's place (.aws/credentials) holds for the name a link gives it too.
+func linkedRel(workspace, rel string) (string, error) {
+	real, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	target, err := filepath.EvalSymlinks(filepath.Join(real, filepath.FromSlash(rel)))
+	if err != nil {
+		return "", err
+	}
+	out, err := filepath.Rel(real, target)
+	if err != nil {
+		return "", err
+	}
+	return filepath.ToSlash(out), nil
+}
+
 // openRoot opens the workspace for confined access.
 func openRoot(workspace string) (*os.Root, error) {
 	root, err := os.OpenRoot(workspace)
