@@ -252,6 +252,8 @@ func TestFileToolsDoNotWaitOnANamedPipe(t *testing.T) {
 	for _, call := range []struct{ tool, input string }{
 		{"read_file", `{"path":"pipe"}`},
 		{"edit_file", `{"path":"pipe","old_string":"a","new_string":"b"}`},
+		{"list_directory", `{"path":"pipe"}`},
+		{"list_directory", `{"path":"pipe","recursive":true}`},
 	} {
 		res := exec(t, ts, c.ws, call.tool, call.input)
 		require.True(t, res.Refused, "%s: %s", call.tool, res.Output)

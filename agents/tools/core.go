@@ -274,6 +274,9 @@ func listDirectory(_ context.Context, cc CallContext, input json.RawMessage) (st
 		return "", err
 	}
 	defer root.Close()
+	if err := isDirectory(root, in.Path, rel); err != nil {
+		return "", err
+	}
 	fsys := root.FS()
 	var b strings.Builder
 	n := 0
@@ -550,6 +553,27 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		return "", err
 	}
 	return fmt.Sprintf("replaced %d occurrence(s) in %s", n, rel), nil
+}
+
+// isDirectory checks that rel in root is a directory before it is listed,
+// opening it without waiting: listing a named pipe would wait for a writer.
+func isDirectory(root *os.Root, p, rel string) error {
+	f, err := openFile(root, rel, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", displayPath(p), unwrapPath(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("list %s: %w", displayPath(p), unwrapPath(err))
+	}
+	if !st.IsDir() {
+		if err := checkOpened(displayPath(p), st); err != nil {
+			return err
+		}
+		return fmt.Errorf("list %s: it is a file; use read_file", displayPath(p))
+	}
+	return nil
 }
 
 // readChecked reads rel in root, refused when the file opened has another
