@@ -220,20 +220,17 @@ func readFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		return "", err
 	}
 	defer root.Close()
-	f, err := openFile(root, rel, os.O_RDONLY, 0)
+	f, st, err := openChecked(root, in.Path, rel)
 	if err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return "", err
+		}
 		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", in.Path, unwrapPath(err))
-	}
 	if st.IsDir() {
 		return "", fmt.Errorf("read %s: it is a directory; use list_directory", in.Path)
-	}
-	if err := checkOpened(in.Path, st); err != nil {
-		return "", err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes))
 	if err != nil {
@@ -442,13 +439,12 @@ func searchFiles(ctx context.Context, cc CallContext, input json.RawMessage) (st
 // most maxSearchBytes, not binary, with no other name (see checkOpened). It
 // checks the file it opened, not the path.
 func searchable(root *os.Root, p string) ([]byte, bool) {
-	f, err := openFile(root, p, os.O_RDONLY, 0)
+	f, st, err := openChecked(root, p, p)
 	if err != nil {
 		return nil, false
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() > maxSearchBytes || checkOpened(p, st) != nil {
+	if !st.Mode().IsRegular() || st.Size() > maxSearchBytes {
 		return nil, false
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxSearchBytes+1))
@@ -516,19 +512,12 @@ func editFile(_ context.Context, cc CallContext, input json.RawMessage) (string,
 		return "", err
 	}
 	defer root.Close()
-	f, err := openFile(root, rel, os.O_RDONLY, 0)
-	if err != nil {
-		return "", fmt.Errorf("edit %s: %w", in.Path, unwrapPath(err))
-	}
-	st, err := f.Stat()
-	if err == nil {
-		err = checkOpened(in.Path, st)
-	}
+	f, st, err := openChecked(root, in.Path, rel)
 	var data []byte
 	if err == nil {
 		data, err = io.ReadAll(f)
+		f.Close()
 	}
-	f.Close()
 	if err != nil {
 		var refused *RefusedError
 		if errors.As(err, &refused) {
@@ -579,18 +568,11 @@ func isDirectory(root *os.Root, p, rel string) error {
 // readChecked reads rel in root, refused when the file opened has another
 // name (see checkOpened).
 func readChecked(root *os.Root, rel string) ([]byte, error) {
-	f, err := openFile(root, rel, os.O_RDONLY, 0)
+	f, _, err := openChecked(root, rel, rel)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkOpened(rel, st); err != nil {
-		return nil, err
-	}
 	return io.ReadAll(f)
 }
 

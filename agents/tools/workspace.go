@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/switchyard/switchyard/internal/filekind"
 )
 
 // Workspaces hands out one directory per session key under Root
@@ -140,7 +142,7 @@ func resolve(workspace, p string) (rel, realRoot string, err error) {
 // after the path was checked is seen.
 func checkOpened(p string, info fs.FileInfo) error {
 	if !info.Mode().IsRegular() && !info.IsDir() {
-		return Refuse("path %q is not a regular file (%s)", p, fileKind(info.Mode()))
+		return Refuse("path %q is not a regular file (a %s)", p, filekind.Of(info.Mode()))
 	}
 	if info.Mode().IsRegular() && linkCount(info) > 1 {
 		return Refuse("path %q is a file with %d hard links, which may be a file outside the workspace or a secret under another name", p, linkCount(info))
@@ -156,18 +158,23 @@ func openFile(root *os.Root, rel string, flag int, perm fs.FileMode) (*os.File, 
 	return root.OpenFile(rel, flag|openNonblock, perm)
 }
 
-// fileKind names the type of a file that is neither regular nor a
-// directory.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
+// openChecked opens rel in root for reading, without waiting (openFile),
+// and refuses the file it opened when checkOpened does; p is the path as
+// the model gave it. The caller closes the file.
+func openChecked(root *os.Root, p, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := openFile(root, rel, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, err
 	}
-	return "a special file"
+	st, err := f.Stat()
+	if err == nil {
+		err = checkOpened(p, st)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, st, nil
 }
 
 // linkedRel is where rel, a path resolve accepted, leads inside the
