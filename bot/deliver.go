@@ -279,7 +279,11 @@ type attempt struct {
 	// failure says the platform failed (unreachable, a server error): it
 	// counts towards taking the destination down.
 	failure bool
-	err     error
+	// hold is how long the platform asked every message of the
+	// destination to wait (an account's rate limit): it takes the
+	// destination down at once, until then.
+	hold time.Duration
+	err  error
 }
 
 // deliverTo delivers one round of a destination's due messages, in Seq
@@ -342,6 +346,7 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 		mu       sync.Mutex
 		attempts []attempt
 		wentDown bool
+		hold     time.Duration
 		work     = make(chan []OutboxMessage)
 		wg       sync.WaitGroup
 	)
@@ -357,11 +362,20 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 					}
 					a := d.deliver(call, sink, m)
 					mu.Lock()
-					if a.err == nil || !a.failure {
+					switch {
+					case a.hold > 0:
+						hold = max(hold, a.hold)
+						if !wentDown {
+							wentDown = true
+							ds.lastErr = a.err.Error()
+						}
+					case a.err == nil || !a.failure:
 						ds.failures = 0
-					} else if ds.failures++; ds.failures >= d.opts.DownAfter && !wentDown {
-						wentDown = true
-						ds.lastErr = a.err.Error()
+					default:
+						if ds.failures++; ds.failures >= d.opts.DownAfter && !wentDown {
+							wentDown = true
+							ds.lastErr = a.err.Error()
+						}
 					}
 					attempts = append(attempts, a)
 					mu.Unlock()
@@ -380,7 +394,7 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 
 	outcomes := make([]DeliveryOutcome, 0, len(attempts))
 	for _, a := range attempts {
-		if a.failure && wentDown {
+		if (a.failure || a.hold > 0) && wentDown {
 			continue // the platform's fault, not the message's: no attempt counted
 		}
 		if a.outcome.Key == "" {
@@ -390,7 +404,7 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 	}
 	err := d.record(call, source, outcomes)
 	if wentDown {
-		d.goDown(call, ds, source)
+		d.goDown(call, ds, source, hold)
 	}
 	return len(attempts), err
 }
@@ -409,11 +423,14 @@ func (d *Deliverer) try(stop context.Context, source string, sink Sink, ds *dest
 	if stop.Err() != nil {
 		return 1, nil
 	}
-	if a.failure {
+	if a.failure || a.hold > 0 {
 		d.mu.Lock()
 		ds.tries++
 		ds.lastErr = a.err.Error()
 		ds.retryAt = now.Add(d.downBackoff(ds.tries + 1))
+		if a.hold > 0 {
+			ds.retryAt = now.Add(a.hold)
+		}
 		d.mu.Unlock()
 		d.opts.Logger.LogAttrs(stop, slog.LevelDebug, "destination still down",
 			slog.String("destination", ds.name), slog.Int("tries", ds.tries), slog.String("error", a.err.Error()))
@@ -436,12 +453,13 @@ func (d *Deliverer) try(stop context.Context, source string, sink Sink, ds *dest
 	return 1, err
 }
 
-// goDown takes a destination down after DownAfter failures in a row.
-func (d *Deliverer) goDown(ctx context.Context, ds *destination, source string) {
+// goDown takes a destination down after DownAfter failures in a row, or
+// for hold when its platform asked every message of it to wait that long.
+func (d *Deliverer) goDown(ctx context.Context, ds *destination, source string, hold time.Duration) {
 	now := d.opts.Now()
 	d.mu.Lock()
 	ds.down, ds.since, ds.tries = true, now, 0
-	ds.retryAt = now.Add(d.downBackoff(1))
+	ds.retryAt = now.Add(max(d.downBackoff(1), hold))
 	lastErr := ds.lastErr
 	d.mu.Unlock()
 	d.opts.Metrics.SinkUp.WithLabelValues(ds.name).Set(0)
@@ -449,9 +467,13 @@ func (d *Deliverer) goDown(ctx context.Context, ds *destination, source string) 
 	if err != nil {
 		waiting = -1
 	}
+	why := slog.Int("failures", d.opts.DownAfter)
+	if hold > 0 {
+		why = slog.Duration("retry_after", hold)
+	}
 	d.opts.Logger.LogAttrs(ctx, slog.LevelWarn, ds.name+" is down: its messages wait and one is tried now and then",
-		slog.String("destination", ds.name), slog.String("sink", source), slog.Int("failures", d.opts.DownAfter),
-		slog.Int("waiting", waiting), slog.Duration("max_wait", d.opts.MaxDownBackoff), slog.String("error", lastErr))
+		slog.String("destination", ds.name), slog.String("sink", source), why,
+		slog.Int("waiting", waiting), slog.Duration("max_wait", max(d.opts.MaxDownBackoff, hold)), slog.String("error", lastErr))
 }
 
 // deliver sends one message and says how it went.
@@ -511,12 +533,15 @@ func (d *Deliverer) failed(ctx context.Context, m OutboxMessage, err error) atte
 		return attempt{err: err}
 	}
 	now := d.opts.Now()
-	dead, failure := false, true
+	dead, failure, hold := false, true, time.Duration(0)
 	next := now.Add(d.backoff(m.Attempts + 1))
 	if de, ok := AsDeliveryError(err); ok && (de.Permanent || de.RetryAfter > 0) {
 		dead, failure = de.Permanent, false
 		if de.RetryAfter > 0 {
 			next = now.Add(de.RetryAfter)
+		}
+		if de.RetryAfter > 0 && de.Destination && !de.Permanent {
+			hold = de.RetryAfter
 		}
 	}
 	if m.Attempts+1 >= d.opts.MaxAttempts {
@@ -524,7 +549,7 @@ func (d *Deliverer) failed(ctx context.Context, m OutboxMessage, err error) atte
 	}
 	return attempt{
 		outcome: DeliveryOutcome{Key: m.Key, Error: err.Error(), Dead: dead, At: now, Next: next},
-		failure: failure, err: err,
+		failure: failure, hold: hold, err: err,
 	}
 }
 

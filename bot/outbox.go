@@ -174,6 +174,11 @@ type DeliveryError struct {
 	Err        error
 	Permanent  bool          // do not retry (bad request, channel gone)
 	RetryAfter time.Duration // the platform asked to wait this long (429 Retry-After)
+	// Destination says RetryAfter holds every message of the destination,
+	// not only this one (a rate limit of the whole account): the
+	// deliverer takes the destination down until then, as one shared
+	// wait, instead of trying each message in turn.
+	Destination bool
 }
 
 func (e *DeliveryError) Error() string {

@@ -26,9 +26,12 @@ func closeTokenError(err error) error {
 	return err
 }
 
-// deliveryError classifies an API error for the outbox: rate limits wait as
-// long as GitHub asks, server and network errors are retried with backoff,
-// any other refusal is permanent.
+// deliveryError classifies an API error for the outbox: rate limits hold
+// every message of the installation as long as GitHub asks, server and
+// network errors are retried with backoff, and so is a token exchange
+// GitHub refuses (the App's key is refused, the installation is
+// suspended), which no message can get past until the App or its
+// installation is put right; any other refusal is permanent.
 func deliveryError(err error, now time.Time) error {
 	if err == nil {
 		return nil
@@ -36,7 +39,7 @@ func deliveryError(err error, now time.Time) error {
 	closeTokenError(err)
 	var rle *gh.RateLimitError
 	if errors.As(err, &rle) {
-		return &bot.DeliveryError{Err: err, RetryAfter: until(rle.Rate.Reset.Time, now)}
+		return &bot.DeliveryError{Err: err, RetryAfter: until(rle.Rate.Reset.Time, now), Destination: true}
 	}
 	var are *gh.AbuseRateLimitError
 	if errors.As(err, &are) {
@@ -44,7 +47,7 @@ func deliveryError(err error, now time.Time) error {
 		if are.RetryAfter != nil && *are.RetryAfter > 0 {
 			wait = *are.RetryAfter
 		}
-		return &bot.DeliveryError{Err: err, RetryAfter: wait}
+		return &bot.DeliveryError{Err: err, RetryAfter: wait, Destination: true}
 	}
 	resp := errorResponse(err)
 	if resp == nil {
@@ -54,7 +57,7 @@ func deliveryError(err error, now time.Time) error {
 	tokenExchange := errors.As(err, &he)
 	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests || code == http.StatusForbidden && isRateLimited(resp.Header):
-		return &bot.DeliveryError{Err: err, RetryAfter: retryAfter(resp.Header, now)}
+		return &bot.DeliveryError{Err: err, RetryAfter: retryAfter(resp.Header, now), Destination: true}
 	case code >= 500:
 		return err
 	case code == http.StatusUnauthorized && !tokenExchange, code == http.StatusNotFound && tokenExchange:
@@ -62,6 +65,12 @@ func deliveryError(err error, now time.Time) error {
 		// gone: the client forgot both (refusalTransport), and the next
 		// attempt exchanges a new token or asks GitHub which
 		// installation covers the repository now.
+		return err
+	case tokenExchange && (code == http.StatusUnauthorized || code == http.StatusForbidden):
+		// No token for the installation: GitHub refused the App's JWT
+		// (a key rotated or revoked) or the installation is suspended.
+		// That is the whole installation's, not the message's: its
+		// messages wait, their destination down, until it is put right.
 		return err
 	case code >= 400:
 		return &bot.DeliveryError{Err: err, Permanent: true}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -100,6 +101,10 @@ type fakeGitHub struct {
 	// intercept, when set, is asked about every request before the canned
 	// failures, with mu held, and may answer with a failure of its own.
 	intercept func(pattern string) *failure
+	// refuse, when set, is asked about every request first, without mu,
+	// and may answer with a failure of its own: GitHub refusing one
+	// installation, or one repository, while serving the others.
+	refuse atomic.Pointer[func(r *http.Request, pattern string) *failure]
 }
 
 func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
@@ -113,10 +118,13 @@ func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 	route := func(pattern string, jwt bool, h http.HandlerFunc) {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+prefix+path, func(w http.ResponseWriter, r *http.Request) {
+			var fail *failure
+			if refuse := f.refuse.Load(); refuse != nil {
+				fail = (*refuse)(r, pattern)
+			}
 			f.mu.Lock()
 			f.calls[pattern]++
-			var fail *failure
-			if f.intercept != nil {
+			if f.intercept != nil && fail == nil {
 				fail = f.intercept(pattern)
 			}
 			if q := f.failures[pattern]; fail == nil && len(q) > 0 {

@@ -1,0 +1,192 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/bot"
+)
+
+// syncBuffer is a log the deliverer's goroutines write to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the logged lines at level that contain text.
+func (b *syncBuffer) lines(level, text string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		if strings.Contains(l, "level="+level+" ") && strings.Contains(l, text) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// GitHub refuses one installation's work (its token, or every request
+// for its repositories) while the other's goes on: the refused
+// installation's backlog waits with one shared backoff — one warning, no
+// attempt counted, at most one request a round, one App JWT — and, once
+// GitHub takes it again, every message is posted once, in order, with one
+// line saying it is back. A suspended installation or a refused App key is
+// no reason to give its messages up.
+func TestAnInstallationGitHubRefusesHoldsOnlyItsOwnBacklog(t *testing.T) {
+	const (
+		exchange  = "POST /app/installations/{id}/access_tokens"
+		secondary = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
+	)
+	for _, tc := range []struct {
+		name    string
+		pattern string
+		fail    failure
+	}{
+		{"installation suspended", exchange, failure{status: http.StatusForbidden,
+			body: `{"message":"This installation has been suspended","documentation_url":"https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app"}`}},
+		{"App key refused", exchange, failure{status: http.StatusUnauthorized,
+			body: `{"message":"A JSON web token could not be decoded","documentation_url":"https://docs.github.com/rest"}`}},
+		{"500", createComment, failure{status: http.StatusInternalServerError, body: `{"message":"Server Error"}`}},
+		{"502 with HTML", createComment, failure{status: http.StatusBadGateway, body: "<html><body><h1>502 Bad Gateway</h1></body></html>"}},
+		{"connection dropped", createComment, failure{drop: true}},
+		{"secondary rate limit", createComment, failure{status: http.StatusForbidden, header: map[string]string{"Retry-After": "1"}, body: secondary}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			e.gh.install("acme/api", testInstallation+1)
+			var refusing atomic.Bool
+			refuse := func(r *http.Request, pattern string) *failure {
+				if !refusing.Load() || pattern != tc.pattern {
+					return nil
+				}
+				if r.PathValue("id") == fmt.Sprint(testInstallation) || r.PathValue("owner") == "octo" {
+					f := tc.fail
+					return &f
+				}
+				return nil
+			}
+			e.gh.refuse.Store(&refuse)
+
+			now := time.Now()
+			logs := &syncBuffer{}
+			metrics := bot.NewMetrics(prometheus.NewRegistry())
+			d := bot.NewDeliverer(bot.DelivererOptions{
+				Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)}, Metrics: metrics,
+				Timeout: 5 * time.Second, Now: func() time.Time { return now },
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			})
+			round := func() {
+				t.Helper()
+				_, err := d.DeliverDue(ctx)
+				require.NoError(t, err)
+				now = now.Add(time.Minute)
+			}
+			const items = 6
+			for _, th := range []bot.Thread{bot.GitHubThread("octo", "hello", 7), bot.GitHubThread("acme", "api", 3)} {
+				for i := range items {
+					for _, kind := range []bot.OutboxKind{bot.OutboxStatus, bot.OutboxReply} {
+						_, err := e.store.Enqueue(ctx, bot.OutboxMessage{
+							Key: fmt.Sprintf("%s/wi_%d/%s", th.Owner, i, kind), Thread: th, WorkItemID: fmt.Sprintf("%s-wi_%d", th.Owner, i),
+							Kind: kind, Text: fmt.Sprintf("%s of %s wi_%d", kind, th.Owner, i), CreatedAt: now,
+						})
+						require.NoError(t, err)
+					}
+				}
+			}
+
+			refusing.Store(true)
+			round()
+			require.Len(t, e.gh.threadComments("acme/api#3"), 2*items, "the other installation's messages went out")
+			require.Equal(t, []string{"github/octo"}, keys(d.Down()))
+			require.Equal(t, 0.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/octo")))
+			require.Equal(t, 1.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/acme")))
+			for range 5 {
+				before := e.gh.callCount(tc.pattern)
+				round()
+				require.LessOrEqual(t, e.gh.callCount(tc.pattern)-before, 1, "one try a round while refused")
+			}
+			for i := range items {
+				for _, kind := range []bot.OutboxKind{bot.OutboxStatus, bot.OutboxReply} {
+					m, err := e.store.GetOutbox(ctx, fmt.Sprintf("octo/wi_%d/%s", i, kind))
+					require.NoError(t, err)
+					require.False(t, m.Dead, "%s given up: %s", m.Key, m.LastError)
+					require.Zero(t, m.Attempts, "%s: GitHub's refusal is not the message's", m.Key)
+				}
+			}
+			require.Len(t, logs.lines("WARN", ""), 1, "one warning")
+			require.Len(t, logs.lines("WARN", "github/octo is down"), 1)
+			require.Empty(t, e.gh.threadComments("octo/hello#7"))
+
+			refusing.Store(false)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				pending, _, err := e.store.OutboxPending(ctx)
+				require.NoError(t, err)
+				if pending == 0 {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "%d messages still pending", pending)
+				round()
+				if len(d.Down()) > 0 {
+					// GitHub's client keeps a rate limit's wait itself, by
+					// the clock: let it pass.
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			comments := e.gh.threadComments("octo/hello#7")
+			require.Len(t, comments, 2*items, "each message posted once")
+			at := map[string]int{}
+			for i, c := range comments {
+				for _, kind := range []bot.OutboxKind{bot.OutboxStatus, bot.OutboxReply} {
+					for w := range items {
+						if strings.Contains(c.Body, marker(fmt.Sprintf("octo/wi_%d/%s", w, kind))+"") {
+							key := fmt.Sprintf("wi_%d/%s", w, kind)
+							_, twice := at[key]
+							require.False(t, twice, "%s posted twice", key)
+							at[key] = i
+						}
+					}
+				}
+			}
+			for w := range items {
+				require.Less(t, at[fmt.Sprintf("wi_%d/status", w)], at[fmt.Sprintf("wi_%d/reply", w)], "wi_%d: status before reply", w)
+			}
+			require.Empty(t, d.Down())
+			require.Equal(t, 1.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/octo")))
+			require.Len(t, logs.lines("INFO", "github/octo is back"), 1, "one line when it is back")
+			require.Len(t, logs.lines("WARN", ""), 1)
+			e.client.jwt.mu.Lock()
+			signed := e.client.jwt.signed
+			e.client.jwt.mu.Unlock()
+			require.Equal(t, 1, signed, "one App JWT for the whole test")
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
