@@ -331,7 +331,7 @@ func (r *Runtime) recordHandoff(ctx context.Context, rn *run, hop bot.Hop) {
 		Kind: bot.RunHandoff, Owner: rn.owner,
 		Creator:         bot.Creator{JobID: rn.jobID, DispatchID: rn.dispatchID, WorkItemID: rn.workItemID},
 		ParentLinks:     bot.ParentLinks{WorkItemID: rn.workItemID, JobID: rn.jobID, DispatchID: rn.dispatchID},
-		ChildWorkItemID: rn.workItemID, RootWorkItemID: rn.rootWorkItem, Agent: hop.To, Task: hop.Reason,
+		ChildWorkItemID: rn.workItemID, RootWorkItemID: rn.rootWorkItem, Agent: hop.To, Task: clip(hop.Reason, maxResult),
 		Ceilings: hop.Ceilings, Status: bot.RunQueued, CreatedAt: hop.At,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,27 +58,57 @@ var (
 		`"id":{"type":"string","description":"The subagent's id (run_…)"}},"required":["id"],"additionalProperties":false}`)
 )
 
-// duration reads seconds as a JSON number or a Go duration string ("5m").
+// duration reads seconds, as a JSON number or a string ("90", "1.5"), or a
+// Go duration string ("5m"). null and "" leave it unset (the default).
+// Seconds beyond what a time.Duration holds are read as the longest one,
+// which every limit caps.
 type duration time.Duration
 
 func (d *duration) UnmarshalJSON(b []byte) error {
-	if n, err := strconv.ParseFloat(string(b), 64); err == nil {
-		if n < 0 {
-			return errors.New("a timeout cannot be negative")
-		}
-		*d = duration(time.Duration(n * float64(time.Second)))
-		return nil
-	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New("want seconds or a duration such as \"5m\"")
+		n, err := strconv.ParseFloat(string(b), 64)
+		if err != nil {
+			return errors.New("a timeout wants seconds or a duration such as \"5m\"")
+		}
+		return d.setSeconds(n)
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		return d.setSeconds(n)
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil || v < 0 {
-		return fmt.Errorf("%q: want seconds or a duration such as \"5m\"", s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("timeout %q: want seconds or a duration such as \"5m\"", s)
+	case v < 0:
+		return errors.New("a timeout cannot be negative")
 	}
 	*d = duration(v)
 	return nil
+}
+
+func (d *duration) setSeconds(n float64) error {
+	switch {
+	case math.IsNaN(n):
+		return errors.New("a timeout wants seconds or a duration such as \"5m\"")
+	case n < 0:
+		return errors.New("a timeout cannot be negative")
+	case n >= float64(math.MaxInt64)/float64(time.Second):
+		*d = duration(math.MaxInt64)
+	default:
+		*d = duration(time.Duration(n * float64(time.Second)))
+	}
+	return nil
+}
+
+// wholeSeconds is d rounded up to whole seconds, as a subagent's timeout
+// is recorded: a timeout under a second is one second, never none.
+func wholeSeconds(d time.Duration) int {
+	return int((d + time.Second - 1) / time.Second)
 }
 
 // controlTool is one of a run's subagent tools.
@@ -259,6 +290,14 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 		}
 		return nil, false, nil, tools.Refuse("spawn refused: max_depth is %d for @%s; do the task yourself", limits.MaxDepth, rn.def.Name)
 	}
+	// The task and context are the child's whole brief: kept whole in its
+	// record, never clipped, so one too long is the model's to shorten.
+	for _, f := range []struct{ name, text string }{{"task", in.Task}, {"context", in.Context}} {
+		if len(f.text) > bot.MaxLedgerText {
+			return nil, false, nil, tools.Refuse("spawn refused: the %s is %d bytes and a subagent's may be %d at most; "+
+				"write the details to a file in the workspace and name the file instead", f.name, len(f.text), bot.MaxLedgerText)
+		}
+	}
 	agent := strings.TrimPrefix(strings.TrimSpace(in.Agent), "@")
 	if agent == "" {
 		agent = rn.def.Name
@@ -323,7 +362,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 			// never more than the parent.
 			RootWorkItemID: rn.rootWorkItem, Agent: def.Name, Task: in.Task, Context: strings.TrimSpace(in.Context),
 			Skills: names, CallID: callID, Depth: rn.spawnDepth + 1, Background: in.Background,
-			TimeoutSeconds: int(timeout / time.Second), Ceilings: rn.passedOn("spawned by"),
+			TimeoutSeconds: wholeSeconds(timeout), Ceilings: rn.passedOn("spawned by"),
 		},
 		Thread: rn.thread, Requester: rn.requester, Now: now, Claim: claim, State: rn.heldState(),
 	})
