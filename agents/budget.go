@@ -59,7 +59,7 @@ type Budgets struct {
 
 	mu     sync.Mutex
 	asking map[string]chan struct{} // key → held while a run asks for it
-	denied map[string]string        // key@level → why more was refused
+	denied map[string]string        // key@level/tree → why more was refused
 }
 
 // NewBudgets returns the budgets kept in store.
@@ -177,7 +177,10 @@ func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) error {
 // and asks unless another run got it meanwhile; approved, c's key may
 // spend another cap's worth.
 func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, spent bot.Spend, hit budgetHit) error {
-	mark := fmt.Sprintf("%s@%s:%d", c.key, hit.kind, hit.level)
+	// A refusal answers the tree that asked: its other runs reaching the
+	// same level stop without asking again, and another request that
+	// reaches a day's cap asks anew.
+	mark := fmt.Sprintf("%s@%s:%d/%s", c.key, hit.kind, hit.level, rn.rootWorkItem)
 	b.mu.Lock()
 	if refused, ok := b.denied[mark]; ok {
 		b.mu.Unlock()
