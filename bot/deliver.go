@@ -46,9 +46,15 @@ type DelivererOptions struct {
 	Poll time.Duration
 	// Timeout bounds one delivery; default 30s.
 	Timeout time.Duration
-	Metrics *Metrics
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// StopGrace is how long deliveries in flight when Run is stopped may
+	// take to finish; default 1s. One still waiting then is cut short and
+	// handed over (its attempt is on record, so the next start looks for
+	// what it made), and Flush leaves its destination alone: a platform
+	// that does not answer does not hold the shutdown.
+	StopGrace time.Duration
+	Metrics   *Metrics
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // dueLimit bounds the messages of one destination a round delivers.
@@ -64,10 +70,11 @@ const dueLimit = 256
 // short) makes the next delivery ask the sink's Finder for that message and
 // update it instead of posting another.
 //
-// Deliveries go out in rounds: each round takes the due messages of every
+// Deliveries go out in rounds: each round takes the due messages of one
 // destination (Thread.Destination), delivers those of different work items
-// in parallel, and records how they went in one transaction per
-// destination. A destination whose platform fails DownAfter times in a row
+// in parallel, and records how they went in one transaction. Under Run
+// every destination has its own rounds, so one that is slow holds back no
+// other. A destination whose platform fails DownAfter times in a row
 // is down: its messages wait, their attempts uncounted, while one of them
 // is tried now and then; the first that goes through brings it back. One
 // warning is logged when it goes down and one line when it is back.
@@ -77,6 +84,10 @@ type Deliverer struct {
 
 	mu    sync.Mutex
 	dests map[string]*destination
+	// busy are the destinations Run is delivering to: each has its own
+	// round, so one whose platform is slow to answer (or hangs until the
+	// timeout) holds none of the others.
+	busy map[string]bool
 }
 
 // destination is what the deliverer knows of one destination's health.
@@ -88,6 +99,9 @@ type destination struct {
 	tries    int       // failed tries while down
 	retryAt  time.Time
 	lastErr  string
+	// held says a delivery to it was cut short when Run stopped: Flush
+	// leaves it alone, its messages wait for the next start.
+	held bool
 }
 
 // NewDeliverer returns a Deliverer.
@@ -119,6 +133,9 @@ func NewDeliverer(opts DelivererOptions) *Deliverer {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = time.Second
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
 	}
@@ -128,7 +145,7 @@ func NewDeliverer(opts DelivererOptions) *Deliverer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Deliverer{opts: opts, wake: make(chan struct{}, 1), dests: map[string]*destination{}}
+	return &Deliverer{opts: opts, wake: make(chan struct{}, 1), dests: map[string]*destination{}, busy: map[string]bool{}}
 }
 
 // Wake makes Run look for due messages now.
@@ -137,6 +154,20 @@ func (d *Deliverer) Wake() {
 	case d.wake <- struct{}{}:
 	default:
 	}
+}
+
+// leftAlone returns the destinations Flush does not deliver to: those down
+// and those held when Run stopped.
+func (d *Deliverer) leftAlone() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for name, ds := range d.dests {
+		if ds.down || ds.held {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Down returns the destinations that are down, with the last error of each.
@@ -155,21 +186,23 @@ func (d *Deliverer) Down() map[string]string {
 	return out
 }
 
-// Run delivers until ctx is cancelled. A delivery in flight when ctx ends
-// is finished (within Timeout), not cut short: a post the platform is
-// already making is recorded, so the next start neither repeats nor has to
-// look for it. A try of a destination that is down is cut short. Run then
-// returns without starting another.
+// Run delivers until ctx is cancelled. Each destination has rounds of its
+// own, so one that is slow or hangs holds back no other. A delivery in
+// flight when ctx ends gets StopGrace to finish, not cut short at once: a
+// post the platform is already making is recorded, so the next start
+// neither repeats nor has to look for it. One that takes longer is cut
+// short and handed over (see StopGrace). A try of a destination that is
+// down is cut short at once. Run then returns without starting another.
 func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.opts.Poll)
 	defer t.Stop()
+	call, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+	var rounds sync.WaitGroup
+	defer d.stopRounds(ctx, &rounds, cut)
 	for {
-		n, err := d.deliverDue(ctx, context.WithoutCancel(ctx), true)
-		if err != nil && ctx.Err() == nil {
+		if err := d.startRounds(ctx, call, &rounds); err != nil && ctx.Err() == nil {
 			d.opts.Logger.LogAttrs(ctx, slog.LevelError, "outbox delivery", slog.String("error", err.Error()))
-		}
-		if n > 0 && err == nil && ctx.Err() == nil {
-			continue // a round that tried something: more may be due
 		}
 		select {
 		case <-ctx.Done():
@@ -177,6 +210,66 @@ func (d *Deliverer) Run(ctx context.Context) error {
 		case <-d.wake:
 		case <-t.C:
 		}
+	}
+}
+
+// startRounds starts a round for every destination with messages due that
+// has none under way; when a round ends having tried something, Run looks
+// again at once.
+func (d *Deliverer) startRounds(stop, call context.Context, rounds *sync.WaitGroup) error {
+	due, err := d.due(stop, true)
+	if err != nil {
+		return err
+	}
+	for name, msgs := range due {
+		d.mu.Lock()
+		d.busy[name] = true
+		d.mu.Unlock()
+		rounds.Go(func() {
+			n, err := d.deliverTo(stop, call, name, msgs)
+			d.mu.Lock()
+			delete(d.busy, name)
+			d.mu.Unlock()
+			if err != nil && stop.Err() == nil {
+				d.opts.Logger.LogAttrs(stop, slog.LevelError, "outbox delivery", slog.String("destination", name), slog.String("error", err.Error()))
+			}
+			if n > 0 && err == nil {
+				d.Wake() // a round that tried something: more may be due
+			}
+		})
+	}
+	return nil
+}
+
+// stopRounds waits StopGrace for the rounds under way, then cuts their
+// deliveries short and marks their destinations held.
+func (d *Deliverer) stopRounds(ctx context.Context, rounds *sync.WaitGroup, cut context.CancelFunc) {
+	done := make(chan struct{})
+	go func() {
+		rounds.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(d.opts.StopGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return
+	case <-grace.C:
+	}
+	d.mu.Lock()
+	var held []string
+	for name := range d.busy {
+		if ds := d.dests[name]; ds != nil {
+			ds.held = true
+			held = append(held, name)
+		}
+	}
+	d.mu.Unlock()
+	cut()
+	<-done
+	for _, name := range held {
+		d.opts.Logger.LogAttrs(ctx, slog.LevelInfo, name+" did not answer in time as the deliverer stopped; its messages are sent after the next start",
+			slog.String("destination", name), slog.Duration("waited", d.opts.StopGrace))
 	}
 }
 
@@ -197,7 +290,7 @@ func (d *Deliverer) Flush(ctx context.Context) error {
 			return err
 		}
 		waiting := 0
-		for name := range d.Down() {
+		for _, name := range d.leftAlone() {
 			w, err := d.opts.Store.OutboxWaiting(ctx, name)
 			if err != nil {
 				return err
@@ -234,23 +327,12 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 }
 
 // deliverDue is DeliverDue; no message is started once stop ends, and calls
-// to sinks run under call. Without probe, destinations that are down are
-// left alone.
+// to sinks run under call. Without probe, destinations that are down (or
+// held when Run stopped) are left alone.
 func (d *Deliverer) deliverDue(stop, call context.Context, probe bool) (int, error) {
-	now := d.opts.Now()
-	due, err := d.opts.Store.Due(stop, now, dueLimit, func(name string) bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		ds := d.dests[name]
-		return ds != nil && ds.down && (!probe || now.Before(ds.retryAt))
-	})
+	byDest, err := d.due(stop, probe)
 	if err != nil {
-		return 0, fmt.Errorf("list due outbox messages: %w", err)
-	}
-	byDest := map[string][]OutboxMessage{}
-	for _, m := range due {
-		name := m.Thread.Destination()
-		byDest[name] = append(byDest[name], m)
+		return 0, err
 	}
 	var (
 		wg   sync.WaitGroup
@@ -271,6 +353,31 @@ func (d *Deliverer) deliverDue(stop, call context.Context, probe bool) (int, err
 	}
 	wg.Wait()
 	return n, errors.Join(errs...)
+}
+
+// due returns the messages due now by destination, leaving out the
+// destinations with a round under way and those down, but for a try
+// whose time has come when probe is set.
+func (d *Deliverer) due(ctx context.Context, probe bool) (map[string][]OutboxMessage, error) {
+	now := d.opts.Now()
+	due, err := d.opts.Store.Due(ctx, now, dueLimit, func(name string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.busy[name] {
+			return true
+		}
+		ds := d.dests[name]
+		return ds != nil && (ds.held && !probe || ds.down && (!probe || now.Before(ds.retryAt)))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list due outbox messages: %w", err)
+	}
+	byDest := map[string][]OutboxMessage{}
+	for _, m := range due {
+		name := m.Thread.Destination()
+		byDest[name] = append(byDest[name], m)
+	}
+	return byDest, nil
 }
 
 // attempt is one delivery of a round.

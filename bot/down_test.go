@@ -206,3 +206,96 @@ func TestAMessageThatFailsAloneKeepsItsOwnBackoff(t *testing.T) {
 	require.Equal(t, 6, m.Attempts)
 	require.False(t, m.Dead)
 }
+
+// hangSink is a platform that takes requests and never answers: each
+// delivery waits until its context ends.
+type hangSink struct {
+	started chan string
+	mu      sync.Mutex
+	calls   int
+}
+
+func (s *hangSink) Deliver(ctx context.Context, m bot.OutboxMessage) (string, error) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	s.started <- m.Key
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// quickSink answers at once and says what it delivered.
+type quickSink struct{ delivered chan string }
+
+func (s *quickSink) Deliver(_ context.Context, m bot.OutboxMessage) (string, error) {
+	s.delivered <- m.Key
+	return "r-" + m.Key, nil
+}
+
+// Slack takes a post and never answers (its delivery would wait for the
+// whole timeout): GitHub's messages go out meanwhile, the reverse holds
+// too, and a stop does not wait for the platform that hangs. Its message
+// is handed over to the next start, its attempt on record and uncounted,
+// and the flush at shutdown leaves it alone.
+func TestAPlatformThatHangsHoldsNoOtherNorTheShutdown(t *testing.T) {
+	for _, hung := range []string{bot.SourceSlack, bot.SourceGitHub} {
+		t.Run(hung+" hangs", func(t *testing.T) {
+			store := openStore(t, t.TempDir())
+			hang := &hangSink{started: make(chan string, 8)}
+			quick := &quickSink{delivered: make(chan string, 8)}
+			threads := map[string]bot.Thread{bot.SourceSlack: slackThread, bot.SourceGitHub: bot.GitHubThread("octo", "hello", 7)}
+			other := bot.SourceGitHub
+			if hung == bot.SourceGitHub {
+				other = bot.SourceSlack
+			}
+			logs := &logLines{}
+			d := bot.NewDeliverer(bot.DelivererOptions{
+				Store: store, Sinks: map[string]bot.Sink{hung: hang, other: quick}, Timeout: time.Hour,
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			})
+			put := func(source, key string) {
+				t.Helper()
+				_, err := store.Enqueue(context.Background(), bot.OutboxMessage{Key: key, Thread: threads[source], WorkItemID: key, Kind: bot.OutboxReply, Text: "done"})
+				require.NoError(t, err)
+				d.Wake()
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			stopped := make(chan error, 1)
+			go func() { stopped <- d.Run(ctx) }()
+
+			put(hung, "hung/wi_1/reply")
+			require.Equal(t, "hung/wi_1/reply", <-hang.started)
+			for i := range 3 {
+				key := fmt.Sprintf("other/wi_%d/reply", i)
+				put(other, key)
+				select {
+				case got := <-quick.delivered:
+					require.Equal(t, key, got)
+				case <-time.After(20 * time.Second):
+					t.Fatalf("%s's message waited for %s, which hangs", other, hung)
+				}
+			}
+
+			stop()
+			select {
+			case err := <-stopped:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the deliverer's stop waited for %s, which hangs", hung)
+			}
+			flushCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			require.NoError(t, d.Flush(flushCtx), "the flush leaves the platform that hung alone")
+			hang.mu.Lock()
+			require.Equal(t, 1, hang.calls, "tried once")
+			hang.mu.Unlock()
+			m, err := store.GetOutbox(context.Background(), "hung/wi_1/reply")
+			require.NoError(t, err)
+			require.True(t, m.Pending())
+			require.True(t, m.Attempted, "handed over: the next start looks for it before posting")
+			require.Zero(t, m.Attempts)
+			require.Len(t, logs.at("INFO"), 2, "one line for the hang at the stop, one for what waits")
+		})
+	}
+}
