@@ -299,3 +299,45 @@ func TestAPlatformThatHangsHoldsNoOtherNorTheShutdown(t *testing.T) {
 		})
 	}
 }
+
+// retryLaterSink asks to be tried again later for the keys in wait, as
+// Slack does for a channel it rate-limits, and delivers the rest.
+type retryLaterSink struct {
+	wait      map[string]time.Duration
+	mu        sync.Mutex
+	delivered []string
+}
+
+func (s *retryLaterSink) Deliver(_ context.Context, m bot.OutboxMessage) (string, error) {
+	if w, ok := s.wait[m.Key]; ok {
+		return "", &bot.DeliveryError{Err: errors.New("slack chat.postMessage: ratelimited"), RetryAfter: w}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delivered = append(s.delivered, m.Key)
+	return "r-" + m.Key, nil
+}
+
+// The flush at shutdown sends what it can and does not wait out a retry:
+// a message the platform asked to try again in a minute is left to the
+// next start.
+func TestTheFlushDoesNotWaitForARetry(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	p := &retryLaterSink{wait: map[string]time.Duration{"wi_1/reply": time.Minute}}
+	logs := &logLines{}
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceSlack: p},
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	enqueue(t, store, "wi_1/reply", "wi_1", bot.OutboxReply, "rate limited")
+	enqueue(t, store, "wi_3/status", "wi_3", bot.OutboxStatus, "working")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, d.Flush(ctx), "what waits for a retry is left to the next start")
+	require.Equal(t, []string{"wi_3/status"}, p.delivered)
+	m, err := store.GetOutbox(context.Background(), "wi_1/reply")
+	require.NoError(t, err)
+	require.True(t, m.Pending())
+	require.False(t, m.Dead)
+	require.Empty(t, d.Down(), "a channel's rate limit is not its platform down")
+	require.Len(t, logs.at("INFO"), 1)
+	require.Contains(t, logs.at("INFO")[0], "messages=1")
+}
