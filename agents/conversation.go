@@ -16,13 +16,20 @@ import (
 const conversationVersion = 1
 
 type conversationDoc struct {
-	Version   int           `json:"version"`
-	Agent     string        `json:"agent"`
-	Messages  []llm.Message `json:"messages"`
-	UpdatedAt time.Time     `json:"updated_at"`
+	Version  int           `json:"version"`
+	Agent    string        `json:"agent"`
+	Messages []llm.Message `json:"messages"`
+	// Since is when the run that saved it read the conversation it went on
+	// from: a thread reset after that leaves the document behind.
+	Since     time.Time `json:"since,omitzero"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func (r *Runtime) loadConversation(ctx context.Context, sessionKey, agent string) ([]llm.Message, error) {
+// loadConversation reads the conversation of (sessionKey, agent), or none
+// when the thread was reset (resetAt) after the run that saved it had read
+// its own: that run worked across the reset, and what it kept is from
+// before.
+func (r *Runtime) loadConversation(ctx context.Context, sessionKey, agent string, resetAt time.Time) ([]llm.Message, error) {
 	if r.opts.Conversations == nil || sessionKey == "" {
 		return nil, nil
 	}
@@ -39,6 +46,15 @@ func (r *Runtime) loadConversation(ctx context.Context, sessionKey, agent string
 			slog.String("thread", sessionKey), slog.String("agent", agent), slog.Int("version", doc.Version))
 		return nil, nil
 	}
+	since := doc.Since
+	if since.IsZero() {
+		since = doc.UpdatedAt
+	}
+	if !resetAt.IsZero() && since.Before(resetAt) {
+		r.log.LogAttrs(ctx, slog.LevelInfo, "stored conversation is from before the thread's reset; starting afresh",
+			slog.String("thread", sessionKey), slog.String("agent", agent), slog.Time("reset_at", resetAt))
+		return nil, nil
+	}
 	return doc.Messages, nil
 }
 
@@ -52,6 +68,7 @@ func (r *Runtime) saveConversation(ctx context.Context, rn *run, msgs []llm.Mess
 		Version:   conversationVersion,
 		Agent:     rn.def.Name,
 		Messages:  r.redactMessages(trimHistory(msgs, r.opts.MaxHistory)),
+		Since:     rn.historyAt.UTC(),
 		UpdatedAt: r.opts.Now().UTC(),
 	}
 	raw, err := json.Marshal(doc)

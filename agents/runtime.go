@@ -217,7 +217,9 @@ type run struct {
 	chain         []string // agents from the top-level run down to this one
 	depth         int
 	userMessage   string // the request that started the job
-	progress      bot.Progress
+	// historyAt is when the run read the thread's conversation.
+	historyAt time.Time
+	progress  bot.Progress
 	// requester asked for the work (the lead work item's); ceilings bound
 	// every call of the run: one per requester of its work items, then
 	// inherited. inherited are those from the agents that called this one
@@ -374,7 +376,8 @@ func (r *Runtime) Run(ctx context.Context, req bot.RunRequest, progress bot.Prog
 			r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressChildren, Children: lines})
 		})()
 	}
-	history, err := r.loadConversation(ctx, rn.sessionKey, def.Name)
+	rn.historyAt = r.opts.Now()
+	history, err := r.loadConversation(ctx, rn.sessionKey, def.Name, req.Continuation.ResetAt)
 	if err != nil {
 		return bot.RunResult{}, err
 	}

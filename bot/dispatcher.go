@@ -563,6 +563,7 @@ func (d *Dispatcher) continuation(ctx context.Context, job *Job, items []WorkIte
 			log.Warn("continuation: thread reset", slog.String("error", err.Error()))
 		}
 		since = at
+		c.ResetAt = at
 	}
 	if d.opts.Items != nil {
 		items, _, err := d.opts.Items.ListWorkItems(ctx, WorkItemFilter{Thread: c.SessionKey, Limit: 20})

@@ -116,6 +116,10 @@ type Continuation struct {
 	// At is when it was gathered: the ages of open records are counted to
 	// it.
 	At time.Time
+	// ResetAt is when the thread was last reset, zero if never: nothing
+	// from before it is carried over, not even a conversation saved after
+	// it by a run that had started before.
+	ResetAt time.Time
 }
 
 // EarlierWork is one earlier work item of the thread.
