@@ -137,23 +137,23 @@ func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
 	httpapi.JSON(w, http.StatusOK, rec)
 }
 
-// maxAwait bounds how long one await request waits; a client waits longer
+// MaxAwait bounds how long one await request waits; a client waits longer
 // by asking again.
-const maxAwait = 10 * time.Minute
+const MaxAwait = 10 * time.Minute
 
 func (a *API) awaitRun(w http.ResponseWriter, r *http.Request) {
 	runs, ok := a.runs(w, r)
 	if !ok {
 		return
 	}
-	timeout := maxAwait
+	timeout := MaxAwait
 	if s := r.URL.Query().Get("timeout"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
 			httpapi.Error(w, r, a.logger, bot.Errorf(bot.EINVALID, "timeout %q: want a positive duration such as 30s or 5m", s))
 			return
 		}
-		timeout = min(d, maxAwait)
+		timeout = min(d, MaxAwait)
 	}
 	rec, err := runs.AwaitRun(r.Context(), r.PathValue("id"), timeout)
 	if err != nil {

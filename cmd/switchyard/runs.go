@@ -113,15 +113,28 @@ func newRunsCmd(cl *clientFlags) *cobra.Command {
 		Use:   "await ID",
 		Short: "Wait for a run to end and print it",
 		Long: "Wait until the run ends, or the timeout passes (then it exits 1 and says the run is still\n" +
-			"open), and print its record.",
+			"open), and print its record. The daemon waits at most 10m a request; a longer timeout asks again.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := url.Values{"timeout": {timeout.String()}}
+			if timeout <= 0 {
+				return withCode(exitUsage, fmt.Errorf("--timeout %s: want a positive duration such as 30s or 5m", timeout))
+			}
 			c := cl.client()
-			c.http = &http.Client{Timeout: timeout + 30*time.Second}
+			c.http = &http.Client{Timeout: min(timeout, admin.MaxAwait) + 30*time.Second}
+			deadline := time.Now().Add(timeout)
 			var rec bot.ChildRun
-			if err := c.do(cmd.Context(), "POST", "/api/v1/runs/"+url.PathEscape(args[0])+"/await?"+q.Encode(), nil, &rec); err != nil {
-				return err
+			for {
+				left := min(time.Until(deadline), admin.MaxAwait)
+				q := url.Values{"timeout": {left.Round(time.Millisecond).String()}}
+				asked := time.Now()
+				if err := c.do(cmd.Context(), "POST", "/api/v1/runs/"+url.PathEscape(args[0])+"/await?"+q.Encode(), nil, &rec); err != nil {
+					return err
+				}
+				// A daemon that answered early with the run still open
+				// (shutting down) is not asked again at once.
+				if !rec.Status.Open() || time.Until(deadline) < time.Second || time.Since(asked) < left/2 {
+					break
+				}
 			}
 			out := cmd.OutOrStdout()
 			if awaitJSON {
@@ -137,7 +150,7 @@ func newRunsCmd(cl *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
-	await.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait at most (up to 10m)")
+	await.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait at most")
 	await.Flags().BoolVar(&awaitJSON, "json", false, "print the record as JSON")
 
 	var cancelJSON bool

@@ -104,6 +104,24 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	r = run(t, dir, p.env(), "runs", "await", id, "--timeout", "5s")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, id+"  subagent @helper done")
+	// Unknown ids and bad timeouts say so, with the documented exit codes.
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"runs", "await", "run_404", "--timeout", "1s"}, 1, `"run_404" not found`},
+		{[]string{"runs", "cancel", "run_404"}, 1, `"run_404" not found`},
+		{[]string{"runs", "tree", "wi_404"}, 1, `"wi_404" not found`},
+		{[]string{"workitems", "show", "wi_404"}, 1, `"wi_404" not found`},
+		{[]string{"runs", "await", id, "--timeout", "0s"}, 2, "--timeout 0s: want a positive duration such as 30s or 5m"},
+		{[]string{"runs", "await", id, "--timeout", "-1s"}, 2, "--timeout -1s: want a positive duration such as 30s or 5m"},
+	} {
+		r := run(t, dir, p.env(), tc.args...)
+		require.Equal(t, tc.code, r.code, "%v: %s", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.says, tc.args)
+		require.Empty(t, r.stdout, tc.args)
+	}
 	r = run(t, dir, p.env(), "runs", "cancel", id)
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, id+" is done already")
