@@ -540,7 +540,7 @@ func (c *Subagents) treeLine(r *bot.ChildRun) string {
 	}
 	c.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s @%s: %s · %s", statusMark(r.Status), r.ID, r.Agent, oneLine(r.Task, 60), r.Status)
+	fmt.Fprintf(&b, "%s %s @%s: %s · %s", statusMark(r.Status), r.ID, r.Agent, oneLine(r.Task, 60), strings.ReplaceAll(string(r.Status), "_", " "))
 	if activity != "" {
 		b.WriteString(" · " + oneLine(activity, 60))
 	}

@@ -115,3 +115,26 @@ func TestAHandoffWithALongReasonIsStillInTheLedger(t *testing.T) {
 	require.True(t, strings.HasPrefix(hop.Task, "because because"), hop.Task[:40])
 	require.True(t, strings.HasSuffix(hop.Task, "…"))
 }
+
+// A child past its timeout is reported in the thread as well as to its
+// parent: the status message's tree says it timed out.
+func TestAChildPastItsTimeoutIsShownInTheThread(t *testing.T) {
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "lead" && req.turns() == 0:
+			return reply{Calls: []fakeCall{{ID: "slow", Name: agents.SpawnTool, Args: `{"task":"take forever","agent":"helper","timeout":"500ms"}`}}}
+		case req.Agent == "helper":
+			<-ctx.Done()
+			return reply{}
+		}
+		return reply{Text: "lead heard: " + req.last().text()}
+	})
+	tr := startTree(t, model, treeOptions{})
+	id := tr.send(t, "late", "@lead wait for it")
+	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
+	msgs := tr.messages(t, "late", id)
+	require.Contains(t, msgs["reply"], "timed out after 1s and was cancelled")
+	require.Eventually(t, func() bool {
+		return strings.Contains(tr.messages(t, "late", id)["status"], "@helper: take forever · timed out")
+	}, 10*time.Second, 10*time.Millisecond, "the thread's status shows the child timed out: %s", msgs["status"])
+}
