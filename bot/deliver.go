@@ -57,8 +57,9 @@ type DelivererOptions struct {
 	Now       func() time.Time
 }
 
-// flushMargin is how much longer than an edit interval Flush waits for
-// something to come due before it leaves what is pending to the next start.
+// flushMargin is how much longer than an edit interval or a first retry
+// Flush waits for something to come due before it leaves what is pending
+// to the next start.
 const flushMargin = 500 * time.Millisecond
 
 // dueLimit bounds the messages of one destination a round delivers.
@@ -281,10 +282,10 @@ func (d *Deliverer) stopRounds(ctx context.Context, rounds *sync.WaitGroup, cut 
 // interval, or ctx ends. The daemon calls it at shutdown, after Run has
 // returned (the two must not deliver at once), so the last state reaches the
 // thread. Destinations that are down are not tried: their messages wait
-// for the next start. Nor is a retry waited for: once nothing has come due
-// for longer than an edit interval (and a moment), what is still pending
-// waits out a failure's backoff or a platform's Retry-After, and is sent
-// after the next start. A delivery ctx cuts short is handed over: its
+// for the next start. Nor is a long retry waited for: once nothing has come
+// due for longer than an edit interval or a first failure's backoff (and a
+// moment), what is still pending waits out a longer backoff or a
+// platform's Retry-After, and is sent after the next start. A delivery ctx cuts short is handed over: its
 // attempt is recorded, so the next start finds what it made.
 func (d *Deliverer) Flush(ctx context.Context) error {
 	idle := time.Now()
@@ -309,7 +310,7 @@ func (d *Deliverer) Flush(ctx context.Context) error {
 			pending -= w
 			waiting += w
 		}
-		retrying := n == 0 && time.Since(idle) > d.opts.MinEditInterval+flushMargin
+		retrying := n == 0 && time.Since(idle) > max(d.opts.MinEditInterval, d.backoff(1))+flushMargin
 		if pending <= 0 || retrying {
 			if waiting > 0 {
 				d.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "outbox messages wait for their destination to come back; they are sent after the next start",
