@@ -326,14 +326,23 @@ func (s *Sink) update(ctx context.Context, channel, ts string, opts []slack.MsgO
 // permanentErrors are Slack error codes a retry cannot fix.
 var permanentErrors = map[string]bool{
 	"channel_not_found": true, "not_in_channel": true, "is_archived": true, "msg_too_long": true,
-	"no_text": true, "invalid_blocks": true, "invalid_blocks_format": true, "invalid_auth": true,
-	"not_authed": true, "account_inactive": true, "token_revoked": true, "token_expired": true,
+	"no_text": true, "invalid_blocks": true, "invalid_blocks_format": true,
 	"no_permission": true, "missing_scope": true, "restricted_action": true, "cant_update_message": true,
 	"message_not_found": true, "edit_window_closed": true, "invalid_name": true, "too_many_reactions": true,
 	"thread_not_found": true, "invalid_arguments": true, "team_access_not_granted": true,
 	"ekm_access_denied": true, "invalid_metadata_format": true, "invalid_metadata_schema": true,
 	"channel_is_archived": true, "cannot_reply_to_message": true, "duplicate_channel_not_found": true,
 	"msg_blocks_too_long": true, "invalid_charset": true, "not_allowed_token_type": true,
+}
+
+// refusedToken are the Slack error codes of a bot token Slack refuses. No
+// message gets past them, but they are the workspace's trouble, not the
+// message's: a token revoked and restored, or put right in the config, lets
+// every message through again. They count as Slack failing, so the
+// destination goes down and its messages wait, as the adapter keeps trying
+// auth.test, instead of each message being given up with a warning.
+var refusedToken = map[string]bool{
+	"invalid_auth": true, "not_authed": true, "account_inactive": true, "token_revoked": true, "token_expired": true,
 }
 
 // classify maps a Web API failure to what the outbox should do with it.
@@ -348,6 +357,8 @@ func (s *Sink) classify(channel, method string, err error) error {
 	var se slack.SlackErrorResponse
 	if errors.As(err, &se) {
 		switch {
+		case refusedToken[se.Err]:
+			return wrapped
 		case permanentErrors[se.Err]:
 			return &bot.DeliveryError{Err: wrapped, Permanent: true}
 		case se.Err == "ratelimited":
