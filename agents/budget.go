@@ -246,7 +246,7 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 	g := bot.Grant{Tokens: c.tokens, At: b.now()}
 	switch hit.kind {
 	case capWall:
-		g = bot.Grant{Seconds: int64(c.wall / time.Second), At: b.now()}
+		g = bot.Grant{Seconds: wallGrant(c, cur[0], b.now()), At: b.now()}
 	case capCost:
 		g = bot.Grant{Cost: c.cost, At: b.now()}
 	}
@@ -256,6 +256,15 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 	b.log.LogAttrs(ctx, slog.LevelInfo, "budget raised", slog.String("budget", c.key), slog.Int64("tokens", g.Tokens),
 		slog.Int64("seconds", g.Seconds), slog.Float64("cost", g.Cost), slog.String("agent", rn.def.Name))
 	return nil
+}
+
+// wallGrant is the seconds an approval of more wall time adds to c: as
+// much again as the cap, counted from the approval, however long the
+// decision took.
+func wallGrant(c budgetCap, s bot.Spend, now time.Time) int64 {
+	level := c.wall + time.Duration(s.GrantedSeconds)*time.Second
+	more := max(c.wall, now.Sub(s.Since)+c.wall-level)
+	return int64((more + time.Second - 1) / time.Second)
 }
 
 func (b *Budgets) refuse(mark, why string) error {

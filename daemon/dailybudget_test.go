@@ -80,3 +80,33 @@ func TestADailyCapAsksEveryRequestThatReachesIt(t *testing.T) {
 		})
 	}
 }
+
+// TestMoreWallTimeCountsFromTheApproval: a tree at its wall time asks for
+// more; the approval gives that much more from when it is given, however
+// long the person took, so the tree goes on without asking again at once.
+func TestMoreWallTimeCountsFromTheApproval(t *testing.T) {
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch req.turns() {
+		case 0:
+			return reply{Calls: []fakeCall{{ID: "ls", Name: "list_directory", Args: `{"path":"."}`}}}
+		case 1:
+			sleep(1200 * time.Millisecond)(ctx)
+			return reply{Calls: []fakeCall{{ID: "ls2", Name: "list_directory", Args: `{"path":"."}`}}}
+		}
+		return reply{Text: "listed twice"}
+	})
+	tr := startTree(t, model, treeOptions{config: func(c *config.Config) { c.Budgets.Tree.WallTime = time.Second }})
+	id := tr.send(t, "wall", "@lead list it twice")
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (1s of wall time): approve 1s more?", ap.Reason)
+	// The person takes longer to answer than the tree's whole budget.
+	time.Sleep(3 * time.Second)
+	code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/approve", "")
+	require.Equal(t, 200, code, string(body))
+	wi := tr.finished(t, id, time.Minute)
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	require.Equal(t, "listed twice", tr.messages(t, "wall", id)["reply"])
+	code, body = tr.do(t, "GET", "/api/v1/approvals", "")
+	require.Equal(t, 200, code, string(body))
+	require.JSONEq(t, "[]", string(body), "asked once")
+}
