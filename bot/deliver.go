@@ -450,14 +450,16 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 		return 0, fmt.Errorf("record delivery attempts to %s: %w", name, err)
 	}
 
-	// Each work item's messages are one queue; queues run in parallel.
+	// Each thread's messages are one queue, delivered one after another in
+	// the order they were first enqueued, so a thread reads in order
+	// however many work items it has, and so does a work item; threads run
+	// in parallel. A failure holds back the rest of its work item, not its
+	// thread.
 	var queues [][]OutboxMessage
 	index := map[string]int{}
+	join := queueOf(msgs)
 	for _, m := range msgs {
-		id := m.WorkItemID
-		if id == "" {
-			id = "\x00" + m.Key
-		}
+		id := join(m)
 		i, ok := index[id]
 		if !ok {
 			i = len(queues)
@@ -477,12 +479,20 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 	for range min(d.opts.Parallel, len(queues)) {
 		wg.Go(func() {
 			for q := range work {
+				failed := map[string]bool{} // work items with a message that failed
 				for _, m := range q {
 					mu.Lock()
 					halt := wentDown
 					mu.Unlock()
 					if halt || stop.Err() != nil {
 						break
+					}
+					item := m.WorkItemID
+					if item == "" {
+						item = "\x00" + m.Key
+					}
+					if failed[item] {
+						continue // the rest of its work item waits for it
 					}
 					a := d.deliver(call, sink, m)
 					mu.Lock()
@@ -504,7 +514,7 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 					attempts = append(attempts, a)
 					mu.Unlock()
 					if a.err != nil {
-						break // the rest of its work item waits for it
+						failed[item] = true
 					}
 				}
 			}
@@ -531,6 +541,35 @@ func (d *Deliverer) deliverTo(stop, call context.Context, name string, msgs []Ou
 		d.goDown(call, ds, source, hold)
 	}
 	return len(attempts), err
+}
+
+// queueOf returns which queue of a round each of msgs goes in: messages
+// of one thread share one, and so do those of one work item (a work item
+// reports in one thread, but nothing makes it), so a queue is what one
+// thread or one work item holds, joined.
+func queueOf(msgs []OutboxMessage) func(OutboxMessage) string {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(x string) string {
+		p, ok := parent[x]
+		if !ok || p == x {
+			return x
+		}
+		r := find(p)
+		parent[x] = r
+		return r
+	}
+	thread := func(m OutboxMessage) string { return "t\x00" + m.Thread.Key() }
+	for _, m := range msgs {
+		if m.WorkItemID == "" {
+			continue
+		}
+		a, b := find(thread(m)), find("w\x00"+m.WorkItemID)
+		if a != b {
+			parent[b] = a
+		}
+	}
+	return func(m OutboxMessage) string { return find(thread(m)) }
 }
 
 // try delivers one message of a destination that is down, when its time has

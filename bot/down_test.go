@@ -341,3 +341,69 @@ func TestTheFlushDoesNotWaitForARetry(t *testing.T) {
 	require.Len(t, logs.at("INFO"), 1)
 	require.Contains(t, logs.at("INFO")[0], "messages=1")
 }
+
+// slowSink is a platform that answers some work items' messages slowly,
+// can be unreachable, and keeps what each thread shows in order.
+type slowSink struct {
+	slow  map[string]time.Duration // work item → how long its messages take
+	mu    sync.Mutex
+	down  bool
+	shown map[string][]string // thread → keys, in the order they were posted
+}
+
+func (s *slowSink) Deliver(ctx context.Context, m bot.OutboxMessage) (string, error) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return "", errors.New("dial tcp: connection refused")
+	}
+	select {
+	case <-time.After(s.slow[m.WorkItemID]):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shown[m.Thread.Key()] = append(s.shown[m.Thread.Key()], m.Key)
+	return "r-" + m.Key, nil
+}
+
+// Two requests in one issue wait while GitHub is down; when it is back,
+// the issue shows their messages in the order they were written, though
+// one request's messages take GitHub longer to post than the other's.
+func TestAThreadReadsInOrderWhenItsPlatformComesBack(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	sink := &slowSink{slow: map[string]time.Duration{"wi_1": 30 * time.Millisecond}, down: true, shown: map[string][]string{}}
+	now := time.Now()
+	d := bot.NewDeliverer(bot.DelivererOptions{Store: store, Sinks: map[string]bot.Sink{bot.SourceGitHub: sink}, Now: func() time.Time { return now }})
+	issue := bot.GitHubThread("octo", "hello", 7)
+	var want []string
+	for _, m := range []struct{ key, item string }{
+		{"wi_1/status", "wi_1"}, {"wi_2/status", "wi_2"}, {"wi_1/reply", "wi_1"}, {"wi_2/reply", "wi_2"},
+		{"wi_3/status", "wi_3"}, {"wi_1/reaction/rocket", "wi_1"}, {"wi_3/reply", "wi_3"}, {"wi_2/reaction/rocket", "wi_2"},
+	} {
+		kind := bot.OutboxReply
+		if strings.HasSuffix(m.key, "/status") {
+			kind = bot.OutboxStatus
+		}
+		_, err := store.Enqueue(ctx, bot.OutboxMessage{Key: m.key, Thread: issue, WorkItemID: m.item, Kind: kind, Text: m.key})
+		require.NoError(t, err)
+		want = append(want, m.key)
+	}
+	_, err := d.DeliverDue(ctx)
+	require.NoError(t, err)
+	require.Contains(t, d.Down(), "github/octo")
+
+	sink.mu.Lock()
+	sink.down = false
+	sink.mu.Unlock()
+	for range 5 {
+		now = now.Add(time.Minute)
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+	}
+	require.Empty(t, d.Down())
+	require.Equal(t, want, sink.shown[issue.Key()])
+}
