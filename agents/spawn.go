@@ -525,6 +525,13 @@ func (r *Runtime) cancelChildCall(ctx context.Context, rn *run, input json.RawMe
 		a.Note = "it had ended already; nothing was cancelled"
 		return a.json(), nil
 	}
+	if rec.Kind != bot.RunSubagent {
+		what := "a handoff"
+		if rec.Kind == bot.RunAgentCall {
+			what = "an agent call"
+		}
+		return "", tools.Refuse("%s is %s, not a subagent: cancel_child cancels subagents", rec.ID, what)
+	}
 	rec, err = r.children.cancel(ctx, rec, fmt.Sprintf("cancelled by @%s (%s)", rn.def.Name, rn.jobID), "@"+rn.def.Name)
 	if err != nil {
 		return "", err

@@ -39,7 +39,27 @@ func (r runsDesk) AwaitRun(ctx context.Context, id string, timeout time.Duration
 	return r.d.subagents.Await(ctx, id, timeout)
 }
 
+// CancelRun cancels a record with the work it stands for: a subagent's
+// run is stopped; a handoff's work item, which the agent it went to works
+// on, is cancelled first and the record takes its receipt; an agent called
+// as a tool ends with its caller's call, so it is refused with where to
+// cancel instead. No record says cancelled beside work that goes on.
 func (r runsDesk) CancelRun(ctx context.Context, id, reason, by string) (*bot.ChildRun, error) {
+	rec, err := r.d.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status.Open() {
+		switch rec.Kind {
+		case bot.RunAgentCall:
+			return nil, bot.Errorf(bot.ECONFLICT, "%s is @%s called as a tool inside the run of %s, and ends with that call; "+
+				"cancel %s to stop it", id, rec.Agent, rec.ParentLinks.WorkItemID, rec.ParentLinks.WorkItemID)
+		case bot.RunHandoff:
+			if _, err := (canceller{r.d}).CancelWorkItem(ctx, rec.ChildWorkItemID, reason, by); err != nil {
+				return nil, fmt.Errorf("cancel %s, the work item %s handed on: %w", id, rec.ChildWorkItemID, err)
+			}
+		}
+	}
 	return r.d.subagents.Cancel(ctx, id, reason, by)
 }
 

@@ -156,7 +156,7 @@ func newRunsCmd(cl *clientFlags) *cobra.Command {
 	var cancelJSON bool
 	cancel := &cobra.Command{
 		Use:   "cancel ID",
-		Short: "Cancel a queued or running subagent, with a receipt",
+		Short: "Cancel a queued or running subagent or handoff, and the work it stands for, with a receipt",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rec bot.ChildRun
