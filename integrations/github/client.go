@@ -267,7 +267,7 @@ func (c *Client) AppSlug(ctx context.Context) (string, error) {
 	}
 	app, _, err := c.app.Apps.Get(ctx, "")
 	if err != nil {
-		return "", fmt.Errorf("get github app %d: %w", c.appID, closeTokenError(err))
+		return "", fmt.Errorf("get github app %d: %w", c.appID, inWords(closeTokenError(err)))
 	}
 	if app.GetSlug() == "" {
 		return "", fmt.Errorf("get github app %d: GitHub answered without a slug", c.appID)
@@ -421,7 +421,7 @@ func (c *Client) InstallationForRepo(ctx context.Context, owner, repo string) (i
 		if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound {
 			err = bot.Errorf(bot.ENOTFOUND, "the GitHub App is not installed on %s", full)
 		} else {
-			err = fmt.Errorf("installation of %s: %w", full, err)
+			err = fmt.Errorf("installation of %s: %w", full, inWords(err))
 		}
 		if ctx.Err() == nil {
 			c.mu.Lock()

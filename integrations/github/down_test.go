@@ -190,3 +190,46 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// A message GitHub will never take (the issue is gone, the comment is
+// refused) is given up at once, not retried, and says why in GitHub's
+// words, with neither the request's URL nor Go's rendering of the details.
+func TestAMessageGitHubRefusesEndsFailedWithItsReason(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail failure
+		want string
+	}{
+		{"issue gone", failure{status: http.StatusNotFound, body: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/issues/comments#create-an-issue-comment"}`},
+			"comment on github:octo/hello#7: GitHub answered 404: Not Found"},
+		{"deleted", failure{status: http.StatusGone, body: `{"message":"This issue was deleted"}`},
+			"comment on github:octo/hello#7: GitHub answered 410: This issue was deleted"},
+		{"refused", failure{status: http.StatusUnprocessableEntity,
+			body: `{"message":"Validation Failed","errors":[{"resource":"IssueComment","code":"custom","field":"body","message":"body is too long (maximum is 65536 characters)"}]}`},
+			"comment on github:octo/hello#7: GitHub answered 422: Validation Failed (body is too long (maximum is 65536 characters))"},
+		{"refused without a message", failure{status: http.StatusUnprocessableEntity, body: `<html>no</html>`},
+			"comment on github:octo/hello#7: GitHub answered 422: Unprocessable Entity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t)
+			logs := &syncBuffer{}
+			d := bot.NewDeliverer(bot.DelivererOptions{
+				Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)},
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			})
+			_, err := e.store.Enqueue(ctx, bot.OutboxMessage{Key: "wi_1/reply", Thread: bot.GitHubThread("octo", "hello", 7), WorkItemID: "wi_1", Kind: bot.OutboxReply, Text: "done"})
+			require.NoError(t, err)
+			e.gh.fail(createComment, tc.fail)
+			_, err = d.DeliverDue(ctx)
+			require.NoError(t, err)
+			m, err := e.store.GetOutbox(ctx, "wi_1/reply")
+			require.NoError(t, err)
+			require.True(t, m.Dead, "given up at once")
+			require.Equal(t, "permanent: "+tc.want, m.LastError)
+			require.Equal(t, 1, e.gh.callCount(createComment), "tried once")
+			require.Len(t, logs.lines("WARN", "outbox message given up"), 1)
+			require.Empty(t, d.Down(), "one message refused is not GitHub down")
+		})
+	}
+}

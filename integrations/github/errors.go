@@ -2,6 +2,7 @@ package github
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -74,6 +75,36 @@ func deliveryError(err error, now time.Time) error {
 		return err
 	case code >= 400:
 		return &bot.DeliveryError{Err: err, Permanent: true}
+	}
+	return err
+}
+
+// apiError is an answer of GitHub's REST API that refused a request, in
+// words: its status and GitHub's own explanation, where go-github's text
+// carries the request's URL and Go's rendering of the details ("404 Not
+// Found []"). It is what a message given up says.
+type apiError struct{ er *gh.ErrorResponse }
+
+func (e *apiError) Error() string {
+	code := 0
+	if e.er.Response != nil {
+		code = e.er.Response.StatusCode
+	}
+	msg := githubMessage(e.er)
+	if msg == "" {
+		msg = ": " + http.StatusText(code)
+	}
+	return fmt.Sprintf("GitHub answered %d%s", code, msg)
+}
+
+func (e *apiError) Unwrap() error { return e.er }
+
+// inWords returns err with a refusal of GitHub's REST API in words (see
+// apiError); the refusal stays in its chain for errors.As.
+func inWords(err error) error {
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) && err == error(er) {
+		return &apiError{er: er}
 	}
 	return err
 }

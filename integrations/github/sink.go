@@ -87,13 +87,13 @@ func (s *Sink) comment(ctx context.Context, c *gh.Client, msg bot.OutboxMessage)
 			return "", permanent(fmt.Errorf("outbox message %s: remote id %q is not a comment id", msg.Key, msg.RemoteID))
 		}
 		if _, _, err := c.Issues.EditComment(ctx, th.Owner, th.Repo, id, &gh.IssueComment{Body: &body}); err != nil {
-			return "", deliveryError(fmt.Errorf("edit comment %d on %s: %w", id, th, err), s.now())
+			return "", deliveryError(fmt.Errorf("edit comment %d on %s: %w", id, th, inWords(err)), s.now())
 		}
 		return msg.RemoteID, nil
 	}
 	created, _, err := c.Issues.CreateComment(ctx, th.Owner, th.Repo, th.Number, &gh.IssueComment{Body: &body})
 	if err != nil {
-		return "", deliveryError(fmt.Errorf("comment on %s: %w", th, err), s.now())
+		return "", deliveryError(fmt.Errorf("comment on %s: %w", th, inWords(err)), s.now())
 	}
 	return strconv.FormatInt(created.GetID(), 10), nil
 }
@@ -129,7 +129,7 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 	for range markerPages {
 		comments, resp, err := c.Issues.ListComments(ctx, th.Owner, th.Repo, th.Number, opts)
 		if err != nil {
-			return "", false, deliveryError(fmt.Errorf("list comments of %s: %w", th, err), s.now())
+			return "", false, deliveryError(fmt.Errorf("list comments of %s: %w", th, inWords(err)), s.now())
 		}
 		for _, cm := range comments {
 			if u := cm.GetUser(); u.GetType() == "Bot" && strings.EqualFold(u.GetLogin(), self) && strings.Contains(cm.GetBody(), mark) {
@@ -222,7 +222,7 @@ func (s *Sink) react(ctx context.Context, c *gh.Client, msg bot.OutboxMessage) (
 		return "", permanent(fmt.Errorf("outbox message %s: target %q: want comment:<id>, review_comment:<id> or issue:<number>", msg.Key, target))
 	}
 	if err != nil {
-		return "", deliveryError(fmt.Errorf("react %s on %s %s: %w", content, th, target, err), s.now())
+		return "", deliveryError(fmt.Errorf("react %s on %s %s: %w", content, th, target, inWords(err)), s.now())
 	}
 	return strconv.FormatInt(r.GetID(), 10), nil
 }
