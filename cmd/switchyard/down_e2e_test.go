@@ -35,6 +35,10 @@ import (
 // what reached it, by what it is about, to show each message arrived once.
 type unreachableGitHub struct {
 	down atomic.Bool
+	// hang, while set, takes every request and never answers it; hung
+	// counts the requests it holds.
+	hang atomic.Bool
+	hung atomic.Int64
 
 	mu        sync.Mutex
 	reactions map[string]int     // comment id → reactions created
@@ -55,6 +59,11 @@ func (g *unreachableGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			conn.Close()
 		}
+		return
+	}
+	if g.hang.Load() {
+		g.hung.Add(1)
+		<-r.Context().Done()
 		return
 	}
 	reply := func(status int, v any) {
@@ -335,4 +344,68 @@ func TestAnUnreachableGitHubCostsLittle(t *testing.T) {
 		return ok && v == 0
 	}, 10*time.Second, 100*time.Millisecond)
 	require.Equal(t, 1, strings.Count(log.String(), "github/acme is back"))
+}
+
+// GitHub takes requests and answers none, so the daemon cannot know yet
+// that it is down (a delivery waits up to 30 s): SIGTERM still stops it
+// within 2 s, and after a restart with GitHub answering again each
+// message is posted once.
+func TestAGitHubThatHangsDoesNotHoldTheShutdown(t *testing.T) {
+	const statuses = 20
+	fake := newUnreachableGitHub()
+	fake.hang.Store(true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: fake}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	dir := t.TempDir()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), pemKey, 0o600))
+	cfg := fmt.Sprintf(`github:
+  app_id: 1
+  app_slug: switchyard
+  private_key_file: ./app.pem
+  webhook_secret: e2e-secret
+  api_url: http://%s/
+`, ln.Addr())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	store := bolttest.Open(t, filepath.Join(dir, "data"))
+	var msgs []bot.OutboxMessage
+	for i := range statuses {
+		wi := fmt.Sprintf("wi_%d", i+1)
+		msgs = append(msgs, bot.OutboxMessage{Key: wi + "/status", Thread: bot.GitHubThread("acme", "api", i+1), WorkItemID: wi,
+			Kind: bot.OutboxStatus, Text: "⏳ triage is working on " + wi})
+	}
+	require.NoError(t, store.EnqueueAll(t.Context(), msgs))
+	require.NoError(t, store.Close())
+
+	log := &lockedLog{}
+	cmd, done := startLogged(t, dir, freeAddr(t), log)
+	require.Eventually(t, func() bool { return fake.hung.Load() > 0 }, 20*time.Second, 20*time.Millisecond, "nothing reached GitHub")
+	stop := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		require.NoError(t, err, "exit status 0")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not stop within 20 s of SIGTERM")
+	}
+	took := time.Since(stop)
+	t.Logf("SIGTERM to exit with GitHub hanging: %s", took.Round(time.Millisecond))
+	require.Less(t, took, 2*time.Second)
+
+	fake.hang.Store(false)
+	_, _ = startLogged(t, dir, freeAddr(t), &lockedLog{})
+	require.Eventually(t, func() bool {
+		_, c := fake.counts()
+		return len(c) == statuses
+	}, 60*time.Second, 100*time.Millisecond, "every status posted")
+	_, c := fake.counts()
+	for k, n := range c {
+		require.Equal(t, 1, n, "comments of %s", k)
+	}
 }
