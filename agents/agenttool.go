@@ -226,6 +226,9 @@ func (t *handoffTool) Run(ctx context.Context, _ tools.CallContext, input json.R
 	if target.Name == rn.def.Name {
 		return "", tools.Refuse("the work item is already yours")
 	}
+	if msg := t.rt.packageOff(rn.target, target); msg != "" {
+		return "", tools.Refuse("handoff refused: %s", msg)
+	}
 	if rn.handedOff() != nil {
 		return "", tools.Refuse("the work item was already handed off in this run")
 	}

@@ -40,6 +40,14 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 		msg := fmt.Sprintf("agent %q is not defined (agents: %s)", rec.Agent, strings.Join(r.agentNames(), ", "))
 		return c.ended(rec, bot.JobRecords{}, bot.RunEnd{Status: bot.RunFailed, Error: msg}), nil
 	}
+	thread := req.Thread
+	if thread.IsZero() {
+		thread = req.Job.Thread
+	}
+	// Its package may have been disabled since the spawn.
+	if msg := r.packageOff(targetOf(thread.Key(), def.Name), def); msg != "" {
+		return c.ended(rec, bot.JobRecords{}, bot.RunEnd{Status: bot.RunFailed, Error: msg}), nil
+	}
 	timeout := childTimeout(rec, r.subagentLimits(def))
 	deadline := rec.CreatedAt.Add(timeout)
 	if !r.opts.Now().Before(deadline) {
@@ -52,10 +60,6 @@ func (r *Runtime) runChild(ctx context.Context, req bot.RunRequest, progress bot
 	defer stop()
 	defer c.started(rec, cancel)()
 
-	thread := req.Thread
-	if thread.IsZero() {
-		thread = req.Job.Thread
-	}
 	rn := &run{
 		def:           def,
 		jobID:         req.Job.ID,

@@ -306,6 +306,11 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 	if !ok {
 		return nil, false, nil, tools.Refuse("spawn refused: there is no agent %q (agents: %s)", agent, strings.Join(r.agentNames(), ", "))
 	}
+	// A package's agent runs only where its package is enabled, as a
+	// subagent as much as called as a tool.
+	if msg := r.packageOff(rn.target, def); msg != "" {
+		return nil, false, nil, tools.Refuse("spawn refused: %s", msg)
+	}
 	timeout := limits.Timeout
 	if t := time.Duration(in.Timeout); t > 0 {
 		timeout = min(t, limits.Timeout)
