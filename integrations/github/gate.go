@@ -190,6 +190,9 @@ func (g *Gate) botDetail(ev *bot.Event) string {
 // person who asks an agent by name needs MinPermission. The permission
 // looked up is recorded as the requester's.
 func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.IngressReason, string, error) {
+	if r := editAsks(ev, route); r != nil {
+		return r, "", nil
+	}
 	if !route.Kind.Explicit() {
 		detail := "no mention, command or rule matched"
 		if len(route.Unknown) > 0 {
@@ -236,6 +239,25 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 		}, "", nil
 	}
 	return nil, "", nil
+}
+
+// editAsks refuses what an edit did not add. An edit asks only for the
+// agents it mentions anew (its event's mentions are those it added): the
+// command and the text of the body were there before and were acted on
+// then, so an edit that adds "cc @bob" to a "/deploy prod" comment deploys
+// nothing again. An issue or pull request edit still matches rules, which
+// read its labels; a comment edit matches none. What asks for nobody is
+// left to the no_route answer every event gets.
+func editAsks(ev *bot.Event, route bot.Route) *bot.IngressReason {
+	event, _ := kindParts(ev.Kind)
+	if !ev.Edited || !route.Kind.Explicit() || route.Kind == bot.RouteMention || route.Kind == bot.RouteRule && !isComment(event) {
+		return nil
+	}
+	detail := "the edit adds no mention of an agent"
+	if len(route.Unknown) > 0 {
+		detail += "; " + bot.NoAgent(route.Unknown, nil)
+	}
+	return &bot.IngressReason{Code: bot.IgnoreEdited, Detail: detail}
 }
 
 // MinPermission is what a person needs to ask for work.

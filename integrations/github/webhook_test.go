@@ -322,6 +322,20 @@ func TestTriggerRules(t *testing.T) {
 			want: want{reason: bot.IgnoreEdited},
 		},
 		{
+			name: "an edit that mentions a person runs no command again", event: "issue_comment",
+			payload: issueCommentPayload("edited", person("alice"), "/deploy prod\n\ncc @bob", ptr("/deploy prod")),
+			want:    want{reason: bot.IgnoreEdited},
+		},
+		{
+			name: "an edit that mentions a person matches no rule again", event: "pull_request_review_comment",
+			payload: payload{
+				"action": "edited", "comment": payload{"id": 8, "body": "see docs/x.md, cc @bob"}, "changes": payload{"body": payload{"from": "see docs/x.md"}},
+				"pull_request": payload{"number": 9, "labels": []payload{{"name": "bug"}}}, "repository": repository(), "sender": person("alice"),
+				"installation": payload{"id": testInstallation},
+			},
+			want: want{reason: bot.IgnoreEdited},
+		},
+		{
 			name: "an issue edit keeps old mentions quiet", event: "issues",
 			payload: issuesPayload("edited", person("alice"), "@coder fix the crash (typo fixed)", ptr("@coder fix the crahs")),
 			want:    want{reason: bot.IgnoreNoRoute},
