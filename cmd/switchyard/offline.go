@@ -147,7 +147,7 @@ func newExplainCmd(cl *clientFlags) *cobra.Command {
 	f.StringVar(&repo, "repo", "", "repository owner/name")
 	f.StringArrayVar(&paths, "path", nil, "a changed file of a pull request (repeatable)")
 	f.StringVar(&actor, "actor", "", "who sent it: a GitHub login, a Slack member id, a console user, a schedule's name")
-	f.StringVar(&permission, "permission", "", "the actor's permission on the GitHub repository (read, triage, write, maintain, admin), for the rights; default: what github.min_permission asks of a mention or command")
+	f.StringVar(&permission, "permission", "", "the actor's permission on the GitHub repository (read, triage, write, maintain, admin), held to github.min_permission and giving the rights; default: what github.min_permission asks of a mention or command, named as a condition")
 	f.BoolVar(&isBot, "bot", false, "the actor is a bot")
 	f.StringVar(&channel, "channel", "", "Slack channel id")
 	f.IntVar(&number, "number", 0, "issue or pull request number")

@@ -153,8 +153,12 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 		if c.Approve {
 			verb = "approve"
 		}
+		who := "the author"
+		if ev.Actor != "" {
+			who = "@" + ev.Actor
+		}
 		return &bot.IngressReason{Code: bot.IgnoreApproval,
-			Detail: fmt.Sprintf("@%s asks to %s %s; the decision is in the audit log", ev.Actor, verb, cmp.Or(c.ApprovalID, "(no id)"))}
+			Detail: fmt.Sprintf("%s asks to %s %s; the decision is in the audit log", who, verb, cmp.Or(c.ApprovalID, "(no id)"))}
 	}
 	if action == "edited" && isComment(event) && len(ev.Mentions) == 0 {
 		return &bot.IngressReason{Code: bot.IgnoreEdited, Detail: "the edit adds no mention"}
@@ -214,6 +218,11 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 	repo := cmp.Or(ev.Repo, "the repository")
 	min := g.rules.Load().min
 	if g.opts.Offline {
+		if perm, err := ParsePermission(ev.Requester.Permission); err == nil && ev.Requester.Permission != "" {
+			// Given with the event (explain --permission): a fact, not a
+			// condition.
+			return admitted(ev, perm, min, repo), "", nil
+		}
 		who := "the author"
 		if ev.Actor != "" {
 			who = "@" + ev.Actor
@@ -231,14 +240,21 @@ func (g *Gate) Admit(ctx context.Context, ev *bot.Event, route bot.Route) (*bot.
 	}
 	// The permission was looked up anyway: the run's ceiling needs it.
 	ev.Requester.Permission = string(perm)
-	if !perm.AtLeast(min) {
-		return &bot.IngressReason{Code: bot.IgnoreUnauthorized,
-			Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", ev.Actor, perm, repo, min),
-			Tell: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
-				ev.Actor, min, repo),
-		}, "", nil
+	return admitted(ev, perm, min, repo), "", nil
+}
+
+// admitted refuses ev's mention or command when its author's permission
+// is below min, and says so in words its author is told.
+func admitted(ev *bot.Event, perm, min Permission, repo string) *bot.IngressReason {
+	if perm.AtLeast(min) {
+		return nil
 	}
-	return nil, "", nil
+	who := cmp.Or(ev.Actor, "the author")
+	return &bot.IngressReason{Code: bot.IgnoreUnauthorized,
+		Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", who, perm, repo, min),
+		Tell: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
+			ev.Actor, min, repo),
+	}
 }
 
 // editAsks refuses what an edit did not add. An edit asks only for the
