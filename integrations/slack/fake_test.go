@@ -38,7 +38,8 @@ const (
 type apiCall struct {
 	Method string
 	Form   url.Values
-	TS     string // the ts the fake answered chat.postMessage with
+	TS     string    // the ts the fake answered chat.postMessage with
+	At     time.Time // when the fake received it
 }
 
 // fakeFailure is how the fake answers one call of a method instead of
@@ -225,7 +226,7 @@ func (fs *fakeSlack) serveAPI(rw http.ResponseWriter, r *http.Request) {
 	fs.mu.Lock()
 	fs.nextTS++
 	ts := fmt.Sprintf("%d.%06d", fs.epoch, fs.nextTS)
-	fs.calls = append(fs.calls, apiCall{Method: method, Form: r.PostForm, TS: ts})
+	fs.calls = append(fs.calls, apiCall{Method: method, Form: r.PostForm, TS: ts, At: time.Now()})
 	var failure *fakeFailure
 	if q := fs.failures[method]; len(q) > 0 {
 		failure, fs.failures[method] = &q[0], q[1:]
