@@ -130,6 +130,7 @@ func TestExplainADeliveryAgainAfterSIGHUP(t *testing.T) {
 	require.Equal(t, "reviewer", now["agent"])
 	require.Equal(t, "review-prs", now["rule"])
 
+	var problems []string // logged, read once the daemon has stopped
 	for _, tc := range []struct{ name, tail, problem string }{
 		{"bad YAML", "  rules: [\n", "config.yaml:"},
 		{"an unknown key", "  rulez: []\n", `config.yaml:9: routing.rulez: unknown key`},
@@ -141,7 +142,7 @@ func TestExplainADeliveryAgainAfterSIGHUP(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(good+tc.tail), 0o600))
 			p.hup(t, false)
-			require.Contains(t, p.log.String(), `level=ERROR msg="config problem: `+tc.problem)
+			problems = append(problems, tc.problem)
 			rep := explain()
 			require.Equal(t, "reviewer", rep["now"].(map[string]any)["agent"], "the config in effect stays")
 			// Made good again, so the next case's refusal is its own.
@@ -163,4 +164,10 @@ func TestExplainADeliveryAgainAfterSIGHUP(t *testing.T) {
 	default:
 	}
 	require.Equal(t, "1", p.metric(t, "switchyard_config_last_reload_successful"))
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait())
+	for _, problem := range problems {
+		require.Contains(t, p.log.String(), `level=ERROR msg="config problem: `+problem)
+	}
 }

@@ -24,6 +24,23 @@ func newHealth(log *slog.Logger) *health {
 	return &health{log: log, reason: "connecting"}
 }
 
+// setReconnecting records that a connection that was up is being opened
+// again. That is no failure, and most often a routine refresh Slack asks
+// for every few hours, so it is logged at debug; a failure while
+// reconnecting is reported as any other (setDown), and then the connection
+// coming back too.
+func (h *health) setReconnecting(reason string) {
+	h.mu.Lock()
+	was := h.up
+	if was {
+		h.up, h.reason = false, reason
+	}
+	h.mu.Unlock()
+	if was {
+		h.log.Debug("slack reconnecting", slog.String("reason", reason))
+	}
+}
+
 // get reports whether Slack's events reach the adapter and, when not,
 // why.
 func (h *health) get() (bool, string) {
@@ -35,15 +52,17 @@ func (h *health) get() (bool, string) {
 // setUp records that events flow again.
 func (h *health) setUp(attrs ...any) {
 	h.mu.Lock()
-	was, wasUp := h.up, h.wasUp
+	was, wasUp, failed := h.up, h.wasUp, h.failed
 	h.up, h.failed, h.reason, h.wasUp = true, false, "", true
 	h.mu.Unlock()
 	switch {
 	case was:
-	case wasUp:
+	case !wasUp:
+		h.log.Info("slack connected", attrs...)
+	case failed:
 		h.log.Info("slack is back", attrs...)
 	default:
-		h.log.Info("slack connected", attrs...)
+		h.log.Debug("slack reconnected", attrs...)
 	}
 }
 

@@ -111,7 +111,16 @@ func (a *Adapter) socketRequest(evt socketmode.Event) (*socketmode.Request, bool
 			reason = connectionTrouble(ce.ErrorObj)
 		}
 		a.health.setDown(reason)
-	case socketmode.EventTypeConnecting, socketmode.EventTypeHello, socketmode.EventTypeInvalidAuth:
+	case socketmode.EventTypeConnecting:
+		// The client opens a new connection by itself after losing one
+		// (Slack's refresh, a dropped websocket): no events flow until it
+		// is open, however long apps.connections.open takes. A first
+		// connection is already reported down ("connecting").
+		if ce, ok := evt.Data.(*slack.ConnectingEvent); ok && ce.ConnectionCount > 0 {
+			a.health.setReconnecting("socket mode connection lost; reconnecting")
+		}
+		log.Debug("slack socket mode", slog.String("event", string(evt.Type)))
+	case socketmode.EventTypeHello, socketmode.EventTypeInvalidAuth:
 		// A refused open ends the client's run, which says why.
 		log.Debug("slack socket mode", slog.String("event", string(evt.Type)))
 	case socketmode.EventTypeIncomingError, socketmode.EventTypeErrorWriteFailed:

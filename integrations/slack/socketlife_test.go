@@ -3,6 +3,7 @@ package slack
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,4 +97,34 @@ func TestSocketModeLivesThroughWhatSlackDoesToIt(t *testing.T) {
 	fs.sendEnvelope("env-last", "events_api", body, 0)
 	require.Equal(t, "env-last", nextAck())
 	require.Equal(t, n, items())
+}
+
+// While the websocket is gone and apps.connections.open takes its time (a
+// network that lost Slack), Slack is reported down: events do not reach
+// the daemon, whatever the reason, until a connection is open again.
+func TestSocketModeIsDownWhileItReconnects(t *testing.T) {
+	fs := newFakeSlack(t)
+	h := newHarnessWith(t, ModeSocket, fs, newTestStore(t), nil)
+	require.Eventually(t, func() bool { up, _ := h.a.Health(); return up }, 10*time.Second, 5*time.Millisecond)
+
+	release := make(chan struct{})
+	open := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(open)
+	fs.mu.Lock()
+	fs.intercept = func(method string, _ int) *fakeFailure {
+		if method == "apps.connections.open" {
+			<-release
+		}
+		return nil
+	}
+	fs.mu.Unlock()
+	fs.dropSocket()
+	require.Eventually(t, func() bool { up, _ := h.a.Health(); return !up }, 10*time.Second, 5*time.Millisecond,
+		"Slack is down while no connection is open")
+	_, why := h.a.Health()
+	require.Equal(t, "socket mode connection lost; reconnecting", why)
+	open()
+	require.Eventually(t, func() bool { up, _ := h.a.Health(); return up }, 10*time.Second, 5*time.Millisecond)
+	h.fs.sendEnvelope("env-again", "events_api", eventBody("EvAgain", mentionEvent("U1", "<@UBOT> hi", "1700000050.000100", "")), 0)
+	require.Equal(t, "env-again", h.fs.nextAck(t).EnvelopeID)
 }
