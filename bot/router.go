@@ -358,8 +358,13 @@ func (r *Router) Route(ev *Event) Route {
 	if len(ev.Mentions) > 0 {
 		// The text named someone, but no agent.
 		route.Unknown = ev.Mentions
-		if route.Kind == RouteDefault {
+		switch route.Kind {
+		case RouteDefault:
 			route.Reason = "default: " + NoAgent(ev.Mentions, r.names)
+		case RouteKeyword:
+			// A guess from the words, so the name the person gave is
+			// worth saying too.
+			route.Reason += "; " + NoAgent(ev.Mentions, r.names)
 		}
 	}
 	return route
