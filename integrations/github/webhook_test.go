@@ -322,6 +322,21 @@ func TestTriggerRules(t *testing.T) {
 			want: want{reason: bot.IgnoreEdited},
 		},
 		{
+			name: "a mention in an HTML comment asks nothing", event: "issue_comment",
+			payload: issueCommentPayload("created", person("alice"), "<!-- @coder fix this -->\nThanks, looks good.", nil),
+			want:    want{reason: bot.IgnoreNoRoute},
+		},
+		{
+			name: "an edit that takes a request out of its quote asks", event: "issue_comment",
+			payload: issueCommentPayload("edited", person("alice"), "@coder fix this", ptr("> @coder fix this")),
+			want:    want{agent: "coder"},
+		},
+		{
+			name: "an edit that quotes a request asks nothing", event: "issue_comment",
+			payload: issueCommentPayload("edited", person("alice"), "> @coder fix this\n\nthanks", ptr("thanks")),
+			want:    want{reason: bot.IgnoreEdited},
+		},
+		{
 			name: "an edit that mentions a person runs no command again", event: "issue_comment",
 			payload: issueCommentPayload("edited", person("alice"), "/deploy prod\n\ncc @bob", ptr("/deploy prod")),
 			want:    want{reason: bot.IgnoreEdited},
