@@ -789,7 +789,7 @@ func replicaName() string {
 // sweeps what the retention of the config in effect lets go (the store logs
 // what it removed).
 func (d *Daemon) upkeep(ctx context.Context) {
-	t := time.NewTicker(time.Hour)
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
 		if n, err := d.store.ExpireDedup(ctx, time.Now()); err != nil && ctx.Err() == nil {
@@ -801,12 +801,27 @@ func (d *Daemon) upkeep(ctx context.Context) {
 		if _, err := d.store.Sweep(ctx, time.Now(), retention); err != nil && ctx.Err() == nil {
 			d.log.Warn("retention sweep", slog.String("error", err.Error()))
 		}
+		t.Reset(sweepEvery(retention))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// sweepEvery is how long the daemon waits between two retention sweeps:
+// an hour, or half the shortest retention when that is shorter (a
+// retention of minutes or seconds), so nothing outlives its retention by
+// more than half as long again; never more often than once a second.
+func sweepEvery(r bot.Retention) time.Duration {
+	every := time.Hour
+	for _, d := range []time.Duration{r.Payloads, r.Records, r.Audit} {
+		if d > 0 {
+			every = min(every, d/2)
+		}
+	}
+	return max(every, time.Second)
 }
 
 // Close releases the store of a daemon that was never served.

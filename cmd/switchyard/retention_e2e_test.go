@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,4 +104,31 @@ func TestRetentionAndCompact(t *testing.T) {
 	r = run(t, dir, p.env(), "workitems", "list", "--limit", "1000")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 55, strings.Count(r.stdout, "\nwi_"), "everything that was left is there")
+}
+
+// With retention set to seconds, what finishes while the daemon runs is
+// gone within seconds, not at the next hourly sweep.
+func TestRetentionOfSecondsSweepsWhileTheDaemonRuns(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("retention:\n  payloads: 3s\n  records: 3s\n"), 0o600))
+	p := serve(t, dir, freeAddr(t))
+	token := p.token(t)
+	resp, err := p.post(token, "/api/v1/messages", `{"thread":"t-1","text":"a request"}`)
+	require.NoError(t, err)
+	var accepted struct {
+		WorkItemID string `json:"work_item_id"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&accepted))
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	id := accepted.WorkItemID
+	require.NotEmpty(t, id)
+	// The daemon has no model: the request fails at once, and is finished.
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p.env(), "workitems", "show", id)
+		return r.code == 0 && strings.Contains(r.stdout, "failed")
+	}, 20*time.Second, 100*time.Millisecond, "the request ends")
+	require.Eventually(t, func() bool {
+		return run(t, dir, p.env(), "workitems", "show", id).code != 0
+	}, 30*time.Second, 200*time.Millisecond, "a work item finished longer ago than its 3 s retention is swept while the daemon runs")
 }
