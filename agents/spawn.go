@@ -52,7 +52,7 @@ var (
 		`"open":{"type":"boolean","description":"Only those still queued or running"}},"additionalProperties":false}`)
 	awaitChildSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"id":{"type":"string","description":"The subagent's id (run_…)"},` +
-		`"timeout":{"type":["integer","string"],"description":"Seconds (or a duration such as \"2m\") to wait at most; default 5 minutes"}},` +
+		`"timeout":{"type":["integer","string"],"description":"Seconds (or a duration such as \"2m\") to wait at most; 0 checks without waiting; default 5 minutes"}},` +
 		`"required":["id"],"additionalProperties":false}`)
 	cancelChildSchema = json.RawMessage(`{"type":"object","properties":{` +
 		`"id":{"type":"string","description":"The subagent's id (run_…)"}},"required":["id"],"additionalProperties":false}`)
@@ -102,6 +102,24 @@ func (d *duration) setSeconds(n float64) error {
 	default:
 		*d = duration(time.Duration(n * float64(time.Second)))
 	}
+	return nil
+}
+
+// optionalDuration is a duration that says whether one was given: null
+// and "" are none.
+type optionalDuration struct {
+	d   duration
+	set bool
+}
+
+func (o *optionalDuration) UnmarshalJSON(b []byte) error {
+	var d duration
+	if err := d.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	var s string
+	unset := string(b) == "null" || (json.Unmarshal(b, &s) == nil && strings.TrimSpace(s) == "")
+	*o = optionalDuration{d: d, set: !unset}
 	return nil
 }
 
@@ -484,8 +502,10 @@ const defaultAwait = 5 * time.Minute
 
 func (r *Runtime) awaitChildCall(ctx context.Context, rn *run, input json.RawMessage) (string, error) {
 	var in struct {
-		ID      string   `json:"id"`
-		Timeout duration `json:"timeout"`
+		ID string `json:"id"`
+		// Timeout is unset when not given (the default); 0 checks
+		// without waiting.
+		Timeout optionalDuration `json:"timeout"`
 	}
 	if err := tools.DecodeInput(input, &in); err != nil {
 		return "", err
@@ -495,10 +515,10 @@ func (r *Runtime) awaitChildCall(ctx context.Context, rn *run, input json.RawMes
 		return "", err
 	}
 	wait := defaultAwait
-	if t := time.Duration(in.Timeout); t > 0 {
-		wait = t
+	if in.Timeout.set {
+		wait = time.Duration(in.Timeout.d)
 	}
-	if rec.Status.Open() {
+	if rec.Status.Open() && wait > 0 {
 		if rec, err = r.awaitChild(ctx, rn, rec, r.opts.Now().Add(wait), nil); err != nil {
 			return "", err
 		}
@@ -506,6 +526,9 @@ func (r *Runtime) awaitChildCall(ctx context.Context, rn *run, input json.RawMes
 	a := answerOf(rec)
 	if rec.Status.Open() {
 		a.Note = fmt.Sprintf("still %s after waiting %s; await again later, or cancel_child", rec.Status, wait)
+		if wait == 0 {
+			a.Note = fmt.Sprintf("still %s; await it (with a timeout) to wait for its answer, or cancel_child", rec.Status)
+		}
 		return a.json(), nil
 	}
 	if rec.Status != bot.RunDone {

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +138,48 @@ func TestAChildPastItsTimeoutIsShownInTheThread(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(tr.messages(t, "late", id)["status"], "@helper: take forever · timed out")
 	}, 10*time.Second, 10*time.Millisecond, "the thread's status shows the child timed out: %s", msgs["status"])
+}
+
+// TestAwaitChildTimeouts: await_child waits as long as its timeout says, 0
+// checks without waiting, and none (or null, or "") waits the default.
+func TestAwaitChildTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "helper":
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return reply{Text: "slow one done"}
+		case req.Agent == "lead" && req.turns() == 0:
+			return reply{Calls: []fakeCall{{ID: "bg", Name: agents.SpawnTool, Args: `{"task":"slow","agent":"helper","background":true}`}}}
+		case req.Agent == "lead" && req.turns() == 1:
+			var bg struct{ ID string }
+			require.NoError(t, json.Unmarshal([]byte(req.results()["bg"]), &bg))
+			first := req.first()
+			timeout := first[strings.Index(first, "timeout ")+len("timeout "):]
+			return reply{Calls: []fakeCall{{ID: "await", Name: agents.AwaitChildTool, Args: `{"id":"` + bg.ID + `","timeout":` + timeout + `}`}}}
+		}
+		return reply{Text: "lead read: " + req.results()["await"]}
+	})
+	// Each case leaves its helper working until the test ends.
+	tr := startTree(t, model, treeOptions{workers: 8})
+	for _, tc := range []struct{ timeout, note string }{
+		{"0", "; await it (with a timeout) to wait for its answer, or cancel_child"},
+		{`"0s"`, "; await it (with a timeout) to wait for its answer, or cancel_child"},
+		{"1", " after waiting 1s; await again later, or cancel_child"},
+		{`"1.5s"`, " after waiting 1.5s; await again later, or cancel_child"},
+	} {
+		t.Run(tc.timeout, func(t *testing.T) {
+			thread := "await-" + strings.Trim(tc.timeout, `"`)
+			id := tr.send(t, thread, "@lead spawn and await with timeout "+tc.timeout)
+			wi := tr.finished(t, id, time.Minute)
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			reply := tr.messages(t, thread, id)["reply"]
+			require.Regexp(t, `"status":"(queued|running)"`, reply)
+			require.Regexp(t, `"note":"still (queued|running)`+regexp.QuoteMeta(tc.note)+`"`, reply)
+		})
+	}
 }
