@@ -107,6 +107,14 @@ type destination struct {
 	// held says a delivery to it was cut short when Run stopped: Flush
 	// leaves it alone, its messages wait for the next start.
 	held bool
+	// backAt is when it last came back, after backTries tries: one that
+	// goes down again soon after (a platform failing now and then) goes on
+	// from that backoff instead of starting again at DownBackoff, so a
+	// flapping platform is tried, and logged, at most every
+	// MaxDownBackoff or so.
+	backAt    time.Time
+	backTries int
+	carried   int // tries carried over into this time down
 }
 
 // NewDeliverer returns a Deliverer.
@@ -601,7 +609,8 @@ func (d *Deliverer) try(stop context.Context, source string, sink Sink, ds *dest
 	}
 	err := d.record(context.WithoutCancel(stop), source, []DeliveryOutcome{a.outcome})
 	d.mu.Lock()
-	downFor, tries := now.Sub(ds.since).Round(time.Second), ds.tries+1
+	downFor, tries := now.Sub(ds.since).Round(time.Second), ds.tries+1-ds.carried
+	ds.backAt, ds.backTries = now, ds.tries+1
 	ds.down, ds.failures, ds.tries, ds.lastErr = false, 0, 0, ""
 	d.mu.Unlock()
 	d.opts.Metrics.SinkUp.WithLabelValues(ds.name).Set(1)
@@ -622,7 +631,11 @@ func (d *Deliverer) goDown(ctx context.Context, ds *destination, source string, 
 	now := d.opts.Now()
 	d.mu.Lock()
 	ds.down, ds.since, ds.tries = true, now, 0
-	ds.retryAt = now.Add(max(d.downBackoff(1), hold))
+	if !ds.backAt.IsZero() && now.Sub(ds.backAt) < d.opts.MaxDownBackoff {
+		ds.tries = ds.backTries // down again soon after it came back
+	}
+	ds.carried = ds.tries
+	ds.retryAt = now.Add(max(d.downBackoff(ds.tries+1), hold))
 	lastErr := ds.lastErr
 	d.mu.Unlock()
 	d.opts.Metrics.SinkUp.WithLabelValues(ds.name).Set(0)

@@ -407,3 +407,49 @@ func TestAThreadReadsInOrderWhenItsPlatformComesBack(t *testing.T) {
 	require.Empty(t, d.Down())
 	require.Equal(t, want, sink.shown[issue.Key()])
 }
+
+// flappingSink fails three deliveries in a row, then takes one, and again.
+type flappingSink struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *flappingSink) Deliver(_ context.Context, m bot.OutboxMessage) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if s.n%4 != 0 {
+		return "", errors.New("502 Bad Gateway")
+	}
+	return "r-" + m.Key, nil
+}
+
+// A platform that fails now and then, often enough to go down again soon
+// after each time it comes back: the wait between tries goes on growing
+// instead of starting again at a second each time, so ten minutes of it
+// log a few dozen lines, not one pair a second.
+func TestAFlappingPlatformIsNotLoggedAtEveryFlap(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	logs := &logLines{}
+	d := bot.NewDeliverer(bot.DelivererOptions{
+		Store: store, Sinks: map[string]bot.Sink{bot.SourceGitHub: &flappingSink{}}, Parallel: 1, MaxAttempts: 1000,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Now:    func() time.Time { return now },
+	})
+	for i := range 500 {
+		_, err := store.Enqueue(ctx, bot.OutboxMessage{Key: fmt.Sprintf("wi_%d/reply", i), Thread: bot.GitHubThread("acme", "api", i+1),
+			WorkItemID: fmt.Sprintf("wi_%d", i), Kind: bot.OutboxReply, Text: "done"})
+		require.NoError(t, err)
+	}
+	for range 600 {
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		now = now.Add(time.Second)
+	}
+	warns := len(logs.at("WARN"))
+	t.Logf("%d warnings and %d lines in 10 minutes of flapping", warns, len(logs.at("WARN"))+len(logs.at("INFO")))
+	require.Greater(t, warns, 1, "it went down more than once")
+	require.LessOrEqual(t, warns, 40, "at most a warning every 30 s or so, after the first few")
+}
