@@ -182,7 +182,7 @@ func (c Continuation) Text() string {
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > max {
-		return s[:max] + "…"
+		return strings.ToValidUTF8(s[:max], "") + "…"
 	}
 	return s
 }
