@@ -171,3 +171,34 @@ func TestExplainADeliveryAgainAfterSIGHUP(t *testing.T) {
 		require.Contains(t, p.log.String(), `level=ERROR msg="config problem: `+problem)
 	}
 }
+
+// A Slack message described without its author is a person's: explain
+// decides it as intake would, and when slack.allowed_users is set, says the
+// decision rests on the author being in it, rather than refusing it as a
+// message nobody wrote.
+func TestExplainASlackMessageWithoutItsAuthor(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "slack:\n  mode: http\n  bot_token: xoxb-e2e\n  signing_secret: e2e\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	r := run(t, dir, nil, "explain", "--source", "slack", "--text", "@coder fix the login test")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "coder (mention @coder); rights "), r.stdout)
+	r = run(t, dir, nil, "explain", "--source", "slack", "--text", "> @coder fix the login test")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "mention @coder", "a quote asks nothing")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg+"  allowed_users: [UANA01]\n"), 0o600))
+	r = run(t, dir, nil, "explain", "--source", "slack", "--text", "@coder fix the login test", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Equal(t, true, got["work_item"])
+	require.Equal(t, "coder", got["agent"])
+	require.Equal(t, "the author is in slack.allowed_users", got["needs"])
+	r = run(t, dir, nil, "explain", "--source", "slack", "--actor", "UBOB02", "--text", "@coder fix the login test")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "no work item (not_allowed): user or channel outside slack.allowed_users / allowed_channels\n", r.stdout)
+	r = run(t, dir, nil, "explain", "--source", "slack", "--actor", "UANA01", "--text", "@coder fix the login test")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stdout, "coder (mention @coder); rights "), r.stdout)
+}

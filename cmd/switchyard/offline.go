@@ -238,7 +238,8 @@ func offlineRights(s *daemon.Setup, e *bot.Explanation, requester bot.Requester)
 
 // offlineIntake decides like the daemon's intake, with the sources' gates
 // built from the config alone: nothing is stored, no platform is asked, and
-// what only a platform could answer (a GitHub permission) is named as a
+// what only a platform could answer (a GitHub permission) or the
+// description leaves out (a Slack author on an allow list) is named as a
 // condition of the decision.
 func offlineIntake(s *daemon.Setup) *bot.Intake {
 	gopts := github.GateOptions{Offline: true}
@@ -252,7 +253,7 @@ func offlineIntake(s *daemon.Setup) *bot.Intake {
 	}
 	return bot.NewIntake(bot.IntakeOptions{Router: s.Router, Gates: map[string]bot.Gate{
 		bot.SourceGitHub: github.NewGate(gopts),
-		bot.SourceSlack:  slack.NewGate(channels, users),
+		bot.SourceSlack:  slack.NewOfflineGate(channels, users),
 	}})
 }
 

@@ -17,6 +17,10 @@ import (
 // the adapter's business: those are never stored.
 type Gate struct {
 	lists atomic.Pointer[allowLists]
+	// offline decides events described to explain from the config alone:
+	// one that names no author is a person's whose id is not known, so
+	// the user allow list is a condition of the decision, not a refusal.
+	offline bool
 }
 
 // allowLists are the allow lists in effect; nil maps allow everyone.
@@ -32,6 +36,16 @@ var _ bot.Gate = (*Gate)(nil)
 func NewGate(allowedChannels, allowedUsers []string) *Gate {
 	g := &Gate{}
 	g.Allow(allowedChannels, allowedUsers)
+	return g
+}
+
+// NewOfflineGate returns the gate explain decides with from the config
+// alone: as NewGate's, but an event that names no author is taken as a
+// person's, and the user allow list, when there is one, is what the
+// decision rests on.
+func NewOfflineGate(allowedChannels, allowedUsers []string) *Gate {
+	g := NewGate(allowedChannels, allowedUsers)
+	g.offline = true
 	return g
 }
 
@@ -81,7 +95,7 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 		return refuse(bot.IgnoreDeleted, "a deleted message")
 	case !personalSubtypes[ev.Subtype]:
 		return refuse(bot.IgnoreUnsupported, "message subtype "+ev.Subtype)
-	case ev.Actor == "":
+	case ev.Actor == "" && !g.offline:
 		return refuse(bot.IgnoreUnsupported, "message without a user")
 	case !g.allowed(ev.Channel, ev.Actor):
 		r := refuse(bot.IgnoreNotAllowed, notAllowed)
@@ -94,15 +108,20 @@ func (g *Gate) Screen(ev *bot.Event) *bot.IngressReason {
 }
 
 // Admit implements bot.Gate: on Slack, whoever passed the allow lists may
-// ask any agent.
-func (g *Gate) Admit(context.Context, *bot.Event, bot.Route) (*bot.IngressReason, string, error) {
+// ask any agent. Offline, an author not named is in the user allow list
+// on condition.
+func (g *Gate) Admit(_ context.Context, ev *bot.Event, _ bot.Route) (*bot.IngressReason, string, error) {
+	if g.offline && ev.Actor == "" && g.lists.Load().users != nil {
+		return nil, "the author is in slack.allowed_users", nil
+	}
 	return nil, "", nil
 }
 
-// allowed applies the allow lists.
+// allowed applies the allow lists. Offline, an author not named passes
+// the user list (see Admit).
 func (g *Gate) allowed(channel, user string) bool {
 	l := g.lists.Load()
-	if l.users != nil && !l.users[user] {
+	if l.users != nil && !l.users[user] && !(g.offline && user == "") {
 		return false
 	}
 	if l.channels != nil && !isDM(channel) && !l.channels[channel] {
