@@ -3,6 +3,7 @@ package slack
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,8 +24,7 @@ func TestSocketModeLivesThroughWhatSlackDoesToIt(t *testing.T) {
 	opens := fs.callsOf("apps.connections.open")
 	require.Len(t, opens, 2, "one refused, one that worked")
 	require.GreaterOrEqual(t, opens[1].At.Sub(opens[0].At), time.Second, "Retry-After is kept")
-	up, _ := h.a.Health()
-	require.True(t, up)
+	require.Eventually(t, func() bool { up, _ := h.a.Health(); return up }, 10*time.Second, 5*time.Millisecond)
 
 	n := 0
 	mention := func() ([]byte, string) {
@@ -89,9 +89,12 @@ func TestSocketModeLivesThroughWhatSlackDoesToIt(t *testing.T) {
 	fs.fail("apps.connections.open", fakeFailure{status: http.StatusTooManyRequests, retryAfter: "1"})
 	before = conns()
 	fs.dropSocket()
-	require.Eventually(t, func() bool { up, _ := h.a.Health(); return !up }, 10*time.Second, time.Millisecond)
-	_, why := h.a.Health()
-	require.Contains(t, why, "rate")
+	// First the connection is lost, then Slack's answer says why it stays
+	// so for the Retry-After.
+	require.Eventually(t, func() bool {
+		up, why := h.a.Health()
+		return !up && strings.Contains(why, "rate limit")
+	}, 10*time.Second, time.Millisecond)
 	reconnected(before)
 	body, _ = mention()
 	fs.sendEnvelope("env-last", "events_api", body, 0)
