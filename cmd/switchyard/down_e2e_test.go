@@ -409,3 +409,76 @@ func TestAGitHubThatHangsDoesNotHoldTheShutdown(t *testing.T) {
 		require.Equal(t, 1, n, "comments of %s", k)
 	}
 }
+
+// Slack is unreachable while GitHub answers: GitHub's messages go out,
+// Slack goes down once (switchyard_sink_up{sink="slack"} 0) with its
+// messages waiting, and SIGTERM stops the daemon within 2 s.
+func TestSlackDownHoldsNeitherGitHubNorTheShutdown(t *testing.T) {
+	const each = 20
+	fake := newUnreachableGitHub()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: fake}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	slackLn, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	slackAddr := slackLn.Addr().String()
+	require.NoError(t, slackLn.Close()) // nothing listens there: connection refused
+
+	dir := t.TempDir()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), pemKey, 0o600))
+	cfg := fmt.Sprintf(`github:
+  app_id: 1
+  app_slug: switchyard
+  private_key_file: ./app.pem
+  webhook_secret: e2e-secret
+  api_url: http://%s/
+slack:
+  mode: http
+  bot_token: xoxb-e2e
+  signing_secret: %s
+  api_url: http://%s/api/
+`, ln.Addr(), e2eSigningSecret, slackAddr)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	store := bolttest.Open(t, filepath.Join(dir, "data"))
+	var msgs []bot.OutboxMessage
+	for i := range each {
+		wi := fmt.Sprintf("wi_%d", i+1)
+		msgs = append(msgs,
+			bot.OutboxMessage{Key: wi + "/reply", Thread: bot.SlackThread("T1", "C1", fmt.Sprintf("1700000000.%06d", i+1)), WorkItemID: wi,
+				Kind: bot.OutboxReply, Text: "done " + wi},
+			bot.OutboxMessage{Key: "gh_" + wi + "/status", Thread: bot.GitHubThread("acme", "api", i+1), WorkItemID: "gh_" + wi,
+				Kind: bot.OutboxStatus, Text: "⏳ triage is working on " + wi})
+	}
+	require.NoError(t, store.EnqueueAll(t.Context(), msgs))
+	require.NoError(t, store.Close())
+
+	addr := freeAddr(t)
+	log := &lockedLog{}
+	cmd, done := startLogged(t, dir, addr, log)
+	require.Eventually(t, func() bool {
+		_, c := fake.counts()
+		return len(c) == each
+	}, 30*time.Second, 100*time.Millisecond, "GitHub's messages go out while Slack is down")
+	require.Eventually(t, func() bool { return sinkUp(addr, "slack") == 0 }, 30*time.Second, 100*time.Millisecond, "slack never went down")
+	require.Equal(t, 1.0, sinkUp(addr, "github/acme"))
+	// One warning for the outbox (and one of its own for the events the
+	// adapter cannot take while Slack does not answer auth.test).
+	require.Equal(t, 1, strings.Count(log.String(), "slack is down: its messages wait"), "one warning")
+
+	stop := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		require.NoError(t, err, "exit status 0")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not stop within 20 s of SIGTERM")
+	}
+	took := time.Since(stop)
+	t.Logf("SIGTERM to exit with Slack down: %s", took.Round(time.Millisecond))
+	require.Less(t, took, 2*time.Second)
+}
