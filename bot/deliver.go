@@ -293,8 +293,9 @@ func (d *Deliverer) stopRounds(ctx context.Context, rounds *sync.WaitGroup, cut 
 // for the next start. Nor is a long retry waited for: once nothing has come
 // due for longer than an edit interval or a first failure's backoff (and a
 // moment), what is still pending waits out a longer backoff or a
-// platform's Retry-After, and is sent after the next start. A delivery ctx cuts short is handed over: its
-// attempt is recorded, so the next start finds what it made.
+// platform's Retry-After, and is sent after the next start. A delivery ctx
+// cuts short is handed over: its attempt is recorded, so the next start
+// finds what it made.
 func (d *Deliverer) Flush(ctx context.Context) error {
 	idle := time.Now()
 	for {
