@@ -55,7 +55,7 @@ func (r runsDesk) CancelRun(ctx context.Context, id, reason, by string) (*bot.Ch
 			return nil, bot.Errorf(bot.ECONFLICT, "%s is @%s called as a tool inside the run of %s, and ends with that call; "+
 				"cancel %s to stop it", id, rec.Agent, rec.ParentLinks.WorkItemID, rec.ParentLinks.WorkItemID)
 		case bot.RunHandoff:
-			if _, err := (canceller{r.d}).CancelWorkItem(ctx, rec.ChildWorkItemID, reason, by); err != nil {
+			if _, err := canceller(r).CancelWorkItem(ctx, rec.ChildWorkItemID, reason, by); err != nil {
 				return nil, fmt.Errorf("cancel %s, the work item %s handed on: %w", id, rec.ChildWorkItemID, err)
 			}
 		}
