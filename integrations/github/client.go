@@ -71,6 +71,15 @@ type Client struct {
 	// lookupRetry: a backlog of messages to a repository GitHub cannot
 	// resolve asks once, not once a message.
 	failed map[string]failedLookup
+	// accounts remembers, by account, whether the App is installed there,
+	// for lookupRetry (see installedOn).
+	accounts map[string]accountLookup
+	// lost are the accounts whose installation went away while this
+	// process ran (uninstalled, as GitHub's answers or a webhook said):
+	// what waits for one waits for the App to be installed there again.
+	lost map[string]bool
+	// owners are the accounts of the installations ForRepo handed out.
+	owners map[int64]string
 	slug   string // the App's, once known
 	now    func() time.Time
 }
@@ -84,6 +93,11 @@ const lookupRetry = 5 * time.Second
 type failedLookup struct {
 	err   error
 	until time.Time
+}
+
+type accountLookup struct {
+	installed bool
+	until     time.Time
 }
 
 type installationClient struct {
@@ -118,7 +132,8 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	c := &Client{
 		appID: opts.AppID, jwt: &appJWT{key: key, appID: opts.AppID, now: time.Now}, base: base, tr: opts.Transport,
 		installations: opts.Installations, logger: opts.Logger,
-		clients: map[int64]*installationClient{}, repos: map[string]int64{}, failed: map[string]failedLookup{}, now: time.Now,
+		clients: map[int64]*installationClient{}, repos: map[string]int64{}, failed: map[string]failedLookup{},
+		accounts: map[string]accountLookup{}, lost: map[string]bool{}, owners: map[int64]string{}, now: time.Now,
 		slug: opts.AppSlug,
 	}
 	atr, err := c.appsTransport()
@@ -349,6 +364,10 @@ func (c *Client) refused(id int64, ic *installationClient, gone bool) {
 				delete(c.repos, repo)
 			}
 		}
+		if account, ok := c.owners[id]; ok {
+			c.lost[account] = true
+			delete(c.accounts, account)
+		}
 	}
 	c.mu.Unlock()
 	if !gone || c.installations == nil {
@@ -383,8 +402,58 @@ func (c *Client) ForRepo(ctx context.Context, owner, repo string) (*gh.Client, i
 	if err != nil {
 		return nil, 0, err
 	}
+	c.mu.Lock()
+	c.owners[id] = strings.ToLower(owner)
+	c.mu.Unlock()
 	g, err := c.Installation(id)
 	return g, id, err
+}
+
+// markLost records that the App's installation on account went away.
+func (c *Client) markLost(account string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost[strings.ToLower(account)] = true
+	delete(c.accounts, strings.ToLower(account))
+}
+
+// wasLost reports whether the App's installation on account went away
+// while this process ran, and it has not been seen installed since.
+func (c *Client) wasLost(account string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost[strings.ToLower(account)]
+}
+
+// installedOn reports whether the App is installed on account (a user or
+// an organisation), asking GitHub and remembering its answer for
+// lookupRetry. A repository no installation covers is either left out of
+// the account's installation (nothing sent there will get through) or on
+// an account the App was removed from or never installed on (what waits
+// for it gets through once it is installed again).
+func (c *Client) installedOn(ctx context.Context, account string) (bool, error) {
+	key := strings.ToLower(account)
+	c.mu.Lock()
+	known, ok := c.accounts[key]
+	c.mu.Unlock()
+	if ok && c.now().Before(known.until) {
+		return known.installed, nil
+	}
+	_, _, err := c.app.Apps.FindUserInstallation(ctx, account)
+	installed := err == nil
+	if err != nil {
+		var er *gh.ErrorResponse
+		if !errors.As(err, &er) || er.Response == nil || er.Response.StatusCode != http.StatusNotFound {
+			return false, fmt.Errorf("installation on %s: %w", account, inWords(err))
+		}
+	}
+	c.mu.Lock()
+	c.accounts[key] = accountLookup{installed: installed, until: c.now().Add(lookupRetry)}
+	if installed {
+		delete(c.lost, key)
+	}
+	c.mu.Unlock()
+	return installed, nil
 }
 
 // InstallationForRepo finds the installation that covers owner/repo: first

@@ -233,3 +233,75 @@ func TestAMessageGitHubRefusesEndsFailedWithItsReason(t *testing.T) {
 		})
 	}
 }
+
+// The App is uninstalled from an account while its replies wait, and
+// installed again (under a new id): the replies wait meanwhile, none given
+// up, with one warning, and are posted once each when it is back. A
+// repository the App is not installed on, on an account it never was,
+// gives its message up at once.
+func TestMessagesWaitForTheAppToBeInstalledAgain(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	now := time.Now()
+	e.client.now = func() time.Time { return now }
+	logs := &syncBuffer{}
+	metrics := bot.NewMetrics(prometheus.NewRegistry())
+	d := bot.NewDeliverer(bot.DelivererOptions{
+		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)}, Metrics: metrics,
+		Now:    func() time.Time { return now },
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	round := func() {
+		t.Helper()
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		now = now.Add(time.Minute)
+	}
+	th := bot.GitHubThread("octo", "hello", 7)
+	put := func(key string) {
+		t.Helper()
+		_, err := e.store.Enqueue(ctx, bot.OutboxMessage{Key: key, Thread: th, WorkItemID: strings.Split(key, "/")[0], Kind: bot.OutboxReply, Text: key})
+		require.NoError(t, err)
+	}
+	put("wi_0/reply")
+	round()
+	require.Len(t, e.gh.threadComments("octo/hello#7"), 1)
+
+	e.gh.uninstall(testInstallation)
+	for i := 1; i <= 6; i++ {
+		put(fmt.Sprintf("wi_%d/reply", i))
+	}
+	for range 6 {
+		round()
+	}
+	require.Contains(t, d.Down(), "github/octo")
+	require.Equal(t, 0.0, testutil.ToFloat64(metrics.SinkUp.WithLabelValues("github/octo")))
+	for i := 1; i <= 6; i++ {
+		m, err := e.store.GetOutbox(ctx, fmt.Sprintf("wi_%d/reply", i))
+		require.NoError(t, err)
+		require.False(t, m.Dead, "%s given up: %s", m.Key, m.LastError)
+	}
+	require.Len(t, logs.lines("WARN", ""), 1, "one warning")
+	require.Contains(t, logs.lines("WARN", "")[0], "not installed on octo")
+
+	e.gh.install("octo/hello", testInstallation+1)
+	for range 6 {
+		round()
+	}
+	require.Empty(t, d.Down())
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 7, "each reply posted once")
+	for i, c := range comments {
+		require.True(t, strings.HasPrefix(c.Body, fmt.Sprintf("wi_%d/reply", i)), "in order: %s", c.Body)
+	}
+	require.Len(t, logs.lines("INFO", "github/octo is back"), 1)
+
+	// An account the App was never installed on: nothing will deliver.
+	_, err := e.store.Enqueue(ctx, bot.OutboxMessage{Key: "wi_9/reply", Thread: bot.GitHubThread("elsewhere", "repo", 1), WorkItemID: "wi_9", Kind: bot.OutboxReply, Text: "x"})
+	require.NoError(t, err)
+	round()
+	m, err := e.store.GetOutbox(ctx, "wi_9/reply")
+	require.NoError(t, err)
+	require.True(t, m.Dead)
+	require.Contains(t, m.LastError, "not installed on elsewhere/repo")
+}

@@ -166,6 +166,7 @@ func newFakeGitHub(t testing.TB, prefix string) *fakeGitHub {
 	f.mux, f.route = mux, route
 	route("POST /app/installations/{id}/access_tokens", true, f.accessToken)
 	route("GET /repos/{owner}/{repo}/installation", true, f.repoInstallation)
+	route("GET /users/{username}/installation", true, f.userInstallation)
 	route("GET /app", true, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"id": testAppID, "slug": strings.TrimSuffix(f.botLogin, "[bot]")})
 	})
@@ -328,6 +329,26 @@ func (f *fakeGitHub) repoInstallation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "account": map[string]string{"login": r.PathValue("owner")}})
+}
+
+// userInstallation answers the installation on an account: one that
+// covers any of its repositories.
+func (f *fakeGitHub) userInstallation(w http.ResponseWriter, r *http.Request) {
+	account := r.PathValue("username")
+	f.mu.Lock()
+	var id int64
+	for repo, rid := range f.installs {
+		if owner, _, _ := strings.Cut(repo, "/"); strings.EqualFold(owner, account) {
+			id = rid
+			break
+		}
+	}
+	f.mu.Unlock()
+	if id == 0 {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "account": map[string]string{"login": account}})
 }
 
 func (f *fakeGitHub) permission(w http.ResponseWriter, r *http.Request) {

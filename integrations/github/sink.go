@@ -60,12 +60,9 @@ func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, erro
 	if th.Source != bot.SourceGitHub || th.Owner == "" || th.Repo == "" || th.Number <= 0 {
 		return "", permanent(fmt.Errorf("thread %q is not a GitHub issue or pull request", th.Key()))
 	}
-	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
+	c, err := s.forRepo(ctx, th)
 	if err != nil {
-		if bot.ErrorCode(err) == bot.ENOTFOUND {
-			return "", permanent(err)
-		}
-		return "", deliveryError(err, s.now())
+		return "", err
 	}
 	switch msg.Kind {
 	case bot.OutboxStatus, bot.OutboxReply:
@@ -77,6 +74,35 @@ func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, erro
 }
 
 func permanent(err error) error { return &bot.DeliveryError{Err: err, Permanent: true} }
+
+// forRepo returns the client of the installation covering th's repository,
+// or the error to give the outbox. No installation covering it is final,
+// but where the App's installation on the account went away while the
+// daemon ran and the App is on the account no more (uninstalled, to be
+// installed again): that is the account's trouble, not the message's, so
+// its messages wait, their destination down, and go out once the App is
+// installed there again. A repository left out of an installation, or an
+// account the App was never seen on, gives the message up.
+func (s *Sink) forRepo(ctx context.Context, th bot.Thread) (*gh.Client, error) {
+	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
+	if err == nil {
+		return c, nil
+	}
+	if bot.ErrorCode(err) != bot.ENOTFOUND {
+		return nil, deliveryError(err, s.now())
+	}
+	if !s.client.wasLost(th.Owner) {
+		return nil, permanent(err)
+	}
+	installed, ierr := s.client.installedOn(ctx, th.Owner)
+	switch {
+	case ierr != nil:
+		return nil, deliveryError(ierr, s.now())
+	case installed:
+		return nil, permanent(err)
+	}
+	return nil, fmt.Errorf("the GitHub App is not installed on %s; its messages wait until it is installed again", th.Owner)
+}
 
 func (s *Sink) comment(ctx context.Context, c *gh.Client, msg bot.OutboxMessage) (string, error) {
 	th := msg.Thread
@@ -113,12 +139,9 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 		return "", false, deliveryError(err, s.now())
 	}
 	self := slug + "[bot]"
-	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
+	c, err := s.forRepo(ctx, th)
 	if err != nil {
-		if bot.ErrorCode(err) == bot.ENOTFOUND {
-			return "", false, permanent(err)
-		}
-		return "", false, deliveryError(err, s.now())
+		return "", false, err
 	}
 	mark := marker(msg.Key)
 	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}

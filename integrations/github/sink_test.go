@@ -242,11 +242,14 @@ func TestSinkTokenExchangeFailures(t *testing.T) {
 		require.NoError(t, err)
 		e.gh.uninstall(testInstallation)
 		// The token is refused, then the installation the store remembers
-		// is gone, then GitHub says none covers the repository.
+		// is gone, then GitHub says none covers the repository, nor any
+		// of the account's: the message waits for the App to be
+		// installed there again.
 		err = deliverAttempts(t, sink, outboxMessage(bot.OutboxReply, "wi_2/reply", "done"), 3)
-		de, ok := bot.AsDeliveryError(err)
-		require.True(t, ok && de.Permanent, "given up: %v", err)
-		require.Contains(t, err.Error(), "not installed on octo/hello")
+		require.Error(t, err)
+		_, ok := bot.AsDeliveryError(err)
+		require.False(t, ok, "retried: %v", err)
+		require.Contains(t, err.Error(), "the GitHub App is not installed on octo; its messages wait until it is installed again")
 	})
 }
 

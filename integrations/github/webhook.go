@@ -342,6 +342,9 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 			if err := ch.record(ctx, h.opts.Installations); err != nil {
 				return bot.IngestResult{}, err
 			}
+			if ch.deleted && h.opts.Client != nil {
+				h.opts.Client.markLost(ch.account)
+			}
 		}
 	}
 	ev.FillFromText()
