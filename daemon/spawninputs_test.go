@@ -62,6 +62,9 @@ func TestSpawnInputsAreReadAsTheModelMeantOrRefusedClearly(t *testing.T) {
 		{name: "huge task", args: `{"task":"HUGE","agent":"helper"}`, result: "refused: spawn refused: the task is 262144 bytes and a subagent's may be 16384 at most; " +
 			"write the details to a file in the workspace and name the file instead"},
 		{name: "huge context", args: `{"task":"t","context":"HUGE","agent":"helper"}`, result: "refused: spawn refused: the context is 262144 bytes"},
+		{name: "unknown skill", args: `{"task":"t","agent":"helper","skills":["no-such-skill"]}`, result: "refused: spawn refused: ", contains: `"no-such-skill"`},
+		{name: "skill without its companion", args: `{"task":"t","agent":"helper","skills":["opencode-implementer"]}`, result: "refused: spawn refused: ", contains: "specification-engine"},
+		{name: "skills that go together", args: `{"task":"t","agent":"helper","skills":["opencode-implementer","specification-engine"]}`, result: `{"id":"run_`, timeout: 600, agent: "helper"},
 		{name: "background", args: `{"task":"t","agent":"helper","background":true}`, result: `{"id":"run_`, contains: "await_child with its id collects the answer", timeout: 600, agent: "helper"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
