@@ -40,6 +40,8 @@ func TestExplainNamesEveryReasonAGitHubEventMakesNothing(t *testing.T) {
 			"bot_actor", "sent by bot dependabot[bot], not in github.allow_bots"},
 		{"Switchyard itself", []string{"--actor", "switchyard[bot]", "--bot", "--text", "@coder fix it"},
 			"bot_actor", "sent by Switchyard itself"},
+		{"an edit that mentions a person under a command", []string{"--kind", "github.issue_comment.edited", "--actor", "ana", "--text", "/deploy prod\n\ncc @bob"},
+			"edited", "the edit adds no mention of an agent"},
 		{"a deleted comment", []string{"--kind", "github.issue_comment.deleted", "--actor", "ana", "--text", "@coder fix it"},
 			"deleted", "github.issue_comment.deleted is a deletion"},
 		{"an event not acted on", []string{"--kind", "github.push", "--actor", "ana"},

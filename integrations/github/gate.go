@@ -265,8 +265,10 @@ func admitted(ev *bot.Event, perm, min Permission, repo string) *bot.IngressReas
 // read its labels; a comment edit matches none. What asks for nobody is
 // left to the no_route answer every event gets.
 func editAsks(ev *bot.Event, route bot.Route) *bot.IngressReason {
-	event, _ := kindParts(ev.Kind)
-	if !ev.Edited || !route.Kind.Explicit() || route.Kind == bot.RouteMention || route.Kind == bot.RouteRule && !isComment(event) {
+	// By its kind, as Screen reads an edit: explain describes an edit by
+	// its kind alone.
+	event, action := kindParts(ev.Kind)
+	if action != "edited" && !ev.Edited || !route.Kind.Explicit() || route.Kind == bot.RouteMention || route.Kind == bot.RouteRule && !isComment(event) {
 		return nil
 	}
 	detail := "the edit adds no mention of an agent"
