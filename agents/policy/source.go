@@ -478,25 +478,17 @@ func escapes(s string, bareOctal bool) (string, bool) {
 		case 'c':
 			return b.String(), true
 		case '0':
-			j, n := i+2, 0
-			for j < len(s) && j < i+5 && s[j] >= '0' && s[j] <= '7' {
-				n = n*8 + int(s[j]-'0')
-				j++
-			}
-			b.WriteByte(byte(n))
-			i = j - 1
+			v, next := octal(s, i+2, 3)
+			b.WriteByte(v)
+			i = next - 1
 		case '1', '2', '3', '4', '5', '6', '7':
 			if !bareOctal {
 				b.WriteByte('\\')
 				continue
 			}
-			j, n := i+1, 0
-			for j < len(s) && j < i+4 && s[j] >= '0' && s[j] <= '7' {
-				n = n*8 + int(s[j]-'0')
-				j++
-			}
-			b.WriteByte(byte(n))
-			i = j - 1
+			v, next := octal(s, i+1, 3)
+			b.WriteByte(v)
+			i = next - 1
 		case 'a', 'b', 'e', 'E', 'f', 'n', 'r', 't', 'v', '\\', 'x', 'u', 'U':
 			v, next, _ := printfEscape(s, i)
 			b.WriteString(v)
@@ -597,6 +589,17 @@ func printfText(args []word) (string, bool) {
 // printfEscape decodes the escape at format[i] (a backslash) the way
 // printf does in its format: \n and its kin, \NNN in octal, \xHH,
 // \uHHHH, \UHHHHHHHH. next is the index after it.
+// octal reads up to most octal digits of s from index from, as the byte
+// they make (wrapping past 0377 as the shells do), and the index after them.
+func octal(s string, from, most int) (byte, int) {
+	j, n := from, 0
+	for j < len(s) && j < from+most && s[j] >= '0' && s[j] <= '7' {
+		n = n*8 + int(s[j]-'0')
+		j++
+	}
+	return byte(n), j
+}
+
 func printfEscape(format string, i int) (v string, next int, ok bool) {
 	if i+1 >= len(format) {
 		return "\\", i + 1, true
@@ -604,12 +607,8 @@ func printfEscape(format string, i int) (v string, next int, ok bool) {
 	e := format[i+1]
 	switch {
 	case e >= '0' && e <= '7':
-		j, n := i+1, 0
-		for j < len(format) && j < i+4 && format[j] >= '0' && format[j] <= '7' {
-			n = n*8 + int(format[j]-'0')
-			j++
-		}
-		return string(rune(byte(n))), j, true
+		v, next := octal(format, i+1, 3)
+		return string(rune(v)), next, true
 	case e == 'x' || e == 'u' || e == 'U':
 		digits := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
 		j := i + 2
