@@ -393,8 +393,9 @@ func clip(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
-// cancel ends an open subagent with a receipt: a queued one leaves the
-// queue, a running one here is stopped. by and reason go on the receipt.
+// cancel ends an open record with a receipt: a queued subagent leaves the
+// queue, a running one here is stopped, a handoff takes the receipt of its
+// work item's cancel. by and reason go on the receipt.
 func (c *Subagents) cancel(ctx context.Context, rec *bot.ChildRun, reason, by string) (*bot.ChildRun, error) {
 	done, err := c.beginCancel(rec.ID)
 	if err != nil {
@@ -404,17 +405,27 @@ func (c *Subagents) cancel(ctx context.Context, rec *bot.ChildRun, reason, by st
 	now := c.now().UTC()
 	receipt := bot.Receipt{Reason: reason, By: by, At: now}
 	var out *bot.ChildRun
+	handoff := rec.Kind == bot.RunHandoff
 	switch {
-	case rec.Kind != bot.RunSubagent || rec.Status == bot.RunQueued:
+	case !handoff && (rec.Kind != bot.RunSubagent || rec.Status == bot.RunQueued):
 		out, err = c.store.CancelRun(ctx, rec.ID, receipt)
 	default:
 		out, err = c.store.UpdateRun(ctx, rec.ID, func(r *bot.ChildRun) error {
-			if !r.Status.Open() {
+			// A handoff's work item is cancelled first (see
+			// CancelHandoff), and its end may close the record before
+			// this: the record then takes the receipt it lacks.
+			byItsWork := handoff && r.Status == bot.RunCancelled && r.Receipt == nil
+			if !r.Status.Open() && !byItsWork {
 				return bot.Errorf(bot.ECONFLICT, "%s is %s already", r.ID, r.Status)
 			}
 			receipt.RecordID, receipt.Kind, receipt.Action = r.ID, string(r.Kind), bot.ReceiptCancelled
 			receipt.PreviousStatus, receipt.Owner, receipt.Creator = string(r.Status), r.Owner, r.Creator
-			r.Status, r.Receipt, r.FinishedAt = bot.RunCancelled, &receipt, &now
+			if byItsWork {
+				receipt.PreviousStatus = string(rec.Status)
+			} else {
+				r.FinishedAt = &now
+			}
+			r.Status, r.Receipt = bot.RunCancelled, &receipt
 			r.Error = "cancelled: " + reason
 			return nil
 		})
@@ -608,6 +619,17 @@ func (c *Subagents) Cancel(ctx context.Context, id, reason, by string) (*bot.Chi
 	}
 	if !rec.Status.Open() {
 		return nil, bot.Errorf(bot.ECONFLICT, "%s is %s already", id, rec.Status)
+	}
+	return c.cancel(ctx, rec, reason, by)
+}
+
+// CancelHandoff gives the receipt of a cancel to the handoff rec, read
+// open before the work item it handed on was cancelled: that work item's
+// end may have closed the record meanwhile, without one. ECONFLICT when it
+// ended otherwise.
+func (c *Subagents) CancelHandoff(ctx context.Context, rec *bot.ChildRun, reason, by string) (*bot.ChildRun, error) {
+	if rec.Kind != bot.RunHandoff || !rec.Status.Open() {
+		return nil, bot.Errorf(bot.EINVALID, "%s is no open handoff", rec.ID)
 	}
 	return c.cancel(ctx, rec, reason, by)
 }

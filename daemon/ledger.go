@@ -58,6 +58,7 @@ func (r runsDesk) CancelRun(ctx context.Context, id, reason, by string) (*bot.Ch
 			if _, err := canceller(r).CancelWorkItem(ctx, rec.ChildWorkItemID, reason, by); err != nil {
 				return nil, fmt.Errorf("cancel %s, the work item %s handed on: %w", id, rec.ChildWorkItemID, err)
 			}
+			return r.d.subagents.CancelHandoff(ctx, rec, reason, by)
 		}
 	}
 	return r.d.subagents.Cancel(ctx, id, reason, by)
