@@ -575,14 +575,18 @@ func (d *Daemon) routes() (http.Handler, error) {
 // readiness is the body of /readyz.
 type readiness struct {
 	Status string `json:"status"` // ready, degraded, or why it is not ready
-	// Down names each source that is down, with why; webhooks and the API
-	// are served meanwhile.
+	// Down names each source that is down, and each destination whose
+	// messages wait because its platform refuses or fails them all (a bot
+	// token revoked, an installation suspended), with why; webhooks and
+	// the API are served meanwhile.
 	Down map[string]string `json:"down,omitempty"`
 }
 
 // ready answers /readyz: 503 when the daemon cannot take work at all (the
 // store or the workers), 200 otherwise. A source that is down (Slack's
-// Socket Mode reconnecting) makes the answer "degraded" and is named, but
+// Socket Mode reconnecting), or a destination whose messages wait (Slack
+// refusing the bot token while events still arrive), makes the answer
+// "degraded" and is named, but
 // stays 200: taking the daemon out of a load balancer would also stop the
 // webhooks and the API, which still work. switchyard_source_up is what to
 // alert on.
@@ -606,6 +610,17 @@ func (d *Daemon) ready(w http.ResponseWriter, r *http.Request) {
 			out.Down[src.name] = reason
 			out.Status = "degraded"
 		}
+	}
+	for name, why := range d.deliverer.Down() {
+		if out.Down == nil {
+			out.Down = map[string]string{}
+		}
+		why = "its messages wait: " + why
+		if reason, ok := out.Down[name]; ok {
+			why = reason + "; " + why
+		}
+		out.Down[name] = why
+		out.Status = "degraded"
 	}
 	httpapi.JSON(w, http.StatusOK, out)
 }
