@@ -80,8 +80,11 @@ type Client struct {
 	lost map[string]bool
 	// owners are the accounts of the installations ForRepo handed out.
 	owners map[int64]string
-	slug   string // the App's, once known
-	now    func() time.Time
+	// started is when the client was made: what was made before waited,
+	// or was about to be sent, in an earlier process (see Sink.forRepo).
+	started time.Time
+	slug    string // the App's, once known
+	now     func() time.Time
 }
 
 // lookupRetry is how long a failed installation lookup is answered from
@@ -134,7 +137,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		installations: opts.Installations, logger: opts.Logger,
 		clients: map[int64]*installationClient{}, repos: map[string]int64{}, failed: map[string]failedLookup{},
 		accounts: map[string]accountLookup{}, lost: map[string]bool{}, owners: map[int64]string{}, now: time.Now,
-		slug: opts.AppSlug,
+		started: time.Now(), slug: opts.AppSlug,
 	}
 	atr, err := c.appsTransport()
 	if err != nil {
@@ -423,6 +426,12 @@ func (c *Client) wasLost(account string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lost[strings.ToLower(account)]
+}
+
+// before reports whether t, a time a message was made, is before the
+// client was: in an earlier process.
+func (c *Client) before(t time.Time) bool {
+	return !t.IsZero() && t.Before(c.started)
 }
 
 // installedOn reports whether the App is installed on account (a user or

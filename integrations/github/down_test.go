@@ -305,3 +305,57 @@ func TestMessagesWaitForTheAppToBeInstalledAgain(t *testing.T) {
 	require.True(t, m.Dead)
 	require.Contains(t, m.LastError, "not installed on elsewhere/repo")
 }
+
+// The App is uninstalled from an account (GitHub's installation.deleted
+// webhook reached the daemon) while its replies wait, and the daemon is
+// restarted before the App is installed again: the replies from before the
+// restart still wait, none given up, and are posted once each when it is.
+func TestMessagesWaitingForTheAppSurviveARestart(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	th := bot.GitHubThread("octo", "hello", 7)
+	for i := range 3 {
+		_, err := e.store.Enqueue(ctx, bot.OutboxMessage{Key: fmt.Sprintf("wi_%d/reply", i), Thread: th, WorkItemID: fmt.Sprintf("wi_%d", i), Kind: bot.OutboxReply, Text: fmt.Sprintf("wi_%d/reply", i)})
+		require.NoError(t, err)
+	}
+	e.gh.uninstall(testInstallation)
+	require.NoError(t, e.store.DeleteInstallation(ctx, testInstallation))
+
+	// The next start: a client that has seen nothing of the account yet.
+	client, err := NewClient(ClientOptions{
+		AppID: testAppID, PrivateKey: bot.Secret(testKeyPEM()), APIURL: e.gh.url(), Installations: e.store,
+	})
+	require.NoError(t, err)
+	now := time.Now()
+	client.now = func() time.Time { return now }
+	d := bot.NewDeliverer(bot.DelivererOptions{
+		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(client)},
+		Now: func() time.Time { return now },
+	})
+	round := func() {
+		t.Helper()
+		_, err := d.DeliverDue(ctx)
+		require.NoError(t, err)
+		now = now.Add(time.Minute)
+	}
+	for range 6 {
+		round()
+	}
+	require.Contains(t, d.Down(), "github/octo")
+	for i := range 3 {
+		m, err := e.store.GetOutbox(ctx, fmt.Sprintf("wi_%d/reply", i))
+		require.NoError(t, err)
+		require.False(t, m.Dead, "%s given up: %s", m.Key, m.LastError)
+	}
+
+	e.gh.install("octo/hello", testInstallation+1)
+	for range 6 {
+		round()
+	}
+	require.Empty(t, d.Down())
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 3, "each reply posted once")
+	for i, c := range comments {
+		require.True(t, strings.HasPrefix(c.Body, fmt.Sprintf("wi_%d/reply", i)), "in order: %s", c.Body)
+	}
+}

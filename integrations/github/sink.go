@@ -60,7 +60,7 @@ func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, erro
 	if th.Source != bot.SourceGitHub || th.Owner == "" || th.Repo == "" || th.Number <= 0 {
 		return "", permanent(fmt.Errorf("thread %q is not a GitHub issue or pull request", th.Key()))
 	}
-	c, err := s.forRepo(ctx, th)
+	c, err := s.forRepo(ctx, msg)
 	if err != nil {
 		return "", err
 	}
@@ -75,15 +75,20 @@ func (s *Sink) Deliver(ctx context.Context, msg bot.OutboxMessage) (string, erro
 
 func permanent(err error) error { return &bot.DeliveryError{Err: err, Permanent: true} }
 
-// forRepo returns the client of the installation covering th's repository,
-// or the error to give the outbox. No installation covering it is final,
-// but where the App's installation on the account went away while the
-// daemon ran and the App is on the account no more (uninstalled, to be
+// forRepo returns the client of the installation covering the repository
+// of msg's thread, or the error to give the outbox. No installation
+// covering it is final, but where the App's installation on the account
+// went away and the App is on the account no more (uninstalled, to be
 // installed again): that is the account's trouble, not the message's, so
 // its messages wait, their destination down, and go out once the App is
-// installed there again. A repository left out of an installation, or an
-// account the App was never seen on, gives the message up.
-func (s *Sink) forRepo(ctx context.Context, th bot.Thread) (*gh.Client, error) {
+// installed there again. The installation went away while this process
+// ran, or before it started when msg is older than the process: a message
+// was made for the account, and made while a webhook from its
+// installation came in, so after a restart what waited goes on waiting
+// instead of being given up. A repository left out of an installation, or
+// an account the App was never seen on, gives the message up.
+func (s *Sink) forRepo(ctx context.Context, msg bot.OutboxMessage) (*gh.Client, error) {
+	th := msg.Thread
 	c, _, err := s.client.ForRepo(ctx, th.Owner, th.Repo)
 	if err == nil {
 		return c, nil
@@ -91,7 +96,7 @@ func (s *Sink) forRepo(ctx context.Context, th bot.Thread) (*gh.Client, error) {
 	if bot.ErrorCode(err) != bot.ENOTFOUND {
 		return nil, deliveryError(err, s.now())
 	}
-	if !s.client.wasLost(th.Owner) {
+	if !s.client.wasLost(th.Owner) && !s.client.before(msg.CreatedAt) {
 		return nil, permanent(err)
 	}
 	installed, ierr := s.client.installedOn(ctx, th.Owner)
@@ -101,6 +106,7 @@ func (s *Sink) forRepo(ctx context.Context, th bot.Thread) (*gh.Client, error) {
 	case installed:
 		return nil, permanent(err)
 	}
+	s.client.markLost(th.Owner)
 	return nil, fmt.Errorf("the GitHub App is not installed on %s; its messages wait until it is installed again", th.Owner)
 }
 
@@ -139,7 +145,7 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 		return "", false, deliveryError(err, s.now())
 	}
 	self := slug + "[bot]"
-	c, err := s.forRepo(ctx, th)
+	c, err := s.forRepo(ctx, msg)
 	if err != nil {
 		return "", false, err
 	}
