@@ -59,15 +59,27 @@ type Budgets struct {
 
 	mu     sync.Mutex
 	asking map[string]chan struct{} // key → held while a run asks for it
-	denied map[string]string        // key@level/tree → why more was refused
+	denied map[string]denial        // key@level/tree → why more was refused
 }
+
+// denial is a refusal of more budget, kept for the other runs of the tree
+// that asked for deniedFor.
+type denial struct {
+	why string
+	at  time.Time
+}
+
+// deniedFor is how long a refusal answers the tree that asked: longer than
+// a tree's runs go on after it, and it bounds what a daemon that runs for
+// months keeps.
+const deniedFor = 24 * time.Hour
 
 // NewBudgets returns the budgets kept in store.
 func NewBudgets(store bot.BudgetStore, log *slog.Logger) *Budgets {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]chan struct{}{}, denied: map[string]string{}}
+	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]chan struct{}{}, denied: map[string]denial{}}
 }
 
 // budgetCap is one cap a run is held to: the key its spending is counted
@@ -184,7 +196,7 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 	b.mu.Lock()
 	if refused, ok := b.denied[mark]; ok {
 		b.mu.Unlock()
-		return errors.New(refused)
+		return errors.New(refused.why)
 	}
 	turn, ok := b.asking[c.key]
 	if !ok {
@@ -217,7 +229,7 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 	refused, ok := b.denied[mark]
 	b.mu.Unlock()
 	if ok {
-		return errors.New(refused)
+		return errors.New(refused.why)
 	}
 
 	reached := "budget reached (" + hit.reached + ")"
@@ -268,8 +280,14 @@ func wallGrant(c budgetCap, s bot.Spend, now time.Time) int64 {
 }
 
 func (b *Budgets) refuse(mark, why string) error {
+	now := b.now()
 	b.mu.Lock()
-	b.denied[mark] = why
+	for m, d := range b.denied {
+		if now.Sub(d.at) > deniedFor {
+			delete(b.denied, m)
+		}
+	}
+	b.denied[mark] = denial{why: why, at: now}
 	b.mu.Unlock()
 	return errors.New(why)
 }
