@@ -125,7 +125,7 @@ func newRunsCmd(cl *clientFlags) *cobra.Command {
 			var rec bot.ChildRun
 			for {
 				left := min(time.Until(deadline), admin.MaxAwait)
-				q := url.Values{"timeout": {left.Round(time.Millisecond).String()}}
+				q := url.Values{"timeout": {max(left.Round(time.Millisecond), time.Millisecond).String()}}
 				asked := time.Now()
 				if err := c.do(cmd.Context(), "POST", "/api/v1/runs/"+url.PathEscape(args[0])+"/await?"+q.Encode(), nil, &rec); err != nil {
 					return err

@@ -104,6 +104,10 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	r = run(t, dir, p.env(), "runs", "await", id, "--timeout", "5s")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, id+"  subagent @helper done")
+	// A timeout under a millisecond still asks the daemon once.
+	r = run(t, dir, p.env(), "runs", "await", id, "--timeout", "100us")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, id+"  subagent @helper done")
 	// Unknown ids and bad timeouts say so, with the documented exit codes.
 	for _, tc := range []struct {
 		args []string
