@@ -339,8 +339,9 @@ var permanentErrors = map[string]bool{
 // message gets past them, but they are the workspace's trouble, not the
 // message's: a token revoked and restored, or put right in the config, lets
 // every message through again. They count as Slack failing, so the
-// destination goes down and its messages wait, as the adapter keeps trying
-// auth.test, instead of each message being given up with a warning.
+// destination goes down and its messages wait, one tried now and then
+// until Slack takes the token again, instead of each message being given
+// up with a warning.
 var refusedToken = map[string]bool{
 	"invalid_auth": true, "not_authed": true, "account_inactive": true, "token_revoked": true, "token_expired": true,
 }
