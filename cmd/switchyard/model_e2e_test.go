@@ -40,6 +40,41 @@ type fakeOpenAI struct {
 // agentOfPrompt finds the agent a system prompt is for.
 var agentOfPrompt = regexp.MustCompile(`You are the "([^"]+)" agent`)
 
+// chatRequest is what a fake model reads of a chat completions request:
+// the agent its system prompt is for, the text of its last message and the
+// tool results it carries.
+type chatRequest struct {
+	agent, last string
+	results     []string
+}
+
+// readChat reads r as a chat completions request, or answers 400 and
+// returns false.
+func readChat(w http.ResponseWriter, r *http.Request) (chatRequest, bool) {
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return chatRequest{}, false
+	}
+	var out chatRequest
+	if a := agentOfPrompt.FindStringSubmatch(fmt.Sprint(req.Messages[0].Content)); a != nil {
+		out.agent = a[1]
+	}
+	for _, msg := range req.Messages {
+		if msg.Role == "tool" {
+			out.results = append(out.results, fmt.Sprint(msg.Content))
+		}
+	}
+	out.last = fmt.Sprint(req.Messages[len(req.Messages)-1].Content)
+	return out, true
+}
+
 // toolStep is one tool call the fake model makes.
 type toolStep struct{ name, args string }
 

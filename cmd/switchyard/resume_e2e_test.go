@@ -28,27 +28,11 @@ type resumingModel struct {
 }
 
 func (m *resumingModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
-	body, _ := io.ReadAll(r.Body)
-	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) == 0 {
-		http.Error(w, "bad request", http.StatusBadRequest)
+	req, ok := readChat(w, r)
+	if !ok {
 		return
 	}
-	agent := ""
-	if a := agentOfPrompt.FindStringSubmatch(fmt.Sprint(req.Messages[0].Content)); a != nil {
-		agent = a[1]
-	}
-	var results []string
-	for _, msg := range req.Messages {
-		if msg.Role == "tool" {
-			results = append(results, fmt.Sprint(msg.Content))
-		}
-	}
+	agent, results := req.agent, req.results
 	w.Header().Set("Content-Type", "application/json")
 	m.mu.Lock()
 	if agent == "helper" {
