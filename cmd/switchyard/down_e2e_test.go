@@ -222,6 +222,31 @@ func sinkUp(addr, destination string) float64 {
 	return -1
 }
 
+// appDir serves github as the GitHub API and returns a data directory
+// whose config connects a GitHub App to it, with more config after.
+func appDir(t *testing.T, github http.Handler, more string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: github}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	dir := t.TempDir()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), pemKey, 0o600))
+	cfg := fmt.Sprintf(`github:
+  app_id: 1
+  app_slug: switchyard
+  private_key_file: ./app.pem
+  webhook_secret: e2e-secret
+  api_url: http://%s/
+`, ln.Addr()) + more
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	return dir
+}
+
 // TestAnUnreachableGitHubCostsLittle is the acceptance test of a platform
 // that is down: with GitHub unreachable and 100,000 messages waiting for
 // it, the idle daemon uses under 5 % of a core and logs under 100 lines a
@@ -236,25 +261,7 @@ func TestAnUnreachableGitHubCostsLittle(t *testing.T) {
 	)
 	fake := newUnreachableGitHub()
 	fake.down.Store(true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: fake}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-
-	dir := t.TempDir()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), pemKey, 0o600))
-	cfg := fmt.Sprintf(`github:
-  app_id: 1
-  app_slug: switchyard
-  private_key_file: ./app.pem
-  webhook_secret: e2e-secret
-  api_url: http://%s/
-`, ln.Addr())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	dir := appDir(t, fake, "")
 
 	// 100,000 messages wait for GitHub, written straight into the store:
 	// 👀 on 90,000 comments and 10,000 status comments, on 1,000 issues.
@@ -354,25 +361,7 @@ func TestAGitHubThatHangsDoesNotHoldTheShutdown(t *testing.T) {
 	const statuses = 20
 	fake := newUnreachableGitHub()
 	fake.hang.Store(true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: fake}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-
-	dir := t.TempDir()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), pemKey, 0o600))
-	cfg := fmt.Sprintf(`github:
-  app_id: 1
-  app_slug: switchyard
-  private_key_file: ./app.pem
-  webhook_secret: e2e-secret
-  api_url: http://%s/
-`, ln.Addr())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	dir := appDir(t, fake, "")
 	store := bolttest.Open(t, filepath.Join(dir, "data"))
 	var msgs []bot.OutboxMessage
 	for i := range statuses {
@@ -416,34 +405,16 @@ func TestAGitHubThatHangsDoesNotHoldTheShutdown(t *testing.T) {
 func TestSlackDownHoldsNeitherGitHubNorTheShutdown(t *testing.T) {
 	const each = 20
 	fake := newUnreachableGitHub()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: fake}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
 	slackLn, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	slackAddr := slackLn.Addr().String()
 	require.NoError(t, slackLn.Close()) // nothing listens there: connection refused
-
-	dir := t.TempDir()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), pemKey, 0o600))
-	cfg := fmt.Sprintf(`github:
-  app_id: 1
-  app_slug: switchyard
-  private_key_file: ./app.pem
-  webhook_secret: e2e-secret
-  api_url: http://%s/
-slack:
+	dir := appDir(t, fake, fmt.Sprintf(`slack:
   mode: http
   bot_token: xoxb-e2e
   signing_secret: %s
   api_url: http://%s/api/
-`, ln.Addr(), e2eSigningSecret, slackAddr)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+`, e2eSigningSecret, slackAddr))
 	store := bolttest.Open(t, filepath.Join(dir, "data"))
 	var msgs []bot.OutboxMessage
 	for i := range each {
