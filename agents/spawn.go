@@ -228,12 +228,19 @@ func (r *Runtime) spawnCall(ctx context.Context, rn *run, cc tools.CallContext, 
 	if err != nil {
 		return "", err
 	}
+	// A timeout asked beyond the limit is cut to it, and the model is told,
+	// so it does not wait on a child for longer than the child can run.
+	var said []string
+	if limit := time.Duration(rec.TimeoutSeconds) * time.Second; time.Duration(in.Timeout) > limit {
+		said = append(said, fmt.Sprintf("its timeout is %s, the most a subagent of @%s may have", limit, rn.def.Name))
+	}
 	if in.Background {
 		a := answerOf(rec)
 		a.Note = "runs in the background; await_child with its id collects the answer, cancel_child stops it"
 		if rebound {
 			a.Note = "spawned before the restart, not again; " + a.Note
 		}
+		a.Note = strings.Join(append([]string{a.Note}, said...), "; ")
 		return a.json(), nil
 	}
 	limits := r.subagentLimits(rn.def)
@@ -250,8 +257,9 @@ func (r *Runtime) spawnCall(ctx context.Context, rn *run, cc tools.CallContext, 
 	}
 	a := answerOf(rec)
 	if rebound {
-		a.Note = "spawned before the restart and awaited again, not run twice"
+		said = append([]string{"spawned before the restart and awaited again, not run twice"}, said...)
 	}
+	a.Note = strings.Join(said, "; ")
 	if rec.Status != bot.RunDone {
 		return a.json(), fmt.Errorf("subagent %s (@%s) %s", rec.ID, rec.Agent, statusWords(rec))
 	}
