@@ -300,10 +300,32 @@ func (l *loader) regular(field, name string) bool {
 		l.d.FailAt(field, "%s: %v", name, err)
 	case !fi.Mode().IsRegular():
 		l.d.FailAt(field, "%s is not a regular file", name)
+	case fi.Size() <= maxLFSPointer && lfsPointer(l.fsys, clean):
+		l.d.FailAt(field, "%s is a Git LFS pointer, not the file it stands for: install from a source that holds "+
+			"the file itself (a checkout after git lfs pull, or an archive of one)", name)
 	default:
 		return true
 	}
 	return false
+}
+
+// maxLFSPointer is the size a Git LFS pointer file stays under, as its
+// specification bounds it.
+const maxLFSPointer = 1024
+
+// lfsPointer reports whether the file is a Git LFS pointer: a repository
+// that keeps a file in LFS holds only this in its place, and git gives it
+// so wherever git-lfs does not fetch the content.
+func lfsPointer(fsys fs.FS, name string) bool {
+	const magic = "version https://git-lfs.github.com/spec/v1"
+	f, err := fsys.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(magic))
+	n, _ := io.ReadFull(f, head)
+	return string(head[:n]) == magic
 }
 
 // secrets refuses a file that holds what the masker masks, at its line.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -265,4 +266,40 @@ func TestSkillsInSlack(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
 	require.Equal(t, "ephemeral", answer.ResponseType)
 	require.Equal(t, "*Skills*: `code-review-checklist`, `incident-triage`, `opencode-implementer`, `release-notes`, `specification-engine`", answer.Text)
+}
+
+// A package from git installs through a daemon started as the README
+// starts it (data_dir: data, relative): at a tag, and again at its branch.
+func TestSkillsInstallFromGitWithTheDefaultDataDirectory(t *testing.T) {
+	repo := t.TempDir()
+	example, err := filepath.Abs(filepath.Join("..", "..", "examples", "release-helper"))
+	require.NoError(t, err)
+	require.NoError(t, os.CopyFS(repo, os.DirFS(example)))
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	git("add", "-A")
+	git("commit", "-q", "-m", "release-helper 1.0.0")
+	git("tag", "-a", "v1.0.0", "-m", "1.0.0")
+	commit := git("rev-parse", "HEAD")
+
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	r := run(t, dir, p.env(), "skills", "install", "git+file://"+repo+"#v1.0.0", "--enable", "repo:acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "installed release-helper 1.0.0 from git+file://"+repo+"#v1.0.0")
+	r = run(t, dir, p.env(), "skills", "packages", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var lock []struct{ Name, Resolved string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &lock))
+	require.Contains(t, lock, struct{ Name, Resolved string }{"release-helper", commit}, "the lock names the tag's commit")
+	entries, err := os.ReadDir(filepath.Join(dir, "data", "packages"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the package's directory alone: no staging left")
+	require.Equal(t, "release-helper@1.0.0", entries[0].Name())
 }

@@ -69,6 +69,14 @@ func New(ctx context.Context, opts Options) (*Installer, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	// git and npm run in directories of their own: a relative path (the
+	// default data_dir is "data") would name another place for each, and
+	// the lock records where a package is for any later start.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("packages directory: %w", err)
+	}
+	opts.Dir = dir
 	in := &Installer{opts: opts, reg: opts.Registry, limits: opts.Limits.withDefaults(), http: opts.HTTP, env: opts.Env, log: opts.Logger}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)
@@ -224,6 +232,10 @@ func (in *Installer) Install(ctx context.Context, req Request) (Result, error) {
 	prev, had := in.reg.Record(p.Name())
 	if had {
 		res.Previous = prev.Version
+		// As removeDir reads it: an older lock may name it relative.
+		if abs, err := filepath.Abs(prev.Dir); err == nil && prev.Dir != "" {
+			prev.Dir = abs
+		}
 	}
 	settings := make([]skills.Setting, len(req.Enable))
 	for i, sc := range req.Enable {
@@ -292,7 +304,13 @@ func (in *Installer) restore(aside, final string) {
 // removeDir removes a package directory that is no longer recorded: it is
 // renamed aside at once (so no reader finds half of it) and then removed.
 func (in *Installer) removeDir(dir string) {
-	if dir == "" || filepath.Dir(dir) != filepath.Clean(in.opts.Dir) {
+	if dir == "" {
+		return
+	}
+	// A lock written before directories were recorded whole names one
+	// relative to where the daemon runs.
+	dir, err := filepath.Abs(dir)
+	if err != nil || filepath.Dir(dir) != in.opts.Dir {
 		return // never anything outside the packages directory
 	}
 	aside, err := os.MkdirTemp(in.opts.Dir, trashPrefix)
