@@ -143,7 +143,7 @@ func LoadPackage(fsys fs.FS, opts LoadOptions) (*Package, error) {
 		tools[t.Name] = true
 	}
 	for _, s := range p.Skills {
-		p.Warnings = append(p.Warnings, skillWarnings(s, tools)...)
+		p.Warnings = append(p.Warnings, skillWarnings(s, tools, nil)...)
 	}
 	return p, nil
 }

@@ -128,6 +128,10 @@ type catalog struct {
 	runtime  map[string]*Skill
 	settings settings
 	tools    map[string]bool // every known tool name, for warnings
+	// known lists every tool a skill may name (patterns such as agent_*
+	// among them), the packages' command tools included; nil when the
+	// registry was not told the tools, and a name is then never unknown.
+	known []string
 }
 
 // entry is a skill as the rules use it.
@@ -136,6 +140,9 @@ type entry struct {
 	requires     []string
 	incompatible []string
 	warnings     []string
+	// steps are the tools its protocol names that it allows, each with
+	// its step: a member of a set that forbids one stops that step.
+	steps []stepTool
 }
 
 // NewRegistry builds the registry: the built-in packages, the packages the
@@ -207,10 +214,17 @@ func (c *catalog) index(known []string) error {
 	for _, t := range known {
 		c.tools[t] = true
 	}
+	c.known = nil
+	if known != nil {
+		c.known = slices.Clone(known)
+	}
 	var all []*Skill
 	for _, p := range c.sorted {
 		for _, t := range p.Tools {
 			c.tools[t.Name] = true
+			if c.known != nil {
+				c.known = append(c.known, t.Name)
+			}
 		}
 		all = append(all, p.Skills...)
 	}
@@ -224,8 +238,16 @@ func (c *catalog) index(known []string) error {
 	for _, name := range sortedKeys(c.runtime) {
 		c.skills[name] = newEntry(c.runtime[name])
 	}
-	for _, e := range c.skills {
-		e.warnings = skillWarnings(e.skill, c.tools)
+	for name, e := range c.skills {
+		// Tool names are checked in the skills of installed packages: the
+		// built-in ones ship with the tools they name, and one registered
+		// at run time lives with the session that gave it.
+		known := c.known
+		if p, ok := c.packages[e.skill.Package]; !ok || p.Builtin || c.runtime[name] != nil {
+			known = nil
+		}
+		e.warnings = skillWarnings(e.skill, c.tools, known)
+		e.steps = protocolTools(e.skill, c.tools)
 	}
 	c.names = sortedKeys(c.skills)
 	return nil

@@ -98,6 +98,18 @@ func (c *catalog) validate(names []string) ValidationResult {
 			})
 		}
 		res.Warnings = append(res.Warnings, e.warnings...)
+		// A step of this skill that another member stops: most
+		// restrictive wins, so loaded together the step cannot be taken.
+		for _, st := range e.steps {
+			for j, other := range names {
+				o, ok := c.skills[other]
+				if other == name || !ok || slices.Contains(names[:j], other) || !MatchTool(o.skill.ForbiddenTools, st.tool) {
+					continue
+				}
+				res.Warnings = append(res.Warnings, fmt.Sprintf("skill %s: step %d names tool %s, which %s forbids; loaded together, that step cannot be taken",
+					name, st.step, st.tool, other))
+			}
+		}
 	}
 	res.Valid = len(res.Errors) == 0
 	return res
@@ -361,32 +373,60 @@ func (r *Registry) OverrideVersion(s Skill) ([]string, error) {
 // PackageWarnings returns what registering p's skills would find worth
 // saying, against the tools in effect.
 func (r *Registry) PackageWarnings(p *Package) []string {
-	tools := cloneMap(r.cur.Load().tools)
+	c := r.cur.Load()
+	tools := cloneMap(c.tools)
+	known := c.known
+	if known != nil {
+		known = slices.Clone(known)
+	}
 	for _, t := range p.Tools {
 		tools[t.Name] = true
+		if known != nil {
+			known = append(known, t.Name)
+		}
 	}
 	var out []string
 	for _, s := range p.Skills {
-		out = append(out, skillWarnings(s, tools)...)
+		out = append(out, skillWarnings(s, tools, known)...)
 	}
 	return out
 }
 
 // skillWarnings are what is worth saying about a skill without refusing
-// it: a tool both allowed and forbidden, and a protocol step naming a tool
-// (one in tools, or in its own lists) that it does not allow.
-func skillWarnings(s *Skill, tools map[string]bool) []string {
+// it: a tool both allowed and forbidden, a protocol step naming a tool
+// (one in tools, or in its own lists) that it does not allow, and, when
+// known lists the tools there are (nil: not known), a tool list naming
+// one that does not exist, most likely a misspelling: allowed, it grants
+// nothing; forbidden, it refuses nothing.
+func skillWarnings(s *Skill, tools map[string]bool, known []string) []string {
 	var out []string
 	for _, t := range s.AllowedTools {
 		if MatchTool(s.ForbiddenTools, t) {
 			out = append(out, fmt.Sprintf("skill %s: tool %s is both allowed and forbidden; forbidden wins", s.Name, t))
 		}
 	}
+	if known != nil {
+		for _, list := range []struct {
+			field string
+			names []string
+			does  string
+		}{{"allowed_tools", s.AllowedTools, "it grants nothing"}, {"forbidden_tools", s.ForbiddenTools, "it refuses nothing"}} {
+			for _, t := range list.names {
+				// Which agents there are is the runtime's to know.
+				if strings.HasSuffix(t, "*") || strings.HasPrefix(t, "agent_") || MatchTool(known, t) {
+					continue
+				}
+				msg := fmt.Sprintf("skill %s: %s names %s, which is no tool here", s.Name, list.field, t)
+				if best := yamldecode.Closest(t, known); best != "" && !strings.HasSuffix(best, "*") {
+					msg += fmt.Sprintf(" (did you mean %s?)", best)
+				}
+				out = append(out, msg+"; "+list.does)
+			}
+		}
+	}
 	for i, step := range s.ExecutionProtocol {
 		var named []string
-		for _, w := range strings.FieldsFunc(step, func(r rune) bool {
-			return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-		}) {
+		for _, w := range protocolWords(step) {
 			isTool := tools[w] || slices.Contains(s.AllowedTools, w) || slices.Contains(s.ForbiddenTools, w)
 			if !isTool || slices.Contains(named, w) {
 				continue
@@ -398,4 +438,34 @@ func skillWarnings(s *Skill, tools map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+// stepTool is a tool a skill's protocol names at a step (1-based).
+type stepTool struct {
+	step int
+	tool string
+}
+
+// protocolTools lists the tools a skill's protocol names that the skill
+// allows, each once, with the first step naming it.
+func protocolTools(s *Skill, tools map[string]bool) []stepTool {
+	var out []stepTool
+	for i, step := range s.ExecutionProtocol {
+		for _, w := range protocolWords(step) {
+			isTool := tools[w] || slices.Contains(s.AllowedTools, w)
+			if !isTool || MatchTool(s.ForbiddenTools, w) || !MatchTool(s.AllowedTools, w) || slices.ContainsFunc(out, func(st stepTool) bool { return st.tool == w }) {
+				continue
+			}
+			out = append(out, stepTool{step: i + 1, tool: w})
+		}
+	}
+	return out
+}
+
+// protocolWords splits a protocol step into the words that could be tool
+// names.
+func protocolWords(step string) []string {
+	return strings.FieldsFunc(step, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
 }

@@ -238,3 +238,70 @@ func TestRegisterAndOverride(t *testing.T) {
 	require.True(t, strings.Contains(err.Error(), `"Bad Name" is not a valid skill name`), err.Error())
 	require.Contains(t, err.Error(), "allowed_tools: required")
 }
+
+// Validation of installed skills speaks of their tools as an author would
+// want to hear it: a name that is no tool (it grants or refuses nothing),
+// and a step that another member of the set stops, most restrictive
+// winning. None of it makes a set invalid.
+func TestValidateWarnsOfToolsThatCannotWork(t *testing.T) {
+	r := newRegistry(t)
+	addPackage(t, r, map[string]string{"manifest.yaml": `name: tool-kit
+version: 1.0.0
+description: Skills naming tools.
+skills:
+  - name: typo
+    description: Names tools that are not.
+    instructions: Read.
+    allowed_tools: [reed_file, bash, agent_coder, "github_*"]
+    forbidden_tools: [write_flie]
+    execution_protocol: [Read with bash.]
+  - name: writer
+    description: Writes files.
+    instructions: Write.
+    allowed_tools: [read_file, write_file]
+    execution_protocol: [Read the file with read_file., Write it back with write_file.]
+  - name: guard
+    description: Never writes.
+    instructions: Guard.
+    allowed_tools: [read_file]
+    forbidden_tools: [write_file]
+    execution_protocol: [Read with read_file.]
+`})
+	cases := []struct {
+		name     string
+		set      []string
+		warnings []string
+	}{
+		{"names that are no tool", []string{"typo"}, []string{
+			"skill typo: allowed_tools names reed_file, which is no tool here (did you mean read_file?); it grants nothing",
+			"skill typo: forbidden_tools names write_flie, which is no tool here (did you mean write_file?); it refuses nothing",
+		}},
+		{"a member forbids what another's step uses", []string{"writer", "guard"}, []string{
+			"skill writer: step 2 names tool write_file, which guard forbids; loaded together, that step cannot be taken",
+		}},
+		{"the same the other way round, named twice", []string{"guard", "writer", "guard"}, []string{
+			"skill writer: step 2 names tool write_file, which guard forbids; loaded together, that step cannot be taken",
+		}},
+		{"alone, each step can be taken", []string{"writer"}, nil},
+		{"with a built-in that forbids writing", []string{"writer", "release-notes"}, []string{
+			"skill writer: step 2 names tool write_file, which release-notes forbids; loaded together, that step cannot be taken",
+		}},
+		{"built-ins together", []string{"specification-engine", "opencode-implementer", "release-notes", "code-review-checklist", "incident-triage"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := r.Validate(tc.set)
+			require.True(t, res.Valid, res.Errors)
+			require.Equal(t, tc.warnings, res.Warnings)
+		})
+	}
+	comp, err := r.Compose([]string{"writer", "guard"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"read_file"}, comp.AllowedTools, "the warning says what composing does")
+
+	// A skill registered at run time is the session's own: its names are
+	// not checked against the tools here.
+	_, err = r.Register(skill("session", []string{"write", "opencode"}))
+	require.NoError(t, err)
+	require.Empty(t, r.Validate([]string{"session"}).Warnings)
+}

@@ -399,7 +399,14 @@ func skillsValidateCmd(cl *clientFlags) *cobra.Command {
 					fmt.Fprintf(out, "warning: %s\n", w)
 				}
 				if res.Valid {
-					fmt.Fprintf(out, "valid: %s\n", strings.Join(args, ", "))
+					// The set, as validation reads it: a name given twice once.
+					var set []string
+					for _, name := range args {
+						if !slices.Contains(set, name) {
+							set = append(set, name)
+						}
+					}
+					fmt.Fprintf(out, "valid: %s\n", strings.Join(set, ", "))
 				}
 			}
 			if !res.Valid {

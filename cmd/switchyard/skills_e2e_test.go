@@ -49,6 +49,31 @@ func TestSkillsValidateAndCompose(t *testing.T) {
 	r = run(t, dir, p.env(), "skills", "validate", "opencode-implementer", "specification-engine")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "valid: opencode-implementer, specification-engine\n", r.stdout)
+	r = run(t, dir, p.env(), "skills", "validate", "opencode-implementer", "specification-engine", "opencode-implementer")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "valid: opencode-implementer, specification-engine\n", r.stdout, "a name given twice counts once")
+
+	// Installed skills whose tools cannot work as written: warned of at
+	// install and with the set, which stays valid (exit 0).
+	kit := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(kit, "manifest.yaml"), []byte(`name: tool-kit
+version: 1.0.0
+description: Skills naming tools.
+skills:
+  - name: writer
+    description: Writes files.
+    instructions: Write.
+    allowed_tools: [reed_file, write_file]
+    execution_protocol: [Write it with write_file.]
+`), 0o644))
+	r = run(t, dir, p.env(), "skills", "install", kit, "--enable", "global")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "warning: skill writer: allowed_tools names reed_file, which is no tool here (did you mean read_file?); it grants nothing\n")
+	r = run(t, dir, p.env(), "skills", "validate", "writer", "release-notes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "warning: skill writer: allowed_tools names reed_file, which is no tool here (did you mean read_file?); it grants nothing\n"+
+		"warning: skill writer: step 1 names tool write_file, which release-notes forbids; loaded together, that step cannot be taken\n"+
+		"valid: writer, release-notes\n", r.stdout)
 
 	r = run(t, dir, p.env(), "skills", "validate", "nope", "release-notes")
 	require.Equal(t, 1, r.code)
