@@ -169,11 +169,14 @@ func hostileNames() []struct{ name, want string } {
 	add("is an absolute path", "/evil.txt", "//evil.txt", "/../evil.txt", "/tmp/evil.txt", "/etc/passwd", "C:/evil.txt", "c:evil.txt", "///evil.txt")
 	add("a name with a backslash or NUL byte", `..\evil.txt`, `a\..\..\evil.txt`, `\evil.txt`, `C:\evil.txt`, `\\server\share\evil.txt`,
 		`..\..\..\..\etc\passwd`, `a/..\..\evil.txt`, "evil.txt\x00.md", "a\x00/../../evil.txt", "\x00")
+	add("a name with a control character or bytes that are not UTF-8", "evil\n.txt", "a\n/evil.txt", "evil.txt\r", "\x1b[31mevil.txt", "evil\ttxt",
+		"evil\x7f.txt", "evil\u0085.txt", "evil\xff.txt", "a/\xc3(/evil.txt")
 	add("the path is too long or too deep", strings.Repeat("a/", 64)+"evil.txt", strings.Repeat("d", 1025), strings.Repeat("abcdefgh/", 120)+"evil.txt")
 	// Look-alikes of dots and slashes are names like any: inside.
 	add("", "\u2024\u2024/evil.txt", "\uff0e\uff0e/evil.txt", "..\u2215evil.txt", "\u2025/evil.txt", ".\u200b./evil.txt",
 		"%2e%2e/evil.txt", "%2e%2e%2fevil.txt", "..%2fevil.txt", "...", ".../evil.txt", "..evil.txt", "evil..txt", "a/..b/evil.txt",
-		"\u002e\u0338\u002e/evil.txt", "\ufe52\ufe52/evil.txt", "\u2e2e/evil.txt", "~/evil.txt", "$HOME/evil.txt", "a b/evil.txt")
+		"\u002e\u0338\u002e/evil.txt", "\ufe52\ufe52/evil.txt", "\u2e2e/evil.txt", "~/evil.txt", "$HOME/evil.txt", "a b/evil.txt",
+		"évité/naïve.md", "日本語/説明.md", "emoji-🧩.md")
 	return out
 }
 

@@ -519,6 +519,14 @@ func TestInstallDirectoryRefusals(t *testing.T) {
 	require.ErrorContains(t, err, "passwd is a symbolic link")
 	e.nothingLeft()
 
+	for _, name := range []string{"notes\n.md", "evil\xff.md"} {
+		odd := t.TempDir()
+		writeTree(t, odd, map[string]string{"manifest.yaml": goodManifest, "SKILL.md": "Use it.", name: "x"})
+		_, err = e.install(odd)
+		require.ErrorContains(t, err, fmt.Sprintf("entry %q: a name with a control character or bytes that are not UTF-8", name))
+		e.nothingLeft()
+	}
+
 	_, err = e.install(filepath.Join(dir, "missing"))
 	require.ErrorContains(t, err, "no such file or directory")
 	empty := t.TempDir()

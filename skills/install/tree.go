@@ -12,6 +12,8 @@ import (
 	"os"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/internal/filekind"
 	"github.com/switchyard/switchyard/skills"
@@ -109,6 +111,12 @@ func (t *tree) clean(name string) (string, error) {
 	raw := name
 	if strings.ContainsAny(name, "\x00\\") {
 		return "", refuse("%s: entry %q: a name with a backslash or NUL byte", t.origin, raw)
+	}
+	if strings.ContainsFunc(name, unicode.IsControl) || !utf8.ValidString(name) {
+		// A newline, a carriage return or an escape in a name would make
+		// every message naming the file say something else; a package's
+		// files are read as an fs.FS, whose names are UTF-8.
+		return "", refuse("%s: entry %q: a name with a control character or bytes that are not UTF-8", t.origin, raw)
 	}
 	if strings.HasPrefix(name, "/") || len(name) > 1 && name[1] == ':' {
 		return "", refuse("%s: entry %q is an absolute path", t.origin, raw)
@@ -358,6 +366,9 @@ func (t *tree) copyDir(fsys fs.FS) error {
 		}
 		if p == "." {
 			return nil
+		}
+		if _, err := t.clean(p); err != nil {
+			return err // before opening it: fs.FS refuses a name that is not UTF-8 its own way
 		}
 		if d.IsDir() && d.Name() == ".git" {
 			return fs.SkipDir
