@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/agents/policy"
 	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/internal/yamldecode"
 	"github.com/switchyard/switchyard/skills"
 )
 
@@ -248,7 +249,13 @@ func (r *Runtime) withCompanions(t skills.Target, name string) ([]*skills.Skill,
 			if by != "" {
 				return fmt.Errorf("skill %q requires %q, which is not installed", by, name)
 			}
-			return fmt.Errorf("there is no skill %q", name)
+			// Skill names are lower-case; a model may write one otherwise,
+			// or misspell it: the enabled skill it most likely meant.
+			msg := fmt.Sprintf("there is no skill %q", name)
+			if best := yamldecode.Closest(name, skillNames(r.opts.Skills.EnabledSkills(t))); best != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", best)
+			}
+			return errors.New(msg)
 		}
 		if e := r.opts.Skills.Enabled(t, name); !e.Enabled {
 			why := "no setting enables it"

@@ -274,6 +274,34 @@ func TestEnableSkillRefusesWhatTheScopeDoesNotEnable(t *testing.T) {
 	}
 }
 
+// A name the model gets wrong (its case, a letter) is refused with the
+// enabled skill it most likely meant; spaces around a name are not part
+// of it; a name like none says so alone. Nothing is loaded.
+func TestEnableSkillRefusesANameNoSkillHas(t *testing.T) {
+	cases := []struct{ name, refused string }{
+		{"Stamping", `refused: there is no skill "Stamping" (did you mean "stamping"?)`},
+		{"stampng", `refused: there is no skill "stampng" (did you mean "stamping"?)`},
+		{"nothing-like-it", `refused: there is no skill "nothing-like-it"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, model := newScriptedModel(t, step{tool: "enable_skill", args: `{"name":"` + tc.name + `"}`}, step{text: "ok"})
+			f := newFixture(t, model, nil, withSkills(t, skillSetup(t, "global")))
+			_, err := f.rt.Run(context.Background(), asOwner("coder", "stamp it"), &recorder{})
+			require.NoError(t, err)
+			reqs := fake.requests()
+			require.Len(t, reqs, 2)
+			require.Equal(t, tc.refused, lastToolResult(t, reqs[1]))
+			require.NotContains(t, toolNames(reqs[1]), "stamp")
+		})
+	}
+	fake, model := newScriptedModel(t, step{tool: "enable_skill", args: `{"name":"  stamping "}`}, step{text: "ok"})
+	f := newFixture(t, model, nil, withSkills(t, skillSetup(t, "global")))
+	_, err := f.rt.Run(context.Background(), asOwner("coder", "stamp it"), &recorder{})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(lastToolResult(t, fake.requests()[1]), `Loaded "stamping".`))
+}
+
 func TestSkillToolsPassTheRunsRights(t *testing.T) {
 	t.Run("a sensitive tool a skill brings waits for a person", func(t *testing.T) {
 		fake, model := newScriptedModel(t,
