@@ -223,6 +223,7 @@ func TestAdminUIEscapesWhatOthersWriteAndRefusesForgedForms(t *testing.T) {
 		{"the token twice, the first wrong", "", url.Values{"csrf_token": {"wrong", csrf}}, nil, http.StatusForbidden},
 		{"the token as JSON", "", nil, map[string]string{"Content-Type": "application/json"}, http.StatusForbidden},
 		{"another site", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"no origin, sent from a page elsewhere", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Referer": "http://evil.example/page"}, http.StatusForbidden},
 		{"a null origin", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Origin": "null"}, http.StatusForbidden},
 		{"a sibling site", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
 		{"a cross-site fetch", "", url.Values{"csrf_token": {csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},

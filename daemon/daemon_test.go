@@ -460,6 +460,7 @@ func TestAPIRefusesCrossSiteAndOddRequests(t *testing.T) {
 		{"foreign origin", func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, 403, `Origin "http://evil.example"`},
 		{"null origin", func(r *http.Request) { r.Header.Set("Origin", "null") }, 403, "cross-site"},
 		{"cross-site fetch", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, 403, "cross-site"},
+		{"no origin, sent from a page elsewhere", func(r *http.Request) { r.Header.Set("Referer", "http://evil.example/page") }, 403, "http://evil.example"},
 		{"rebound host", func(r *http.Request) { r.Host = "evil.example:8080" }, 403, `Host "evil.example:8080"`},
 		{"no token", func(r *http.Request) { r.Header.Del("Authorization") }, 401, "bearer token"},
 		{"a form", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, 415, "application/json"},

@@ -298,15 +298,36 @@ func (s *Site) originOK(o string) bool {
 	return s.origins[u.Scheme+"://"+hostKey(u.Hostname(), port)] || u.Scheme == "http" && s.knownIP(u.Hostname(), port)
 }
 
+// foreignReferer reports whether a request without an Origin was sent
+// from a page of another site, as its Referer headers say, and that site's
+// origin, which is all of the page's address an error shows (the rest may
+// hold what the page was given). A browser that sends no Origin (an older
+// one, or a form posted by a page whose policy keeps it) still says where
+// the request comes from there; one that sends no Referer says nothing.
+func (s *Site) foreignReferer(referers []string) (string, bool) {
+	for _, ref := range referers {
+		u, err := url.Parse(ref)
+		if err != nil || u.Scheme == "" && u.Host == "" {
+			return "a page whose address cannot be read", true
+		}
+		origin := u.Scheme + "://" + u.Host
+		if !s.originOK(origin) {
+			return origin, true
+		}
+	}
+	return "", false
+}
+
 func (s *Site) described() string {
 	return strings.Join(s.names, ", ")
 }
 
 // Guard wraps next so that only requests meant for the daemon reach it:
 // a Host header that names another host (a DNS name rebound to the daemon)
-// and a cross-site request (an Origin that is not the daemon's, or
-// Sec-Fetch-Site cross-site or same-site) are answered 403. site is asked
-// on every request, so the daemon can learn its port once it listens.
+// and a cross-site request (an Origin that is not the daemon's, without
+// an Origin a Referer from another site, or Sec-Fetch-Site cross-site or
+// same-site) are answered 403. site is asked on every request, so the
+// daemon can learn its port once it listens.
 func Guard(site func() *Site, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := site()
@@ -324,6 +345,15 @@ func Guard(site func() *Site, next http.Handler) http.Handler {
 				Code:  bot.EFORBIDDEN,
 			})
 			return
+		}
+		if _, sent := r.Header["Origin"]; !sent {
+			if from, foreign := s.foreignReferer(r.Header.Values("Referer")); foreign {
+				JSON(w, http.StatusForbidden, ErrorBody{
+					Error: fmt.Sprintf("cross-site request refused: it was sent from a page of %s, not of this daemon (%s)", from, s.described()),
+					Code:  bot.EFORBIDDEN,
+				})
+				return
+			}
 		}
 		switch site := r.Header.Get("Sec-Fetch-Site"); site {
 		case "cross-site", "same-site":

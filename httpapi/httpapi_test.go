@@ -338,7 +338,14 @@ func TestGuard(t *testing.T) {
 		{"same-site fetch", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "same-site"}, false},
 		{"same-origin fetch", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "same-origin"}, true},
 		{"typed in the address bar", loopback, "127.0.0.1:8080", map[string]string{"Sec-Fetch-Site": "none"}, true},
+		{"referer of another site", loopback, "127.0.0.1:8080", map[string]string{"Referer": "http://evil.example/page?x=1"}, false},
+		{"referer of another port", loopback, "127.0.0.1:8080", map[string]string{"Referer": "http://localhost:3000/"}, false},
+		{"referer that is no address", loopback, "127.0.0.1:8080", map[string]string{"Referer": "::not a url"}, false},
+		{"referer of a page of its own", loopback, "127.0.0.1:8080", map[string]string{"Referer": "http://localhost:8080/admin/rules?edit=rule_1"}, true},
+		{"own origin, a referer elsewhere: the origin says", loopback, "127.0.0.1:8080", map[string]string{"Origin": "http://localhost:8080", "Referer": "http://evil.example/"}, true},
 		{"public host", public, "switchyard.example.com", nil, true},
+		{"public page as referer", public, "switchyard.example.com", map[string]string{"Referer": "https://switchyard.example.com/admin/"}, true},
+		{"public name over http as referer", public, "switchyard.example.com", map[string]string{"Referer": "http://switchyard.example.com/admin/"}, false},
 		{"public host with port", public, "switchyard.example.com:443", nil, true},
 		{"public origin", public, "switchyard.example.com", map[string]string{"Origin": "https://switchyard.example.com"}, true},
 		{"public name over http", public, "switchyard.example.com", map[string]string{"Origin": "http://switchyard.example.com"}, false},
@@ -368,6 +375,7 @@ func TestGuard(t *testing.T) {
 				body := errorBody(t, rec)
 				require.Equal(t, bot.EFORBIDDEN, body.Code)
 				require.NotEmpty(t, body.Error)
+				require.NotContains(t, body.Error, "x=1", "of a page's address an error shows its origin only")
 			}
 		})
 	}
