@@ -13,6 +13,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -388,6 +389,15 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		who = userCredential(usr)
 	}
 	u.guard.succeeded(keys)
+	// A session the browser brought is ended, not carried on: whoever
+	// made it (someone who planted their own in this browser) holds
+	// nothing of the one started now, whose id is new.
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if err := u.sessions.end(r.Context(), c.Value); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+	}
 	id, err := u.sessions.start(r.Context(), who)
 	if err != nil {
 		u.fail(w, r, err)
@@ -436,9 +446,23 @@ func (u *UI) signOut(w http.ResponseWriter, r *http.Request) {
 }
 
 // localNext returns next when it is a path of the UI, else "": sign-in
-// leads nowhere else.
+// leads nowhere else. It must read as that path to every reader, so what a
+// browser drops or reads otherwise (control characters and spaces, which
+// it strips, a backslash, which it takes for a slash) and a path that is
+// not clean (dot segments, doubled slashes, spelled or escaped) are none.
 func localNext(next string) string {
-	if !strings.HasPrefix(next, "/admin/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if strings.ContainsFunc(next, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\\' }) {
+		return ""
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") {
+		clean += "/"
+	}
+	if clean != u.Path || !strings.HasPrefix(clean, "/admin/") {
 		return ""
 	}
 	return next

@@ -319,3 +319,74 @@ func TestHeadIsAnsweredAsGet(t *testing.T) {
 		require.Equal(t, tc.where, rec.Header().Get("Location"), "%s signed in %v", tc.method, tc.signed)
 	}
 }
+
+// Sign-in leads only to a page of the UI, as a browser reads the address:
+// anything that could take it elsewhere, or out of /admin/, leads to the
+// first page instead.
+func TestSignInLeadsOnlyToAPageOfTheUI(t *testing.T) {
+	u := newStoreUI(t, bolttest.Open(t, t.TempDir()), time.Now)
+	base, err := url.Parse("http://switchyard.example.com/admin/signin")
+	require.NoError(t, err)
+	for _, tc := range []struct{ next, want string }{
+		{"/admin/workitems?status=done", "/admin/workitems?status=done"},
+		{"/admin/workitems/wi_1", "/admin/workitems/wi_1"},
+		{"/admin/", "/admin/"},
+		{"", "/admin/"},
+		{"//evil.example", "/admin/"},
+		{"///evil.example", "/admin/"},
+		{"/\\evil.example", "/admin/"},
+		{"https://evil.example/admin/", "/admin/"},
+		{"http:/admin/", "/admin/"},
+		{"javascript:alert(1)//admin/", "/admin/"},
+		{"/admin/../\t/evil.example", "/admin/"},
+		{"/admin/\t/evil.example", "/admin/"},
+		{"/admin/\n/evil.example", "/admin/"},
+		{"/admin/..//evil.example", "/admin/"},
+		{"/admin/../../evil.example", "/admin/"},
+		{"/admin/%2e%2e/%2e%2e//evil.example", "/admin/"},
+		{"/admin//evil.example", "/admin/"},
+		{"/admin/./rules", "/admin/"},
+		{"/admin/../%5cevil.example", "/admin/"},
+		{"/admin/\\..\\..\\evil.example", "/admin/"},
+		{"/admin/ /evil.example", "/admin/"},
+		{"/admin", "/admin/"},
+		{"/administrator/", "/admin/"},
+	} {
+		t.Run(tc.next, func(t *testing.T) {
+			form := serve(u, "GET", "/admin/signin?next="+url.QueryEscape(tc.next), nil)
+			m := csrfValue.FindStringSubmatch(form.Body.String())
+			require.NotNil(t, m)
+			rec := serve(u, "POST", "/admin/signin", url.Values{"token": {testToken}, csrfField: {m[1]}, "next": {tc.next}}, cookieOf(t, form, signInCookie))
+			require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+			loc := rec.Header().Get("Location")
+			require.Equal(t, tc.want, loc)
+			// As a browser reads it: tabs and line ends dropped, a
+			// backslash a slash.
+			read := strings.NewReplacer("\t", "", "\n", "", "\r", "", "\\", "/").Replace(loc)
+			to, err := base.Parse(read)
+			require.NoError(t, err)
+			require.Equal(t, "switchyard.example.com", to.Host)
+			require.True(t, strings.HasPrefix(to.Path, "/admin/"), to.Path)
+		})
+	}
+}
+
+// A session id chosen before sign-in, made up or a live session of
+// someone else's planted in the browser, is not the session sign-in
+// starts, and the planted one is ended.
+func TestSignInStartsASessionOfItsOwn(t *testing.T) {
+	u := newStoreUI(t, bolttest.Open(t, t.TempDir()), time.Now)
+	planted := signInAt(t, u)
+	require.True(t, signedIn(t, u, planted))
+	for _, brought := range []*http.Cookie{{Name: sessionCookie, Value: "chosen-by-someone-else-0123456789abcdef"}, planted} {
+		form := serve(u, "GET", "/admin/signin", nil, brought)
+		m := csrfValue.FindStringSubmatch(form.Body.String())
+		require.NotNil(t, m)
+		rec := serve(u, "POST", "/admin/signin", url.Values{"token": {testToken}, csrfField: {m[1]}}, cookieOf(t, form, signInCookie), brought)
+		require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+		got := cookieOf(t, rec, sessionCookie)
+		require.NotEqual(t, brought.Value, got.Value)
+		require.True(t, signedIn(t, u, got))
+		require.False(t, signedIn(t, u, brought), "the session brought to sign-in is no session after it")
+	}
+}
