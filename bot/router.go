@@ -17,6 +17,37 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 )
 
+// MaxRuleName is the most characters a routing rule's name may have, and
+// MaxRuleText the most bytes of its regular expression over the text: the
+// name is recorded with every decision the rule makes, and every event is
+// matched against the expression.
+const (
+	MaxRuleName = 200
+	MaxRuleText = 4096
+)
+
+// unreadable says why s cannot be a rule's value as written, "" when it
+// can: it is not UTF-8, or it holds a control character (a tab and line
+// ends allowed when lines is set, as a regular expression written over
+// lines has) or one that changes the direction text is shown in, so that
+// what is shown is not what is matched or recorded.
+func unreadable(s string, lines bool) string {
+	if !utf8.ValidString(s) {
+		return "not UTF-8 text"
+	}
+	i := strings.IndexFunc(s, func(r rune) bool {
+		if lines && (r == '\t' || r == '\n' || r == '\r') {
+			return false
+		}
+		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	})
+	if i < 0 {
+		return ""
+	}
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	return fmt.Sprintf("holds the control character U+%04X", r)
+}
+
 // fallbackAgent receives what nothing else routes when the routing config
 // names no default agent.
 const fallbackAgent = "triage"
@@ -265,8 +296,15 @@ func compileRule(at string, rule Rule, known func(string) bool) (compiledRule, [
 		errs = append(errs, &FieldError{Field: path, Msg: fmt.Sprintf(format, args...)})
 	}
 
-	if strings.TrimSpace(rule.Name) == "" {
+	switch n := utf8.RuneCountInString(rule.Name); {
+	case strings.TrimSpace(rule.Name) == "":
 		fail(".name", "a rule needs a name (it is recorded with every decision the rule makes)")
+	case n > MaxRuleName:
+		fail(".name", "%d characters, over the %d a rule's name may have (it is recorded with every decision the rule makes)", n, MaxRuleName)
+	default:
+		if why := unreadable(rule.Name, false); why != "" {
+			fail(".name", "%s: a rule's name is shown to people and recorded as written", why)
+		}
 	}
 	switch {
 	case rule.Agent == "":
@@ -296,6 +334,10 @@ func compileRule(at string, rule Rule, known func(string) bool) (compiledRule, [
 				fail(fmt.Sprintf(".match.%s[%d]", field, j), "empty value")
 				continue
 			}
+			if why := unreadable(s, false); why != "" {
+				fail(fmt.Sprintf(".match.%s[%d]", field, j), "%s", why)
+				continue
+			}
 			out = append(out, s)
 		}
 		return out
@@ -306,6 +348,10 @@ func compileRule(at string, rule Rule, known func(string) bool) (compiledRule, [
 		}
 		out := make([]glob, 0, len(in))
 		for j, p := range in {
+			if why := unreadable(p, false); why != "" {
+				fail(fmt.Sprintf(".match.%s[%d]", field, j), "%s", why)
+				continue
+			}
 			g, err := compileGlob(p, lower)
 			if err != nil {
 				fail(fmt.Sprintf(".match.%s[%d]", field, j), "%v", err)
@@ -331,7 +377,12 @@ func compileRule(at string, rule Rule, known func(string) bool) (compiledRule, [
 	cr.repos = globs("repos", m.Repos, true)
 	cr.labels = strs("labels", m.Labels, trim)
 	cr.paths = globs("paths", m.Paths, false)
-	if m.Text != "" {
+	switch why := unreadable(m.Text, true); {
+	case len(m.Text) > MaxRuleText:
+		fail(".match.text", "%d bytes, over the %d a rule's regular expression may have (every event is matched against it)", len(m.Text), MaxRuleText)
+	case why != "":
+		fail(".match.text", "%s", why)
+	case m.Text != "":
 		tm, err := compileText(m.Text)
 		if err != nil {
 			why := err.Error()
