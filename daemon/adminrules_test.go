@@ -105,9 +105,17 @@ func TestAdminRulesPageForms(t *testing.T) {
 	require.Contains(t, page, "The change decides otherwise.")
 	page = test("ev_mode", "payload", "ev_payload", `{"source":"local","kind":"local.message","text":"deploy it"}`)
 	require.Contains(t, page, `<dd id="result-current">coder (rule`)
-	resp, page = c.do("POST", "/admin/rules/test", rulesForm(csrf, "ev_mode", "payload", "ev_payload", `{"text":"x","colour":"red"}`), nil)
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, page, `payload: json: unknown field &#34;colour&#34;`)
+	// A pasted event is read as POST /api/v1/explain reads one, with its
+	// words.
+	for payload, want := range map[string]string{
+		`{"text":"x","colour":"red"}`:     `payload: malformed JSON: unknown field &#34;colour&#34;`,
+		`{"text":"deploy","TEXT":"docs"}`: `payload: malformed JSON: field &#34;TEXT&#34; is given twice`,
+		`{"text":"x"} {"text":"y"}`:       `payload: malformed JSON: unexpected data after the object`,
+	} {
+		resp, page = c.do("POST", "/admin/rules/test", rulesForm(csrf, "ev_mode", "payload", "ev_payload", payload), nil)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, payload)
+		require.Contains(t, page, want, payload)
+	}
 	code, body := r.do(t, "POST", "/api/v1/messages", `{"thread":"room","text":"please deploy","id":"m-7"}`)
 	require.Equal(t, http.StatusAccepted, code, string(body))
 	page = test("ev_mode", "delivery", "ev_delivery", "m-7", "name", "other", "agent", "docs", "priority", "9", "text", "deploy")

@@ -138,6 +138,13 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err != nil {
 		return decodeError(err)
 	}
+	return DecodeBytes(body, v)
+}
+
+// DecodeBytes reads a JSON document into v as Decode reads a body: a
+// document given another way (pasted into a form) is held to what the
+// API takes, with its errors.
+func DecodeBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

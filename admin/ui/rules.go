@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -289,8 +288,8 @@ func (t testForm) request() (*admin.ExplainRequest, error) {
 		if strings.TrimSpace(t.Payload) == "" {
 			return nil, bot.Errorf(bot.EINVALID, "payload: paste an event as JSON, as POST /api/v1/explain takes it")
 		}
-		if err := json.Unmarshal([]byte(t.Payload), req); err != nil {
-			return nil, bot.Errorf(bot.EINVALID, "payload: %v", err)
+		if err := httpapi.DecodeBytes([]byte(t.Payload), req); err != nil {
+			return nil, bot.Errorf(bot.EINVALID, "payload: %s", bot.ErrorMessage(err))
 		}
 		if req.Change != nil {
 			return nil, bot.Errorf(bot.EINVALID, "payload: the change to weigh is the rule in the form, not part of the event")
