@@ -60,6 +60,20 @@ type Budgets struct {
 	mu     sync.Mutex
 	asking map[string]chan struct{} // key → held while a run asks for it
 	denied map[string]denial        // key@level/tree → why more was refused
+	// flights are the model calls under way under each capped key, so
+	// that runs calling at once (a fan-out of subagents) pass a cap by one
+	// call, not by one call each.
+	flights map[string]*flight
+	// landings counts the calls counted under any key, so a run sees
+	// whether one was while it read the counters.
+	landings uint64
+}
+
+// flight is what runs of this process do under one capped key.
+type flight struct {
+	calls   int           // model calls admitted and not yet counted
+	waiting int           // runs waiting for one of them to be counted
+	landed  chan struct{} // closed, and replaced, when one is counted
 }
 
 // denial is a refusal of more budget, kept for the other runs of the tree
@@ -79,7 +93,8 @@ func NewBudgets(store bot.BudgetStore, log *slog.Logger) *Budgets {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]chan struct{}{}, denied: map[string]denial{}}
+	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]chan struct{}{}, denied: map[string]denial{},
+		flights: map[string]*flight{}}
 }
 
 // budgetCap is one cap a run is held to: the key its spending is counted
@@ -161,28 +176,171 @@ func (c budgetCap) over(s bot.Spend, now time.Time) (budgetHit, bool) {
 	return budgetHit{}, false
 }
 
-// admit returns nil when rn may make its next model call, after asking for
-// more where a cap is reached; else why it may not, which stops the run.
-// Reading the counters failing stops it too: budgets fail closed.
-func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) error {
-	now := b.now()
-	_, caps := budgetKeys(rn, rt.opts.BudgetLimits, now)
-	for _, c := range caps {
-		for {
+// room reports whether a call may start beside n others under way without
+// the key passing c's cap by more than that call, at s: each call under way
+// is expected to spend what the key's calls spent on average.
+func (c budgetCap) room(s bot.Spend, n int) bool {
+	if n == 0 || s.Calls == 0 {
+		return true
+	}
+	if c.tokens > 0 && s.Tokens+int64(n)*(s.Tokens/s.Calls) >= c.tokens+s.GrantedTokens {
+		return false
+	}
+	return c.cost <= 0 || s.Cost+float64(n)*s.Cost/float64(s.Calls) < c.cost+s.GrantedCost
+}
+
+// admit returns the seat of rn's next model call when it may make it,
+// after asking for more where a cap is reached and waiting, holding no
+// worker, where the calls under way could reach one; else why it may not,
+// which stops the run. Reading the counters failing stops it too: budgets
+// fail closed. The seat is left when the call's usage is counted (spent)
+// or the call failed.
+func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) (*seat, error) {
+	_, caps := budgetKeys(rn, rt.opts.BudgetLimits, b.now())
+	st := &seat{b: b}
+next:
+	for {
+		for _, c := range caps {
+			gen := b.counted()
 			spent, err := b.store.Spent(ctx, []string{c.key})
 			if err != nil {
-				return fmt.Errorf("the budget cannot be read, so no model call is made: %w", err)
+				st.leave()
+				return nil, fmt.Errorf("the budget cannot be read, so no model call is made: %w", err)
 			}
-			hit, over := c.over(spent[0], b.now())
-			if !over {
-				break
+			if hit, over := c.over(spent[0], b.now()); over {
+				st.leave()
+				if err := b.ask(ctx, rt, rn, c, spent[0], hit); err != nil {
+					return nil, err
+				}
+				st = &seat{b: b}
+				continue next
 			}
-			if err := b.ask(ctx, rt, rn, c, spent[0], hit); err != nil {
-				return err
+			if c.tokens <= 0 && c.cost <= 0 {
+				continue // wall time is not spent a call at a time
 			}
+			landed, ok := b.board(c, spent[0], gen, st)
+			if ok {
+				continue
+			}
+			// Seats held on other keys are left while this one waits, so
+			// a run never waits holding a place others count.
+			st.leave()
+			st = &seat{b: b}
+			if landed != nil {
+				if err := b.await(ctx, c.key, landed); err != nil {
+					return nil, err
+				}
+			}
+			continue next
+		}
+		return st, nil
+	}
+}
+
+// counted returns how many calls were counted so far.
+func (b *Budgets) counted() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.landings
+}
+
+// board seats st's call under c's key when the calls under way leave room
+// at s, read when gen calls had been counted. Else it returns the channel
+// closed when one of them is counted, or nil when a call was counted since
+// s was read, which is then read again.
+func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat) (<-chan struct{}, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.landings != gen {
+		return nil, false
+	}
+	f := b.flights[c.key]
+	if f == nil {
+		f = &flight{landed: make(chan struct{})}
+		b.flights[c.key] = f
+	}
+	if c.room(s, f.calls) {
+		f.calls++
+		st.keys = append(st.keys, c.key)
+		return nil, true
+	}
+	f.waiting++
+	return f.landed, false
+}
+
+// await waits, holding no worker, until landed is closed.
+func (b *Budgets) await(ctx context.Context, key string, landed <-chan struct{}) error {
+	err := bot.Await(ctx, func() error {
+		select {
+		case <-landed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	b.mu.Lock()
+	f := b.flights[key]
+	f.waiting--
+	b.forget(key, f)
+	b.mu.Unlock()
+	return err
+}
+
+// forget drops key's flight once nothing is under way or waiting; b.mu is
+// held.
+func (b *Budgets) forget(key string, f *flight) {
+	if f.calls == 0 && f.waiting == 0 {
+		delete(b.flights, key)
+	}
+}
+
+// seat is a model call admitted under the capped keys of its run.
+type seat struct {
+	b    *Budgets
+	keys []string
+	once sync.Once
+}
+
+// leave tells the runs waiting for room under s's keys that its call was
+// counted, or will never be. It is safe to call more than once, and on a
+// nil seat.
+func (s *seat) leave() {
+	if s == nil {
+		return
+	}
+	s.once.Do(func() {
+		if len(s.keys) == 0 {
+			return
+		}
+		b := s.b
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.landings++
+		for _, key := range s.keys {
+			f := b.flights[key]
+			f.calls--
+			close(f.landed)
+			f.landed = make(chan struct{})
+			b.forget(key, f)
+		}
+	})
+}
+
+// shared reports whether other calls are under way, or waiting for room,
+// under one of s's keys.
+func (s *seat) shared() bool {
+	if s == nil {
+		return false
+	}
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, key := range s.keys {
+		if f := b.flights[key]; f.calls > 1 || f.waiting > 0 {
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // ask waits for one run of the process at a time to ask for more of c,
@@ -313,30 +471,34 @@ func (b *Budgets) spend(ctx context.Context, rt *Runtime, rn *run, u llm.Usage) 
 	return nil
 }
 
-// admitCall says why rn may not make its next model call, or "".
-func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) string {
+// admitCall returns the seat of rn's next model call, or why rn may not
+// make it.
+func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) (*seat, string) {
 	if r.opts.Budgets == nil {
-		return ""
+		return nil, ""
 	}
-	err := r.opts.Budgets.admit(runCtx, r, rn)
+	st, err := r.opts.Budgets.admit(runCtx, r, rn)
 	switch {
 	case err == nil:
-		return ""
+		return st, ""
 	case runCtx.Err() != nil:
-		return interruption(ctx, runCtx, r.limits(rn.def))
+		return nil, interruption(ctx, runCtx, r.limits(rn.def))
 	}
-	return "stopped: " + err.Error()
+	return nil, "stopped: " + err.Error()
 }
 
 // spent counts a model call's tokens, and cost where its model has prices.
 // The last call of a run that ends with its job (a subagent's: last, as
 // its answer asks for no tools) is counted with the job's end instead, in
 // the same transaction (bot.JobRecords): no call of the run follows it.
-func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage, last bool) error {
+// Where other calls under its caps are under way or wait for room (a
+// fan-out near a cap), it is counted at once, so they wait for what it
+// spent rather than pass the cap by it.
+func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage, last bool, st *seat) error {
 	if r.opts.Budgets == nil {
 		return nil
 	}
-	if last && rn.endsWithJob() {
+	if last && rn.endsWithJob() && !st.shared() {
 		usage := r.opts.Budgets.usage(r, rn, u)
 		rn.lastUsage = &usage
 		return nil

@@ -612,7 +612,8 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
 			return finish(resp)
 		}
-		if why := r.admitCall(ctx, runCtx, rn); why != "" {
+		st, why := r.admitCall(ctx, runCtx, rn)
+		if why != "" {
 			r.stop(ctx, rn, turn-1, why)
 			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
 			return finish(resp)
@@ -620,15 +621,23 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 		prepare(turn)
 		r.report(ctx, rn, bot.ProgressEvent{Kind: bot.ProgressTurnStarted, Turn: turn, Text: fmt.Sprintf("turn %d", turn)})
 		req.Messages = msgs
-		res, err := provider.Chat(runCtx, req)
-		resp.TurnsUsed = turn
-		if err == nil {
-			if err := r.spent(ctx, rn, res.Usage, len(res.ToolCalls) == 0); err != nil {
-				why := "stopped: " + err.Error()
-				r.stop(ctx, rn, turn, why)
-				resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
-				return finish(resp)
+		var res llm.Response
+		var uncounted error
+		func() {
+			// Runs waiting for room under the same caps go on once this
+			// call is counted, or has failed, however it ends.
+			defer st.leave()
+			res, err = provider.Chat(runCtx, req)
+			if err == nil {
+				uncounted = r.spent(ctx, rn, res.Usage, len(res.ToolCalls) == 0, st)
 			}
+		}()
+		resp.TurnsUsed = turn
+		if uncounted != nil {
+			why := "stopped: " + uncounted.Error()
+			r.stop(ctx, rn, turn, why)
+			resp.Status, resp.Error, resp.Content = bot.ResultError, why, said
+			return finish(resp)
 		}
 		if err != nil {
 			if why := interruption(ctx, runCtx, limits); why != "" {

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +144,70 @@ func TestATreeAtItsCostCapAsksForMoreInTheCurrency(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 0.44, spent[0].Cost, 1e-9)
 	require.InDelta(t, 0.30, spent[0].GrantedCost, 1e-9)
+}
+
+// TestAFanOutPassesItsBudgetByOneCallAtMost spawns six helpers at once
+// under a cap that three calls reach: the calls already under way when the
+// cap could be reached are waited for, so the tree stops within one call of
+// it instead of one call of every helper past it.
+func TestAFanOutPassesItsBudgetByOneCallAtMost(t *testing.T) {
+	const helpers = 6
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "helper":
+			// Long enough that every helper's call would be under way at once.
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return reply{Text: "part done"}
+		case req.turns() == 0:
+			var calls []fakeCall
+			for i := range helpers {
+				calls = append(calls, fakeCall{ID: fmt.Sprintf("part%d", i), Name: agents.SpawnTool, Args: spawnArgs(fmt.Sprintf("part %d", i), "helper")})
+			}
+			return reply{Calls: calls}
+		}
+		return reply{Text: "all parts done"}
+	})
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+	id := tr.send(t, "fan", "@lead do the parts")
+
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (300 tokens): approve 300 more?", ap.Reason)
+	// 110 tokens a call: the lead's and two helpers' reach 330, one call
+	// past the cap; the other helpers wait for the decision.
+	require.Equal(t, 2, len(model.seen("helper")), "helpers called the model past the cap")
+	require.Eventually(t, func() bool {
+		spent, err := tr.d.Store().Spent(context.Background(), []string{bot.TreeBudgetKey(id)})
+		require.NoError(t, err)
+		return spent[0].Tokens == 330
+	}, 10*time.Second, 10*time.Millisecond, "what the helpers spent is counted")
+
+	// Approved as often as asked, the tree finishes, every helper done once.
+	for deadline := time.Now().Add(time.Minute); ; {
+		wi, err := tr.d.Store().GetWorkItem(context.Background(), id)
+		require.NoError(t, err)
+		if wi.Status.Finished() {
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the tree did not finish")
+		code, body := tr.do(t, "GET", "/api/v1/approvals", "")
+		require.Equal(t, 200, code, string(body))
+		var pending []bot.Approval
+		require.NoError(t, json.Unmarshal(body, &pending))
+		for _, p := range pending {
+			code, body := tr.do(t, "POST", "/api/v1/approvals/"+p.ID+"/approve", "")
+			require.Equal(t, 200, code, string(body))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, helpers, len(model.seen("helper")), "each helper called the model once")
+	kids := tr.children(t, id)
+	require.Len(t, kids, helpers)
+	for _, k := range kids {
+		require.Equal(t, bot.RunDone, k.Status)
+	}
 }
