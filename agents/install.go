@@ -98,7 +98,11 @@ func (t *installTool) Run(ctx context.Context, cc tools.CallContext, input json.
 		Text: fmt.Sprintf("installed package %s %s", res.Package, res.Version)})
 	var b strings.Builder
 	fmt.Fprintf(&b, "Installed package %s %s", res.Package, res.Version)
-	if res.Previous != "" {
+	switch res.Previous {
+	case "":
+	case res.Version:
+		b.WriteString(" (it replaced that version's files)")
+	default:
 		fmt.Fprintf(&b, " (it replaced %s)", res.Previous)
 	}
 	fmt.Fprintf(&b, ", enabled at %s.\n", listOr(res.Enabled, scope.String()))

@@ -47,6 +47,8 @@ type fakeInstaller struct {
 	mu     sync.Mutex
 	dirs   []string
 	scopes [][]skills.Scope
+	// previous is the version the install replaces, if any.
+	previous string
 }
 
 func (f *fakeInstaller) InstallPackage(_ context.Context, dir string, enable []skills.Scope) (agents.Installed, error) {
@@ -57,7 +59,7 @@ func (f *fakeInstaller) InstallPackage(_ context.Context, dir string, enable []s
 	f.agents.added = append(f.agents.added, agents.Definition{Name: "greeter", Description: "Greets people.", Profile: "read-only",
 		Mode: agents.ModeTool, Instructions: "Say hello.", Source: "package:greeter", Package: "greeter"})
 	f.agents.mu.Unlock()
-	return agents.Installed{Package: "greeter", Version: "0.1.0", Agents: []string{"greeter"}, Enabled: []string{"global"}}, nil
+	return agents.Installed{Package: "greeter", Version: "0.1.0", Previous: f.previous, Agents: []string{"greeter"}, Enabled: []string{"global"}}, nil
 }
 
 // approveEach approves every call and counts them.
@@ -111,6 +113,38 @@ func TestTheBuilderInstallsAnAgentItCallsNextTurn(t *testing.T) {
 	require.Equal(t, []string{real}, installer.dirs)
 	require.Equal(t, [][]skills.Scope{{skills.Global}}, installer.scopes, "a console thread has no repository: the package is enabled globally")
 	require.Equal(t, []string{`install_package: profile "contributor" requires approval: every call of tool "install_package" waits for a person`}, approver.calls)
+}
+
+// The builder installing its package again (it fixed the agent) is told
+// what the install replaced: another version, or that version's files.
+func TestTheBuilderIsToldWhatAnInstallReplaced(t *testing.T) {
+	cases := []struct{ previous, want string }{
+		{"", "Installed package greeter 0.1.0, enabled at global."},
+		{"0.1.0", "Installed package greeter 0.1.0 (it replaced that version's files), enabled at global."},
+		{"0.0.9", "Installed package greeter 0.1.0 (it replaced 0.0.9), enabled at global."},
+	}
+	for _, tc := range cases {
+		t.Run("previous "+tc.previous, func(t *testing.T) {
+			fake, model := newScriptedModel(t,
+				step{tool: "install_package", args: `{"path":"greeter"}`},
+				step{text: "done"},
+			)
+			f := newFixture(t, model, nil, func(o *agents.RuntimeOptions) {
+				e, err := policy.New(policy.Options{Skills: agents.LoadedSkills{}})
+				require.NoError(t, err)
+				o.Policy, o.Profiles, o.Access, o.Approver = e, e, e, &approveEach{}
+				grow := &growingAgents{base: o.Agents.(*agents.Manager)}
+				o.Agents = grow
+				o.Installer = &fakeInstaller{agents: grow, previous: tc.previous}
+			})
+			ws, err := f.spaces.Dir(thread.Key())
+			require.NoError(t, err)
+			require.NoError(t, os.MkdirAll(filepath.Join(ws, "greeter"), 0o755))
+			_, err = f.rt.Run(context.Background(), asOwner("builder", "install the greeter again"), &recorder{})
+			require.NoError(t, err)
+			require.Contains(t, lastToolResult(t, fake.requests()[1]), tc.want)
+		})
+	}
 }
 
 func TestOnlyTheBuilderIsOfferedInstallPackage(t *testing.T) {

@@ -237,6 +237,8 @@ func printInstall(w io.Writer, r install.Result) {
 	switch {
 	case r.Unchanged:
 		fmt.Fprintf(w, "%s %s is installed already (%s)\n", r.Package, r.Version, r.Digest)
+	case r.Previous == r.Version:
+		fmt.Fprintf(w, "reinstalled %s %s with other files, from %s (%s)\n", r.Package, r.Version, r.Source, r.Digest)
 	case r.Previous != "":
 		fmt.Fprintf(w, "installed %s %s over %s, from %s (%s)\n", r.Package, r.Version, r.Previous, r.Source, r.Digest)
 	default:

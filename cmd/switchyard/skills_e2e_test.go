@@ -328,3 +328,71 @@ func TestSkillsInstallFromGitWithTheDefaultDataDirectory(t *testing.T) {
 	require.Len(t, entries, 1, "the package's directory alone: no staging left")
 	require.Equal(t, "release-helper@1.0.0", entries[0].Name())
 }
+
+// The same package installed again, changed, upgraded, and uninstalled
+// while it is enabled, through the CLI: each says what it did, and what
+// is left is one directory per installed version, then none.
+func TestSkillsReinstallUpgradeAndUninstallWhileEnabled(t *testing.T) {
+	dir := t.TempDir()
+	p := serve(t, dir, freeAddr(t))
+	kit := t.TempDir()
+	write := func(version, instructions string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(filepath.Join(kit, "manifest.yaml"), []byte(`name: again-kit
+version: `+version+`
+description: A kit installed again.
+skills:
+  - name: again
+    description: Does it again.
+    instructions: `+instructions+`
+    allowed_tools: [read_file]
+    execution_protocol: [Read with read_file.]
+`), 0o644))
+	}
+	packages := func() []string {
+		t.Helper()
+		entries, err := os.ReadDir(filepath.Join(dir, "data", "packages"))
+		require.NoError(t, err)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	install := func(args ...string) string {
+		t.Helper()
+		r := run(t, dir, p.env(), append([]string{"skills", "install", kit}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		return strings.SplitN(r.stdout, " (sha256:", 2)[0]
+	}
+	write("1.0.0", "Do it.")
+	require.Equal(t, "installed again-kit 1.0.0 from "+kit, install())
+	require.Equal(t, "again-kit 1.0.0 is installed already", install())
+	write("1.0.0", "Do it once more.")
+	require.Equal(t, "reinstalled again-kit 1.0.0 with other files, from "+kit, install())
+	require.Equal(t, []string{"again-kit@1.0.0"}, packages())
+	write("1.1.0", "Do it better.")
+	require.Equal(t, "installed again-kit 1.1.0 over 1.0.0, from "+kit, install("--enable", "repo:acme/web"))
+	require.Equal(t, []string{"again-kit@1.1.0"}, packages(), "the version replaced is gone")
+	r := run(t, dir, p.env(), "skills", "show", "again")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "Do it better.")
+	r = run(t, dir, p.env(), "skills", "effective", "--repo", "acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `again\s+true\s+repo:acme/web`, r.stdout)
+
+	r = run(t, dir, p.env(), "skills", "uninstall", "again-kit")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "uninstalled again-kit 1.1.0\n", r.stdout)
+	require.Empty(t, packages())
+	r = run(t, dir, p.env(), "skills", "effective", "--repo", "acme/web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "again")
+	r = run(t, dir, p.env(), "skills", "validate", "again")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stdout, `unknown_skill: unknown skill "again"`)
+	// Installed again, it is enabled nowhere: its settings went with it.
+	install()
+	r = run(t, dir, p.env(), "skills", "effective", "--repo", "acme/web")
+	require.Regexp(t, `again\s+false\s+default`, r.stdout)
+}
