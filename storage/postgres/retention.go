@@ -61,11 +61,11 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, r bot.Retention) (bot.
 		}
 	}
 	if r.Audit > 0 {
-		tag, err := s.pool.Exec(ctx, "DELETE FROM audit WHERE at < $1", nanos(cutoff(r.Audit)))
+		n, err := s.sweepAudit(ctx, cutoff(r.Audit))
+		out.Audit = n
 		if err != nil {
-			return out, s.wrap("sweep audit", err)
+			return out, err
 		}
-		out.Audit = int(tag.RowsAffected())
 	}
 	if out != (bot.Swept{}) {
 		s.log.Info("retention sweep", slog.Int("payloads", out.Payloads), slog.Int("work_items", out.WorkItems),
@@ -73,6 +73,25 @@ func (s *Store) Sweep(ctx context.Context, now time.Time, r bot.Retention) (bot.
 			slog.Int("outbox", out.Outbox), slog.Int("audit", out.Audit))
 	}
 	return out, nil
+}
+
+// sweepAudit drops the audit records made before cutoff, oldest first, in
+// statements of at most sweepChunk records, so a year of them going at
+// once does not hold one long transaction.
+func (s *Store) sweepAudit(ctx context.Context, cutoff time.Time) (int, error) {
+	total := 0
+	for {
+		tag, err := s.pool.Exec(ctx, "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE at < $1 ORDER BY at, seq LIMIT $2)",
+			nanos(cutoff), sweepChunk)
+		if err != nil {
+			return total, s.wrap("sweep audit", err)
+		}
+		n := int(tag.RowsAffected())
+		total += n
+		if n < sweepChunk {
+			return total, nil
+		}
+	}
 }
 
 // sweepPayloads drops the raw payloads of events received before cutoff.

@@ -156,3 +156,22 @@ func testRetentionRace(t *testing.T, open Opener) {
 	}
 	require.Equal(t, len(handed), h.depth())
 }
+
+// testRetentionAuditInChunks: more audit records than one sweep
+// transaction takes all go, oldest first, and the younger one stays.
+func testRetentionAuditInChunks(t *testing.T, open Opener) {
+	h := newHarness(t, open)
+	day := 24 * time.Hour
+	const old = 1101 // more than two transactions of a sweep
+	for i := range old {
+		require.NoError(t, h.s.AppendAudit(h.ctx, at(time.Duration(i)*time.Second), "allow", []byte(`{"old":true}`)))
+	}
+	require.NoError(t, h.s.AppendAudit(h.ctx, at(39*day), "allow", []byte(`{"kept":true}`)))
+	swept, err := h.s.Sweep(h.ctx, at(40*day), bot.Retention{Audit: 30 * day})
+	require.NoError(t, err)
+	require.Equal(t, bot.Swept{Audit: old}, swept)
+	left, _, err := h.s.ListAudit(h.ctx, time.Time{}, "", 10, "")
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.JSONEq(t, `{"kept":true}`, string(left[0]))
+}

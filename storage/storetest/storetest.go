@@ -64,6 +64,7 @@ func Run(t *testing.T, open Opener) {
 		{"Counts", testCounts},
 		{"Retention", testRetention},
 		{"RetentionRace", testRetentionRace},
+		{"RetentionAuditInChunks", testRetentionAuditInChunks},
 		{"Schedules", testSchedules},
 		{"KeysAndTimes", testKeysAndTimes},
 		{"Ledger", testLedger},
