@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -300,6 +302,40 @@ func TestEnableSkillRefusesANameNoSkillHas(t *testing.T) {
 	_, err := f.rt.Run(context.Background(), asOwner("coder", "stamp it"), &recorder{})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(lastToolResult(t, fake.requests()[1]), `Loaded "stamping".`))
+}
+
+// A tool one loaded skill forbids stays refused whatever another loaded
+// skill allows, in either order of loading: the most restrictive wins, in
+// the tools offered and in the call.
+func TestAForbiddenToolStaysRefusedWhenAnotherSkillAllowsIt(t *testing.T) {
+	for _, order := range [][]string{{"stamping", "writing"}, {"writing", "stamping"}} {
+		t.Run(strings.Join(order, " then "), func(t *testing.T) {
+			fake, model := newScriptedModel(t,
+				step{tool: "enable_skill", args: `{"name":"` + order[0] + `"}`},
+				step{tool: "enable_skill", args: `{"name":"` + order[1] + `"}`},
+				step{tool: "write_file", args: `{"path":"CHANGELOG.md","content":"x"}`},
+				step{text: "done"},
+			)
+			reg := skillSetup(t, "global")
+			_, err := reg.Register(skills.Skill{
+				Name: "writing", Description: "Write files.", Instructions: "Write the changelog.",
+				AllowedTools: []string{"read_file", "write_file"}, ExecutionProtocol: []string{"Write it with write_file."},
+			})
+			require.NoError(t, err)
+			require.NoError(t, reg.Set(context.Background(), skills.Setting{Scope: skills.Global, Name: "writing", Enabled: skills.Enabled}))
+			f := newFixture(t, model, nil, withSkills(t, reg))
+			_, err = f.rt.Run(context.Background(), asOwner("coder", "write the changelog"), &recorder{})
+			require.NoError(t, err)
+			reqs := fake.requests()
+			require.Len(t, reqs, 4)
+			require.NotContains(t, toolNames(reqs[2]), "write_file", "not offered once both are loaded")
+			require.Contains(t, lastToolResult(t, reqs[3]), `refused: denied by skill "stamping": tool "write_file" is forbidden`)
+			ws, err := f.spaces.Dir(thread.Key())
+			require.NoError(t, err)
+			_, err = os.Stat(filepath.Join(ws, "CHANGELOG.md"))
+			require.ErrorIs(t, err, os.ErrNotExist, "nothing written")
+		})
+	}
 }
 
 func TestSkillToolsPassTheRunsRights(t *testing.T) {
