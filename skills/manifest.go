@@ -222,6 +222,10 @@ func ParseManifest(file string, data []byte) (*Manifest, error) {
 func parseManifest(file string, data []byte) (*Manifest, *yamldecode.Decoder) {
 	d := yamldecode.New(file, yamldecode.Options{JSON: strings.HasSuffix(file, ".json"), NoAliases: true})
 	m := &Manifest{}
+	if isLFSPointer(data) {
+		d.Fail(1, "", "the manifest %s", lfsPointerMsg)
+		return m, d
+	}
 	d.Document(data, m)
 	if d.Failed("") {
 		return m, d

@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -301,8 +302,7 @@ func (l *loader) regular(field, name string) bool {
 	case !fi.Mode().IsRegular():
 		l.d.FailAt(field, "%s is not a regular file", name)
 	case fi.Size() <= maxLFSPointer && lfsPointer(l.fsys, clean):
-		l.d.FailAt(field, "%s is a Git LFS pointer, not the file it stands for: install from a source that holds "+
-			"the file itself (a checkout after git lfs pull, or an archive of one)", name)
+		l.d.FailAt(field, "%s %s", name, lfsPointerMsg)
 	default:
 		return true
 	}
@@ -313,19 +313,30 @@ func (l *loader) regular(field, name string) bool {
 // specification bounds it.
 const maxLFSPointer = 1024
 
-// lfsPointer reports whether the file is a Git LFS pointer: a repository
+// lfsMagic begins every Git LFS pointer file.
+const lfsMagic = "version https://git-lfs.github.com/spec/v1"
+
+// lfsPointerMsg says what is wrong with a file that is a Git LFS pointer.
+const lfsPointerMsg = "is a Git LFS pointer, not the file it stands for: install from a source that holds " +
+	"the file itself (a checkout after git lfs pull, or an archive of one)"
+
+// isLFSPointer reports whether data is a Git LFS pointer: a repository
 // that keeps a file in LFS holds only this in its place, and git gives it
 // so wherever git-lfs does not fetch the content.
+func isLFSPointer(data []byte) bool {
+	return len(data) <= maxLFSPointer && bytes.HasPrefix(data, []byte(lfsMagic))
+}
+
+// lfsPointer reports whether the file name is a Git LFS pointer.
 func lfsPointer(fsys fs.FS, name string) bool {
-	const magic = "version https://git-lfs.github.com/spec/v1"
 	f, err := fsys.Open(name)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	head := make([]byte, len(magic))
+	head := make([]byte, len(lfsMagic))
 	n, _ := io.ReadFull(f, head)
-	return string(head[:n]) == magic
+	return isLFSPointer(head[:n])
 }
 
 // secrets refuses a file that holds what the masker masks, at its line.

@@ -61,6 +61,11 @@ func TestInstallGitRefs(t *testing.T) {
 		".gitattributes": "SKILL.md filter=lfs diff=lfs merge=lfs -text\n",
 		"SKILL.md":       "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n",
 	})
+	gitIn(t, repo, "checkout", "-q", "-b", "lfs-manifest", "main")
+	commit("1.4.1", map[string]string{
+		".gitattributes": "manifest.yaml filter=lfs diff=lfs merge=lfs -text\n",
+		"manifest.yaml":  "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 321\n",
+	})
 	gitIn(t, repo, "checkout", "-q", "-b", "lfs-asset", "main")
 	commit("1.5.0", map[string]string{
 		".gitattributes": "*.png filter=lfs diff=lfs merge=lfs -text\n",
@@ -95,7 +100,8 @@ func TestInstallGitRefs(t *testing.T) {
 		{name: "the branch of that name, spelled out", ref: "#origin/twin", version: "1.3.0"},
 		{name: "the default branch, with a submodule", version: "2.0.0"},
 		{name: "instructions inside a submodule", ref: "#in-sub", want: "vendor/vendored.md is not in the package"},
-		{name: "instructions kept in Git LFS", ref: "#lfs", want: "SKILL.md is a Git LFS pointer"},
+		{name: "instructions kept in Git LFS", ref: "#lfs", want: "SKILL.md is a Git LFS pointer, not the file it stands for"},
+		{name: "the manifest kept in Git LFS", ref: "#lfs-manifest", want: "manifest.yaml:1: the manifest is a Git LFS pointer, not the file it stands for"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
