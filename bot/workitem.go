@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"strings"
 	"time"
 )
 
@@ -149,6 +150,17 @@ func ListLimit(n int) int {
 		return MaxListLimit
 	}
 	return n
+}
+
+// BadCursor is the error of a listing given a cursor it did not give out
+// (EINVALID). The cursor is said back up to 64 bytes, so one made up at
+// length does not come back whole in the answer, the UI's page or a log.
+func BadCursor(cursor string) error {
+	const shown = 64
+	if len(cursor) > shown {
+		return Errorf(EINVALID, "cursor %q… (%d bytes) is not one this listing gave out", strings.ToValidUTF8(cursor[:shown], ""), len(cursor))
+	}
+	return Errorf(EINVALID, "cursor %q is not one this listing gave out", cursor)
 }
 
 // WorkItemFilter selects work items; zero fields select all.

@@ -32,7 +32,7 @@ func decodeCursor(tag byte, cursor string, keyLen int) ([]byte, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil || len(b) != 1+keyLen || b[0] != tag {
-		return nil, bot.Errorf(bot.EINVALID, "cursor %q is not one this listing gave out", cursor)
+		return nil, bot.BadCursor(cursor)
 	}
 	return b[1:], nil
 }

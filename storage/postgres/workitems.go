@@ -49,13 +49,13 @@ func decodeCursor(tag byte, cursor string, n int) ([]int64, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil || len(b) != 1+8*n || b[0] != tag {
-		return nil, bot.Errorf(bot.EINVALID, "cursor %q is not one this listing gave out", cursor)
+		return nil, bot.BadCursor(cursor)
 	}
 	out := make([]int64, n)
 	for i := range out {
 		v := binary.BigEndian.Uint64(b[1+8*i:])
 		if v > math.MaxInt64 {
-			return nil, bot.Errorf(bot.EINVALID, "cursor %q is not one this listing gave out", cursor)
+			return nil, bot.BadCursor(cursor)
 		}
 		out[i] = int64(v)
 	}
