@@ -1,15 +1,24 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents/policy"
+	"github.com/switchyard/switchyard/config"
 )
 
 // xssPayloads are text a user, a webhook or a model could put in any field
@@ -271,4 +280,151 @@ func TestAdminUIEscapesWhatOthersWriteAndRefusesForgedForms(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &wi))
 	require.Equal(t, "triage", wi.Route.Agent, "%s", out)
 	require.Contains(t, []string{"cancelled", "failed"}, wi.Status, "%s", out)
+}
+
+// hostile is markup that would run script or add to the page wherever it
+// was written unescaped: in text, in an attribute, as a link.
+const hostile = `<script>window.__xss=1</script><img src=x class=xss onerror="window.__xss=2">` +
+	`"><svg class=xss onload="window.__xss=3"></svg>'><a class=xss href="javascript:window.__xss=4">x</a>`
+
+// browseHostileText plants markup in what others write and the UI shows
+// (a message's text and requester, the model's reply and the transcript, a
+// tool call waiting for approval, a rule's name, a cancel's reason in the
+// audit log) and opens every page while its live parts update: each shows
+// it as text, nothing is added to the page, no script runs, and the browser
+// reports no script it had to block.
+func browseHostileText(t *testing.T, b *browser) {
+	release := make(chan struct{})
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "scribe" && req.turns() == 0:
+			args, err := json.Marshal(map[string]string{"path": "notes.txt", "content": hostile})
+			require.NoError(t, err)
+			return reply{Calls: []fakeCall{{Name: "write_file", Args: string(args)}}}
+		case req.Agent == "scribe":
+			return reply{Text: "written"}
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return reply{Text: "my answer: " + hostile}
+	})
+	tr := startTree(t, model, treeOptions{
+		agents: map[string]string{
+			"scribe": "---\nname: scribe\ndescription: Writes files, carefully.\nprofile: careful\n---\nYou write files.\n",
+			"herald": "---\nname: herald\ndescription: |-\n  " + hostile + "\nmode: tool\n---\nYou announce.\n",
+		},
+		config: func(c *config.Config) {
+			c.Profiles = map[string]policy.ProfileConfig{"careful": {Extends: "contributor", Approval: []string{"write_file"}, Approvers: []string{"admin"}}}
+		},
+	})
+	post := func(path string, v any, want int) []byte {
+		t.Helper()
+		body, err := json.Marshal(v)
+		require.NoError(t, err)
+		code, out := tr.do(t, "POST", path, string(body))
+		require.Equal(t, want, code, "%s", out)
+		return out
+	}
+	running := tr.send(t, "hostile", "@lead "+hostile)
+	var made struct {
+		ID string `json:"work_item_id"`
+	}
+	require.NoError(t, json.Unmarshal(post("/api/v1/messages", map[string]string{"thread": "hostile-2", "text": hostile, "user": hostile, "id": "h-2"}, http.StatusAccepted), &made))
+	post("/api/v1/workitems/"+made.ID+"/cancel", map[string]string{"reason": hostile}, http.StatusOK)
+	post("/api/v1/rules", map[string]any{"name": hostile, "agent": "lead", "match": map[string]any{"text": "never-said-zq"}}, http.StatusCreated)
+	pkg := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "manifest.yaml"), []byte("name: hostile-pkg\nversion: 1.0.0\ndescription: |-\n  "+hostile+
+		"\nskills:\n  - name: hostile-skill\n    description: |-\n      "+hostile+"\n    instructions: Say hello.\n    allowed_tools: []\n    execution_protocol: [Say hello.]\n"), 0o644))
+	post("/api/v1/packages", map[string]string{"source": pkg}, http.StatusCreated)
+	tr.send(t, "notes", "@scribe write the notes")
+	require.Eventually(t, func() bool {
+		code, body := tr.do(t, "GET", "/api/v1/approvals", "")
+		return code == http.StatusOK && strings.Contains(string(body), "notes.txt")
+	}, 30*time.Second, 20*time.Millisecond, "the scribe's call never waited for approval")
+
+	tab := b.tab(t)
+	var (
+		mu      sync.Mutex
+		console []string
+	)
+	go func() {
+		for m, err := range chromedp.Console(tab) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			console = append(console, m.String())
+			mu.Unlock()
+		}
+	}()
+	b.signIn(t, tab, tr.base, tr.token)
+	// clean says what a payload made of the page: a script that ran, an
+	// element it added; "" when nothing.
+	const clean = `(() => {
+		if (window.__xss) return "a script ran: " + window.__xss;
+		const added = document.querySelector(".xss, img, svg, iframe, object, embed, script:not([src]), [onerror], [onload], a[href^='javascript' i]");
+		return added ? "markup was added: " + added.outerHTML : "";
+	})()`
+	// open shows path and waits for each of its live parts to be
+	// replaced once by what the server answers now.
+	open := func(path string, ready string) {
+		t.Helper()
+		b.do(t, tab,
+			chromedp.Navigate(tr.base+path),
+			chromedp.WaitVisible(chromedp.CSS(ready)),
+		)
+		_, err := chromedp.Run(tab, chromedp.Evaluate[bool](`window.__updated = 0;
+			document.addEventListener("live-updated", () => window.__updated++); true`))
+		require.NoError(t, err)
+		parts, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("[data-live]").length`))
+		require.NoError(t, err)
+		if parts > 0 {
+			_, err = chromedp.Run(tab, chromedp.Poll[bool](fmt.Sprintf(`window.__updated >= %d`, parts)))
+			require.NoError(t, err, "%s: its live parts never updated", path)
+		}
+		found, err := chromedp.Run(tab, chromedp.Evaluate[string](clean))
+		require.NoError(t, err)
+		require.Empty(t, found, path)
+	}
+	shows := func(sel string) {
+		t.Helper()
+		require.Contains(t, b.text(t, tab, sel), "window.__xss=2", "%s shows the markup as text", sel)
+	}
+
+	open("/admin/workitems", "#identity")
+	open("/admin/workitems/"+running, "#status")
+	shows("main")
+	// The run ends while the page is open: its reply comes in live.
+	close(release)
+	tr.finished(t, running, time.Minute)
+	b.do(t, tab, chromedp.WaitVisible(chromedp.CSS(`#status.status-done`)))
+	found, err := chromedp.Run(tab, chromedp.Evaluate[string](clean))
+	require.NoError(t, err)
+	require.Empty(t, found, "the work item after its live update")
+	require.Contains(t, b.text(t, tab, "#live"), "my answer: <script>", "the reply is in the live part, as text")
+	b.shot(t, tab, "hostile-text")
+	open("/admin/workitems/"+made.ID, "#status")
+	shows("main")
+	open("/admin/rules", "#rules")
+	shows("#rules")
+	open("/admin/approvals", "#approvals")
+	shows("#approvals")
+	open("/admin/audit", "#audit")
+	shows("#audit")
+	open("/admin/skills", "#packages")
+	shows("#packages")
+	open("/admin/agents", "#identity")
+	shows("main")
+	for _, path := range []string{"/admin/budgets", "/admin/scopes"} {
+		open(path, "#identity")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range console {
+		require.NotContains(t, m, "Content Security Policy", "the browser blocked a script a payload made")
+		require.False(t, strings.HasPrefix(m, "exception"), "a script failed: %s", m)
+	}
 }

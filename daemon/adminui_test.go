@@ -42,6 +42,7 @@ func TestAdminUIInBrowser(t *testing.T) {
 		{"make a rule, see explain pick it, move it below another, delete it", browseRules},
 		{"watch a run tree grow and finish while the model works", browseRunTree},
 		{"approve and deny pending calls, refused to a non-approver, and find the denial in the audit log", browseApprovals},
+		{"markup others wrote shows as text in every page and live part, and no script runs", browseHostileText},
 	} {
 		t.Run(step.name, func(t *testing.T) { step.run(t, b) })
 	}

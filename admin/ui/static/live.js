@@ -2,30 +2,57 @@
 // content replaced by what URL answers, every data-every milliseconds
 // (default 2000), while the page is visible. A session that has ended
 // reloads the page, which then leads to the sign-in form.
+//
+// The answer is HTML the server wrote with all it shows escaped. It is
+// parsed in a document of its own, where nothing runs or loads, and its
+// nodes are moved in without any script element or on… attribute, so no
+// markup in what it shows can run here even if some got through (the
+// page's Content-Security-Policy forbids inline script besides).
 "use strict";
-document.querySelectorAll("[data-live]").forEach(function (el) {
-  var every = Number(el.dataset.every || 2000);
-  function tick() {
-    if (document.hidden) {
-      setTimeout(tick, every);
-      return;
-    }
-    fetch(el.dataset.live, { credentials: "same-origin", headers: { "X-Live": "1" } })
-      .then(function (resp) {
-        if (resp.status === 401) {
-          window.location.reload();
-          return null;
+(function () {
+  // nodes returns what html holds, parsed as the content of el: rows are
+  // parsed inside a table, where they belong.
+  function nodes(el, html) {
+    var rows = el.tagName === "TBODY";
+    var doc = new DOMParser().parseFromString(rows ? "<table><tbody>" + html + "</tbody></table>" : html, "text/html");
+    var root = rows ? doc.querySelector("tbody") : doc.body;
+    root.querySelectorAll("script").forEach(function (s) { s.remove(); });
+    root.querySelectorAll("*").forEach(function (n) {
+      Array.prototype.slice.call(n.attributes).forEach(function (a) {
+        if (/^on/i.test(a.name)) {
+          n.removeAttribute(a.name);
         }
-        return resp.ok ? resp.text() : null;
-      })
-      .then(function (html) {
-        if (html !== null && el.innerHTML !== html) {
-          el.innerHTML = html;
-          el.dispatchEvent(new CustomEvent("live-updated", { bubbles: true }));
-        }
-      })
-      .catch(function () {})
-      .finally(function () { setTimeout(tick, every); });
+      });
+    });
+    return Array.prototype.slice.call(root.childNodes);
   }
-  setTimeout(tick, every);
-});
+
+  document.querySelectorAll("[data-live]").forEach(function (el) {
+    var every = Number(el.dataset.every || 2000);
+    var shown = null; // the answer in el now, once one replaced what the page came with
+    function tick() {
+      if (document.hidden) {
+        setTimeout(tick, every);
+        return;
+      }
+      fetch(el.dataset.live, { credentials: "same-origin", headers: { "X-Live": "1" } })
+        .then(function (resp) {
+          if (resp.status === 401) {
+            window.location.reload();
+            return null;
+          }
+          return resp.ok ? resp.text() : null;
+        })
+        .then(function (html) {
+          if (html !== null && html !== shown) {
+            shown = html;
+            el.replaceChildren.apply(el, nodes(el, html));
+            el.dispatchEvent(new CustomEvent("live-updated", { bubbles: true }));
+          }
+        })
+        .catch(function () {})
+        .finally(function () { setTimeout(tick, every); });
+    }
+    setTimeout(tick, every);
+  });
+})();
