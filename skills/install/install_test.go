@@ -388,7 +388,9 @@ var goodManifest = manifest("arch-kit", "1.0.0", "skills:\n  - name: arch-skill\
 func TestInstallArchive(t *testing.T) {
 	good := tgz(t, []entry{{name: "arch-kit-1.0.0/", typ: tar.TypeDir, mode: 0o755}, {name: "arch-kit-1.0.0/manifest.yaml", body: goodManifest}, {name: "arch-kit-1.0.0/SKILL.md", body: "Use it."}})
 	goodZip := zipOf(t, []entry{{name: "manifest.yaml", body: goodManifest}, {name: "SKILL.md", body: "Use it."}})
-	srv := serve(t, map[string][]byte{"kit.tar.gz": good, "kit.zip": goodZip})
+	macZip := zipOf(t, []entry{{name: "arch-kit/manifest.yaml", body: goodManifest}, {name: "arch-kit/SKILL.md", body: "Use it."},
+		{name: "__MACOSX/arch-kit/._SKILL.md", body: "\x00\x05\x16\x07"}})
+	srv := serve(t, map[string][]byte{"kit.tar.gz": good, "kit.zip": goodZip, "mac.zip": macZip})
 	e := envWithClient(t, srv, install.Limits{})
 
 	// A sha256 that differs is refused, and nothing is left.
@@ -411,6 +413,16 @@ func TestInstallArchive(t *testing.T) {
 	res, err = e.in.Install(context.Background(), install.Request{Source: srv.URL + "/kit.zip", SHA256: "sha256:" + strings.ToUpper(sum(goodZip))})
 	require.NoError(t, err)
 	require.Equal(t, "arch-kit", res.Package)
+	e.nothingLeft("arch-kit@1.0.0")
+
+	// A zip the Finder made: its __MACOSX is not the package's.
+	_, err = e.in.Uninstall(context.Background(), "arch-kit")
+	require.NoError(t, err)
+	res, err = e.in.Install(context.Background(), install.Request{Source: srv.URL + "/mac.zip", SHA256: sum(macZip)})
+	require.NoError(t, err)
+	require.Equal(t, "arch-kit", res.Package)
+	_, err = os.Stat(filepath.Join(e.data, "packages", "arch-kit@1.0.0", "__MACOSX"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
 	e.nothingLeft("arch-kit@1.0.0")
 
 	_, err = e.in.Install(context.Background(), install.Request{Source: "http://example.com/kit.tar.gz", SHA256: sum(good)})

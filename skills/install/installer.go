@@ -341,7 +341,7 @@ func (in *Installer) Uninstall(ctx context.Context, name string) (skills.Install
 
 // packageTop finds the package's top in what a source gave: the directory
 // itself when it holds a manifest, or its only subdirectory (archives of a
-// repository put everything under one, npm under package/).
+// repository put everything under one, npm under package/), __MACOSX aside.
 func packageTop(dir string) (string, error) {
 	for _, m := range skills.ManifestFiles {
 		if _, err := os.Lstat(filepath.Join(dir, m)); err == nil {
@@ -352,6 +352,8 @@ func packageTop(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A zip made on a Mac has the Finder's __MACOSX beside the files.
+	entries = slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == "__MACOSX" })
 	if len(entries) == 1 && entries[0].IsDir() {
 		return filepath.Join(dir, entries[0].Name()), nil
 	}
