@@ -198,15 +198,15 @@ func skillsInstallCmd(cl *clientFlags) *cobra.Command {
 		Use:   "install SOURCE",
 		Short: "Install a package: a directory, git+<url>[#ref], npm:<name>[@range] or an https:// archive (--sha256)",
 		Long: "The daemon fetches and checks the package and keeps it across restarts. A directory is one on the " +
-			"daemon's machine (a relative path is made absolute here). A new package is enabled nowhere until enabled: " +
+			"daemon's machine (a relative path is made absolute here, as is a git repository's given as a path). A new package is enabled nowhere until enabled: " +
 			"--enable SCOPE (repeatable) does both in one step.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := args[0]
 			if parsed, err := install.ParseSource(src, sha256); err != nil {
 				return withCode(exitUsage, err)
-			} else if parsed.Kind == install.KindDir {
-				src = parsed.Path
+			} else if parsed.Kind == install.KindDir || parsed.Kind == install.KindGit {
+				src = parsed.String() // a path on this machine made absolute here
 			}
 			for _, e := range enable {
 				if _, err := skills.ParseScope(e); err != nil {

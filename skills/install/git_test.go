@@ -160,8 +160,12 @@ func TestInstallIntoARelativeDirectory(t *testing.T) {
 	e.nothingLeft("arch-kit@1.0.0", "git-kit@1.0.0", "npm-kit@1.0.0")
 
 	// An upgrade removes the version it replaces; an uninstall, the last.
-	_, err = in.Install(context.Background(), install.Request{Source: "git+file://" + repo + "#next"})
+	// A repository given as a relative path is the one from here.
+	rel, err := filepath.Rel(e.data, repo)
 	require.NoError(t, err)
+	res, err := in.Install(context.Background(), install.Request{Source: "git+" + rel + "#next"})
+	require.NoError(t, err)
+	require.Equal(t, "git+"+repo+"#next", res.Source)
 	_, err = in.Uninstall(context.Background(), "npm-kit")
 	require.NoError(t, err)
 	e.nothingLeft("arch-kit@1.0.0", "git-kit@1.1.0")

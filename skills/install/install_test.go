@@ -675,6 +675,22 @@ func TestParseSource(t *testing.T) {
 		_, err := install.ParseSource(c.raw, c.sha)
 		require.NoError(t, err, c.raw)
 	}
+	// A repository given as a path is one on this machine, made absolute
+	// as a directory is; host:path is ssh's.
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	for raw, want := range map[string]string{
+		"git+../kit#v1":                 "git+" + filepath.Join(filepath.Dir(wd), "kit") + "#v1",
+		"git+kit":                       "git+" + filepath.Join(wd, "kit"),
+		"git+/srv/kit.git":              "git+/srv/kit.git",
+		"git+git@github.com:acme/kit":   "git+git@github.com:acme/kit",
+		"git+file:///srv/kit#v1":        "git+file:///srv/kit#v1",
+		"git+https://github.com/a/b#v1": "git+https://github.com/a/b#v1",
+	} {
+		s, err := install.ParseSource(raw, "")
+		require.NoError(t, err, raw)
+		require.Equal(t, want, s.String(), raw)
+	}
 	bad := []struct{ raw, sha, want string }{
 		{"", "", "no source"},
 		{"git+", "", "want git+<url>[#ref]"},

@@ -79,6 +79,15 @@ func ParseSource(raw, sha256 string) (Source, error) {
 				return bad("git over %s is not supported: use https, ssh, git or file", u.Scheme)
 			}
 		}
+		if localPath(s.URL) {
+			// git would read a relative path from the directory it runs
+			// in, which is the install's own: it is the one given here.
+			abs, err := filepath.Abs(s.URL)
+			if err != nil {
+				return bad("%v", err)
+			}
+			s.URL = abs
+		}
 	case strings.HasPrefix(raw, "npm:"):
 		s.Kind = KindNPM
 		spec := strings.TrimPrefix(raw, "npm:")
@@ -129,6 +138,17 @@ func ParseSource(raw, sha256 string) (Source, error) {
 		return bad("--sha256 is for archives; a %s source is checked by its own means", s.Kind)
 	}
 	return s, nil
+}
+
+// localPath reports whether a git URL is a path on this machine, as git
+// reads one: no scheme, and no colon before the first slash (host:path is
+// ssh).
+func localPath(u string) bool {
+	if strings.Contains(u, "://") {
+		return false
+	}
+	colon, slash := strings.IndexByte(u, ':'), strings.IndexByte(u, '/')
+	return colon < 0 || slash >= 0 && slash < colon
 }
 
 // refRe is a tag, branch or commit as git spells them, never an option.
