@@ -139,6 +139,11 @@ func (in *Installer) fetchArchive(ctx context.Context, src Source, t *tree, work
 	if err != nil {
 		return "", invalid("%s: %v", src.URL, err)
 	}
+	// The file's own bytes, which the sha256 given is of: asked for
+	// itself, a gzip-encoded answer (a .tar.gz stored with
+	// Content-Encoding: gzip) is not decoded on the way, as curl or a
+	// browser's download would not.
+	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := in.http.Do(req)
 	if err != nil {
 		return "", invalid("download %s: %v", src.URL, unwrapURL(err))

@@ -415,6 +415,23 @@ func TestInstallArchive(t *testing.T) {
 	require.Equal(t, "arch-kit", res.Package)
 	e.nothingLeft("arch-kit@1.0.0")
 
+	// A .tar.gz stored with Content-Encoding: gzip (as object stores
+	// keep one uploaded so): its sha256 is the file's, as downloaded.
+	encoded := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", "application/x-tar")
+		_, _ = w.Write(good)
+	}))
+	defer encoded.Close()
+	_, err = e.in.Uninstall(context.Background(), "arch-kit")
+	require.NoError(t, err)
+	ee := envWithClient(t, encoded, install.Limits{})
+	res, err = ee.in.Install(context.Background(), install.Request{Source: encoded.URL + "/kit.tar.gz", SHA256: sum(good)})
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum(good), res.Resolved)
+	_, err = e.in.Install(context.Background(), install.Request{Source: srv.URL + "/kit.zip", SHA256: sum(goodZip)})
+	require.NoError(t, err)
+
 	// A zip the Finder made: its __MACOSX is not the package's.
 	_, err = e.in.Uninstall(context.Background(), "arch-kit")
 	require.NoError(t, err)
