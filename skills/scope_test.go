@@ -80,6 +80,11 @@ func TestEffectiveScopes(t *testing.T) {
 		{"an agent setting of another agent does not apply", []setting{{"store", "agent:ops", "acme-tools", "true"}}, web, "deploy-check", false, "default"},
 		{"an org given without a repository", []setting{{"store", "org:acme", "acme-tools", "true"}}, skills.Target{Org: "acme"}, "deploy-check", true, "org:acme"},
 		{"built-in disabled at the org, enabled for one agent", []setting{{"store", "org:acme", "code-review-checklist", "false"}, {"store", "agent:reviewer", "code-review-checklist", "true"}}, skills.Target{Repo: "acme/web", Agent: "reviewer"}, "code-review-checklist", true, "agent:reviewer"},
+		{"a package disabled at the repo, its skill enabled there", []setting{{"store", "repo:acme/web", "acme-tools", "false"}, {"store", "repo:acme/web", "deploy-check", "true"}}, web, "deploy-check", true, "repo:acme/web"},
+		{"a package disabled at the repo, its skill enabled globally", []setting{{"store", "global", "deploy-check", "true"}, {"store", "repo:acme/web", "acme-tools", "false"}}, web, "deploy-check", false, "repo:acme/web"},
+		{"a package disabled at the repo, its skill enabled for the agent", []setting{{"store", "repo:acme/web", "acme-tools", "false"}, {"store", "agent:coder", "deploy-check", "true"}}, web, "deploy-check", true, "agent:coder"},
+		{"a package enabled for the agent, disabled at the repo by config", []setting{{"config", "repo:acme/web", "acme-tools", "false"}, {"store", "agent:coder", "acme-tools", "true"}}, web, "deploy-check", true, "agent:coder"},
+		{"inherit at every level falls to the default", []setting{{"store", "global", "acme-tools", "inherit"}, {"store", "org:acme", "acme-tools", "inherit"}, {"store", "repo:acme/web", "deploy-check", "inherit"}, {"store", "agent:coder", "deploy-check", "inherit"}}, web, "deploy-check", false, "default"},
 		{"unknown skill", nil, web, "nope", false, "default"},
 	}
 	for _, tc := range cases {
