@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -247,4 +248,100 @@ func listedRules(t *testing.T, tab context.Context) []string {
 	names, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#rules tbody tr")].map(tr => tr.dataset.name)`))
 	require.NoError(t, err)
 	return names
+}
+
+// Each way a rule typed into the rules page can be wrong is refused with
+// the config's words and stores nothing; what is right, unicode included,
+// is made; a rule moves to either end of the order, and a config rule can
+// be neither moved nor deleted here, nor through the API.
+func TestAdminRulesFormInputTable(t *testing.T) {
+	r, f := rulesDaemon(t, nil)
+	c := newAdminClient(t, r.base)
+	resp, _ := c.signIn(url.Values{"token": {r.token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page := c.do("GET", "/admin/rules", nil, nil)
+	csrf := c.csrf(page)
+	resp, _ = c.do("POST", "/admin/rules", rulesForm(csrf, "name", "mine", "agent", "coder", "labels", "bug"), nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	for _, tc := range []struct {
+		name   string
+		fields []string
+		status int
+		want   string // in the page's error, HTML-escaped
+	}{
+		{"no name", []string{"agent", "coder"}, 400, "name: a rule needs a name"},
+		{"a blank name", []string{"name", " \t ", "agent", "coder"}, 400, "name: a rule needs a name"},
+		{"the config rule's name", []string{"name", "deploys", "agent", "coder"}, 400, `name: duplicate rule name &#34;deploys&#34; (also ` + f.path + `:3)`},
+		{"a stored rule's name", []string{"name", "mine", "agent", "ops"}, 400, `name: duplicate rule name &#34;mine&#34; (also stored:rule_1)`},
+		{"no agent", []string{"name", "x"}, 400, "agent: a rule needs an agent"},
+		{"an unknown agent", []string{"name", "x", "agent", "nobody"}, 400, `agent: unknown agent &#34;nobody&#34;`},
+		{"a bad regular expression", []string{"name", "x", "agent", "coder", "text", "(deploy"}, 400, `match.text: bad regular expression &#34;(deploy&#34;: missing closing )`},
+		{"a repetition too large", []string{"name", "x", "agent", "coder", "text", "a{1001}"}, 400, `match.text: bad regular expression &#34;a{1001}&#34;: invalid repeat count`},
+		{"a bad glob", []string{"name", "x", "agent", "coder", "paths", "src/[a"}, 400, `match.paths[0]: bad glob &#34;src/[a&#34;: syntax error in pattern`},
+		{"an unknown source", []string{"name", "x", "agent", "coder", "sources", "jira"}, 400, `match.sources[0]: unknown source &#34;jira&#34;`},
+		{"a priority in words", []string{"name", "x", "agent", "coder", "priority", "high"}, 400, `priority &#34;high&#34;: want a whole number`},
+		{"a priority in exponent", []string{"name", "x", "agent", "coder", "priority", "1e3"}, 400, `priority &#34;1e3&#34;: want a whole number`},
+		{"a priority past int64", []string{"name", "x", "agent", "coder", "priority", "9223372036854775808"}, 400, `want a whole number`},
+		{"a name too long", []string{"name", strings.Repeat("n", 201), "agent", "coder"}, 400, "name: 201 characters, over the 200 a rule&#39;s name may have"},
+		{"a name of two lines", []string{"name", "deploys\nrule", "agent", "coder"}, 400, "name: holds the control character U&#43;000A"},
+		{"a name written backwards", []string{"name", "x\u202ey", "agent", "coder"}, 400, "name: holds the control character U&#43;202E"},
+		{"a label with an escape", []string{"name", "x", "agent", "coder", "labels", "bug\x1b[31m"}, 400, "match.labels[0]: holds the control character U&#43;001B"},
+		{"a huge expression", []string{"name", "x", "agent", "coder", "text", strings.Repeat("(a*)*", 2000)}, 400, "match.text: 10000 bytes, over the 4096"},
+		{"a form over 1 MiB", []string{"name", "x", "agent", "coder", "text", strings.Repeat("a", 1<<20)}, 413, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, page := c.do("POST", "/admin/rules", rulesForm(csrf, tc.fields...), nil)
+			require.Equal(t, tc.status, resp.StatusCode, page)
+			if tc.want != "" {
+				require.Contains(t, page, tc.want)
+			}
+		})
+	}
+	var rules admin.Rules
+	r.json(t, "GET", "/api/v1/rules", "", 200, &rules)
+	require.Equal(t, []string{"deploys", "mine"}, names(rules.Rules), "nothing refused was stored")
+
+	// Unicode is a name like any other, shown as written.
+	resp, _ = c.do("POST", "/admin/rules", rulesForm(csrf, "name", "déploiements ✓ 部署", "agent", "docs", "text", "(?i)déployer|部署"), nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page = c.do("GET", "/admin/rules", nil, nil)
+	require.Contains(t, page, `data-name="déploiements ✓ 部署"`)
+	require.Equal(t, "docs", r.explain(t, "on va 部署 demain").Agent)
+
+	// Moved past either end of the order: first, then last.
+	order := func() []string {
+		t.Helper()
+		_, page := c.do("GET", "/admin/rules", nil, nil)
+		return ruleOrder(page)
+	}
+	move := func(id, priority string, status int) string {
+		t.Helper()
+		resp, page := c.do("POST", "/admin/rules/"+id+"/priority", rulesForm(csrf, "priority", priority), nil)
+		require.Equal(t, status, resp.StatusCode, page)
+		return page
+	}
+	move("rule_1", "9223372036854775807", http.StatusSeeOther)
+	require.Equal(t, "mine@stored:rule_1", order()[0])
+	move("rule_1", "-9223372036854775808", http.StatusSeeOther)
+	require.Equal(t, "mine@stored:rule_1", order()[len(order())-1])
+	require.Contains(t, move("rule_1", "-9223372036854775809", http.StatusBadRequest), "want a whole number")
+	require.Contains(t, move("rule_9", "1", http.StatusNotFound), `no rule &#34;rule_9&#34;`)
+
+	// The config's rule is changed only in its file.
+	configs := fmt.Sprintf(`no stored rule &#34;deploys&#34;: rule &#34;deploys&#34; is the config&#39;s (%s:3), changed only there`, f.path)
+	require.Contains(t, move("deploys", "100", http.StatusNotFound), configs)
+	resp, page = c.do("POST", "/admin/rules/deploys/delete", rulesForm(csrf), nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, page, configs)
+	resp, page = c.do("POST", "/admin/rules/deploys", rulesForm(csrf, "name", "deploys", "agent", "docs"), nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, page, configs)
+	var body struct{ Error string }
+	r.json(t, "DELETE", "/api/v1/rules/deploys", "", http.StatusNotFound, &body)
+	require.Equal(t, fmt.Sprintf(`no stored rule "deploys": rule "deploys" is the config's (%s:3), changed only there`, f.path), body.Error)
+	r.json(t, "PUT", "/api/v1/rules/deploys/priority", `{"priority":1}`, http.StatusNotFound, nil)
+	r.json(t, "DELETE", "/api/v1/rules/rule_9", "", http.StatusNotFound, &body)
+	require.Equal(t, `no rule "rule_9"`, body.Error)
+	require.Contains(t, order(), "deploys@"+f.path+":3", "the config's rule is still in effect")
 }

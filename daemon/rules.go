@@ -107,7 +107,19 @@ func (b ruleBook) GetRule(ctx context.Context, id string) (bot.StoredRule, error
 			return r, nil
 		}
 	}
-	return bot.StoredRule{}, bot.Errorf(bot.ENOTFOUND, "no rule %q", id)
+	return bot.StoredRule{}, b.notStored(id)
+}
+
+// notStored is the error of a rule id no stored rule has. A config rule
+// named so is no stored rule either: it is changed only in the file it is
+// written in, which the answer names.
+func (b ruleBook) notStored(id string) error {
+	for _, ri := range b.d.config.Current().Router.Rules() {
+		if ri.ID == "" && ri.Name == id {
+			return bot.Errorf(bot.ENOTFOUND, "no stored rule %q: rule %q is the config's (%s), changed only there", id, ri.Name, ri.Origin)
+		}
+	}
+	return bot.Errorf(bot.ENOTFOUND, "no rule %q", id)
 }
 
 // check refuses a rule the config would refuse, with the config's
@@ -174,6 +186,9 @@ func (b ruleBook) MoveRule(ctx context.Context, by, id string, priority int) (bo
 
 func (b ruleBook) DeleteRule(ctx context.Context, by, id string) (bot.StoredRule, error) {
 	rule, err := b.d.store.DeleteRule(ctx, id)
+	if bot.ErrorCode(err) == bot.ENOTFOUND {
+		return bot.StoredRule{}, b.notStored(id)
+	}
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
@@ -212,7 +227,7 @@ func (b ruleBook) Propose(ctx context.Context, change admin.RuleChange) (bot.Dec
 	i := -1
 	if change.ID != "" {
 		if i = slices.IndexFunc(stored, func(r bot.StoredRule) bool { return r.ID == change.ID }); i < 0 {
-			return nil, bot.Errorf(bot.ENOTFOUND, "no rule %q", change.ID)
+			return nil, b.notStored(change.ID)
 		}
 	}
 	switch {
