@@ -425,9 +425,19 @@ func deliverTo(addr, event, delivery string, payload []byte) (int, error) {
 }
 
 // An approval a run asks for on one replica is decided through another,
-// and the run waiting on the first goes on: the decision is in the
-// database, and the first replica is told.
+// and the run goes on: the decision is in the database, and the replica
+// running the work is told. When the replica that asked is killed with -9
+// while it waits, another takes the work over once its lease runs out, and
+// the resumed run waits on the same approval rather than asking again; the
+// approval given then lets it go on there, and the command runs once.
 func TestApprovalRequestedOnOneReplicaApprovedThroughAnother(t *testing.T) {
+	for _, killed := range []bool{false, true} {
+		name := map[bool]string{false: "the asking replica alive", true: "the asking replica killed with -9"}[killed]
+		t.Run(name, func(t *testing.T) { approvedThroughAnother(t, killed) })
+	}
+}
+
+func approvedThroughAnother(t *testing.T, killAsker bool) {
 	pg := startPostgres(t)
 	dsn := pg.Database(t)
 	fake := &fakeOpenAI{quick: true, steps: []toolStep{bashStep(`echo 'kubectl apply -f deploy.yaml; touch ran' | sh`)}}
@@ -443,6 +453,8 @@ func TestApprovalRequestedOnOneReplicaApprovedThroughAnother(t *testing.T) {
 storage:
   driver: postgres
   dsn: %q
+dispatch:
+  lease: 2s
 models:
   default:
     provider: openai
@@ -466,6 +478,10 @@ profiles:
 	env := func(p *daemonProc, token string) []string {
 		return append(p.env(), "SWITCHYARD_API_TOKEN="+token)
 	}
+	ran := func(dir string) bool {
+		_, err := os.Stat(filepath.Join(dir, "data", "workspaces", tools.WorkspaceName("local:ship"), "ran"))
+		return err == nil
+	}
 
 	// Alone, replica A takes the work item and its run asks.
 	dirA, addrA := replica()
@@ -478,28 +494,44 @@ profiles:
 		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &pending) == nil && len(pending) == 1
 	}, 30*time.Second, 100*time.Millisecond)
 	require.Equal(t, "bash", pending[0].Tool)
-	ws := filepath.Join(dirA, "data", "workspaces", tools.WorkspaceName("local:ship"))
-	_, err := os.Stat(filepath.Join(ws, "ran"))
-	require.True(t, os.IsNotExist(err), "nothing ran while the approval waits")
+	require.False(t, ran(dirA), "nothing ran while the approval waits")
 
-	// Replica B sees the same approval and takes ana's decision.
+	// Replica B sees the same approval.
 	dirB, addrB := replica()
 	b := serve(t, dirB, addrB)
 	r = run(t, dirB, env(b, admin), "approvals", "list", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, pending[0].ID)
+	runner, runnerDir := a, dirA
+	if killAsker {
+		require.NoError(t, a.cmd.Process.Kill())
+		<-a.done
+		runner, runnerDir = b, dirB
+		// B takes the work over when A's lease runs out, and its run waits
+		// on the approval A asked for.
+		db, err := pgx.Connect(t.Context(), dsn)
+		require.NoError(t, err)
+		defer db.Close(context.WithoutCancel(t.Context()))
+		require.Eventually(t, func() bool {
+			var expired, running int
+			err := db.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE status = 'expired'), count(*) FILTER (WHERE status = 'running') FROM jobs`).
+				Scan(&expired, &running)
+			return err == nil && expired == 1 && running == 1
+		}, 30*time.Second, 100*time.Millisecond, "B takes the work over")
+	}
 	r = run(t, dirB, env(b, anaToken), "approvals", "approve", pending[0].ID)
 	require.Equal(t, 0, r.code, r.stderr)
 
-	// The run on A goes on: the command runs in A's workspace, and the
-	// work item finishes, with one approval asked for.
+	// The run goes on on the replica that runs the work: the command runs
+	// in its workspace, and the work item finishes, with one approval
+	// asked for.
 	require.Eventually(t, func() bool {
-		r := run(t, dirA, env(a, admin), "workitems", "list", "--thread", "ship", "--json")
+		r := run(t, runnerDir, env(runner, admin), "workitems", "list", "--thread", "ship", "--json")
 		var list []struct{ Status string }
 		return json.Unmarshal([]byte(r.stdout), &list) == nil && len(list) == 1 && list[0].Status == "done"
 	}, 30*time.Second, 100*time.Millisecond)
-	_, err = os.Stat(filepath.Join(ws, "ran"))
-	require.NoError(t, err, "the approved command ran on the replica that asked")
+	require.True(t, ran(runnerDir), "the approved command ran on the replica that runs the work")
+	require.False(t, ran(dirA) && ran(dirB), "the approved command ran once")
 	r = run(t, dirB, env(b, admin), "approvals", "list", "--json", "--all")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, 1, strings.Count(r.stdout, `"id"`), "one approval asked for: %s", r.stdout)
