@@ -62,6 +62,10 @@ type Options struct {
 	// ShutdownGrace bounds how long running jobs may finish at shutdown;
 	// default 30s.
 	ShutdownGrace time.Duration
+	// Clock is this host's clock; nil is time.Now. With a database that
+	// replicas share, the daemon keeps the server's time instead (see
+	// clock).
+	Clock func() time.Time
 
 	Logger  *slog.Logger
 	Version string
@@ -84,6 +88,7 @@ type Daemon struct {
 	site       atomic.Pointer[httpapi.Site]
 	store      Store
 	replica    string // this process's name among the replicas sharing the store
+	clock      *clock
 	gen        atomic.Pointer[generation]
 	audit      *policy.Auditor
 	approvals  *policy.Approvals
@@ -168,8 +173,15 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	// process that died: hand them back now instead of after their lease.
 	// Replicas sharing a database take each other's jobs over only when
 	// their leases expire.
+	clk := newClock(opts.Clock)
+	if sc, ok := store.(serverClock); ok {
+		if err := clk.measure(ctx, sc, opts.Logger); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	if r, ok := store.(orphanReclaimer); ok {
-		if n, err := r.ExpireOrphanedLeases(ctx, time.Now()); err != nil {
+		if n, err := r.ExpireOrphanedLeases(ctx, clk.Now()); err != nil {
 			store.Close()
 			return nil, err
 		} else if n > 0 {
@@ -179,7 +191,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d := &Daemon{
 		opts: opts, cfg: cfg, log: opts.Logger, redactor: redactor, store: store, registry: prometheus.NewRegistry(),
 		outbox: bot.RedactingOutbox(store, redactor), tokens: httpapi.NewTokenSet(apiTokens(opts.APIToken, cfg)), requesters: requesters{}, details: map[string]bot.Detailer{},
-		replica: replicaName(),
+		replica: replicaName(), clock: clk,
 	}
 	d.site.Store(site)
 	if tokenFile != "" {
@@ -220,7 +232,7 @@ func (d *Daemon) build() error {
 
 	sinks := map[string]bot.Sink{bot.SourceLocal: local.Sink{}}
 	d.deliverer = bot.NewDeliverer(bot.DelivererOptions{
-		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log,
+		Store: store, Sinks: sinks, Metrics: d.metrics, Logger: d.log, Now: d.clock.Now,
 	})
 	d.reporter = bot.NewReporter(bot.ReporterOptions{Outbox: d.outbox, Wake: d.deliverer.Wake, Logger: d.log})
 	// The sources' gates are added by connect, before anything is served.
@@ -234,6 +246,7 @@ func (d *Daemon) build() error {
 		Notices:      d.outbox,
 		Wake:         d.deliverer.Wake,
 		React:        true,
+		Now:          d.clock.Now,
 		Accepted: func(context.Context, *bot.WorkItem, *bot.Event) {
 			d.dispatcher.Wake()
 		},
@@ -252,7 +265,7 @@ func (d *Daemon) build() error {
 	if d.approvals, err = policy.NewApprovals(policy.ApprovalOptions{
 		Store: store, Approvers: noApprovers{}, Notifier: outboxNotifier{out: d.outbox, wake: d.deliverer.Wake},
 		Audit: d.audit, Redactor: d.redactor, Logger: d.log, Timeout: cfg.ApprovalTimeout,
-		Decided: func(id string) { d.notify(bot.TopicApproval, id) },
+		Decided: func(id string) { d.notify(bot.TopicApproval, id) }, Now: d.clock.Now,
 	}); err != nil {
 		return err
 	}
@@ -297,10 +310,10 @@ func (d *Daemon) build() error {
 	d.dispatcher = bot.NewDispatcher(bot.DispatcherOptions{
 		Queue: store, Items: store, Open: d.subagents, Recorded: d.subagents.Recorded, Adopt: d.subagents.Adopt, Resets: store, Runner: currentRunner{&d.gen}, Reporter: d.reporter, Name: d.replica, Details: d.details,
 		Workers: cfg.Workers, Lease: cfg.Dispatch.Lease, MaxAttempts: cfg.Dispatch.MaxAttempts, Grace: d.opts.ShutdownGrace,
-		Cancelled: d.runCancelled, Metrics: d.metrics, Logger: d.log,
+		Cancelled: d.runCancelled, Metrics: d.metrics, Logger: d.log, Now: d.clock.Now,
 	})
 	d.scheduler, err = bot.NewScheduler(bot.SchedulerOptions{
-		Schedules: cfg.BotSchedules(), Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log,
+		Schedules: cfg.BotSchedules(), Store: store, Intake: d.intake, Metrics: d.metrics, Logger: d.log, Now: d.clock.Now,
 	})
 	if err != nil {
 		return err
@@ -686,6 +699,9 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	if _, single := d.store.(orphanReclaimer); !single {
 		work.Go(func() { d.watchShared(workCtx) })
 	}
+	if sc, ok := d.store.(serverClock); ok {
+		work.Go(func() { d.clock.follow(workCtx, sc, d.log) })
+	}
 	delivery.Go(func() { _ = d.deliverer.Run(deliverCtx) })
 	if d.slack != nil {
 		work.Go(func() { d.runSlack(workCtx) })
@@ -807,13 +823,13 @@ func (d *Daemon) upkeep(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		if n, err := d.store.ExpireDedup(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		if n, err := d.store.ExpireDedup(ctx, d.clock.Now()); err != nil && ctx.Err() == nil {
 			d.log.Warn("expire dedup keys", slog.String("error", err.Error()))
 		} else if n > 0 {
 			d.log.Info("expired dedup keys", slog.Int("count", n))
 		}
 		retention := d.config.Current().Config.Retention.Bot()
-		if _, err := d.store.Sweep(ctx, time.Now(), retention); err != nil && ctx.Err() == nil {
+		if _, err := d.store.Sweep(ctx, d.clock.Now(), retention); err != nil && ctx.Err() == nil {
 			d.log.Warn("retention sweep", slog.String("error", err.Error()))
 		}
 		t.Reset(sweepEvery(retention))

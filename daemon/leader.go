@@ -76,7 +76,7 @@ func (d *Daemon) runSlack(ctx context.Context) {
 	tick := time.NewTicker(slackLeaseTTL / 3)
 	defer tick.Stop()
 	for {
-		held, err := d.store.HoldLease(ctx, slackLease, d.replica, time.Now(), slackLeaseTTL)
+		held, err := d.store.HoldLease(ctx, slackLease, d.replica, d.clock.Now(), slackLeaseTTL)
 		if err != nil && ctx.Err() == nil {
 			d.log.Warn("renew the Socket Mode lease", slog.String("error", err.Error()))
 		}

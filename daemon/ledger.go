@@ -100,7 +100,7 @@ func (c canceller) CancelWorkItem(ctx context.Context, id, reason, by string) (*
 	case err != nil && bot.ErrorCode(err) != bot.ENOTFOUND:
 		return nil, err
 	}
-	wi, job, err := d.store.CancelWorkItem(ctx, id, bot.Cancelled{By: by, Reason: reason, At: time.Now()})
+	wi, job, err := d.store.CancelWorkItem(ctx, id, bot.Cancelled{By: by, Reason: reason, At: d.clock.Now()})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ type threadResetter struct{ d *Daemon }
 func (r threadResetter) ResetThread(ctx context.Context, sessionKey, by string) (admin.ResetResult, error) {
 	d := r.d
 	res := admin.ResetResult{Thread: sessionKey}
-	if err := d.store.MarkThreadReset(ctx, sessionKey, time.Now()); err != nil {
+	if err := d.store.MarkThreadReset(ctx, sessionKey, d.clock.Now()); err != nil {
 		return res, fmt.Errorf("reset %s: %w", sessionKey, err)
 	}
 	receipts, err := d.closeOwned(ctx, sessionKey, "the thread was reset by "+by, by, true)

@@ -329,3 +329,74 @@ func TestADatabaseThatComesBackIsServedAgain(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{before: 1, after: 1}, runs, "each acknowledged work item ran once")
 }
+
+// Replicas whose clocks disagree by more than a lease still run each work
+// item once: a's clock is a minute behind and b's a minute ahead, so by
+// b's clock every lease a takes has long run out. Leases keep the
+// database's time, so b takes none of a's work while a runs it.
+func TestReplicasWhoseClocksDisagreeRunEachWorkItemOnce(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	var (
+		mu      sync.Mutex
+		runs    = map[string][]string{} // work item → the replicas that ran it
+		started = make(chan string, 4)
+		release = make(chan struct{})
+	)
+	replica := func(name string, skew time.Duration) *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.Setup.Config.Dispatch.Lease = 3 * time.Second
+			o.Setup.Config.Workers = 1
+			o.APIToken = "shared-token-0123456789"
+			o.Clock = func() time.Time { return time.Now().Add(skew) }
+			o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+				return runnerFunc(func(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+					mu.Lock()
+					for _, wi := range req.WorkItems {
+						runs[wi.ID] = append(runs[wi.ID], name)
+					}
+					mu.Unlock()
+					started <- name
+					if req.WorkItems[0].Thread == bot.LocalThread("slow") {
+						select {
+						case <-release:
+						case <-ctx.Done():
+							return bot.RunResult{}, context.Cause(ctx)
+						}
+					}
+					return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
+				}), nil
+			}
+		})
+	}
+	post := func(r *running, thread string) string {
+		code, body := r.do(t, "POST", "/api/v1/messages", `{"thread":"`+thread+`","text":"@coder go"}`)
+		require.Equal(t, 202, code, string(body))
+		var res local.MessageResponse
+		require.NoError(t, json.Unmarshal(body, &res), string(body))
+		return res.WorkItemID
+	}
+	status := func(r *running, id string) bot.WorkStatus {
+		var wi bot.WorkItem
+		r.json(t, "GET", "/api/v1/workitems/"+id, "", 200, &wi)
+		return wi.Status
+	}
+
+	a := replica("a", -time.Minute)
+	slow := post(a, "slow")
+	require.Equal(t, "a", <-started)
+
+	// b's one worker is free and a's is not: b claims the next work item,
+	// and looks at a's lease as it does.
+	b := replica("b", time.Minute)
+	quick := post(b, "quick")
+	require.Eventually(t, func() bool { return status(b, quick) == bot.StatusDone }, 15*time.Second, 10*time.Millisecond)
+	require.Equal(t, bot.StatusRunning, status(b, slow), "a still runs it")
+
+	close(release)
+	require.Eventually(t, func() bool { return status(a, slow) == bot.StatusDone }, 15*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string][]string{slow: {"a"}, quick: {"b"}}, runs, "each work item ran once")
+}

@@ -146,7 +146,7 @@ func (b ruleBook) CreateRule(ctx context.Context, by string, r bot.Rule) (bot.St
 	if err := b.check("", r); err != nil {
 		return bot.StoredRule{}, err
 	}
-	rule, err := b.d.store.CreateRule(ctx, bot.StoredRule{Rule: r, CreatedBy: by, CreatedAt: time.Now().UTC()})
+	rule, err := b.d.store.CreateRule(ctx, bot.StoredRule{Rule: r, CreatedBy: by, CreatedAt: b.d.clock.Now().UTC()})
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
@@ -160,7 +160,7 @@ func (b ruleBook) UpdateRule(ctx context.Context, by, id string, r bot.Rule) (bo
 	if err := b.check(id, r); err != nil {
 		return bot.StoredRule{}, err
 	}
-	rule, err := b.d.store.UpdateRule(ctx, bot.StoredRule{ID: id, Rule: r, UpdatedBy: by, UpdatedAt: time.Now().UTC()})
+	rule, err := b.d.store.UpdateRule(ctx, bot.StoredRule{ID: id, Rule: r, UpdatedBy: by, UpdatedAt: b.d.clock.Now().UTC()})
 	if err != nil {
 		return bot.StoredRule{}, err
 	}
@@ -177,7 +177,7 @@ func (b ruleBook) MoveRule(ctx context.Context, by, id string, priority int) (bo
 	if err := b.check(id, r); err != nil {
 		return bot.StoredRule{}, err
 	}
-	rule, err := b.d.store.UpdateRule(ctx, bot.StoredRule{ID: id, Rule: r, UpdatedBy: by, UpdatedAt: time.Now().UTC()})
+	rule, err := b.d.store.UpdateRule(ctx, bot.StoredRule{ID: id, Rule: r, UpdatedBy: by, UpdatedAt: b.d.clock.Now().UTC()})
 	if err != nil {
 		return bot.StoredRule{}, err
 	}

@@ -176,6 +176,12 @@ const OutboxClaim = 30 * time.Second
 // due messages one at a time, so two never claim the same.
 const dueLock = 0x5357_4f55_5442 // "SWOUTB"
 
+// serverNanos is the server's clock in Unix nanoseconds. Claims are timed
+// by it, not by the replica's: a replica whose clock runs ahead would
+// otherwise find every other replica's claim run out and send its
+// messages again.
+const serverNanos = "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint"
+
 // Due returns pending messages whose NextAttemptAt is not after now, in
 // Seq order within each destination, at most limit of each, leaving out the
 // destinations skip reports; a message of a work item with an earlier
@@ -211,9 +217,8 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 		// What decides is in columns, read through the pending index; only
 		// the documents of the messages returned are read, as the claim
 		// on them returns them.
-		clock := time.Now().UnixNano()
-		rows, err = tx.Query(ctx, `SELECT key, destination, work_item, next_attempt, claimed_by <> '' AND claimed_by <> $2 AND claim_until > $3
-			FROM outbox WHERE pending AND destination = ANY($1) ORDER BY destination, seq`, dests, s.id, clock)
+		rows, err = tx.Query(ctx, `SELECT key, destination, work_item, next_attempt, claimed_by <> '' AND claimed_by <> $2 AND claim_until > `+serverNanos+`
+			FROM outbox WHERE pending AND destination = ANY($1) ORDER BY destination, seq`, dests, s.id)
 		if err != nil {
 			return err
 		}
@@ -256,8 +261,8 @@ func (s *Store) Due(ctx context.Context, now time.Time, limit int, skip func(des
 		if len(keys) == 0 {
 			return nil
 		}
-		rows, err = tx.Query(ctx, "UPDATE outbox SET claimed_by = $2, claim_until = $3 WHERE key = ANY($1) RETURNING key, doc",
-			keys, s.id, clock+OutboxClaim.Nanoseconds())
+		rows, err = tx.Query(ctx, "UPDATE outbox SET claimed_by = $2, claim_until = "+serverNanos+" + $3 WHERE key = ANY($1) RETURNING key, doc",
+			keys, s.id, OutboxClaim.Nanoseconds())
 		if err != nil {
 			return err
 		}

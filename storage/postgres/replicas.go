@@ -131,3 +131,37 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 	_, err := s.pool.Exec(ctx, "DELETE FROM leases WHERE name = $1 AND holder = $2", name, holder)
 	return s.wrap("release lease", err)
 }
+
+// ClockOffset measures how far the server's clock is ahead of host, the
+// clock of the replica asking: the server's time is read between two
+// readings of host and set against their middle, on the quickest of a few
+// round trips. Replicas that move their times by it keep the server's
+// time, whatever their own clocks say.
+func (s *Store) ClockOffset(ctx context.Context, host func() time.Time) (time.Duration, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, s.wrap("read the server's clock", err)
+	}
+	defer conn.Release()
+	var (
+		offset time.Duration
+		best   = time.Duration(-1)
+	)
+	for range 3 {
+		var micros int64
+		before := host()
+		err := conn.QueryRow(ctx, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint").Scan(&micros)
+		after := host()
+		if err != nil {
+			return 0, s.wrap("read the server's clock", err)
+		}
+		if rtt := after.Sub(before); best < 0 || rtt < best {
+			best = rtt
+			offset = time.UnixMicro(micros).Sub(before.Add(rtt / 2))
+		}
+	}
+	return offset, nil
+}

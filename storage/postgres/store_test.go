@@ -279,3 +279,19 @@ func TestLoadRefusesTextPostgresCannotKeep(t *testing.T) {
 		require.False(t, ok, "nothing is kept")
 	}
 }
+
+// The server's clock is read against the clock of the replica asking,
+// however far that one is off: replicas keep the server's time by it.
+func TestClockOffsetIsTheServersTime(t *testing.T) {
+	pg.Skip(t)
+	s := emptyStore(t)
+	for _, skew := range []time.Duration{0, time.Hour, -90 * time.Second} {
+		host := func() time.Time { return time.Now().Add(skew) }
+		offset, err := s.ClockOffset(t.Context(), host)
+		require.NoError(t, err)
+		require.InDelta(t, (-skew).Seconds(), offset.Seconds(), 1, "the host's clock %s off", skew)
+	}
+	require.NoError(t, s.Close())
+	_, err := s.ClockOffset(t.Context(), time.Now)
+	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err), "%v", err)
+}
