@@ -195,8 +195,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 var ErrShutdown = errors.New("shutting down")
 
 // ErrLeaseLost is the cause of a run's context ending because another
-// worker took its job over after its lease ran out.
+// worker took its job over after its lease ran out, or may: the lease
+// could not be renewed before it ran out.
 var ErrLeaseLost = errors.New("lease lost")
+
+// errLeaseRunningOut is ErrLeaseLost when no renewal got through (the
+// store could not be reached) before the lease was about to run out.
+var errLeaseRunningOut = fmt.Errorf("%w: it could not be renewed before it ran out", ErrLeaseLost)
 
 // HandedBack reports whether ctx, a run's context, ended because its job
 // goes on elsewhere or later (shutdown, a lease taken over) rather than
@@ -329,9 +334,11 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 		log.Info("job released at shutdown")
 		return
 	}
-	if errors.Is(context.Cause(runCtx), ErrLeaseLost) {
+	if cause := context.Cause(runCtx); errors.Is(cause, ErrLeaseLost) {
 		d.saveRecords(finishCtx, res.Records, log)
-		log.Warn("job abandoned: its lease was taken over")
+		if !errors.Is(cause, errLeaseRunningOut) {
+			log.Warn("job abandoned: its lease was taken over")
+		}
 		return
 	}
 
@@ -486,21 +493,43 @@ func (d *Dispatcher) safeRun(ctx context.Context, req RunRequest, p Progress, lo
 
 // renew renews job's lease every third of it, and at once when check
 // says so, until ctx ends. A lease taken over, or the job's work cancelled,
-// ends the run with ErrLeaseLost or the *Cancelled as its cause.
+// ends the run with ErrLeaseLost or the *Cancelled as its cause. So does a
+// lease no renewal got through for (the store cannot be reached, or does
+// not answer) when it is a fifth of its time from running out: the run
+// stops before another worker may take the job over, never beside it.
 func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, check <-chan struct{}, job *Job, log *slog.Logger) {
 	t := time.NewTicker(d.opts.Lease / 3)
 	defer t.Stop()
+	expires := job.LeaseExpires
+	if expires.IsZero() {
+		expires = d.opts.Now().Add(d.opts.Lease)
+	}
+	stopBy := time.Now().Add(d.leaseLeft(expires))
+	held := time.NewTimer(time.Until(stopBy))
+	defer held.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-held.C:
+			log.Warn("job stopped: its lease could not be renewed before it ran out; a worker that reaches the store takes the job over",
+				slog.Time("lease_expires", expires))
+			cancel(errLeaseRunningOut)
+			return
 		case <-t.C:
 		case <-check:
 		}
-		err := d.opts.Queue.RenewLease(ctx, job.ID, job.Owner, d.opts.Now().Add(d.opts.Lease))
+		until := d.opts.Now().Add(d.opts.Lease)
+		// A renewal that hangs is given up when the run must stop.
+		rctx, done := context.WithDeadline(ctx, stopBy)
+		err := d.opts.Queue.RenewLease(rctx, job.ID, job.Owner, until)
+		done()
 		var cancelled *Cancelled
 		switch {
 		case err == nil:
+			expires = until
+			stopBy = time.Now().Add(d.leaseLeft(until))
+			held.Reset(time.Until(stopBy))
 		case errors.As(err, &cancelled):
 			cancel(cancelled)
 			return
@@ -511,6 +540,14 @@ func (d *Dispatcher) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 			log.Warn("renew lease", slog.String("error", err.Error()))
 		}
 	}
+}
+
+// leaseLeft is how long a run may go on under a lease that runs out at
+// until: up to a fifth of the lease before, which leaves the run time to
+// stop and the replicas' clocks room to differ by their reading of the
+// server's.
+func (d *Dispatcher) leaseLeft(until time.Time) time.Duration {
+	return until.Sub(d.opts.Now()) - d.opts.Lease/5
 }
 
 // detailed returns items with what their sources' Detailers say of their

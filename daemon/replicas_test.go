@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/admin"
@@ -399,4 +400,92 @@ func TestReplicasWhoseClocksDisagreeRunEachWorkItemOnce(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string][]string{slow: {"a"}, quick: {"b"}}, runs, "each work item ran once")
+}
+
+// A replica cut off from the database (a partition, a server that does
+// not come back in time) stops its runs before their leases run out, so
+// the replica that takes the work over never runs it beside them.
+func TestAReplicaCutOffStopsItsRunsBeforeTheirLeasesRunOut(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	adminDB, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = adminDB.Close(context.Background()) })
+	exec := func(sql string) {
+		t.Helper()
+		_, err := adminDB.Exec(context.Background(), sql)
+		require.NoError(t, err, sql)
+	}
+	// Replica a connects as a role of its own, which the test can shut
+	// out; it goes when the replicas have stopped.
+	role := "cut_off_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	exec("CREATE ROLE " + role + " LOGIN SUPERUSER PASSWORD 'cut-off'")
+	t.Cleanup(func() {
+		exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'")
+		exec("DROP ROLE " + role)
+	})
+	dsnA := dsn + " user=" + role + " password=cut-off"
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.User = url.UserPassword(role, "cut-off")
+		dsnA = u.String()
+	}
+
+	var (
+		mu      sync.Mutex
+		runs    = map[string][]string{} // work item → the replicas that ran it
+		active  = map[string]int{}      // work item → runs going on now
+		overlap bool
+		started = make(chan string, 4)
+	)
+	replica := func(name, dsn string) *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.Setup.Config.Dispatch.Lease = 3 * time.Second
+			o.APIToken = "shared-token-0123456789"
+			o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+				return runnerFunc(func(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+					id := req.WorkItems[0].ID
+					mu.Lock()
+					runs[id] = append(runs[id], name)
+					active[id]++
+					overlap = overlap || active[id] > 1
+					mu.Unlock()
+					defer func() {
+						mu.Lock()
+						active[id]--
+						mu.Unlock()
+					}()
+					started <- name
+					if name == "a" {
+						<-ctx.Done() // a holds it until it can no longer
+						return bot.RunResult{}, context.Cause(ctx)
+					}
+					return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
+				}), nil
+			}
+		})
+	}
+	a := replica("a", dsnA)
+	code, body := a.do(t, "POST", "/api/v1/messages", `{"thread":"held","text":"@coder go"}`)
+	require.Equal(t, 202, code, string(body))
+	var res local.MessageResponse
+	require.NoError(t, json.Unmarshal(body, &res), string(body))
+	require.Equal(t, "a", <-started)
+	b := replica("b", dsn)
+
+	// a can no longer reach the database: b takes the work over when a's
+	// lease runs out, and a's run has stopped by then.
+	exec("ALTER ROLE " + role + " NOLOGIN")
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'")
+	require.Equal(t, "b", <-started)
+	require.Eventually(t, func() bool {
+		var wi bot.WorkItem
+		b.json(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "", 200, &wi)
+		return wi.Status == bot.StatusDone
+	}, 15*time.Second, 10*time.Millisecond)
+	exec("ALTER ROLE " + role + " LOGIN") // a shuts down cleanly
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, overlap, "the work item ran on both replicas at once")
+	require.Equal(t, map[string][]string{res.WorkItemID: {"a", "b"}}, runs)
 }
