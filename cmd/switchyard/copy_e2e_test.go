@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
@@ -74,6 +77,31 @@ func TestStorageCopyBoltToPostgres(t *testing.T) {
 	require.Equal(t, 1, r.code, r.stdout+r.stderr)
 	require.Contains(t, r.stderr, "the file is in use, by a running daemon most likely; stop it first")
 	require.NoError(t, s.Close())
+
+	// A copy killed with -9 once it has written its first rows keeps
+	// nothing: the copy below, run again, finds the database empty and
+	// moves each record once.
+	killed := exec.Command(binary, "storage", "copy", "--from", "bolt:"+data, "--to", to)
+	killed.Dir = dir
+	require.NoError(t, killed.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- killed.Wait() }()
+	db, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	defer db.Close(context.WithoutCancel(t.Context()))
+	for written := false; !written; {
+		select {
+		case err := <-exited:
+			t.Fatalf("the copy ended (%v) before it could be killed half-way", err)
+		default:
+		}
+		// Rows a transaction has not committed take pages all the same.
+		err := db.QueryRow(t.Context(), `SELECT coalesce(sum(pg_relation_size(c.oid)), 0) > 0 FROM pg_class c
+			WHERE c.relname IN ('work_items', 'events', 'dispatches') AND c.relkind = 'r'`).Scan(&written)
+		require.NoError(t, err)
+	}
+	require.NoError(t, killed.Process.Kill())
+	<-exited
 
 	// The copy, timed.
 	before, err := os.ReadFile(file)
