@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,6 +124,77 @@ func testQueue(t *testing.T, open Opener) {
 		}
 		require.ElementsMatch(t, threads, got)
 		h.requireNothingToClaim(epoch())
+	})
+
+	t.Run("many workers claiming at once run a thread's work one job at a time, each work item once", func(t *testing.T) {
+		h := newHarness(t, open)
+		const threads, perThread, workers = 6, 4, 12
+		want := map[string]int{}
+		for i := range threads {
+			for j := range perThread {
+				wi := h.submit(bot.LocalThread(fmt.Sprintf("busy-%d", i)), "coder", fmt.Sprintf("m%d", j))
+				want[wi.ID] = 1
+			}
+		}
+		var (
+			mu      sync.Mutex
+			running = map[string]bool{} // threads with a job claimed and not finished
+			ran     = map[string]int{}  // work item → the jobs that held it
+			overlap []string
+		)
+		finished := func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(ran) == len(want)
+		}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				owner := fmt.Sprintf("w%d", w)
+				// Claims skip rows other claims hold: a worker finding
+				// nothing tries again until everything has run.
+				for idle := 0; !finished(); {
+					c, err := h.s.ClaimNext(h.ctx, claimReq(owner, epoch()))
+					if err != nil {
+						t.Errorf("claim: %v", err)
+						return
+					}
+					if c.Job == nil {
+						if idle++; idle > 5000 {
+							t.Errorf("%s found nothing to claim %d times with work left", owner, idle)
+							return
+						}
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					key := c.Job.Thread.Key()
+					mu.Lock()
+					if running[key] {
+						overlap = append(overlap, key)
+					}
+					running[key] = true
+					for _, id := range c.Job.WorkItemIDs {
+						ran[id]++
+					}
+					mu.Unlock()
+					time.Sleep(time.Millisecond) // the run, while other claims go on
+					mu.Lock()
+					running[key] = false // before its end commits: a claim after it is no overlap
+					mu.Unlock()
+					if err := h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: c.Job.ID, Owner: c.Job.Owner, Now: epoch(), Success: true, Summary: "ok"}); err != nil {
+						t.Errorf("finish %s: %v", c.Job.ID, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Empty(t, overlap, "threads that had two jobs at once")
+		require.Equal(t, want, ran, "each work item in one job")
+		require.Equal(t, 0, h.depth())
+		for id := range want {
+			require.Equal(t, bot.StatusDone, h.workItem(id).Status, id)
+		}
 	})
 
 	t.Run("finish with success", func(t *testing.T) {
