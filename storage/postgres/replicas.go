@@ -40,16 +40,23 @@ func (s *Store) Notify(ctx context.Context, topic, payload string) error {
 // Listen holds a connection of its own that LISTENs on the switchyard
 // channel and calls fn with each notification until ctx ends. A lost
 // connection is made again after a pause, and fn is called with
-// bot.TopicResync, since notifications sent meanwhile are lost.
+// bot.TopicResync, since notifications sent meanwhile are lost. The pause
+// grows while connecting fails, and starts again from its shortest once a
+// connection listened: a replica whose connection is cut now and then
+// listens again at once each time.
 func (s *Store) Listen(ctx context.Context, fn func(topic, payload string)) error {
-	backoff := 100 * time.Millisecond
+	const shortest = 100 * time.Millisecond
+	backoff := shortest
 	for first := true; ; first = false {
 		if err := s.open(); err != nil {
 			return err
 		}
-		err := s.listen(ctx, fn, !first)
+		listened, err := s.listen(ctx, fn, !first)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if listened {
+			backoff = shortest
 		}
 		s.log.Warn("notifications from the other replicas interrupted; listening again",
 			slog.String("database", s.where), slog.String("error", connErrorText(err)), slog.Duration("retry_in", backoff))
@@ -71,14 +78,16 @@ func connErrorText(err error) string {
 	return connError(err)
 }
 
-func (s *Store) listen(ctx context.Context, fn func(topic, payload string), resync bool) error {
+// listen listens on one connection until it is lost or ctx ends; listened
+// reports whether it got as far as listening.
+func (s *Store) listen(ctx context.Context, fn func(topic, payload string), resync bool) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		return err
+		return false, err
 	}
 	// The connection ends with the store, too.
 	lctx, cancel := context.WithCancel(ctx)
@@ -96,7 +105,7 @@ func (s *Store) listen(ctx context.Context, fn func(topic, payload string), resy
 	for {
 		n, err := conn.WaitForNotification(lctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		topic, payload, _ := strings.Cut(n.Payload, ":")
 		fn(topic, payload)

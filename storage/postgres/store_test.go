@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -294,4 +297,73 @@ func TestClockOffsetIsTheServersTime(t *testing.T) {
 	require.NoError(t, s.Close())
 	_, err := s.ClockOffset(t.Context(), time.Now)
 	require.Equal(t, bot.EUNAVAILABLE, bot.ErrorCode(err), "%v", err)
+}
+
+// lockedBuffer is a log's output that tests read while the store writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A replica whose listening connection is cut (pg_terminate_backend, a
+// proxy dropping it) listens again after the shortest pause each time,
+// however often that happens, and is told to look again for what it
+// missed meanwhile.
+func TestListeningAgainAfterTheConnectionIsCut(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	logs := &lockedBuffer{}
+	s, err := postgres.Open(t.Context(), dsn, postgres.Options{MaxConns: 2, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	resyncs := make(chan struct{}, 16)
+	go func() {
+		_ = s.Listen(t.Context(), func(topic, _ string) {
+			if topic == bot.TopicResync {
+				resyncs <- struct{}{}
+			}
+		})
+	}()
+	admin, err := pgxConnect(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	listener := func() int {
+		var pid int
+		err := admin.QueryRow(t.Context(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN switchyard' AND pid <> pg_backend_pid()`).Scan(&pid)
+		require.NoError(t, err)
+		return pid
+	}
+	const cuts = 6
+	prev := 0
+	for range cuts {
+		var pid int
+		require.Eventually(t, func() bool { pid = listener(); return pid != 0 && pid != prev }, 15*time.Second, 5*time.Millisecond,
+			"the replica listens again")
+		_, err := admin.Exec(t.Context(), "SELECT pg_terminate_backend($1)", pid)
+		require.NoError(t, err)
+		select {
+		case <-resyncs:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the replica was not told to look again")
+		}
+		prev = pid
+	}
+	pauses := regexp.MustCompile(`"retry_in":(\d+)`).FindAllStringSubmatch(logs.String(), -1)
+	require.Len(t, pauses, cuts, logs.String())
+	for _, p := range pauses {
+		require.Equal(t, strconv.FormatInt((100*time.Millisecond).Nanoseconds(), 10), p[1], "the pause after a connection that listened")
+	}
 }
