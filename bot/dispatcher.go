@@ -360,12 +360,12 @@ func (d *Dispatcher) runJob(w *workers, claim Claim, slot int) {
 		// to go on: the lease is kept (the renewal goes on) until then.
 		rs.release()
 		adopted := end.taken(d.opts.AdoptWait)
-		finished := adopted || d.finish(finishCtx, job, run, res, out, start, log)
+		finished := adopted || d.finish(finishCtx, runCtx.Done(), job, run, res, out, start, log)
 		close(end.settled)
 		if !finished {
 			return
 		}
-	} else if !d.finish(finishCtx, job, run, res, out, start, log) {
+	} else if !d.finish(finishCtx, runCtx.Done(), job, run, res, out, start, log) {
 		return
 	}
 	d.recorded(finishCtx, res.Records)
@@ -409,8 +409,8 @@ func (d *Dispatcher) endedAs(ctx context.Context, job *Job, outcome, errText str
 // work a person cancelled meanwhile ends cancelled instead (see
 // JobOutcome.CancelledFirst); what the run left is written on its own when
 // the job could not end here (its lease was taken over).
-func (d *Dispatcher) finish(ctx context.Context, job *Job, run *Run, res RunResult, out JobOutcome, start time.Time, log *slog.Logger) bool {
-	err := d.opts.Queue.FinishJob(ctx, out)
+func (d *Dispatcher) finish(ctx context.Context, held <-chan struct{}, job *Job, run *Run, res RunResult, out JobOutcome, start time.Time, log *slog.Logger) bool {
+	err := d.endJob(ctx, held, out, log)
 	var c *Cancelled
 	switch {
 	case err == nil:
@@ -423,6 +423,29 @@ func (d *Dispatcher) finish(ctx context.Context, job *Job, run *Run, res RunResu
 	log.Error("finish job", slog.String("error", err.Error()))
 	d.saveRecords(ctx, out.Records, log)
 	return false
+}
+
+// endJob writes a job's end, trying again while the store cannot be
+// reached (a database restarting, a connection cut) and the job's lease
+// holds: held closes when the lease is lost, cannot be renewed in time, or
+// the daemon stops. An end given up on leaves the job to run again when
+// its lease runs out; one written late is the run's, not a second run.
+func (d *Dispatcher) endJob(ctx context.Context, held <-chan struct{}, out JobOutcome, log *slog.Logger) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := d.opts.Queue.FinishJob(ctx, out)
+		if ErrorCode(err) != EUNAVAILABLE {
+			return err
+		}
+		log.Warn("finish job: the store is unavailable; trying again while the lease holds",
+			slog.String("error", err.Error()), slog.Duration("retry_in", wait))
+		select {
+		case <-held:
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 2*time.Second)
+	}
 }
 
 // cancelled ends a job whose run a person cancelled: its work items end

@@ -3,6 +3,8 @@ package bot_test
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,4 +255,51 @@ func TestACancelRacingAShutdownNeverSaysTheWorkResumes(t *testing.T) {
 	require.NotContains(t, <-seen, "resumes", "the status before the job was given back")
 	status, _ := statusAndReply(t, store, "t1")
 	require.True(t, strings.HasPrefix(status, "🛑 triage stopped "+wi.ID), status)
+}
+
+// finishOutage is a queue whose first ends of a job fail as a database
+// that went away for a moment fails them.
+type finishOutage struct {
+	bot.QueueStore
+	mu       sync.Mutex
+	failures int
+}
+
+func (q *finishOutage) FinishJob(ctx context.Context, out bot.JobOutcome) error {
+	q.mu.Lock()
+	fail := q.failures > 0
+	if fail {
+		q.failures--
+	}
+	q.mu.Unlock()
+	if fail {
+		return bot.Errorf(bot.EUNAVAILABLE, "finish job: the database is not available: terminating connection due to administrator command")
+	}
+	return q.QueueStore.FinishJob(ctx, out)
+}
+
+// A run whose end cannot be written for a moment (the database restarting,
+// its connection cut) writes it once the store answers again, holding its
+// lease meanwhile: the work item ends as the run did, and does not run
+// again when the lease would have run out.
+func TestARunsEndIsWrittenOnceTheStoreAnswersAgain(t *testing.T) {
+	store := openStore(t, t.TempDir())
+	var runs atomic.Int32
+	runner := runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
+		runs.Add(1)
+		return bot.RunResult{Status: bot.ResultSuccess, Reply: "shipped"}, nil
+	})
+	q := &finishOutage{failures: 4}
+	c := startCore(t, store, coreOpts{runner: runner, lease: 300 * time.Millisecond,
+		queue: func(s bot.QueueStore) bot.QueueStore { q.QueueStore = s; return q }})
+	wi := c.send(t, "t1", "ship it")
+	got := c.waitFinished(t, wi.ID)
+	require.Equal(t, bot.StatusDone, got.Status)
+	require.Equal(t, "shipped", got.Summary)
+	require.Equal(t, int32(1), runs.Load(), "run once")
+	jobs, err := store.ListJobs(context.Background(), wi.ID)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	_, reply := statusAndReply(t, store, "t1")
+	require.Equal(t, "shipped", reply)
 }
