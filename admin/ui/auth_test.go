@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -390,3 +391,41 @@ func TestSignInStartsASessionOfItsOwn(t *testing.T) {
 		require.False(t, signedIn(t, u, brought), "the session brought to sign-in is no session after it")
 	}
 }
+
+// Served over TLS, every cookie the UI sets is Secure, as well as HttpOnly
+// and SameSite=Strict under /admin/; over plain http behind no https
+// public URL, it is not Secure (the browser would drop it).
+func TestCookiesOverTLSAreSecure(t *testing.T) {
+	u := newStoreUI(t, bolttest.Open(t, t.TempDir()), time.Now)
+	for _, overTLS := range []bool{true, false} {
+		over := func(req *http.Request) *http.Request {
+			if overTLS {
+				req.TLS = &tlsState
+			}
+			return req
+		}
+		rec := httptest.NewRecorder()
+		u.Handler().ServeHTTP(rec, over(httptest.NewRequest("GET", "/admin/signin", nil)))
+		form := rec.Result()
+		m := csrfValue.FindStringSubmatch(rec.Body.String())
+		require.NotNil(t, m)
+		req := over(httptest.NewRequest("POST", "/admin/signin", strings.NewReader(url.Values{"token": {testToken}, csrfField: {m[1]}}.Encode())))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for _, c := range form.Cookies() {
+			req.AddCookie(c)
+		}
+		rec = httptest.NewRecorder()
+		u.Handler().ServeHTTP(rec, req)
+		require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+		cookies := append(form.Cookies(), rec.Result().Cookies()...)
+		require.Len(t, cookies, 3, "the sign-in form's, then it cleared and the session's")
+		for _, c := range cookies {
+			require.Equal(t, overTLS, c.Secure, "%s over TLS: %v", c.Name, overTLS)
+			require.True(t, c.HttpOnly, c.Name)
+			require.Equal(t, http.SameSiteStrictMode, c.SameSite, c.Name)
+			require.Equal(t, "/admin/", c.Path, c.Name)
+		}
+	}
+}
+
+var tlsState = tls.ConnectionState{HandshakeComplete: true}
