@@ -585,6 +585,12 @@ func (d *Daemon) routes() (http.Handler, error) {
 	return mux, nil
 }
 
+// notificationsHealth is a store shared by replicas that says when it
+// does not hear the others' notifications.
+type notificationsHealth interface {
+	NotificationsDown() string
+}
+
 // readiness is the body of /readyz.
 type readiness struct {
 	Status string `json:"status"` // ready, degraded, or why it is not ready
@@ -621,6 +627,16 @@ func (d *Daemon) ready(w http.ResponseWriter, r *http.Request) {
 				out.Down = map[string]string{}
 			}
 			out.Down[src.name] = reason
+			out.Status = "degraded"
+		}
+	}
+	if n, ok := d.store.(notificationsHealth); ok {
+		if why := n.NotificationsDown(); why != "" {
+			if out.Down == nil {
+				out.Down = map[string]string{}
+			}
+			out.Down["notifications"] = "not hearing the other replicas: " + why +
+				"; work and changes they announce reach this replica by polling, later"
 			out.Status = "degraded"
 		}
 	}

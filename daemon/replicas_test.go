@@ -402,33 +402,61 @@ func TestReplicasWhoseClocksDisagreeRunEachWorkItemOnce(t *testing.T) {
 	require.Equal(t, map[string][]string{slow: {"a"}, quick: {"b"}}, runs, "each work item ran once")
 }
 
+// ownRole is a way into the database at dsn that the test can close: a
+// role of its own, which goes when the test ends (after the replicas it
+// started have stopped).
+type ownRole struct {
+	t     *testing.T
+	admin *pgx.Conn
+	name  string
+	dsn   string // dsn as the role
+}
+
+func newOwnRole(t *testing.T, dsn string) *ownRole {
+	t.Helper()
+	admin, err := pgx.Connect(t.Context(), dsn)
+	require.NoError(t, err)
+	r := &ownRole{t: t, admin: admin, name: "own_" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	r.exec("CREATE ROLE " + r.name + " LOGIN SUPERUSER PASSWORD 'own-role'")
+	t.Cleanup(func() {
+		r.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + r.name + "'")
+		r.exec("DROP ROLE " + r.name)
+		_ = admin.Close(context.Background())
+	})
+	r.dsn = dsn + " user=" + r.name + " password=own-role"
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.User = url.UserPassword(r.name, "own-role")
+		r.dsn = u.String()
+	}
+	return r
+}
+
+func (r *ownRole) exec(sql string) {
+	r.t.Helper()
+	_, err := r.admin.Exec(context.Background(), sql)
+	require.NoError(r.t, err, sql)
+}
+
+// shutOut lets the role make no new connection, and cuts those of its
+// connections whose last statement matches like (all of them with "%").
+func (r *ownRole) shutOut(like string) {
+	r.t.Helper()
+	r.exec("ALTER ROLE " + r.name + " NOLOGIN")
+	r.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + r.name + "' AND query LIKE '" + like + "'")
+}
+
+// letIn lets the role connect again.
+func (r *ownRole) letIn() { r.t.Helper(); r.exec("ALTER ROLE " + r.name + " LOGIN") }
+
 // A replica cut off from the database (a partition, a server that does
 // not come back in time) stops its runs before their leases run out, so
 // the replica that takes the work over never runs it beside them.
 func TestAReplicaCutOffStopsItsRunsBeforeTheirLeasesRunOut(t *testing.T) {
 	pg.Skip(t)
 	dsn := pg.Database(t)
-	adminDB, err := pgx.Connect(t.Context(), dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = adminDB.Close(context.Background()) })
-	exec := func(sql string) {
-		t.Helper()
-		_, err := adminDB.Exec(context.Background(), sql)
-		require.NoError(t, err, sql)
-	}
-	// Replica a connects as a role of its own, which the test can shut
-	// out; it goes when the replicas have stopped.
-	role := "cut_off_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	exec("CREATE ROLE " + role + " LOGIN SUPERUSER PASSWORD 'cut-off'")
-	t.Cleanup(func() {
-		exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'")
-		exec("DROP ROLE " + role)
-	})
-	dsnA := dsn + " user=" + role + " password=cut-off"
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.User = url.UserPassword(role, "cut-off")
-		dsnA = u.String()
-	}
+	// Replica a connects as a role of its own, which the test shuts out.
+	role := newOwnRole(t, dsn)
+	dsnA := role.dsn
 
 	var (
 		mu      sync.Mutex
@@ -475,17 +503,89 @@ func TestAReplicaCutOffStopsItsRunsBeforeTheirLeasesRunOut(t *testing.T) {
 
 	// a can no longer reach the database: b takes the work over when a's
 	// lease runs out, and a's run has stopped by then.
-	exec("ALTER ROLE " + role + " NOLOGIN")
-	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + role + "'")
+	role.shutOut("%")
 	require.Equal(t, "b", <-started)
 	require.Eventually(t, func() bool {
 		var wi bot.WorkItem
 		b.json(t, "GET", "/api/v1/workitems/"+res.WorkItemID, "", 200, &wi)
 		return wi.Status == bot.StatusDone
 	}, 15*time.Second, 10*time.Millisecond)
-	exec("ALTER ROLE " + role + " LOGIN") // a shuts down cleanly
+	role.letIn() // a shuts down cleanly
 	mu.Lock()
 	defer mu.Unlock()
 	require.False(t, overlap, "the work item ran on both replicas at once")
 	require.Equal(t, map[string][]string{res.WorkItemID: {"a", "b"}}, runs)
+}
+
+// A replica that no longer hears the others (its listening connection cut,
+// and not made again: the server refuses it new connections) says so in
+// /readyz, still 200, and still takes up work another replica took in, by
+// polling; once it listens again it is ready.
+func TestAReplicaThatDoesNotHearTheOthersIsDegradedAndPolls(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	role := newOwnRole(t, dsn)
+	ran := make(chan string, 4)
+	release := make(chan struct{})
+	replica := func(name, dsn string) *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.Setup.Config.Workers = 1
+			o.APIToken = "shared-token-0123456789"
+			o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+				return runnerFunc(func(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+					ran <- name
+					if req.WorkItems[0].Thread == bot.LocalThread("busy") {
+						select {
+						case <-release:
+						case <-ctx.Done():
+						}
+					}
+					return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
+				}), nil
+			}
+		})
+	}
+	readiness := func(r *running) (int, string, map[string]string) {
+		code, body := r.do(t, "GET", "/readyz", "")
+		var st struct {
+			Status string
+			Down   map[string]string
+		}
+		require.NoError(t, json.Unmarshal(body, &st), string(body))
+		return code, st.Status, st.Down
+	}
+	post := func(r *running, thread string) {
+		code, body := r.do(t, "POST", "/api/v1/messages", `{"thread":"`+thread+`","text":"@coder go"}`)
+		require.Equal(t, 202, code, string(body))
+	}
+
+	// b's one worker is kept busy, so what b takes in is a's to run.
+	b := replica("b", dsn)
+	post(b, "busy")
+	require.Equal(t, "b", <-ran)
+	a := replica("a", role.dsn)
+	t.Cleanup(func() { close(release) })
+	code, status, _ := readiness(a)
+	require.Equal(t, 200, code)
+	require.Equal(t, "ready", status)
+
+	role.shutOut("LISTEN %")
+	require.Eventually(t, func() bool { _, status, _ := readiness(a); return status == "degraded" }, 15*time.Second, 10*time.Millisecond)
+	code, _, down := readiness(a)
+	require.Equal(t, 200, code, "the replica serves meanwhile")
+	require.Contains(t, down["notifications"], "not hearing the other replicas: ")
+	require.Contains(t, down["notifications"], "reach this replica by polling")
+
+	post(b, "later")
+	select {
+	case name := <-ran:
+		require.Equal(t, "a", name, "a polls for the work b took in")
+	case <-time.After(15 * time.Second):
+		t.Fatal("the replica that does not hear the others never ran the work")
+	}
+
+	role.letIn()
+	require.Eventually(t, func() bool { _, status, _ := readiness(a); return status == "ready" }, 30*time.Second, 20*time.Millisecond,
+		"ready once it listens again")
 }

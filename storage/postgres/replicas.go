@@ -58,6 +58,8 @@ func (s *Store) Listen(ctx context.Context, fn func(topic, payload string)) erro
 		if listened {
 			backoff = shortest
 		}
+		why := connErrorText(err)
+		s.deaf.Store(&why)
 		s.log.Warn("notifications from the other replicas interrupted; listening again",
 			slog.String("database", s.where), slog.String("error", connErrorText(err)), slog.Duration("retry_in", backoff))
 		select {
@@ -69,6 +71,17 @@ func (s *Store) Listen(ctx context.Context, fn func(topic, payload string)) erro
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// NotificationsDown says why this replica does not hear the other
+// replicas' notifications now (its listening connection was lost and is
+// not back yet), or "" while it does. Meanwhile everything that listens
+// polls: what the others tell reaches it late, never not at all.
+func (s *Store) NotificationsDown() string {
+	if why := s.deaf.Load(); why != nil {
+		return *why
+	}
+	return ""
 }
 
 func connErrorText(err error) string {
@@ -99,6 +112,7 @@ func (s *Store) listen(ctx context.Context, fn func(topic, payload string), resy
 		case <-lctx.Done():
 		}
 	}()
+	s.deaf.Store(nil)
 	if resync {
 		fn(bot.TopicResync, "")
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,6 +62,10 @@ type Store struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	// deaf says why Listen does not listen now (its connection was lost
+	// and is not made again yet); nil while it listens, or before it
+	// first tried.
+	deaf atomic.Pointer[string]
 }
 
 var _ bot.Store = (*Store)(nil)
