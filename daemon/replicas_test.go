@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -588,4 +589,105 @@ func TestAReplicaThatDoesNotHearTheOthersIsDegradedAndPolls(t *testing.T) {
 	role.letIn()
 	require.Eventually(t, func() bool { _, status, _ := readiness(a); return status == "ready" }, 30*time.Second, 20*time.Millisecond,
 		"ready once it listens again")
+}
+
+// The database restarts while two replicas take messages and run them,
+// and stays away longer than a lease: intake refuses meanwhile and the
+// senders try again; afterwards every message has one work item, each
+// done, and no work item ran on both replicas at once, though some ran
+// through the restart (a run whose lease could not be renewed stopped
+// before another took the work over).
+func TestADatabaseRestartLongerThanALeaseWhileReplicasWork(t *testing.T) {
+	own, err := pgtest.Start()
+	require.NoError(t, err)
+	t.Cleanup(own.Stop)
+	own.Skip(t)
+	dsn := own.Database(t)
+	var (
+		mu      sync.Mutex
+		active  = map[string]int{}
+		overlap []string
+	)
+	replica := func() *running {
+		return start(t, func(o *daemon.Options) {
+			o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(dsn), MaxConns: 4}
+			o.Setup.Config.Dispatch.Lease = 2 * time.Second
+			o.APIToken = "shared-token-0123456789"
+			o.NewRunner = func(daemon.RunnerDeps) (bot.Runner, error) {
+				return runnerFunc(func(ctx context.Context, req bot.RunRequest, _ bot.Progress) (bot.RunResult, error) {
+					id := req.WorkItems[0].ID
+					mu.Lock()
+					if active[id]++; active[id] > 1 {
+						overlap = append(overlap, id)
+					}
+					mu.Unlock()
+					defer func() {
+						mu.Lock()
+						active[id]--
+						mu.Unlock()
+					}()
+					// The first message of each thread runs through the
+					// database's absence, the others are quick.
+					took := 300 * time.Millisecond
+					if n, _ := strconv.Atoi(strings.TrimPrefix(req.WorkItems[0].Text, "@coder task ")); n < 6 {
+						took = 6 * time.Second
+					}
+					select {
+					case <-time.After(took):
+						return bot.RunResult{Status: bot.ResultSuccess, Reply: "done"}, nil
+					case <-ctx.Done():
+						return bot.RunResult{}, context.Cause(ctx)
+					}
+				}), nil
+			}
+		})
+	}
+	reps := []*running{replica(), replica()}
+
+	// Senders: each message until it is acknowledged, as a webhook's
+	// sender retries a 503.
+	const messages = 30
+	acked := make([]string, messages)
+	var senders sync.WaitGroup
+	for i := range messages {
+		senders.Go(func() {
+			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			body := fmt.Sprintf(`{"thread":"room-%d","text":"@coder task %d","id":"m-%d"}`, i%6, i, i)
+			for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				code, out := reps[i%2].do(t, "POST", "/api/v1/messages", body)
+				if code != 202 {
+					continue
+				}
+				var res local.MessageResponse
+				if json.Unmarshal(out, &res) == nil {
+					acked[i] = res.WorkItemID
+				}
+				return
+			}
+		})
+	}
+	time.Sleep(time.Second) // some acknowledged, some running
+	own.Down(t)
+	code, _ := reps[0].do(t, "GET", "/readyz", "")
+	require.Equal(t, 503, code, "not ready while the database is away")
+	time.Sleep(3 * time.Second) // longer than a lease
+	own.Up(t)
+	senders.Wait()
+
+	seen := map[string]bool{}
+	for i, id := range acked {
+		require.NotEmpty(t, id, "message %d never acknowledged", i)
+		require.False(t, seen[id], "%s acknowledged for two messages", id)
+		seen[id] = true
+	}
+	for id := range seen {
+		require.Eventually(t, func() bool {
+			var wi bot.WorkItem
+			reps[0].json(t, "GET", "/api/v1/workitems/"+id, "", 200, &wi)
+			return wi.Status == bot.StatusDone
+		}, 60*time.Second, 50*time.Millisecond, "%s done", id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, overlap, "work items that ran on both replicas at once")
 }
