@@ -178,10 +178,15 @@ func (c budgetCap) over(s bot.Spend, now time.Time) (budgetHit, bool) {
 
 // room reports whether a call may start beside n others under way without
 // the key passing c's cap by more than that call, at s: each call under way
-// is expected to spend what the key's calls spent on average.
+// is expected to spend what the key's calls spent on average. Before any
+// call of the key is counted nothing says what one spends, so its first
+// call goes alone.
 func (c budgetCap) room(s bot.Spend, n int) bool {
-	if n == 0 || s.Calls == 0 {
+	switch {
+	case n == 0:
 		return true
+	case s.Calls == 0:
+		return false
 	}
 	if c.tokens > 0 && s.Tokens+int64(n)*(s.Tokens/s.Calls) >= c.tokens+s.GrantedTokens {
 		return false

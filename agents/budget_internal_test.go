@@ -43,7 +43,8 @@ func TestACallStartsBesideOthersOnlyWhereTheyLeaveRoomUnderTheCap(t *testing.T) 
 		room  bool
 	}{
 		{"nothing under way", tokens, bot.Spend{Tokens: 290, Calls: 1}, 0, true},
-		{"no call counted yet", tokens, bot.Spend{}, 5, true},
+		{"no call counted yet: the first goes alone", tokens, bot.Spend{}, 0, true},
+		{"no call counted yet: the others wait for it", tokens, bot.Spend{}, 1, false},
 		{"one under way leaves room", tokens, bot.Spend{Tokens: 110, Calls: 1}, 1, true},
 		{"two under way could reach the cap", tokens, bot.Spend{Tokens: 110, Calls: 1}, 2, false},
 		{"an approval makes room", tokens, bot.Spend{Tokens: 330, Calls: 3, GrantedTokens: 300}, 2, true},

@@ -108,6 +108,7 @@ type reply struct {
 	Text   string
 	Calls  []fakeCall
 	Tokens int // prompt tokens reported; 100 when zero
+	Status int // an HTTP error status answered instead, when not zero
 }
 
 var promptAgent = regexp.MustCompile(`You are the "([^"]+)" agent`)
@@ -168,6 +169,10 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}()
 	rep := f.script(r.Context(), req)
 	if r.Context().Err() != nil {
+		return
+	}
+	if rep.Status != 0 {
+		http.Error(w, `{"error":{"message":"the fake model failed","type":"server_error"}}`, rep.Status)
 		return
 	}
 	tokens := rep.Tokens

@@ -1,0 +1,277 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/agents"
+	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/config"
+)
+
+// fanOut is a lead that spawns n helpers in its first turn and answers
+// once they are done; each helper's calls are answered by helper.
+func fanOut(n int, helper func(ctx context.Context, req chatRequest) reply) func(ctx context.Context, req chatRequest) reply {
+	return func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "helper":
+			return helper(ctx, req)
+		case req.turns() == 0:
+			var calls []fakeCall
+			for i := range n {
+				calls = append(calls, fakeCall{ID: fmt.Sprintf("part%d", i), Name: agents.SpawnTool, Args: spawnArgs(fmt.Sprintf("part %d", i), "helper")})
+			}
+			return reply{Calls: calls}
+		}
+		return reply{Text: "all parts done"}
+	}
+}
+
+// slowly answers after d, or gives up with the run.
+func slowly(d time.Duration, r reply) func(ctx context.Context, req chatRequest) reply {
+	return func(ctx context.Context, _ chatRequest) reply {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		return r
+	}
+}
+
+// approvals lists the approvals waiting for a decision.
+func (tr *tree) approvals(t *testing.T) []bot.Approval {
+	t.Helper()
+	code, body := tr.do(t, "GET", "/api/v1/approvals", "")
+	require.Equal(t, 200, code, string(body))
+	var pending []bot.Approval
+	require.NoError(t, json.Unmarshal(body, &pending))
+	return pending
+}
+
+// spent reads what key spent.
+func (tr *tree) spent(t *testing.T, key string) bot.Spend {
+	t.Helper()
+	spent, err := tr.d.Store().Spent(context.Background(), []string{key})
+	require.NoError(t, err)
+	return spent[0]
+}
+
+// TestAFanOutUnderADayCapNoCallCountedYetPassesItByOneCallAtMost: the
+// helpers' agent has spent nothing today when six of them call at once, so
+// no call says what one spends; they still pass the agent's cap by one
+// call, not by one call each.
+func TestAFanOutUnderADayCapNoCallCountedYetPassesItByOneCallAtMost(t *testing.T) {
+	const helpers = 6
+	model := newFakeModel(t, fanOut(helpers, slowly(200*time.Millisecond, reply{Text: "part done"})))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.PerDay.Agent = 300 }})
+	id := tr.send(t, "day", "@lead do the parts")
+
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (300 tokens): approve 300 more?", ap.Reason)
+	key := bot.DailyBudgetKey(time.Now(), bot.BudgetAgent, "helper")
+	require.Eventually(t, func() bool { return tr.spent(t, key).Tokens >= 300 }, 10*time.Second, 10*time.Millisecond)
+	require.LessOrEqual(t, tr.spent(t, key).Tokens, int64(300+110), "the helpers passed their cap by more than one call")
+	require.LessOrEqual(t, len(model.seen("helper")), 3, "helpers called the model past the cap")
+
+	// Denied, the helpers waiting end with the refusal and the lead
+	// answers with what was done.
+	code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/deny", "")
+	require.Equal(t, 200, code, string(body))
+	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
+	for _, k := range tr.children(t, id) {
+		if k.Status != bot.RunDone {
+			require.Equal(t, bot.RunFailed, k.Status)
+			require.Contains(t, k.Error, "budget reached (300 tokens), and more was denied")
+		}
+	}
+	require.Empty(t, tr.approvals(t), "a refusal answers every helper of the tree")
+}
+
+// TestHelpersWaitingAtTheCapEndPromptlyOnDenialWhileAnotherCallIsUnderWay:
+// one helper's call is still under way when the others reach the cap and
+// ask; denied, the asking helpers end at once, not when that call ends.
+func TestHelpersWaitingAtTheCapEndPromptlyOnDenialWhileAnotherCallIsUnderWay(t *testing.T) {
+	const helpers = 6
+	release := make(chan struct{})
+	model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case strings.Contains(req.first(), "part 0"):
+			// A long call, under way all along.
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return reply{Text: "part 0 done"}
+		default:
+			// A large one that reaches the cap at once.
+			return reply{Text: "part done", Tokens: 290}
+		}
+	}))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+	id := tr.send(t, "deny", "@lead do the parts")
+	ap := tr.pendingBudget(t)
+
+	code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/deny", "")
+	require.Equal(t, 200, code, string(body))
+	require.Eventually(t, func() bool {
+		var ended int
+		for _, k := range tr.children(t, id) {
+			if !k.Status.Open() {
+				ended++
+			}
+		}
+		return ended >= helpers-1
+	}, 10*time.Second, 10*time.Millisecond, "the helpers at the cap did not end on the denial")
+	require.Empty(t, tr.approvals(t))
+	close(release)
+	wi := tr.finished(t, id, time.Minute)
+	require.Equal(t, bot.StatusFailed, wi.Status, "the lead, at the cap too, stops")
+	require.Contains(t, wi.Error, "more was denied")
+	for _, k := range tr.children(t, id) {
+		require.False(t, k.Status.Open())
+	}
+}
+
+// TestCancellingATreeWhoseHelpersWaitForRoomEndsThemAll: two helpers'
+// calls are under way and the others wait for room under the cap; the
+// work item's cancel ends every one of them, none calling the model.
+func TestCancellingATreeWhoseHelpersWaitForRoomEndsThemAll(t *testing.T) {
+	const helpers = 6
+	model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, _ chatRequest) reply {
+		<-ctx.Done()
+		return reply{}
+	}))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+	id := tr.send(t, "cancel", "@lead do the parts")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	require.True(t, model.awaitInFlight(ctx, "helper", 2))
+	require.Eventually(t, func() bool { return len(tr.children(t, id)) == helpers }, 10*time.Second, 10*time.Millisecond)
+
+	code, body := tr.do(t, "POST", "/api/v1/workitems/"+id+"/cancel", "")
+	require.Equal(t, 200, code, string(body))
+	require.Equal(t, bot.StatusCancelled, tr.finished(t, id, 30*time.Second).Status)
+	require.Eventually(t, func() bool {
+		for _, k := range tr.children(t, id) {
+			if k.Status.Open() {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "a helper waiting for room was left open")
+	require.Len(t, model.seen("helper"), 2, "a helper waiting for room called the model")
+	require.Empty(t, tr.approvals(t))
+}
+
+// TestAHelperWhoseModelFailsLetsTheOthersWaitingForRoomGoOn: the call of
+// one of the helpers under way fails; it spent nothing, and the helpers
+// waiting for room go on.
+func TestAHelperWhoseModelFailsLetsTheOthersWaitingForRoomGoOn(t *testing.T) {
+	const helpers = 4
+	model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, req chatRequest) reply {
+		if strings.Contains(req.first(), "part 0") {
+			return reply{Status: 400}
+		}
+		return slowly(100*time.Millisecond, reply{Text: "part done"})(ctx, req)
+	}))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 1000 }})
+	id := tr.send(t, "fail", "@lead do the parts")
+	require.Equal(t, bot.StatusDone, tr.finished(t, id, time.Minute).Status)
+	for _, k := range tr.children(t, id) {
+		if k.Task == "part 0" {
+			require.Equal(t, bot.RunFailed, k.Status)
+			continue
+		}
+		require.Equal(t, bot.RunDone, k.Status, k.Error)
+	}
+	require.Empty(t, tr.approvals(t), "the tree never reached its cap")
+	require.EqualValues(t, 110*(helpers-1)+220, tr.spent(t, bot.TreeBudgetKey(id)).Tokens)
+}
+
+// TestATreeUnderItsCapIsNeverAsked: fan-outs that end just under their
+// caps, with calls of one size or of very different sizes, wait for room
+// at times but are never asked for more.
+func TestATreeUnderItsCapIsNeverAsked(t *testing.T) {
+	sizes := []int{10, 500, 40, 900, 5, 250, 60, 120}
+	for _, tc := range []struct {
+		name   string
+		tokens func(part int) int // prompt tokens of a helper's call
+	}{
+		{"calls of one size", func(int) int { return 100 }},
+		{"calls of very different sizes", func(part int) int { return sizes[part] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const helpers = 8
+			var total int64 = 220 // the lead's two calls
+			for i := range helpers {
+				total += int64(tc.tokens(i) + 10)
+			}
+			model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, req chatRequest) reply {
+				m := partOf.FindStringSubmatch(req.first())
+				require.NotNil(t, m, req.first())
+				part, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				return slowly(20*time.Millisecond, reply{Text: "part done", Tokens: tc.tokens(part)})(ctx, req)
+			}))
+			tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+				config: func(c *config.Config) {
+					c.Budgets.Tree.Tokens = total + 1
+					c.Budgets.PerDay.Agent = total + 1
+					c.Budgets.PerDay.Requester = total + 1
+				}})
+			id := tr.send(t, "under", "@lead do the parts")
+			wi := tr.finished(t, id, time.Minute)
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			require.Empty(t, tr.approvals(t))
+			require.Equal(t, total, tr.spent(t, bot.TreeBudgetKey(id)).Tokens)
+			require.Equal(t, "all parts done", tr.messages(t, "under", id)["reply"])
+			require.NotContains(t, tr.messages(t, "under", id)["status"], "budget reached")
+		})
+	}
+}
+
+// TestTwoTreesUnderOneRequestersDayCapPassItByOneCallAtMost: two requests
+// of one person fan out at once under the requester's day cap.
+func TestTwoTreesUnderOneRequestersDayCapPassItByOneCallAtMost(t *testing.T) {
+	const helpers = 4
+	model := newFakeModel(t, fanOut(helpers, slowly(200*time.Millisecond, reply{Text: "part done"})))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.PerDay.Requester = 500 }})
+	first := tr.send(t, "one", "@lead do the parts")
+	second := tr.send(t, "two", "@lead do the parts")
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (500 tokens): approve 500 more?", ap.Reason)
+	key := bot.DailyBudgetKey(time.Now(), bot.BudgetRequester, "local:admin")
+	require.LessOrEqual(t, tr.spent(t, key).Tokens, int64(500+110), "the trees passed the cap by more than one call")
+
+	// Approved as often as asked, both finish.
+	for _, id := range []string{first, second} {
+		for deadline := time.Now().Add(time.Minute); ; {
+			wi, err := tr.d.Store().GetWorkItem(context.Background(), id)
+			require.NoError(t, err)
+			if wi.Status.Finished() {
+				require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the tree did not finish")
+			for _, p := range tr.approvals(t) {
+				code, body := tr.do(t, "POST", "/api/v1/approvals/"+p.ID+"/approve", "")
+				require.Equal(t, 200, code, string(body))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.Len(t, model.seen("helper"), 2*helpers, "each helper called the model once")
+	require.False(t, strings.Contains(tr.messages(t, "one", first)["reply"], "stopped"))
+}
