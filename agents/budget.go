@@ -58,8 +58,8 @@ type Budgets struct {
 	now   func() time.Time
 
 	mu     sync.Mutex
-	asking map[string]chan struct{} // key → held while a run asks for it
-	denied map[string]denial        // key@level/tree → why more was refused
+	asking map[string]*askTurn // key → the runs asking for it, one at a time
+	denied map[string]denial   // key@level/tree → why more was refused
 	// flights are the model calls under way under each capped key, so
 	// that runs calling at once (a fan-out of subagents) pass a cap by one
 	// call, not by one call each.
@@ -67,6 +67,13 @@ type Budgets struct {
 	// landings counts the calls counted under any key, so a run sees
 	// whether one was while it read the counters.
 	landings uint64
+}
+
+// askTurn lets the runs of this process that reach one key's cap ask for more
+// one at a time; it is kept while one of them holds or waits for it.
+type askTurn struct {
+	held chan struct{} // cap 1: full while a run asks
+	runs int           // runs holding or waiting for it
 }
 
 // flight is what runs of this process do under one capped key.
@@ -93,7 +100,7 @@ func NewBudgets(store bot.BudgetStore, log *slog.Logger) *Budgets {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]chan struct{}{}, denied: map[string]denial{},
+	return &Budgets{store: store, log: log, now: time.Now, asking: map[string]*askTurn{}, denied: map[string]denial{},
 		flights: map[string]*flight{}}
 }
 
@@ -361,16 +368,24 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 		b.mu.Unlock()
 		return errors.New(refused.why)
 	}
-	turn, ok := b.asking[c.key]
-	if !ok {
-		turn = make(chan struct{}, 1)
-		b.asking[c.key] = turn
+	tn := b.asking[c.key]
+	if tn == nil {
+		tn = &askTurn{held: make(chan struct{}, 1)}
+		b.asking[c.key] = tn
 	}
+	tn.runs++
 	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		if tn.runs--; tn.runs == 0 {
+			delete(b.asking, c.key)
+		}
+		b.mu.Unlock()
+	}()
 	// Waiting for the run that asks holds no worker either.
 	if err := bot.Await(ctx, func() error {
 		select {
-		case turn <- struct{}{}:
+		case tn.held <- struct{}{}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -378,7 +393,7 @@ func (b *Budgets) ask(ctx context.Context, rt *Runtime, rn *run, c budgetCap, sp
 	}); err != nil {
 		return err
 	}
-	defer func() { <-turn }()
+	defer func() { <-tn.held }()
 	// Another run may have been given more, or refused, while this one
 	// waited its turn.
 	cur, err := b.store.Spent(ctx, []string{c.key})

@@ -3,12 +3,15 @@ package agents_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/agents"
 	"github.com/switchyard/switchyard/agents/llm"
+	"github.com/switchyard/switchyard/agents/tools"
 	"github.com/switchyard/switchyard/bot"
 	"github.com/switchyard/switchyard/storage/bolt"
 	"github.com/switchyard/switchyard/storage/bolt/bolttest"
@@ -97,4 +100,47 @@ func TestEveryModelCallIsCountedUnderItsTree(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 30, spent[0].Tokens)
 	require.EqualValues(t, 2, spent[0].Calls)
+}
+
+// decider approves every other request for more budget and denies the
+// rest.
+type decider struct{ n atomic.Int32 }
+
+func (d *decider) Approve(context.Context, tools.Call, string) (bool, error) {
+	return d.n.Add(1)%2 == 1, nil
+}
+
+// TestManyCappedTreesLeaveNothingBehindInTheBudgets: fan-outs that wait
+// for room, ask, are approved or denied, leave no entry per tree once they
+// end, so a daemon that runs for months keeps none.
+func TestManyCappedTreesLeaveNothingBehindInTheBudgets(t *testing.T) {
+	model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+		switch {
+		case strings.Contains(req.Messages[0].Content, "part "):
+			return answer("helped"), nil
+		case strings.Contains(lastMessage(req).Content, "split it"):
+			return fanOut(4), nil
+		}
+		return answer("done"), nil
+	})
+	var budgets *agents.Budgets
+	f, tr := durableTree(t, model, func(o *agents.RuntimeOptions) {
+		o.BudgetLimits = agents.BudgetLimits{TreeTokens: 40, AgentTokens: 1000}
+		o.Approver = &decider{}
+		budgets = o.Budgets
+	})
+	tr.start(t, f)
+	ends := map[bot.WorkStatus]int{}
+	for range 10 {
+		wi := tr.send(t, f, "coder", "split it")
+		if wi.Status == bot.StatusFailed {
+			require.Contains(t, wi.Error, "and more was denied")
+		}
+		ends[wi.Status]++
+	}
+	require.Positive(t, ends[bot.StatusDone], "no tree was approved")
+	require.Positive(t, ends[bot.StatusFailed], "no tree was denied")
+	flights, asking := budgets.Held()
+	require.Zero(t, flights, "calls under way or waits are kept after their trees ended")
+	require.Zero(t, asking, "keys asked for are kept after their trees ended")
 }

@@ -275,3 +275,96 @@ func TestTwoTreesUnderOneRequestersDayCapPassItByOneCallAtMost(t *testing.T) {
 	require.Len(t, model.seen("helper"), 2*helpers, "each helper called the model once")
 	require.False(t, strings.Contains(tr.messages(t, "one", first)["reply"], "stopped"))
 }
+
+// approveUntilFinished approves every budget asked for until work item id
+// finishes, and returns it.
+func (tr *tree) approveUntilFinished(t *testing.T, id string) *bot.WorkItem {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		wi, err := tr.d.Store().GetWorkItem(context.Background(), id)
+		require.NoError(t, err)
+		if wi.Status.Finished() {
+			return wi
+		}
+		require.True(t, time.Now().Before(deadline), "the tree did not finish")
+		for _, p := range tr.approvals(t) {
+			code, body := tr.do(t, "POST", "/api/v1/approvals/"+p.ID+"/approve", "")
+			require.Equal(t, 200, code, string(body))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCappedFanOutsFinishApprovedAsOftenAsAsked: under a cap that a few
+// calls reach, fan-outs of every shape finish once each approval is given,
+// every helper's work done once: with one worker, eight helpers at once,
+// helpers calling an agent as a tool, and helpers in the background.
+func TestCappedFanOutsFinishApprovedAsOftenAsAsked(t *testing.T) {
+	const helpers = 8
+	spawns := func(background bool) []fakeCall {
+		var calls []fakeCall
+		for i := range helpers {
+			args, _ := json.Marshal(map[string]any{"task": fmt.Sprintf("part %d", i), "agent": "helper", "background": background})
+			calls = append(calls, fakeCall{ID: fmt.Sprintf("part%d", i), Name: agents.SpawnTool, Args: string(args)})
+		}
+		return calls
+	}
+	for _, tc := range []struct {
+		name            string
+		workers         int
+		nested, bg      bool
+		helperCalls     int // model calls of the helpers in all
+		scoutCalls      int
+		maxConcurrent   int
+		expectLeadCalls int
+	}{
+		{name: "one worker", workers: 1, maxConcurrent: helpers, helperCalls: helpers, expectLeadCalls: 2},
+		{name: "eight at once", maxConcurrent: helpers, helperCalls: helpers, expectLeadCalls: 2},
+		{name: "agents called as tools", maxConcurrent: helpers, nested: true, helperCalls: 2 * helpers, scoutCalls: helpers, expectLeadCalls: 2},
+		{name: "in the background", maxConcurrent: helpers, bg: true, helperCalls: helpers, expectLeadCalls: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+				switch {
+				case req.Agent == "scout":
+					return slowly(20*time.Millisecond, reply{Text: "scouted"})(ctx, req)
+				case req.Agent == "helper" && tc.nested && req.turns() == 0:
+					return reply{Calls: []fakeCall{{ID: "scout", Name: agents.ToolName("scout"), Args: `{"task":"look around"}`}}}
+				case req.Agent == "helper":
+					return slowly(50*time.Millisecond, reply{Text: "part done"})(ctx, req)
+				case req.turns() == 0:
+					return reply{Calls: spawns(tc.bg)}
+				case tc.bg && req.turns() == 1:
+					var calls []fakeCall
+					for i := range helpers {
+						var spawned struct{ ID string }
+						require.NoError(t, json.Unmarshal([]byte(req.results()[fmt.Sprintf("part%d", i)]), &spawned))
+						calls = append(calls, fakeCall{ID: fmt.Sprintf("await%d", i), Name: agents.AwaitChildTool, Args: `{"id":"` + spawned.ID + `"}`})
+					}
+					return reply{Calls: calls}
+				}
+				return reply{Text: "all parts done"}
+			})
+			tr := startTree(t, model, treeOptions{workers: tc.workers, subagents: config.Subagents{MaxConcurrent: tc.maxConcurrent},
+				agents: map[string]string{"scout": agentFile("scout", "Looks around.")},
+				config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+			id := tr.send(t, "fan", "@lead do the parts")
+			wi := tr.approveUntilFinished(t, id)
+			require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+			require.Equal(t, "all parts done", tr.messages(t, "fan", id)["reply"])
+			kids := tr.children(t, id)
+			require.Len(t, kids, helpers)
+			for _, k := range kids {
+				require.Equal(t, bot.RunDone, k.Status, k.Error)
+			}
+			require.Len(t, model.seen("helper"), tc.helperCalls, "a helper's call was made twice or not at all")
+			require.Len(t, model.seen("scout"), tc.scoutCalls)
+			require.Len(t, model.seen("lead"), tc.expectLeadCalls)
+			spent := tr.spent(t, bot.TreeBudgetKey(id))
+			require.EqualValues(t, 110*(tc.helperCalls+tc.scoutCalls+tc.expectLeadCalls), spent.Tokens, "every call is counted once")
+			// Each approval raised the cap by 300 when the tree reached it,
+			// so it never stood more than one call past its level.
+			require.LessOrEqual(t, spent.Tokens, 300+spent.GrantedTokens+110)
+		})
+	}
+}
