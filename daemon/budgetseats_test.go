@@ -97,47 +97,67 @@ func TestAFanOutUnderADayCapNoCallCountedYetPassesItByOneCallAtMost(t *testing.T
 
 // TestHelpersWaitingAtTheCapEndPromptlyOnDenialWhileAnotherCallIsUnderWay:
 // one helper's call is still under way when the others reach the cap and
-// ask; denied, the asking helpers end at once, not when that call ends.
+// ask; denied, or the approval expiring, the asking helpers end at once,
+// not when that call ends, and the tree ends cleanly.
 func TestHelpersWaitingAtTheCapEndPromptlyOnDenialWhileAnotherCallIsUnderWay(t *testing.T) {
-	const helpers = 6
-	release := make(chan struct{})
-	model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, req chatRequest) reply {
-		switch {
-		case strings.Contains(req.first(), "part 0"):
-			// A long call, under way all along.
-			select {
-			case <-release:
-			case <-ctx.Done():
+	for _, decision := range []string{"deny", "expire"} {
+		t.Run(decision, func(t *testing.T) {
+			const helpers = 6
+			release := make(chan struct{})
+			model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, req chatRequest) reply {
+				switch {
+				case strings.Contains(req.first(), "part 0"):
+					// A long call, under way all along.
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return reply{Text: "part 0 done"}
+				default:
+					// A large one that reaches the cap at once.
+					return reply{Text: "part done", Tokens: 290}
+				}
+			}))
+			tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+				config: func(c *config.Config) {
+					c.Budgets.Tree.Tokens = 300
+					if decision == "expire" {
+						c.ApprovalTimeout = time.Second
+					}
+				}})
+			id := tr.send(t, "deny", "@lead do the parts")
+			ap := tr.pendingBudget(t)
+			if decision == "deny" {
+				code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/deny", "")
+				require.Equal(t, 200, code, string(body))
 			}
-			return reply{Text: "part 0 done"}
-		default:
-			// A large one that reaches the cap at once.
-			return reply{Text: "part done", Tokens: 290}
-		}
-	}))
-	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
-		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
-	id := tr.send(t, "deny", "@lead do the parts")
-	ap := tr.pendingBudget(t)
-
-	code, body := tr.do(t, "POST", "/api/v1/approvals/"+ap.ID+"/deny", "")
-	require.Equal(t, 200, code, string(body))
-	require.Eventually(t, func() bool {
-		var ended int
-		for _, k := range tr.children(t, id) {
-			if !k.Status.Open() {
-				ended++
+			require.Eventually(t, func() bool {
+				var ended int
+				for _, k := range tr.children(t, id) {
+					if !k.Status.Open() {
+						ended++
+					}
+				}
+				return ended >= helpers-1
+			}, 10*time.Second, 10*time.Millisecond, "the helpers at the cap did not end on the refusal")
+			var refused int
+			for _, k := range tr.children(t, id) {
+				if k.Status == bot.RunFailed {
+					require.Contains(t, k.Error, "budget reached (300 tokens), and more was")
+					refused++
+				}
 			}
-		}
-		return ended >= helpers-1
-	}, 10*time.Second, 10*time.Millisecond, "the helpers at the cap did not end on the denial")
-	require.Empty(t, tr.approvals(t))
-	close(release)
-	wi := tr.finished(t, id, time.Minute)
-	require.Equal(t, bot.StatusFailed, wi.Status, "the lead, at the cap too, stops")
-	require.Contains(t, wi.Error, "more was denied")
-	for _, k := range tr.children(t, id) {
-		require.False(t, k.Status.Open())
+			require.Positive(t, refused, "no helper was waiting at the cap")
+			require.Empty(t, tr.approvals(t), "asked once")
+			close(release)
+			wi := tr.finished(t, id, time.Minute)
+			require.Equal(t, bot.StatusFailed, wi.Status, "the lead, at the cap too, stops")
+			require.Contains(t, wi.Error, "budget reached (300 tokens), and more was")
+			require.Contains(t, tr.messages(t, "deny", id)["reply"], "budget reached (300 tokens)")
+			for _, k := range tr.children(t, id) {
+				require.False(t, k.Status.Open())
+			}
+		})
 	}
 }
 

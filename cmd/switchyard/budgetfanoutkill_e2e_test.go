@@ -1,0 +1,162 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cappedFanOutModel is a lead that spawns four helpers in one turn and
+// answers with what they said; the first helper call hangs until the
+// daemon dies, 15 tokens a call.
+type cappedFanOutModel struct {
+	mu           sync.Mutex
+	leadRequests []int          // the tool results each lead request carried
+	parts        map[string]int // calls per helper's part
+	hung         string         // the part whose call hung
+	hanging      chan struct{}
+}
+
+var partName = regexp.MustCompile(`part \d`)
+
+func (m *cappedFanOutModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, ok := readChat(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if req.agent == "helper" {
+		part := partName.FindString(req.last)
+		m.mu.Lock()
+		m.parts[part]++
+		first := m.hung == ""
+		if first {
+			m.hung = part
+		}
+		m.mu.Unlock()
+		if first {
+			close(m.hanging)
+			<-r.Context().Done()
+			return
+		}
+		chatAnswer(w, part+" done")
+		return
+	}
+	m.mu.Lock()
+	m.leadRequests = append(m.leadRequests, len(req.results))
+	m.mu.Unlock()
+	if len(req.results) == 0 {
+		quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		var calls []string
+		for i := range 4 {
+			calls = append(calls, fmt.Sprintf(`{"id":"call_%d","type":"function","function":{"name":"spawn_subagent","arguments":%s}}`,
+				i, quoted(fmt.Sprintf(`{"task":"part %d","agent":"helper"}`, i))))
+		}
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"fake",
+			"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[%s]}}],
+			"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, strings.Join(calls, ","))
+		return
+	}
+	chatAnswer(w, "finished:\n"+strings.Join(req.results, "\n"))
+}
+
+// TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice kills the
+// daemon while one helper's call is under way and the others wait for
+// room under the tree's cap: after the restart the tree asks again, is
+// approved from the CLI, and finishes with every helper done, the lead's
+// answered turn not asked again and no helper's call made twice but the
+// one the kill cut.
+func TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice(t *testing.T) {
+	model := &cappedFanOutModel{parts: map[string]int{}, hanging: make(chan struct{})}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\nsandbox:\n  mode: none\n"+
+		"budgets:\n  tree:\n    tokens: 30\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
+	for name, desc := range map[string]string{"lead": "Leads a piece of work.", "helper": "Does one part of it."} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", name+".md"), []byte(
+			"---\nname: "+name+"\ndescription: "+desc+"\nmode: tool\n---\nYou do what you are asked.\n"), 0o600))
+	}
+	addr := freeAddr(t)
+	p := serve(t, dir, addr)
+	r := run(t, dir, p.env(), "send", "--thread", "capped", "@lead do the parts")
+	require.Equal(t, 0, r.code, r.stderr)
+	select {
+	case <-model.hanging:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no helper called the model:\n%s", p.log)
+	}
+	type rec struct{ ID, Status, Task string }
+	records := func(p *daemonProc) []rec {
+		r := run(t, dir, p.env(), "runs", "list", "--owner", "capped", "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var out []rec
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+		return out
+	}
+	require.Eventually(t, func() bool { return len(records(p)) == 4 }, 30*time.Second, 50*time.Millisecond,
+		"the helpers were never spawned:\n%s", p.log)
+	model.mu.Lock()
+	require.Len(t, model.parts, 1, "a helper called the model beside the one under way, where two calls reach the cap")
+	model.mu.Unlock()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	_ = p.wait()
+
+	p2 := serve(t, dir, addr)
+	var reply string
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p2.env(), "approvals", "list", "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var pending []struct{ ID, Tool string }
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &pending), r.stdout)
+		for _, a := range pending {
+			require.Equal(t, "budget", a.Tool)
+			r := run(t, dir, p2.env(), "approvals", "approve", a.ID)
+			require.Equal(t, 0, r.code, r.stderr)
+		}
+		r = run(t, dir, p2.env(), "thread", "capped", "--json")
+		var msgs []struct{ Kind, Text string }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &msgs) != nil {
+			return false
+		}
+		for _, m := range msgs {
+			if m.Kind == "reply" && strings.HasPrefix(m.Text, "finished:") {
+				reply = m.Text
+			}
+		}
+		return reply != ""
+	}, 90*time.Second, 100*time.Millisecond, "the tree did not finish after the restart:\n%s", p2.log)
+	for i := range 4 {
+		require.Contains(t, reply, fmt.Sprintf("part %d done", i))
+	}
+
+	model.mu.Lock()
+	leads, parts, hung := model.leadRequests, model.parts, model.hung
+	model.mu.Unlock()
+	require.Equal(t, []int{0, 4}, leads, "the lead was not asked again for the turn it had answered")
+	for part, calls := range parts {
+		if part == hung {
+			require.Equal(t, 2, calls, "the helper the kill cut calls once more")
+			continue
+		}
+		require.Equal(t, 1, calls, "%s called the model twice", part)
+	}
+	recs := records(p2)
+	require.Len(t, recs, 4, "no helper was spawned again")
+	for _, r := range recs {
+		require.Equal(t, "done", r.Status, r.ID)
+	}
+}
