@@ -112,6 +112,9 @@ type budgetCap struct {
 	wall     time.Duration
 	cost     float64
 	currency string
+	// price is the most a token of the run's model costs, or 0 where its
+	// model has no prices: what it expects a call of its own to cost.
+	price float64
 }
 
 // budgetKeys are the keys a run's calls are counted under, and the caps
@@ -127,7 +130,11 @@ func budgetKeys(rn *run, l BudgetLimits, now time.Time) ([]string, []budgetCap) 
 		}
 	}
 	if rn.rootWorkItem != "" {
-		add(bot.TreeBudgetKey(rn.rootWorkItem), budgetCap{tokens: l.TreeTokens, wall: l.TreeWallTime, cost: l.TreeCost, currency: l.Currency})
+		var price float64
+		if p, ok := l.Prices[rn.def.ModelName()]; ok {
+			price = max(p.Input, p.Output) / 1e6
+		}
+		add(bot.TreeBudgetKey(rn.rootWorkItem), budgetCap{tokens: l.TreeTokens, wall: l.TreeWallTime, cost: l.TreeCost, currency: l.Currency, price: price})
 	}
 	if r := rn.requester; r.Source != "" && r.ID != "" {
 		add(bot.DailyBudgetKey(now, bot.BudgetRequester, r.Source+":"+r.ID), budgetCap{tokens: l.RequesterTokens})
@@ -185,9 +192,12 @@ func (c budgetCap) over(s bot.Spend, now time.Time) (budgetHit, bool) {
 
 // room reports whether a call may start beside n others under way without
 // the key passing c's cap by more than that call, at s: each call under way
-// is expected to spend what the key's calls spent on average. Before any
-// call of the key is counted nothing says what one spends, so its first
-// call goes alone.
+// is expected to spend what the key's calls spent on average, and to cost
+// at least that many tokens at the run's prices (calls of models without
+// prices cost nothing and lower the average cost). Before any call of the
+// key is counted nothing says what one spends, so its first call goes
+// alone. A call whose model has no prices costs nothing, so a cost cap
+// leaves it room.
 func (c budgetCap) room(s bot.Spend, n int) bool {
 	switch {
 	case n == 0:
@@ -198,7 +208,11 @@ func (c budgetCap) room(s bot.Spend, n int) bool {
 	if c.tokens > 0 && s.Tokens+int64(n)*(s.Tokens/s.Calls) >= c.tokens+s.GrantedTokens {
 		return false
 	}
-	return c.cost <= 0 || s.Cost+float64(n)*s.Cost/float64(s.Calls) < c.cost+s.GrantedCost
+	if c.cost <= 0 || c.price == 0 {
+		return true
+	}
+	each := max(s.Cost/float64(s.Calls), float64(s.Tokens)/float64(s.Calls)*c.price)
+	return s.Cost+float64(n)*each < c.cost+s.GrantedCost
 }
 
 // admit returns the seat of rn's next model call when it may make it,

@@ -34,7 +34,8 @@ func TestARefusalOfMoreBudgetIsKeptForADay(t *testing.T) {
 // under way is expected to spend what the key's calls spent on average.
 func TestACallStartsBesideOthersOnlyWhereTheyLeaveRoomUnderTheCap(t *testing.T) {
 	tokens := budgetCap{key: "tree/wi_1", tokens: 300}
-	cost := budgetCap{key: "tree/wi_1", cost: 0.30}
+	cost := budgetCap{key: "tree/wi_1", cost: 0.30, price: 1000 / 1e6}
+	free := budgetCap{key: "tree/wi_1", cost: 0.30}
 	for _, tc := range []struct {
 		name  string
 		c     budgetCap
@@ -52,6 +53,9 @@ func TestACallStartsBesideOthersOnlyWhereTheyLeaveRoomUnderTheCap(t *testing.T) 
 		{"calls of 50 on average: two more could reach it", tokens, bot.Spend{Tokens: 200, Calls: 4}, 2, false},
 		{"cost: one under way leaves room", cost, bot.Spend{Cost: 0.11, Calls: 1}, 1, true},
 		{"cost: two under way could reach the cap", cost, bot.Spend{Cost: 0.11, Calls: 1}, 2, false},
+		{"cost: after a call without prices, two priced ones leave room", cost, bot.Spend{Tokens: 110, Calls: 1}, 2, true},
+		{"cost: three priced calls of 110 tokens could reach it", cost, bot.Spend{Tokens: 110, Calls: 1}, 3, false},
+		{"cost: a call without prices costs nothing", free, bot.Spend{Tokens: 110, Cost: 0.11, Calls: 1}, 5, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.room, tc.c.room(tc.spent, tc.under))

@@ -163,34 +163,49 @@ func TestHelpersWaitingAtTheCapEndPromptlyOnDenialWhileAnotherCallIsUnderWay(t *
 
 // TestCancellingATreeWhoseHelpersWaitForRoomEndsThemAll: two helpers'
 // calls are under way and the others wait for room under the cap; the
-// work item's cancel ends every one of them, none calling the model.
+// work item's cancel, or the thread's reset, ends every one of them, none
+// calling the model.
 func TestCancellingATreeWhoseHelpersWaitForRoomEndsThemAll(t *testing.T) {
-	const helpers = 6
-	model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, _ chatRequest) reply {
-		<-ctx.Done()
-		return reply{}
-	}))
-	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
-		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
-	id := tr.send(t, "cancel", "@lead do the parts")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	require.True(t, model.awaitInFlight(ctx, "helper", 2))
-	require.Eventually(t, func() bool { return len(tr.children(t, id)) == helpers }, 10*time.Second, 10*time.Millisecond)
+	for _, how := range []string{"cancel", "reset"} {
+		t.Run(how, func(t *testing.T) {
+			const helpers = 6
+			model := newFakeModel(t, fanOut(helpers, func(ctx context.Context, _ chatRequest) reply {
+				<-ctx.Done()
+				return reply{}
+			}))
+			tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+				config: func(c *config.Config) { c.Budgets.Tree.Tokens = 300 }})
+			id := tr.send(t, how, "@lead do the parts")
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			require.True(t, model.awaitInFlight(ctx, "helper", 2))
+			require.Eventually(t, func() bool { return len(tr.children(t, id)) == helpers }, 10*time.Second, 10*time.Millisecond)
 
-	code, body := tr.do(t, "POST", "/api/v1/workitems/"+id+"/cancel", "")
-	require.Equal(t, 200, code, string(body))
-	require.Equal(t, bot.StatusCancelled, tr.finished(t, id, 30*time.Second).Status)
-	require.Eventually(t, func() bool {
-		for _, k := range tr.children(t, id) {
-			if k.Status.Open() {
-				return false
+			path := "/api/v1/workitems/" + id + "/cancel"
+			if how == "reset" {
+				path = "/api/v1/threads/" + how + "/reset"
 			}
-		}
-		return true
-	}, 30*time.Second, 10*time.Millisecond, "a helper waiting for room was left open")
-	require.Len(t, model.seen("helper"), 2, "a helper waiting for room called the model")
-	require.Empty(t, tr.approvals(t))
+			code, body := tr.do(t, "POST", path, "")
+			require.Equal(t, 200, code, string(body))
+			wi := tr.finished(t, id, 30*time.Second)
+			if how == "cancel" {
+				require.Equal(t, bot.StatusCancelled, wi.Status)
+			}
+			require.Eventually(t, func() bool {
+				for _, k := range tr.children(t, id) {
+					if k.Status.Open() {
+						return false
+					}
+				}
+				return true
+			}, 30*time.Second, 10*time.Millisecond, "a helper waiting for room was left open")
+			for _, k := range tr.children(t, id) {
+				require.Equal(t, bot.RunCancelled, k.Status, k.Error)
+			}
+			require.Len(t, model.seen("helper"), 2, "a helper waiting for room called the model")
+			require.Empty(t, tr.approvals(t))
+		})
+	}
 }
 
 // TestAHelperWhoseModelFailsLetsTheOthersWaitingForRoomGoOn: the call of
@@ -387,4 +402,58 @@ func TestCappedFanOutsFinishApprovedAsOftenAsAsked(t *testing.T) {
 			require.LessOrEqual(t, spent.Tokens, 300+spent.GrantedTokens+110)
 		})
 	}
+}
+
+// TestAFanOutUnderACostCapPassesItByOneCallAtMost: as with tokens, priced
+// helpers calling at once under the tree's cost cap pass it by one call.
+func TestAFanOutUnderACostCapPassesItByOneCallAtMost(t *testing.T) {
+	const helpers = 6
+	model := newFakeModel(t, fanOut(helpers, slowly(200*time.Millisecond, reply{Text: "part done"})))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers}, config: func(c *config.Config) {
+		m := c.Models["default"]
+		m.Prices = &config.Prices{Input: 1000, Output: 1000} // 0.11 a call
+		c.Models["default"] = m
+		c.Budgets.Tree.Cost = 0.30
+		c.Budgets.Currency = "EUR"
+	}})
+	id := tr.send(t, "cost", "@lead do the parts")
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (0.30 EUR): approve 0.30 EUR more?", ap.Reason)
+	require.Equal(t, 2, len(model.seen("helper")), "helpers called the model past the cap")
+	require.Eventually(t, func() bool {
+		return tr.spent(t, bot.TreeBudgetKey(id)).Cost > 0.32
+	}, 10*time.Second, 10*time.Millisecond, "what the helpers spent is counted")
+	require.InDelta(t, 0.33, tr.spent(t, bot.TreeBudgetKey(id)).Cost, 1e-9)
+	wi := tr.approveUntilFinished(t, id)
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	require.Len(t, model.seen("helper"), helpers)
+}
+
+// TestPricedHelpersOfAnUnpricedLeadPassTheCostCapByOneCallAtMost: the
+// lead's model has no prices, so the tree's first call costs nothing and
+// says nothing of what a priced call costs; the priced helpers calling at
+// once still pass the cost cap by one call.
+func TestPricedHelpersOfAnUnpricedLeadPassTheCostCapByOneCallAtMost(t *testing.T) {
+	const helpers = 6
+	model := newFakeModel(t, fanOut(helpers, slowly(200*time.Millisecond, reply{Text: "part done"})))
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		agents: map[string]string{"helper": "---\nname: helper\ndescription: Does one part of a piece of work.\nmode: tool\nmodel: priced\n---\nYou do what you are asked.\n"},
+		config: func(c *config.Config) {
+			m := c.Models["default"]
+			m.Prices = &config.Prices{Input: 1000, Output: 1000} // 0.11 a call
+			c.Models["priced"] = m
+			c.Budgets.Tree.Cost = 0.30
+			c.Budgets.Currency = "EUR"
+		}})
+	id := tr.send(t, "mixed", "@lead do the parts")
+	ap := tr.pendingBudget(t)
+	require.Equal(t, "budget reached (0.30 EUR): approve 0.30 EUR more?", ap.Reason)
+	require.Eventually(t, func() bool {
+		return tr.spent(t, bot.TreeBudgetKey(id)).Cost > 0.30
+	}, 10*time.Second, 10*time.Millisecond, "what the helpers spent is counted")
+	require.LessOrEqual(t, tr.spent(t, bot.TreeBudgetKey(id)).Cost, 0.30+0.11+1e-9, "the helpers passed the cap by more than one call")
+	require.LessOrEqual(t, len(model.seen("helper")), 3, "helpers called the model past the cap")
+	wi := tr.approveUntilFinished(t, id)
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	require.Len(t, model.seen("helper"), helpers)
 }
