@@ -130,11 +130,35 @@ func secretForms(value string) []string {
 	if strings.ContainsAny(value, "\r\n") {
 		for line := range strings.Lines(value) {
 			if line = strings.TrimSpace(line); len(line) >= minKeyLine && !strings.HasPrefix(line, "-----") {
-				out = append(out, line)
+				out = append(out, line, reverseRunes(line))
 			}
 		}
+	} else if rev := reverseRunes(value); rev != value {
+		// Written backwards, as rev prints it.
+		out = append(out, rev)
 	}
 	return append(out, encodedForms(value)...)
+}
+
+// reverseRunes returns s with its characters in reverse order, as rev
+// prints a line.
+func reverseRunes(s string) string {
+	r := []rune(s)
+	slices.Reverse(r)
+	return string(r)
+}
+
+// reverseLines returns s with each line's characters in reverse order and
+// the lines in their order, as rev prints a file.
+func reverseLines(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for line := range strings.Lines(s) {
+		body := strings.TrimRight(line, "\r\n")
+		b.WriteString(reverseRunes(body))
+		b.WriteString(line[len(body):])
+	}
+	return b.String()
 }
 
 // minEncodedLen is the shortest encoded form of a secret that is masked:
@@ -213,19 +237,12 @@ func (r *Redactor) Redact(s string) string {
 		return s
 	}
 	in := s
-	s = r.replaceValues(s)
-	var lower string // s with ASCII lower-cased, computed when a shape needs it
-	for i := range shapes {
-		sh := &shapes[i]
-		text := s
-		if sh.fold {
-			if lower == "" {
-				lower = asciiLower(s)
-			}
-			text = lower
-		}
-		if out := sh.apply(s, sh.windows(text)); out != s {
-			s, lower = out, ""
+	s = maskShapes(r.replaceValues(s))
+	if reversedHint(s) {
+		// Credentials written backwards (rev): the lines turned round
+		// again, masked, and turned back.
+		if back := maskShapes(reverseLines(s)); strings.Contains(back, Redacted) {
+			s = strings.ReplaceAll(reverseLines(back), reversedPlaceholder, Redacted)
 		}
 	}
 	if s == in {
@@ -242,6 +259,62 @@ func (r *Redactor) Redact(s string) string {
 		s = out
 	}
 	return Redacted
+}
+
+// maskShapes masks in s every credential recognised by its shape.
+func maskShapes(s string) string {
+	var lower string // s with ASCII lower-cased, computed when a shape needs it
+	for i := range shapes {
+		sh := &shapes[i]
+		text := s
+		if sh.fold {
+			if lower == "" {
+				lower = asciiLower(s)
+			}
+			text = lower
+		}
+		if out := sh.apply(s, sh.windows(text)); out != s {
+			s, lower = out, ""
+		}
+	}
+	return s
+}
+
+// reversedPlaceholder is the placeholder as reverseLines turns it.
+var reversedPlaceholder = reverseRunes(Redacted)
+
+// reversedHints are the hints of every shape written backwards, and
+// whether they are compared with the text lower-cased.
+var reversedHints = func() (out []shape) {
+	for _, sh := range shapes {
+		r := shape{fold: sh.fold}
+		for _, h := range sh.hints {
+			r.hints = append(r.hints, reverseRunes(h))
+		}
+		out = append(out, r)
+	}
+	return out
+}()
+
+// reversedHint reports whether s holds a hint of a shape written
+// backwards, so that reversing its lines may show a credential.
+func reversedHint(s string) bool {
+	var lower string
+	for _, sh := range reversedHints {
+		text := s
+		if sh.fold {
+			if lower == "" {
+				lower = asciiLower(s)
+			}
+			text = lower
+		}
+		for _, h := range sh.hints {
+			if strings.Contains(text, h) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *Redactor) replaceValues(s string) string {

@@ -140,6 +140,50 @@ func TestRedactConfiguredValues(t *testing.T) {
 	require.Equal(t, tok, r.Redact(tok))
 }
 
+// A secret written backwards, as rev prints a file that holds it, is
+// masked as it is forwards: a configured value, each line of a configured
+// key, and every shape of credential (a token, a PEM block whose lines are
+// each turned round, a password= pair). Text that merely holds a hint
+// backwards stays as it was.
+func TestRedactReversedSecrets(t *testing.T) {
+	const configured = "plain-configured-value-8f3a9c2e71"
+	r := bot.NewRedactor(configured, bot.Secret(testPEM+"\n"))
+	rev := func(s string) string {
+		var b strings.Builder
+		for i, line := range strings.Split(s, "\n") {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			runes := []rune(line)
+			for j := len(runes) - 1; j >= 0; j-- {
+				b.WriteRune(runes[j])
+			}
+		}
+		return b.String()
+	}
+	for _, tc := range []struct{ name, in, secret string }{
+		{"configured", "ANA_TOKEN_COPY=" + configured + "\n", configured},
+		{"configured key line", testPEM, strings.Split(testPEM, "\n")[2]},
+		{"GitLab token", "registry glpat-Zq3xR8vK2mN7pL4wT9yB\n", "glpat-Zq3xR8vK2mN7pL4wT9yB"},
+		{"GitHub token", "TOKEN=ghp_0123456789abcdefghijABCDEFGHIJ", "ghp_0123456789abcdefghijABCDEFGHIJ"},
+		{"npm token", "//registry.npmjs.org/:_authToken=npm_0123456789abcdefghijABCDEFGHIJ01", "npm_0123456789abcdefghijABCDEFGHIJ01"},
+		{"password pair", "db password=Hunter2Hunter2x9 ok", "Hunter2Hunter2x9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := r.Redact(rev(tc.in))
+			require.Contains(t, out, bot.Redacted)
+			require.NotContains(t, out, rev(tc.secret))
+			require.NotContains(t, out, tc.secret)
+		})
+	}
+	unknown := "-----YEK ETAVIRP ASR NIGEB-----\n" + rev("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi7LZ4cX6QPvUr8hQx0mQ7t1BqW") +
+		"\n-----YEK ETAVIRP ASR DNE-----\n"
+	require.NotContains(t, bot.NewRedactor().Redact(unknown), "ETAVIRP", "an unknown key written backwards is masked whole")
+	for _, plain := range []string{"the key of a map: yek", "ks- is no key", "a normal line of text"} {
+		require.Equal(t, plain, r.Redact(plain))
+	}
+}
+
 // A configured value is masked however a command's output spells it: the
 // base64 of a file that holds it at any offset (base64 .env, with either
 // alphabet), hex (xxd -p), URL-escaped, JSON-escaped.

@@ -620,7 +620,7 @@ func newCommandTable() map[string]handler {
 	reg(runsCode(pDeploy), "kubectl", "helm", "terraform", "tofu", "terragrunt", "pulumi", "ansible",
 		"ansible-playbook", "ansible-galaxy", "aws", "gcloud", "gsutil", "bq", "az", "doctl", "flyctl", "fly",
 		"heroku", "vercel", "netlify", "wrangler", "serverless", "sls", "eksctl", "docker", "docker-compose",
-		"podman", "nerdctl", "buildah", "skaffold", "tilt", "kustomize", "argocd", "flux", "nomad", "consul",
+		"podman", "nerdctl", "buildah", "podman-compose", "helmfile", "skaffold", "tilt", "kustomize", "argocd", "flux", "nomad", "consul",
 		"packer", "cdk", "sam", "firebase", "railway", "kamal", "cap", "kind", "minikube", "k3d", "k9s", "oc",
 		"istioctl", "linkerd", "crane", "skopeo", "gcrane", "ko")
 
@@ -720,13 +720,18 @@ func (c *checker) projectConfig(inv *invocation, files ...string) bool {
 	return true
 }
 
+// jqHandler checks jq: it reads its inputs, --slurpfile and --rawfile;
+// a program that imports or includes modules reads them from search paths
+// it names. With -f (also in a cluster, -nf) the program is a file: jq
+// takes the first operand, and newer ones the word after -f, so each is
+// read as the program and must be text the policy has.
 func jqHandler() handler {
 	return func(c *checker, inv *invocation) cwds {
 		if !c.need(inv, pRead) {
 			return inv.cwd
 		}
 		args := inv.argv[1:]
-		var pos []word
+		var pos, files []word
 		fromFile, rawArgs := false, false
 		var program string
 		for i := 0; i < len(args); i++ {
@@ -748,15 +753,6 @@ func jqHandler() handler {
 					c.usePath(inv, args[i+2], pathUse{acc: accRead})
 				}
 				i += 2
-			case "-f", "--from-file":
-				fromFile = true
-				if i+1 < len(args) {
-					i++
-					c.usePath(inv, args[i], pathUse{acc: accRead})
-					if p := c.fileProgram(args[i], inv.cwd); p.kind == progText {
-						program = p.text
-					}
-				}
 			case "-L", "--indent", "--tab-width":
 				if w.s == "-L" && i+1 < len(args) {
 					c.usePath(inv, args[i+1], pathUse{acc: accRead, tree: true})
@@ -764,9 +760,35 @@ func jqHandler() handler {
 				i++
 			case "--args", "--jsonargs":
 				rawArgs = true
+			default:
+				if w.s == "--from-file" || !strings.HasPrefix(w.s, "--") && strings.Contains(w.s, "f") {
+					fromFile = true
+					if i+1 < len(args) && (!args[i+1].lit || !strings.HasPrefix(args[i+1].s, "-") || args[i+1].s == "-") {
+						files = append(files, args[i+1])
+					}
+				}
 			}
 		}
-		if !fromFile && len(pos) > 0 {
+		if fromFile {
+			if len(pos) > 0 {
+				files = append(files, pos[0])
+			}
+			for _, f := range files {
+				p := c.fileProgram(f, inv.cwd)
+				if c.deny != nil {
+					return inv.cwd
+				}
+				if p.kind == progUnread && c.missing(f, inv.cwd) {
+					continue // jq cannot open it
+				}
+				if p.kind != progText && p.kind != progNone {
+					if !c.needBecause(inv, pExec, "it reads its program from "+p.where+", which the policy cannot read") {
+						return inv.cwd
+					}
+				}
+				program += "\n" + p.text
+			}
+		} else if len(pos) > 0 {
 			if pos[0].lit {
 				program = pos[0].s
 			}
@@ -783,6 +805,20 @@ func jqHandler() handler {
 		}
 		return inv.cwd
 	}
+}
+
+// missing reports a literal path in the workspace that names nothing and
+// that the script did not write.
+func (c *checker) missing(w word, cwd cwds) bool {
+	if !w.lit || w.glob || len(cwd) != 1 {
+		return false
+	}
+	r := c.resolve(cwd[0], w.s)
+	if _, written := c.written[r.abs]; written || !r.in {
+		return false
+	}
+	_, exists := c.stats.lstat(r.abs)
+	return !exists
 }
 
 func yqHandler() handler {
@@ -1118,7 +1154,8 @@ func treeHandler() handler {
 }
 
 // lessHandler checks less and more: they read their files; -o and -O
-// write a log; a lesskey file and the LESSOPEN it may set run programs; an
+// write a log; -T names a tags file it reads, and -t opens the file a tags
+// file names; a lesskey file and the LESSOPEN it may set run programs; an
 // initial command (+cmd) may run a shell command (!), pipe to one (|) or
 // write (s).
 func lessHandler() handler {
@@ -1169,6 +1206,14 @@ func lessHandler() handler {
 			case "--cmd":
 				if o.val != nil {
 					plus = append(plus, *o.val)
+				}
+			case "-t", "--tag":
+				if !c.needBecause(inv, pExec, "option "+o.name+" opens the file a tags file names") {
+					return inv.cwd
+				}
+			case "-T", "--tag-file":
+				if o.val != nil {
+					c.usePath(inv, *o.val, pathUse{acc: accRead})
 				}
 			}
 		}

@@ -348,8 +348,11 @@ func rsyncHandler() handler {
 				continue
 			}
 			switch o.name {
-			case "--exclude-from", "--include-from", "--password-file", "--compare-dest", "--copy-dest", "--link-dest":
+			case "--exclude-from", "--include-from", "--password-file", "--compare-dest", "--copy-dest", "--link-dest",
+				"--files-from", "--read-batch":
 				c.usePath(inv, *o.val, pathUse{acc: accRead})
+			case "-f", "--filter":
+				c.rsyncFilter(inv, *o.val)
 			case "--log-file", "--write-batch", "--only-write-batch", "--backup-dir", "--temp-dir", "-T", "--partial-dir":
 				c.usePath(inv, *o.val, pathUse{acc: accWrite})
 			}
@@ -361,6 +364,30 @@ func rsyncHandler() handler {
 		}
 		return inv.cwd
 	}
+}
+
+// rsyncFilter checks a filter rule of rsync's -f: a merge rule (merge,
+// ".", dir-merge, ":") names a file of rules it reads, which is a read; a
+// rule the policy cannot see may be one.
+func (c *checker) rsyncFilter(inv *invocation, v word) {
+	if !v.lit {
+		c.needBecause(inv, pExec, "a filter rule the policy cannot see may read a file of rules")
+		return
+	}
+	rule, file, ok := strings.Cut(strings.TrimSpace(v.s), " ")
+	if !ok {
+		rule, file, ok = strings.Cut(strings.TrimSpace(v.s), "_")
+	}
+	name, _, _ := strings.Cut(rule, ",")
+	switch {
+	case name == "merge" || name == "dir-merge" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, ":"):
+	default:
+		return
+	}
+	if !ok || strings.TrimSpace(file) == "" {
+		return
+	}
+	c.usePath(inv, litWord(strings.TrimSpace(file)), pathUse{acc: accRead})
 }
 
 func goHandler(c *checker, inv *invocation) cwds {

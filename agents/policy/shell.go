@@ -1099,18 +1099,68 @@ func aliasSub(inv *invocation) []string {
 	return nil
 }
 
-// otherName is the program whose deny and approval rules hold name: the
-// programs that are it under another name, or that run it with the same
-// subcommand words (oc delete is kubectl delete, terragrunt apply runs
-// terraform apply, tofu is terraform's fork). "" for most.
-func otherName(name string) string {
-	switch name {
-	case "oc", "kubecolor", "kubectl.exe":
-		return "kubectl"
-	case "tofu", "terragrunt", "terraform.exe":
-		return "terraform"
+// otherCmd is a command another amounts to: its program and the
+// subcommand words the rules of that program are matched against.
+type otherCmd struct {
+	name string
+	sub  []string
+	// anySub is a subcommand the policy cannot see: it may be any.
+	anySub bool
+}
+
+var (
+	composeSub   = []string{"compose"}
+	helmUpgrade  = []string{"upgrade"}
+	helmUninst   = []string{"uninstall"}
+	helmDelete   = []string{"delete"}
+	helmfileSubs = map[string][][]string{
+		"apply": {helmUpgrade}, "sync": {helmUpgrade}, "deploy": {helmUpgrade},
+		"destroy": {helmUninst, helmDelete}, "delete": {helmUninst, helmDelete},
 	}
-	return ""
+)
+
+// otherCommands are the commands whose deny and approval rules hold inv:
+// the programs that are another under its name, or that run it with the
+// same subcommand words (oc delete is kubectl delete, terragrunt apply
+// runs terraform apply, tofu is terraform's fork, podman and nerdctl are
+// docker, docker-compose is docker compose, yarn, pnpm and bun publish
+// to npm's registry as npm publish does), and helmfile, whose apply, sync
+// and deploy run helm upgrade and whose destroy runs helm uninstall. None
+// for most.
+func otherCommands(inv *invocation) (out [2]otherCmd, n int) {
+	switch inv.name {
+	case "oc", "kubecolor", "kubectl.exe":
+		out[0] = otherCmd{name: "kubectl", sub: inv.sub}
+		return out, 1
+	case "tofu", "terragrunt", "terraform.exe":
+		out[0] = otherCmd{name: "terraform", sub: inv.sub}
+		return out, 1
+	case "podman", "nerdctl", "buildah", "docker.exe":
+		out[0] = otherCmd{name: "docker", sub: inv.sub}
+		return out, 1
+	case "docker-compose", "podman-compose":
+		out[0] = otherCmd{name: "docker", sub: append(composeSub[:1:1], inv.sub...)}
+		return out, 1
+	case "yarn", "pnpm", "bun":
+		out[0] = otherCmd{name: "npm", sub: inv.sub}
+		return out, 1
+	case "helmfile":
+		for _, w := range inv.argv[1:] {
+			if !w.lit {
+				// A subcommand the policy cannot see may be any of them.
+				out[0] = otherCmd{name: "helm", anySub: true}
+				return out, 1
+			}
+			if subs, ok := helmfileSubs[w.s]; ok {
+				for _, sub := range subs {
+					out[n] = otherCmd{name: "helm", sub: sub}
+					n++
+				}
+				return out, n
+			}
+		}
+	}
+	return out, 0
 }
 
 // rules applies the profile's commands.deny, commands.allow and approval
@@ -1136,13 +1186,20 @@ func (c *checker) ruleMatch(inv *invocation, named bool) {
 		}
 	}
 	alias := aliasSub(inv)
-	other := otherName(inv.name)
+	others, nOthers := otherCommands(inv)
+	matchesOther := func(pt cmdPattern) bool {
+		for _, o := range others[:nOthers] {
+			if pt.matchAny(o.name, o.sub) || (dynamic || o.anySub) && len(pt.words) > 1 && globWord(pt.words[0], o.name) {
+				return true
+			}
+		}
+		return false
+	}
 	matches := func(pt cmdPattern) bool {
 		if exact {
 			return (pt.match(inv.name, inv.sub) || globSpells(pt, inv)) && c.carries(inv, pt.opts)
 		}
-		return (pt.matchAny(inv.name, inv.sub) || alias != nil && pt.matchAny(inv.name, alias) ||
-			other != "" && (pt.matchAny(other, inv.sub) || dynamic && len(pt.words) > 1 && globWord(pt.words[0], other)) ||
+		return (pt.matchAny(inv.name, inv.sub) || alias != nil && pt.matchAny(inv.name, alias) || matchesOther(pt) ||
 			dynamic && len(pt.words) > 1 && globWord(pt.words[0], inv.name) || globSpells(pt, inv)) &&
 			c.carries(inv, pt.opts)
 	}
