@@ -245,6 +245,7 @@ func (r *Redactor) Redact(s string) string {
 			s = strings.ReplaceAll(reverseLines(back), reversedPlaceholder, Redacted)
 		}
 	}
+	s = maskEncodedShapes(s)
 	if s == in {
 		return s // nothing masked, so nothing joined
 	}
@@ -278,6 +279,96 @@ func maskShapes(s string) string {
 		}
 	}
 	return s
+}
+
+// minEncodedRun is the shortest run of base64 that is decoded to look for
+// a credential in it: the base64 of the shortest shape.
+const minEncodedRun = 24
+
+// maskEncodedShapes masks each run of base64 in s (base64 of a file, also
+// wrapped in lines as base64 writes it) whose decoding holds a credential
+// recognised by its shape: a token planted in a file is not shown by
+// base64 of the file either. Runs without one, ordinary base64, are left
+// alone.
+func maskEncodedShapes(s string) string {
+	if len(s) < minEncodedRun {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); {
+		if !isBase64Byte(s[i]) {
+			i++
+			continue
+		}
+		start, lineStart := i, i
+		for i < len(s) {
+			if isBase64Byte(s[i]) {
+				i++
+				continue
+			}
+			// A line of wrapped base64 (76 characters from base64, 64
+			// from openssl) goes on on the next.
+			if n := i - lineStart; s[i] == '\n' && n >= 60 && n%4 == 0 && i+1 < len(s) && isBase64Byte(s[i+1]) {
+				i++
+				lineStart = i
+				continue
+			}
+			break
+		}
+		end := i
+		for end < len(s) && s[end] == '=' {
+			end++ // padding
+		}
+		if i-start >= minEncodedRun && encodesCredential(s[start:i]) {
+			b.WriteString(s[last:start])
+			b.WriteString(Redacted)
+			last = end
+		}
+		i = end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isBase64Byte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '-' || c == '_'
+}
+
+// encodesCredential reports whether run, base64 of either alphabet,
+// decodes to text holding a credential's shape. Runs that decode to
+// anything but text (words, paths, hashes) are ruled out by a look at
+// the bytes, before any shape is tried.
+func encodesCredential(run string) bool {
+	run = strings.ReplaceAll(run, "\n", "")
+	enc := base64.RawStdEncoding
+	if strings.ContainsAny(run, "-_") {
+		if strings.ContainsAny(run, "+/") {
+			return false // no alphabet has both
+		}
+		enc = base64.RawURLEncoding
+	}
+	dec, err := enc.DecodeString(run[:len(run)-len(run)%4])
+	if err != nil || !mostlyText(dec) {
+		return false
+	}
+	text := string(dec)
+	return maskShapes(text) != text
+}
+
+// mostlyText reports whether b is text: printable ASCII, tabs, line ends
+// and UTF-8 bytes, with at most one byte in 20 anything else.
+func mostlyText(b []byte) bool {
+	other := 0
+	for _, c := range b {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
+			other++
+		}
+	}
+	return other*20 <= len(b)
 }
 
 // reversedPlaceholder is the placeholder as reverseLines turns it.

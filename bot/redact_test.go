@@ -184,6 +184,45 @@ func TestRedactReversedSecrets(t *testing.T) {
 	}
 }
 
+// A credential recognised by its shape is masked in the base64 of a file
+// that holds it, as base64 prints it (wrapped at 76 characters, or on one
+// line with -w0), in either alphabet; base64 of anything else, words and
+// paths stay as they were.
+func TestRedactBase64OfCredentials(t *testing.T) {
+	file := "DEPLOY_USER=ci\nregistry glpat-Zq3xR8vK2mN7pL4wT9yB\nnothing else here, only words to make it long\n" +
+		"TOKEN=ghp_0123456789abcdefghijABCDEFGHIJ\n"
+	wrap := func(s string) string {
+		var b strings.Builder
+		for len(s) > 76 {
+			b.WriteString(s[:76] + "\n")
+			s = s[76:]
+		}
+		return b.String() + s + "\n"
+	}
+	std := base64.StdEncoding.EncodeToString([]byte(file))
+	for name, in := range map[string]string{
+		"wrapped":      wrap(std),
+		"one line":     std,
+		"URL alphabet": base64.URLEncoding.EncodeToString([]byte(file)),
+		"in JSON":      `{"data":"` + std + `"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := bot.NewRedactor().Redact(in)
+			require.Contains(t, out, bot.Redacted)
+			for i := 0; i+24 <= len(std); i += 4 {
+				require.NotContains(t, out, std[i:i+24], "no piece of the encoded file is left")
+			}
+		})
+	}
+	for _, plain := range []string{
+		base64.StdEncoding.EncodeToString([]byte("an ordinary file with words and no credential in it at all\n")),
+		"/work/src/github.com/switchyard/switchyard/cmd/switchyard/confine_e2e_test.go",
+		"TestPlantedSecretsNeverLeaveWrittenOtherwise and 0123456789abcdef0123456789abcdef01234567",
+	} {
+		require.Equal(t, plain, bot.NewRedactor().Redact(plain))
+	}
+}
+
 // A configured value is masked however a command's output spells it: the
 // base64 of a file that holds it at any offset (base64 .env, with either
 // alphabet), hex (xxd -p), URL-escaped, JSON-escaped.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -355,6 +356,16 @@ func TestPlantedSecretsNeverLeaveWrittenOtherwise(t *testing.T) {
 	for i, body := range reqs {
 		for _, s := range secrets {
 			require.NotContains(t, body, s, "request %d to the model", i+1)
+		}
+	}
+	// Nor is the token's base64, at any of the three places it can start
+	// in the base64 of the file.
+	for k := range 3 {
+		enc := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", k) + gitlab))
+		piece := enc[(8*k+5)/6 : 8*(k+len(gitlab))/6]
+		for i, res := range results[1:3] {
+			require.Contains(t, res, "[REDACTED]", "base64 %d ran and was masked", i+1)
+			require.NotContains(t, res, piece, "base64 %d shows the token", i+1)
 		}
 	}
 
