@@ -196,7 +196,8 @@ func TestConfinementFollowsTheCeilings(t *testing.T) {
 	require.True(t, c.WorkspaceReadOnly, "the ceiling may not write")
 	require.NotEmpty(t, c.ReadOnly, "the ceiling has no ci")
 	c = f.engine.Confine(tools.Scope{Agent: "ops", Profile: "ops", Ceilings: []bot.Ceiling{{Profile: "gone"}}}, f.ws)
-	require.Equal(t, tools.Confinement{WorkspaceReadOnly: true, ReadOnly: c.ReadOnly}, c, "an unknown ceiling grants nothing")
+	require.NotEmpty(t, c.Masked, "the ceiling has no secrets")
+	require.Equal(t, tools.Confinement{WorkspaceReadOnly: true, ReadOnly: c.ReadOnly, Masked: c.Masked}, c, "an unknown ceiling grants nothing")
 }
 
 func TestRefusalsByACeilingAreAuditedWithTheRequester(t *testing.T) {

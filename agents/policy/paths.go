@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -559,6 +560,87 @@ func (e *Engine) protectedPaths(workspace string) []string {
 		}
 	}
 	return out
+}
+
+// maxSecretWalk bounds the entries secretFiles looks at.
+const maxSecretWalk = 50_000
+
+// secretFiles returns the untracked secret-looking files of the workspace
+// (tools.SecretLooking: .env, .netrc, private keys …), which the sandbox
+// shows empty to rights without the secrets permission, so that no command
+// reads one by a route the policy lets through whole (grep -r, find -exec
+// cat, a build that prints its environment file). It walks the workspace
+// through the listings the policy keeps, leaving out .git and
+// node_modules, and at most maxSecretWalk entries. A file its repository
+// tracks is left as it is: its text is in the repository's history for
+// git to show anyway, and the tests or a commit of a contributor would
+// find it emptied (a test certificate, a committed .npmrc).
+func (e *Engine) secretFiles(workspace string) []string {
+	ws, err := e.workspace(workspace)
+	if err != nil {
+		return nil
+	}
+	type repo struct {
+		top     string
+		tracked map[string]bool
+		known   bool
+	}
+	repos := map[string]*repo{}
+	repoOf := func(dir string) *repo {
+		for d := dir; ; d = filepath.Dir(d) {
+			if r, ok := repos[d]; ok {
+				return r
+			}
+			if _, err := os.Lstat(d + "/.git"); err == nil || d == ws.real || !strings.HasPrefix(d, ws.real+"/") {
+				r := &repo{top: d}
+				r.tracked, r.known = trackedIn(d)
+				repos[d] = r
+				return r
+			}
+		}
+	}
+	var out []string
+	add := func(p string) {
+		r := repoOf(filepath.Dir(p))
+		rel, err := filepath.Rel(r.top, p)
+		if r.known && err == nil && !r.tracked[filepath.ToSlash(rel)] {
+			out = append(out, p)
+		}
+	}
+	n := 0
+	dirs := []string{ws.real}
+	for len(dirs) > 0 && n <= maxSecretWalk {
+		dir := dirs[len(dirs)-1]
+		dirs = dirs[:len(dirs)-1]
+		got, ok := ws.dirs.list(dir)
+		if !ok {
+			continue
+		}
+		n += len(got.entries)
+		for _, en := range got.entries {
+			p := dir + "/" + en.name
+			switch {
+			case en.typ.IsDir():
+				if en.name != ".git" && en.name != "node_modules" {
+					dirs = append(dirs, p)
+				}
+			case !tools.SecretLooking(strings.TrimPrefix(p, ws.real+"/")):
+			case en.typ.IsRegular():
+				add(p)
+			case en.typ&fs.ModeSymlink != 0:
+				// The file a secret-looking name leads to, when it is in
+				// the workspace: bubblewrap binds over what a path leads
+				// to.
+				if real, err := filepath.EvalSymlinks(p); err == nil && strings.HasPrefix(real, ws.real+"/") {
+					if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() {
+						add(real)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // maxLinkWalk bounds the entries looked at for links out of a tree a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -111,6 +112,12 @@ type Spec struct {
 	// not change, such as .git/hooks for a profile without the ci
 	// permission. Paths that do not exist are skipped.
 	ReadOnly []string
+	// Masked are files inside the workspace the command sees empty and
+	// cannot change, such as .env for rights without the secrets
+	// permission: reading one by any route (grep -r, find -exec cat, git
+	// grep of the work tree) shows nothing. Paths that are not regular
+	// files are skipped.
+	Masked []string
 	// Expose are paths outside the workspace the command may read even
 	// where they lie in a hidden directory, such as the package directory
 	// of a command tool.
@@ -370,6 +377,19 @@ func (s *Sandbox) bwrapArgv(spec Spec, ws string) ([]string, error) {
 		}
 		argv = append(argv, "--ro-bind", p, p)
 	}
+	for _, p := range spec.Masked {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(ws, p)
+		}
+		p = filepath.Clean(p)
+		if !strings.HasPrefix(p, ws+string(filepath.Separator)) {
+			return nil, fmt.Errorf("sandbox: masked path %s is outside the workspace", p)
+		}
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		argv = append(argv, "--ro-bind", filepath.Join(s.dir, "empty"), p)
+	}
 	argv = append(argv, "--chdir", ws, "--")
 	return append(argv, s.shellArgv(spec, true)...), nil
 }
@@ -455,6 +475,14 @@ func makeStateDir(dir string) (string, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
 		return "", fmt.Errorf("make its home: %w", err)
+	}
+	// What a masked file shows: an empty regular file, so that reading it
+	// succeeds and shows nothing.
+	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o444); err != nil && !errors.Is(err, fs.ErrPermission) {
+		return "", fmt.Errorf("write its empty file: %w", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "empty")); err != nil || fi.Size() != 0 {
+		return "", fmt.Errorf("its empty file %s is not empty", filepath.Join(dir, "empty"))
 	}
 	return dir, nil
 }

@@ -171,6 +171,35 @@ func TestSandboxHidesAndProtects(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A masked file reads empty by every route, cannot be written, and the
+// rest of the workspace is as it was; a masked path outside the workspace
+// is refused.
+func TestSandboxMasksFiles(t *testing.T) {
+	s := requireBwrap(t)
+	ws := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".env"), []byte("TOKEN=planted-secret-value\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("TOKEN in notes\n"), 0o644))
+	spec := sandbox.Spec{Workspace: ws, Masked: []string{filepath.Join(ws, ".env"), filepath.Join(ws, "missing.pem")}}
+	for _, script := range []string{"cat .env", "grep -r TOKEN .", "find . -name .env -exec cat {} +", "base64 .env", "cp .env x && cat x"} {
+		spec.Script = script
+		out, _ := run(t, s, spec)
+		require.NotContains(t, out, "planted-secret-value", script)
+	}
+	spec.Script = "grep -r TOKEN ."
+	out, err := run(t, s, spec)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "TOKEN in notes")
+	spec.Script = "echo changed > .env"
+	out, err = run(t, s, spec)
+	require.Error(t, err, out)
+	b, err := os.ReadFile(filepath.Join(ws, ".env"))
+	require.NoError(t, err)
+	require.Equal(t, "TOKEN=planted-secret-value\n", string(b))
+
+	_, err = s.CommandSpec(context.Background(), sandbox.Spec{Workspace: ws, Script: "true", Masked: []string{"/etc/passwd"}})
+	require.Error(t, err)
+}
+
 func TestSandboxStopsWithItsContext(t *testing.T) {
 	s := requireBwrap(t)
 	ws := t.TempDir()

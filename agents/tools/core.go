@@ -77,6 +77,9 @@ type Confinement struct {
 	// ReadOnly are paths inside the workspace commands may read but not
 	// change, such as .git/hooks for rights without ci.
 	ReadOnly []string
+	// Masked are files inside the workspace commands see empty, such as
+	// .env for rights without secrets.
+	Masked []string
 }
 
 // Confiner says how a call's commands are confined. agents/policy

@@ -189,7 +189,7 @@ func confined(tool string, sb CommandSandbox, conf Confiner, cc CallContext, spe
 	spec.Workspace = cc.Workspace
 	if conf != nil {
 		c := conf.Confine(cc.Scope, cc.Workspace)
-		spec.Network, spec.WorkspaceReadOnly, spec.ReadOnly = c.Network, c.WorkspaceReadOnly, c.ReadOnly
+		spec.Network, spec.WorkspaceReadOnly, spec.ReadOnly, spec.Masked = c.Network, c.WorkspaceReadOnly, c.ReadOnly, c.Masked
 	}
 	argv, dir, err := sb.Argv(spec)
 	var unavailable *sandbox.UnavailableError

@@ -395,3 +395,55 @@ func TestPlantedSecretsNeverLeaveWrittenOtherwise(t *testing.T) {
 		}
 	}
 }
+
+// A secret-looking file (.netrc, .env) whose secret no shape gives away
+// reads empty to a contributor by every route the policy lets through
+// whole — a recursive grep, find -exec cat, a copy — so the secret never
+// reaches the model, while the rest of the workspace reads as it is.
+func TestSecretFilesReadEmptyInTheSandbox(t *testing.T) {
+	const secret = "horse-battery-staple-4e1d"
+	commands := []string{
+		`grep -r machine .`,
+		`find . -name .netrc -exec cat {} +`,
+		`cat $(find . -name '.env*')`,
+		`git grep -h -e machine -e STAPLE --untracked`,
+		`tar -cf - . | tar -xOf - ./config/.env.production`,
+	}
+	fake := &scriptedOpenAI{}
+	for _, c := range commands {
+		fake.script = append(fake.script, [2]string{"bash", bashStep(c).args})
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	ws, err := tools.Workspaces{Root: filepath.Join(dir, "data", "workspaces")}.Dir("local:netrc")
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "config"), 0o755))
+	for name, content := range map[string]string{
+		".netrc":                  "machine registry.example login ci password " + secret + "\n",
+		"config/.env.production":  "STAPLE " + secret + "\n",
+		"config/.env.example":     "STAPLE example-value\n",
+		"docs/machine-readme.txt": "machine notes stay readable\n",
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, name), []byte(content), 0o600))
+	}
+	p := serve(t, dir, freeAddr(t))
+
+	r := run(t, dir, p.env(), "send", "--wait", "--thread", "netrc", "@coder where do we publish?")
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	reqs := fake.requests()
+	require.Len(t, reqs, len(commands)+1)
+	results := toolResults(t, reqs[len(reqs)-1])
+	require.Len(t, results, len(commands))
+	require.Contains(t, results[0], "machine notes stay readable", "grep ran over the workspace")
+	require.Contains(t, results[2], "example-value", "the example file reads as it is")
+	for i, body := range reqs {
+		require.NotContains(t, body, secret, "request %d to the model", i+1)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, ".netrc"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), secret, "the file itself is untouched")
+}
