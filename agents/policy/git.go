@@ -702,9 +702,11 @@ func gitOther(c *checker, inv *invocation, sub string, opts []opt, pos []word) c
 		}
 		return inv.cwd
 	case "init":
-		if hasOpt(opts, "--template", "--separate-git-dir") && !c.needBecause(inv, pExec|pCI, "--template copies hooks into the new repository") {
+		if hasOpt(opts, "--template") && !c.needBecause(inv, pExec|pCI, "--template copies hooks into the new repository") ||
+			hasOpt(opts, "--separate-git-dir") && !c.needBecause(inv, pExec|pCI, "--separate-git-dir puts the repository, its hooks and configuration, where it names") {
 			return inv.cwd
 		}
+		c.separateGitDir(inv, opts)
 	case "apply", "am":
 		if hasOpt(opts, "--unsafe-paths") {
 			c.denyf("git:unsafe-paths", "git %s --unsafe-paths is not allowed: it lets a patch write outside the work tree, where the policy cannot check", sub)
@@ -967,6 +969,16 @@ func gitRemote(c *checker, inv *invocation, pos []word) cwds {
 	return inv.cwd
 }
 
+// separateGitDir checks the directory git init and git clone put the
+// repository in with --separate-git-dir as a tree written.
+func (c *checker) separateGitDir(inv *invocation, opts []opt) {
+	for _, o := range opts {
+		if o.name == "--separate-git-dir" && o.val != nil && c.deny == nil {
+			c.usePath(inv, *o.val, pathUse{acc: accWrite, tree: true})
+		}
+	}
+}
+
 func gitClone(c *checker, inv *invocation, opts []opt, pos []word) cwds {
 	need := pNetwork | pWrite
 	if hasOpt(opts, "--template", "--separate-git-dir") {
@@ -978,6 +990,7 @@ func gitClone(c *checker, inv *invocation, opts []opt, pos []word) cwds {
 	if !c.need(inv, need) {
 		return inv.cwd
 	}
+	c.separateGitDir(inv, opts)
 	for _, o := range opts {
 		switch o.name {
 		case "--upload-pack", "-u":

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"strings"
 )
 
@@ -63,7 +64,43 @@ func sedHandler() handler {
 		for _, w := range pos {
 			c.usePath(inv, w, pathUse{acc: acc})
 		}
+		if inPlace {
+			c.sedBackups(inv, opts, pos)
+		}
 		return inv.cwd
+	}
+}
+
+// sedBackups checks the backups sed -iSUFFIX writes: a suffix with a * is
+// the backup's name with * for the file's, and one with a / puts it in
+// that directory (-i'../outside/*'), which is a write there.
+func (c *checker) sedBackups(inv *invocation, opts []opt, files []word) {
+	for _, o := range opts {
+		if o.name != "-i" && o.name != "--in-place" || o.val == nil {
+			continue
+		}
+		if !o.val.lit {
+			c.denyf("shell:dynamic-script", "%s %s is not allowed: the backup name is not a literal, so the policy cannot see where it is written", inv.name, o.name)
+			return
+		}
+		suffix := o.val.s
+		if !strings.Contains(suffix, "*") {
+			continue // appended to each file's name, beside it
+		}
+		for _, f := range files {
+			if !f.lit {
+				continue // refused as a path already
+			}
+			dir, base := path.Split(f.s)
+			backup := strings.ReplaceAll(suffix, "*", base)
+			if !strings.Contains(backup, "/") {
+				backup = dir + backup
+			}
+			c.usePath(inv, litWord(backup), pathUse{acc: accWrite})
+			if c.deny != nil {
+				return
+			}
+		}
 	}
 }
 
