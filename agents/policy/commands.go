@@ -595,20 +595,25 @@ func newCommandTable() map[string]handler {
 	reg(makeHandler, "make", "gmake", "bmake", "remake")
 	reg(withScripts(runsCode(0)), "npm")
 
+	// Task runners, which run what a file of the repository says.
+	for name, files := range taskFiles {
+		reg(withTaskFiles(runsCode(0), files), name)
+	}
+
 	// Programs that run code the policy cannot see.
-	reg(runsCode(0), "pip", "pip3", "pipx", "poetry", "pipenv", "uv", "uvx",
-		"pdm", "hatch", "tox", "nox", "pytest", "mypy", "ruff", "black", "isort", "flake8", "pylint",
+	reg(runsCode(0), "pipx", "uv", "uvx",
+		"mypy", "ruff", "black", "isort", "flake8", "pylint",
 		"npx", "tsc", "eslint",
-		"prettier", "jest", "vitest", "mocha", "gem", "bundle", "bundler", "rake", "rails", "rspec",
-		"cpan", "cpanm", "composer", "java", "javac", "jar", "mvn", "gradle",
+		"prettier", "jest", "vitest", "mocha", "gem", "bundle", "bundler", "rails", "rspec",
+		"cpan", "cpanm", "java", "javac", "jar",
 		"kotlinc", "sbt", "cargo", "rustc", "rustup", "rustfmt", "gcc", "g++",
 		"cc", "c++", "clang", "clang++", "ld", "cmake", "ninja", "meson", "bazel", "bazelisk",
 		"buck", "dotnet", "msbuild", "swift", "swiftc", "xcodebuild", "erl", "erlc", "rebar3", "ghc", "cabal",
 		"stack", "dart", "flutter", "zig", "nim", "crystal", "opam", "dune", "mix",
 		"protoc", "buf", "pre-commit", "hugo", "jekyll", "mkdocs", "sphinx-build", "doxygen", "pandoc",
 		"asciidoctor", "golangci-lint", "staticcheck", "govulncheck", "entr", "openssl", "7z", "7za", "cpio", "ar", "xdg-open",
-		"open", "direnv", "just", "task", "mage", "earthly", "nix", "nix-shell", "asdf", "mise", "nvm",
-		"pyenv", "rbenv", "sdk", "conda", "mamba", "micromamba", "go-task", "air", "reflex", "nodemon")
+		"open", "nix", "nix-shell", "asdf", "mise", "nvm",
+		"pyenv", "rbenv", "sdk", "conda", "mamba", "micromamba", "air", "reflex", "nodemon")
 	reg(goHandler, "go")
 	registerRunners(reg)
 
@@ -1918,6 +1923,62 @@ func entriesWord(s word, noLinks bool, names []string) word {
 	w := s
 	w.tree, w.entries, w.noLinks, w.names = true, true, noLinks, names
 	return w
+}
+
+// taskFiles are the files of the directory it runs in that a task runner
+// or build tool runs the commands of: a justfile, a Taskfile, a Rakefile,
+// tasks.py, noxfile.py, tox.ini, conftest.py, setup.py, composer.json's
+// scripts, a Gradle or Maven build, a Procfile (and direnv's .envrc, in
+// registerRunners).
+var taskFiles = map[string][]string{
+	"just":     {"justfile", "Justfile", ".justfile"},
+	"task":     {"Taskfile.yml", "Taskfile.yaml", "taskfile.yml", "taskfile.yaml", "Taskfile.dist.yml"},
+	"go-task":  {"Taskfile.yml", "Taskfile.yaml", "taskfile.yml", "taskfile.yaml", "Taskfile.dist.yml"},
+	"rake":     {"Rakefile", "rakefile", "Rakefile.rb", "rakefile.rb"},
+	"invoke":   {"tasks.py", "invoke.yaml"},
+	"inv":      {"tasks.py", "invoke.yaml"},
+	"nox":      {"noxfile.py"},
+	"tox":      {"tox.ini", "pyproject.toml", "setup.cfg"},
+	"pytest":   {"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"},
+	"py.test":  {"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"},
+	"pip":      {"setup.py", "pyproject.toml"},
+	"pip3":     {"setup.py", "pyproject.toml"},
+	"poetry":   {"pyproject.toml"},
+	"pdm":      {"pyproject.toml"},
+	"hatch":    {"pyproject.toml"},
+	"pipenv":   {"Pipfile"},
+	"poe":      {"pyproject.toml", "poe_tasks.toml"},
+	"earthly":  {"Earthfile"},
+	"mage":     {"magefile.go"},
+	"composer": {"composer.json"},
+	"gradle":   {"build.gradle", "build.gradle.kts", "settings.gradle", "settings.gradle.kts"},
+	"mvn":      {"pom.xml"},
+	"foreman":  {"Procfile"},
+	"honcho":   {"Procfile"},
+}
+
+// withTaskFiles checks a task runner as h does, and, for a profile with
+// command rules, holds the text of the files it runs the commands of
+// (files, in the directory it runs in) to them, as make is held to its
+// recipes and npm to its scripts: a justfile whose recipe is kubectl
+// delete makes just deploy kubectl delete. The text is scanned as code
+// the policy does not parse, leniently.
+func withTaskFiles(h handler, files []string) handler {
+	return func(c *checker, inv *invocation) cwds {
+		out := h(c, inv)
+		if c.deny != nil || len(inv.cwd) != 1 || len(c.p.denyCmds) == 0 && len(c.p.approvalCmds) == 0 {
+			return out
+		}
+		for _, f := range files {
+			if p := c.fileText(litWord(f), inv.cwd); p.kind == progText {
+				c.ruleScan(p.text)
+				if c.deny != nil {
+					break
+				}
+			}
+		}
+		return out
+	}
 }
 
 // withScripts checks npm, yarn and pnpm as h does, and holds the scripts

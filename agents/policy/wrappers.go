@@ -585,7 +585,9 @@ func registerRunners(reg func(handler, ...string)) {
 	reg(runner(optSpec{short: "pc", long: []string{"--package", "--call"}, flags: "yq", longFlags: []string{"--yes", "--no", "--quiet"}}, 0, "-c"), "npx", "bunx", "pnpx")
 	reg(runner(optSpec{short: "en", long: []string{"--event", "--pid"}}, 1, ""), "perf")
 	reg(runner(optSpec{long: []string{"--with", "--python", "--directory", "--project", "--env-file", "--index-url"}}, 1, ""), "uv", "poetry", "pipenv", "hatch", "pdm")
-	reg(runner(optSpec{}, 1, ""), "bundle", "asdf", "mise", "rtx", "conda", "micromamba", "mamba", "direnv")
+	reg(runner(optSpec{}, 1, ""), "bundle", "asdf", "mise", "rtx", "conda", "micromamba", "mamba")
+	// direnv runs the .envrc of the directory before the command.
+	reg(withTaskFiles(runner(optSpec{}, 1, ""), []string{".envrc"}), "direnv")
 	reg(withScripts(runner(optSpec{}, 1, "")), "pnpm", "yarn")
 	reg(runner(optSpec{long: []string{"--run", "--command", "-p", "--packages", "-I", "--arg", "--argstr"}}, 0, "--run"), "nix-shell")
 }
