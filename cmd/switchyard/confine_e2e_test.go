@@ -227,7 +227,8 @@ func (m classedOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // A deployer whose profile wants kubectl apply and helm upgrade approved
 // and denies docker reaches them through every kind of indirection: each
 // call waits for a person before anything runs, helmfile apply asks as
-// helm upgrade does, and podman is refused as docker is, without asking.
+// helm upgrade does, just asks for the recipe of the repository's justfile,
+// and podman is refused as docker is, without asking.
 func TestApprovalsHoldHoweverTheCommandIsReached(t *testing.T) {
 	asked := []string{
 		`xargs -I{} sh -c '{}' <<< 'kubectl apply -f x; touch ran-xargs'`,
@@ -236,6 +237,7 @@ func TestApprovalsHoldHoweverTheCommandIsReached(t *testing.T) {
 		`printf 'all:\n\tkubectl apply -f x; touch ran-make\n' | make -f -`,
 		`timeout 60 helmfile apply; touch ran-helmfile`,
 		`k=kube; $k''ctl apply -f x; touch ran-variable`,
+		`just ship; touch ran-just`,
 	}
 	fake := &scriptedOpenAI{}
 	for _, a := range append(asked, `podman run alpine; touch ran-podman`) {
@@ -254,9 +256,12 @@ func TestApprovalsHoldHoweverTheCommandIsReached(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", "shipper.md"), []byte(
 		"---\nname: shipper\ndescription: Ships releases.\nprofile: deployer\n---\nYou ship.\n"), 0o600))
+	// The repository holds a justfile whose recipe needs approval.
+	ws, err := tools.Workspaces{Root: filepath.Join(dir, "data", "workspaces")}.Dir("local:ship")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "justfile"), []byte("ship:\n\tkubectl apply -f k8s/\n"), 0o644))
 	p := serve(t, dir, freeAddr(t))
 	ana := append(p.env(), "SWITCHYARD_API_TOKEN="+anaToken)
-	ws := filepath.Join(dir, "data", "workspaces", tools.WorkspaceName("local:ship"))
 
 	r := run(t, dir, p.env(), "send", "--thread", "ship", "@shipper deploy it")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -268,10 +273,9 @@ func TestApprovalsHoldHoweverTheCommandIsReached(t *testing.T) {
 		}, 30*time.Second, 100*time.Millisecond, "call %d asks: %s", n+1, a)
 		require.Equal(t, "bash", pending[0].Tool)
 		entries, err := os.ReadDir(ws)
-		if err == nil {
-			for _, e := range entries {
-				require.False(t, strings.HasPrefix(e.Name(), "ran-"), "%q ran while %q waits", e.Name(), a)
-			}
+		require.NoError(t, err)
+		for _, e := range entries {
+			require.False(t, strings.HasPrefix(e.Name(), "ran-"), "%q ran while %q waits", e.Name(), a)
 		}
 		r := run(t, dir, ana, "approvals", "deny", pending[0].ID)
 		require.Equal(t, 0, r.code, r.stderr)
