@@ -566,7 +566,7 @@ func newCommandTable() map[string]handler {
 
 	// Interpreters: they need exec; their programs are read for the
 	// commands they run.
-	reg(interpreter{lang: langCode, code: "c", vals: "mWXQ", valsLong: []string{"--check-hash-based-pycs"}}.handler(),
+	reg(withModuleTaskFiles(interpreter{lang: langCode, code: "c", vals: "mWXQ", valsLong: []string{"--check-hash-based-pycs"}}.handler()),
 		"python", "python2", "python3", "pypy", "pypy3")
 	reg(interpreter{lang: langCode, code: "eE", vals: "IMmxil0dDCF"}.handler(), "perl", "perl5")
 	reg(interpreter{lang: langCode, code: "e", vals: "IrCxEFK0W", valsLong: []string{"--encoding", "--enable", "--disable", "--dump"}}.handler(), "ruby", "irb", "jruby")
@@ -1975,6 +1975,34 @@ func withTaskFiles(h handler, files []string) handler {
 				if c.deny != nil {
 					break
 				}
+			}
+		}
+		return out
+	}
+}
+
+// withModuleTaskFiles checks python as h does, and python -m MODULE, for
+// a module that is a task runner (pytest, tox, pip …), as withTaskFiles
+// checks that runner.
+func withModuleTaskFiles(h handler) handler {
+	return func(c *checker, inv *invocation) cwds {
+		out := h(c, inv)
+		for i, w := range inv.argv[1:] {
+			if !w.lit {
+				continue
+			}
+			module := ""
+			switch {
+			case w.s == "-m" && i+2 < len(inv.argv) && inv.argv[i+2].lit:
+				module = inv.argv[i+2].s
+			case strings.HasPrefix(w.s, "-m") && len(w.s) > 2:
+				module = w.s[2:]
+			}
+			if files, ok := taskFiles[module]; ok {
+				return withTaskFiles(func(*checker, *invocation) cwds { return out }, files)(c, inv)
+			}
+			if module != "" || !strings.HasPrefix(w.s, "-") {
+				break // the module or the script: the rest are its arguments
 			}
 		}
 		return out
