@@ -529,7 +529,10 @@ func (d *Daemon) routes() (http.Handler, error) {
 		Agents: agentCatalog{d.config}, Routing: routingTable{d.config}, RuleBook: ruleBook{d}, Threads: threadResetter{d}, Config: configReloader{d},
 		Runs: runsDesk{d}, Workspaces: workspaces{d}, Canceller: canceller{d},
 		Audit: auditLog{d.audit}, Approvals: approvalDesk{d.approvals},
-		Skills: d.skills, Installer: d.installer,
+		Skills: d.skills,
+	}
+	if d.installer != nil {
+		ao.Installer = checkedInstaller{d}
 	}
 	// The agent runtime says what an agent may do; a runner that cannot
 	// (a test's) leaves explain without it.

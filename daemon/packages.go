@@ -56,26 +56,10 @@ func withPackages(ctx context.Context, s *Setup, reg *skills.Registry, log *slog
 // naming the package and why, so a package never stops the daemon or a
 // reload.
 func runnablePackageAgents(ctx context.Context, s *Setup, reg *skills.Registry, log *slog.Logger) (func(agents.Definition) bool, error) {
-	profiles, err := policy.New(policy.Options{Profiles: s.Config.Profiles, Access: s.Config.Access})
+	known, err := packageAgentsKnown(s, reg, nil)
 	if err != nil {
 		return nil, err
 	}
-	toolNames := ToolNames(s.Config)
-	for _, t := range reg.Tools() {
-		toolNames = append(toolNames, t.Name)
-	}
-	toolNames = append(toolNames, agents.HandoffTool, agents.EnableSkillTool, agents.DisableSkillTool, agents.InstallPackageTool)
-	for _, d := range s.Agents.List() {
-		if d.Mode == agents.ModeTool {
-			toolNames = append(toolNames, agents.ToolName(d.Name))
-		}
-	}
-	for _, a := range reg.Agents() {
-		if a.Mode == "" || a.Mode == skills.ModeTool {
-			toolNames = append(toolNames, agents.ToolName(a.Name))
-		}
-	}
-	known := agents.Known{Models: s.Models.Names(), Tools: toolNames, Profiles: profiles.Names()}
 	ok := map[string]bool{}
 	for _, a := range reg.Agents() {
 		d := agents.FromSkills(a)
@@ -87,6 +71,83 @@ func runnablePackageAgents(ctx context.Context, s *Setup, reg *skills.Registry, 
 		ok[d.Package+"/"+d.Name] = true
 	}
 	return func(d agents.Definition) bool { return ok[d.Package+"/"+d.Name] }, nil
+}
+
+// packageAgentsKnown is what a package agent is checked against with s:
+// its models and profiles, and every tool (core and platform, the control
+// tools, the packages' command tools, the agents called as tools), those
+// of p too when it is not installed yet.
+func packageAgentsKnown(s *Setup, reg *skills.Registry, p *skills.Package) (agents.Known, error) {
+	profiles, err := policy.New(policy.Options{Profiles: s.Config.Profiles, Access: s.Config.Access})
+	if err != nil {
+		return agents.Known{}, err
+	}
+	toolNames := ToolNames(s.Config)
+	pkgTools, pkgAgents := reg.Tools(), reg.Agents()
+	if p != nil {
+		pkgTools, pkgAgents = append(slices.Clone(pkgTools), p.Tools...), append(slices.Clone(pkgAgents), p.Agents...)
+	}
+	for _, t := range pkgTools {
+		toolNames = append(toolNames, t.Name)
+	}
+	toolNames = append(toolNames, agents.HandoffTool, agents.EnableSkillTool, agents.DisableSkillTool, agents.InstallPackageTool)
+	for _, d := range s.Agents.List() {
+		if d.Mode == agents.ModeTool {
+			toolNames = append(toolNames, agents.ToolName(d.Name))
+		}
+	}
+	for _, a := range pkgAgents {
+		if a.Mode == "" || a.Mode == skills.ModeTool {
+			toolNames = append(toolNames, agents.ToolName(a.Name))
+		}
+	}
+	return agents.Known{Models: s.Models.Names(), Tools: toolNames, Profiles: profiles.Names()}, nil
+}
+
+// unrunnableAgents says, one line each, which agents of p the daemon
+// cannot run with the configuration in effect, and why: they are left out
+// (runnablePackageAgents), so an install says so rather than leave the
+// one who asked to find them missing.
+func (d *Daemon) unrunnableAgents(p *skills.Package) ([]string, error) {
+	cur := d.config.Current()
+	known, err := packageAgentsKnown(cur, d.skills, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range p.Agents {
+		def := agents.FromSkills(a)
+		if err := def.Validate(known); err != nil {
+			out = append(out, fmt.Sprintf("agent %s cannot run with this configuration (%s)", a.Name, oneLineErrors(err)))
+		}
+	}
+	return out, nil
+}
+
+// checkedInstaller is the daemon's installer as the API and the admin UI
+// use it: an install's warnings say which of the package's agents cannot
+// run here.
+type checkedInstaller struct{ d *Daemon }
+
+func (c checkedInstaller) Install(ctx context.Context, req install.Request) (install.Result, error) {
+	res, err := c.d.installer.Install(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	if p, ok := c.d.skills.Package(res.Package); ok {
+		problems, err := c.d.unrunnableAgents(p)
+		if err != nil {
+			return res, err
+		}
+		for _, pr := range problems {
+			res.Warnings = append(res.Warnings, pr+"; it is left out until it can")
+		}
+	}
+	return res, nil
+}
+
+func (c checkedInstaller) Uninstall(ctx context.Context, name string) (skills.InstalledPackage, error) {
+	return c.d.installer.Uninstall(ctx, name)
 }
 
 func oneLineErrors(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
@@ -196,10 +257,12 @@ func (ct *commandTools) CommandTools(t skills.Target) []tools.Tool {
 type installer struct {
 	in     *install.Installer
 	agents func(name string) (agents.Definition, bool)
+	// unrunnable says which agents of a package cannot run here, and why.
+	unrunnable func(p *skills.Package) ([]string, error)
 }
 
 func (i installer) InstallPackage(ctx context.Context, dir string, enable []skills.Scope) (agents.Installed, error) {
-	res, err := i.in.Install(ctx, install.Request{Source: dir, Enable: enable, Check: i.keepsAgents})
+	res, err := i.in.Install(ctx, install.Request{Source: dir, Enable: enable, Check: i.check})
 	if err != nil {
 		return agents.Installed{}, err
 	}
@@ -207,6 +270,24 @@ func (i installer) InstallPackage(ctx context.Context, dir string, enable []skil
 		Package: res.Package, Version: res.Version, Previous: res.Previous, Agents: res.Agents, Skills: res.Skills,
 		Tools: res.Tools, Commands: res.Commands, Enabled: res.Enabled, Warnings: res.Warnings,
 	}, nil
+}
+
+// check refuses a package the builder wrote that takes the name of an
+// agent in effect (keepsAgents) or whose agent cannot run here: the
+// builder installs to call its agent at the next turn, and an agent left
+// out would be one it is told it can call.
+func (i installer) check(p *skills.Package) error {
+	if err := i.keepsAgents(p); err != nil {
+		return err
+	}
+	if i.unrunnable == nil {
+		return nil
+	}
+	problems, err := i.unrunnable(p)
+	if err != nil || len(problems) == 0 {
+		return err
+	}
+	return &skills.Error{Kind: skills.ErrInvalid, Msg: fmt.Sprintf("package %s is not installed: %s", p.Name(), strings.Join(problems, "; "))}
 }
 
 // keepsAgents refuses a package the builder wrote whose agent takes the
@@ -331,7 +412,7 @@ func (d *Daemon) packageInstaller() agents.PackageInstaller {
 	}
 	return installer{in: d.installer, agents: func(name string) (agents.Definition, bool) {
 		return d.config.Current().Agents.Get(name)
-	}}
+	}, unrunnable: d.unrunnableAgents}
 }
 
 // startPackages completes the setup the daemon starts with by what the

@@ -239,6 +239,50 @@ func TestTheBuilderInstallsAnAgentAndCallsIt(t *testing.T) {
 	require.Equal(t, "read-only", greeter["profile"])
 }
 
+// The builder installing an agent that cannot run here (a tool that is
+// not) is refused with the reason once approved, and nothing is
+// installed: it is never told it can call an agent that is left out.
+func TestTheBuilderIsRefusedAnAgentThatCannotRun(t *testing.T) {
+	manifest := "name: greeter\nversion: 0.1.0\ndescription: Greets whoever the task names.\n" +
+		"agent:\n  integration_mode: tool\n  instructions: prompt.md\n  profile: read-only\n  uses_tools: [list_directry]\n"
+	args := func(path, content string) string {
+		b, err := json.Marshal(map[string]string{"path": path, "content": content})
+		require.NoError(t, err)
+		return string(b)
+	}
+	fake := &fakeOpenAI{quick: true, byAgent: map[string][]toolStep{
+		"builder": {
+			{name: "write_file", args: args("greeter/manifest.yaml", manifest)},
+			{name: "write_file", args: args("greeter/prompt.md", "You greet people by name.\n")},
+			{name: "install_package", args: `{"path":"greeter"}`},
+		},
+	}}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	modelConfig(t, dir, srv.URL)
+	p := serve(t, dir, freeAddr(t))
+	env := p.env()
+
+	r := run(t, dir, env, "send", "--thread", "build", "@builder make an agent that greets people")
+	require.Equal(t, 0, r.code, r.stderr)
+	var pending []struct{ ID string }
+	require.Eventually(t, func() bool {
+		r := run(t, dir, env, "approvals", "list", "--json")
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &pending) == nil && len(pending) == 1
+	}, 30*time.Second, 100*time.Millisecond)
+	r = run(t, dir, env, "approvals", "approve", pending[0].ID)
+	require.Equal(t, 0, r.code, r.stderr)
+	_, reply := finished(t, dir, env, "build")
+	require.Contains(t, reply, `package greeter is not installed: agent greeter cannot run with this configuration (manifest.yaml: tools: unknown tool "list_directry")`)
+	r = run(t, dir, env, "skills", "packages", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "greeter", "nothing installed")
+	entries, err := os.ReadDir(filepath.Join(dir, "data", "packages"))
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
 // A package whose command tool needs what the profile of the agent that
 // would run it lacks is refused when it is enabled, with the reason.
 func TestEnablingAPackageItsAgentsCannotRunIsRefused(t *testing.T) {

@@ -69,6 +69,25 @@ skills:
 	r = run(t, dir, p.env(), "skills", "install", kit, "--enable", "global")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "warning: skill writer: allowed_tools names reed_file, which is no tool here (did you mean read_file?); it grants nothing\n")
+
+	// A package agent the daemon cannot run is said so at install, not
+	// only in the daemon's log: it is left out of the agents.
+	agentKit := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(agentKit, "manifest.yaml"), []byte(`name: agent-kit
+version: 1.0.0
+description: An agent naming a tool that is not.
+agents:
+  - name: reeder
+    description: Reads.
+    instructions: Read.
+    tools: [reed_file]
+`), 0o644))
+	r = run(t, dir, p.env(), "skills", "install", agentKit, "--enable", "global")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `warning: agent reeder cannot run with this configuration (manifest.yaml:8: tools: unknown tool "reed_file"); it is left out until it can`+"\n")
+	r = run(t, dir, p.env(), "agents", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "reeder")
 	r = run(t, dir, p.env(), "skills", "validate", "writer", "release-notes")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "warning: skill writer: allowed_tools names reed_file, which is no tool here (did you mean read_file?); it grants nothing\n"+
