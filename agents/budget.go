@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -224,6 +225,11 @@ func (c budgetCap) room(s bot.Spend, n int) bool {
 func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) (*seat, error) {
 	_, caps := budgetKeys(rn, rt.opts.BudgetLimits, b.now())
 	st := &seat{b: b}
+	// The keys rn found no room under stay counted as waited on until it
+	// has its seat or gives up, re-reading the counters included, so a
+	// call counted meanwhile is counted at once, not with its job's end.
+	var waits []string
+	defer func() { b.stopWaiting(waits) }()
 next:
 	for {
 		for _, c := range caps {
@@ -235,6 +241,8 @@ next:
 			}
 			if hit, over := c.over(spent[0], b.now()); over {
 				st.leave()
+				b.stopWaiting(waits)
+				waits = nil
 				if err := b.ask(ctx, rt, rn, c, spent[0], hit); err != nil {
 					return nil, err
 				}
@@ -244,7 +252,7 @@ next:
 			if c.tokens <= 0 && c.cost <= 0 {
 				continue // wall time is not spent a call at a time
 			}
-			landed, ok := b.board(c, spent[0], gen, st)
+			landed, ok := b.board(c, spent[0], gen, st, &waits)
 			if ok {
 				continue
 			}
@@ -253,7 +261,7 @@ next:
 			st.leave()
 			st = &seat{b: b}
 			if landed != nil {
-				if err := b.await(ctx, c.key, landed); err != nil {
+				if err := b.await(ctx, landed); err != nil {
 					return nil, err
 				}
 			}
@@ -272,9 +280,10 @@ func (b *Budgets) counted() uint64 {
 
 // board seats st's call under c's key when the calls under way leave room
 // at s, read when gen calls had been counted. Else it returns the channel
-// closed when one of them is counted, or nil when a call was counted since
-// s was read, which is then read again.
-func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat) (<-chan struct{}, bool) {
+// closed when one of them is counted, with the key added to waits (the
+// keys its run waits on), or nil when a call was counted since s was read,
+// which is then read again.
+func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat, waits *[]string) (<-chan struct{}, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.landings != gen {
@@ -290,13 +299,16 @@ func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat) (<-chan 
 		st.keys = append(st.keys, c.key)
 		return nil, true
 	}
-	f.waiting++
+	if !slices.Contains(*waits, c.key) {
+		f.waiting++
+		*waits = append(*waits, c.key)
+	}
 	return f.landed, false
 }
 
 // await waits, holding no worker, until landed is closed.
-func (b *Budgets) await(ctx context.Context, key string, landed <-chan struct{}) error {
-	err := bot.Await(ctx, func() error {
+func (b *Budgets) await(ctx context.Context, landed <-chan struct{}) error {
+	return bot.Await(ctx, func() error {
 		select {
 		case <-landed:
 			return nil
@@ -304,12 +316,20 @@ func (b *Budgets) await(ctx context.Context, key string, landed <-chan struct{})
 			return ctx.Err()
 		}
 	})
+}
+
+// stopWaiting ends the waits of a run on keys.
+func (b *Budgets) stopWaiting(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
 	b.mu.Lock()
-	f := b.flights[key]
-	f.waiting--
-	b.forget(key, f)
-	b.mu.Unlock()
-	return err
+	defer b.mu.Unlock()
+	for _, key := range keys {
+		f := b.flights[key]
+		f.waiting--
+		b.forget(key, f)
+	}
 }
 
 // forget drops key's flight once nothing is under way or waiting; b.mu is
@@ -324,45 +344,62 @@ func (b *Budgets) forget(key string, f *flight) {
 type seat struct {
 	b    *Budgets
 	keys []string
-	once sync.Once
+	left bool // b.mu
 }
 
 // leave tells the runs waiting for room under s's keys that its call was
 // counted, or will never be. It is safe to call more than once, and on a
 // nil seat.
 func (s *seat) leave() {
-	if s == nil {
+	if s == nil || len(s.keys) == 0 {
 		return
 	}
-	s.once.Do(func() {
-		if len(s.keys) == 0 {
-			return
-		}
-		b := s.b
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.landings++
-		for _, key := range s.keys {
-			f := b.flights[key]
-			f.calls--
-			close(f.landed)
-			f.landed = make(chan struct{})
-			b.forget(key, f)
-		}
-	})
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.leaveLocked()
 }
 
-// shared reports whether other calls are under way, or waiting for room,
-// under one of s's keys.
-func (s *seat) shared() bool {
-	if s == nil {
+// leaveAlone leaves s, whose call's usage is not counted yet, unless other
+// calls are under way or runs wait for room under one of its keys (they
+// would go on without what it spent); it reports whether it left.
+func (s *seat) leaveAlone() bool {
+	if s == nil || len(s.keys) == 0 {
+		return true
+	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.sharedLocked() {
 		return false
 	}
+	s.leaveLocked()
+	return true
+}
+
+// leaveLocked leaves s once; s.b.mu is held.
+func (s *seat) leaveLocked() {
+	if s.left {
+		return
+	}
+	s.left = true
 	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.landings++
 	for _, key := range s.keys {
-		if f := b.flights[key]; f.calls > 1 || f.waiting > 0 {
+		f := b.flights[key]
+		f.calls--
+		close(f.landed)
+		f.landed = make(chan struct{})
+		b.forget(key, f)
+	}
+}
+
+// sharedLocked reports whether other calls are under way, or runs wait for
+// room, under one of s's keys; s.b.mu is held.
+func (s *seat) sharedLocked() bool {
+	if s.left {
+		return false
+	}
+	for _, key := range s.keys {
+		if f := s.b.flights[key]; f.calls > 1 || f.waiting > 0 {
 			return true
 		}
 	}
@@ -527,12 +564,13 @@ func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) (*seat, string
 // the same transaction (bot.JobRecords): no call of the run follows it.
 // Where other calls under its caps are under way or wait for room (a
 // fan-out near a cap), it is counted at once, so they wait for what it
-// spent rather than pass the cap by it.
+// spent rather than pass the cap by it; else its seat is left here, in the
+// same step as that is seen, so no run starts waiting in between.
 func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage, last bool, st *seat) error {
 	if r.opts.Budgets == nil {
 		return nil
 	}
-	if last && rn.endsWithJob() && !st.shared() {
+	if last && rn.endsWithJob() && st.leaveAlone() {
 		usage := r.opts.Budgets.usage(r, rn, u)
 		rn.lastUsage = &usage
 		return nil

@@ -457,3 +457,62 @@ func TestPricedHelpersOfAnUnpricedLeadPassTheCostCapByOneCallAtMost(t *testing.T
 	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
 	require.Len(t, model.seen("helper"), helpers)
 }
+
+// TestAHungModelCallHoldsTheHelpersWaitingForRoomOnlyUntilItsTimeout: one
+// helper's call hangs (the model server never answers it) while the others
+// wait for room under the cap; at that helper's timeout its place is given
+// up and the others go on, the tree finishing with what they did.
+func TestAHungModelCallHoldsTheHelpersWaitingForRoomOnlyUntilItsTimeout(t *testing.T) {
+	const helpers = 4
+	model := newFakeModel(t, func(ctx context.Context, req chatRequest) reply {
+		switch {
+		case req.Agent == "helper" && strings.Contains(req.first(), "part 0"):
+			<-ctx.Done()
+			return reply{}
+		case req.Agent == "helper":
+			return slowly(20*time.Millisecond, reply{Text: "part done"})(ctx, req)
+		case req.turns() == 0:
+			calls := []fakeCall{{ID: "part0", Name: agents.SpawnTool, Args: `{"task":"part 0","agent":"helper","timeout":1}`}}
+			for i := 1; i < helpers; i++ {
+				calls = append(calls, fakeCall{ID: fmt.Sprintf("part%d", i), Name: agents.SpawnTool, Args: spawnArgs(fmt.Sprintf("part %d", i), "helper")})
+			}
+			return reply{Calls: calls}
+		}
+		return reply{Text: "all parts done"}
+	})
+	// Each call is 110 tokens: beside the hung call no other fits under
+	// the cap until it is given up.
+	tr := startTree(t, model, treeOptions{subagents: config.Subagents{MaxConcurrent: helpers},
+		config: func(c *config.Config) { c.Budgets.Tree.Tokens = 200 }})
+	id := tr.send(t, "hung", "@lead do the parts")
+	wi := tr.approveUntilFinished(t, id)
+	require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+	for _, k := range tr.children(t, id) {
+		if k.Task == "part 0" {
+			require.Equal(t, bot.RunTimedOut, k.Status)
+			continue
+		}
+		require.Equal(t, bot.RunDone, k.Status, k.Error)
+	}
+}
+
+// TestOneHelperAtATimeUnderItsCapIsNeverAsked: a helper's last call,
+// counted with its job's end that its waiting parent writes, is counted
+// once before the parent's next call, so a tree one token under its cap
+// is never asked.
+func TestOneHelperAtATimeUnderItsCapIsNeverAsked(t *testing.T) {
+	model := newFakeModel(t, counting)
+	tr := startTree(t, model, treeOptions{config: func(c *config.Config) {
+		c.Budgets.Tree.Tokens = 441
+		c.Budgets.PerDay.Requester = 1_000_000
+	}})
+	for i := range 3 {
+		thread := fmt.Sprintf("one%d", i)
+		id := tr.send(t, thread, "@lead count the files")
+		wi := tr.finished(t, id, time.Minute)
+		require.Equal(t, bot.StatusDone, wi.Status, wi.Error)
+		require.Equal(t, "counted", tr.messages(t, thread, id)["reply"])
+		require.EqualValues(t, 440, tr.spent(t, bot.TreeBudgetKey(id)).Tokens)
+	}
+	require.Empty(t, tr.approvals(t))
+}
