@@ -22,6 +22,19 @@ type outboxNotifier struct {
 var _ policy.Notifier = outboxNotifier{}
 
 func (n outboxNotifier) ApprovalRequested(ctx context.Context, a bot.Approval) error {
+	return n.request(ctx, a, true)
+}
+
+// KeepApprovalRequested asks the thread as ApprovalRequested does unless it
+// was asked: a run resuming its wait on an approval whose process died
+// after storing it and before asking has the thread asked then.
+func (n outboxNotifier) KeepApprovalRequested(ctx context.Context, a bot.Approval) error {
+	return n.request(ctx, a, false)
+}
+
+// request asks the thread to decide a; replace says whether a message
+// already there is made the request again.
+func (n outboxNotifier) request(ctx context.Context, a bot.Approval, replace bool) error {
 	th, err := bot.ParseThread(a.SessionKey)
 	if err != nil {
 		return fmt.Errorf("approval %s: %w", a.ID, err)
@@ -39,7 +52,7 @@ func (n outboxNotifier) ApprovalRequested(ctx context.Context, a bot.Approval) e
 		// The reason is the question: "budget reached (N tokens): approve N more?"
 		text = fmt.Sprintf("🔐 @%s: %s\n%s before %s; the work stops then.", a.Agent, a.Reason, how, a.ExpiresAt.Format(time.Kitchen))
 	}
-	return n.post(ctx, th, a, text)
+	return n.post(ctx, th, a, text, replace)
 }
 
 func (n outboxNotifier) ApprovalResolved(ctx context.Context, a bot.Approval) error {
@@ -64,18 +77,25 @@ func (n outboxNotifier) ApprovalResolved(ctx context.Context, a bot.Approval) er
 	default:
 		text = fmt.Sprintf("🔐 %s %s: the run ended before a decision.", a.ID, a.Status)
 	}
-	return n.post(ctx, th, a, text)
+	return n.post(ctx, th, a, text, true)
 }
 
-func (n outboxNotifier) post(ctx context.Context, th bot.Thread, a bot.Approval, text string) error {
+// post writes the message of approval a, replacing what it says when
+// replace is set, else only when there is none.
+func (n outboxNotifier) post(ctx context.Context, th bot.Thread, a bot.Approval, text string, replace bool) error {
 	// One message per approval, edited from the request to the outcome.
-	if _, err := n.out.Enqueue(ctx, bot.OutboxMessage{
+	msg := bot.OutboxMessage{
 		Key: "approval/" + a.ID, Thread: th, WorkItemID: a.WorkItemID, Kind: bot.OutboxReply, Text: text,
 		Approval: &bot.ApprovalView{
 			ID: a.ID, Agent: a.Agent, Profile: a.Profile, Tool: a.Tool, Arguments: a.Arguments, Reason: a.Reason,
 			State: string(a.Status), DecidedBy: a.DecidedBy, ExpiresAt: a.ExpiresAt,
 		},
-	}); err != nil {
+	}
+	if replace {
+		if _, err := n.out.Enqueue(ctx, msg); err != nil {
+			return err
+		}
+	} else if _, created, err := n.out.EnqueueNew(ctx, msg); err != nil || !created {
 		return err
 	}
 	n.wake()

@@ -238,3 +238,45 @@ func askToDeploy(t *testing.T, approvals *policy.Approvals, thread bot.Thread) (
 	}, 10*time.Second, 5*time.Millisecond)
 	return id, result
 }
+
+// The thread's message of an approval: the request makes it, the outcome
+// replaces it, and a resumed run's making sure of the request adds it only
+// when it is not there, never asking again over a request or an outcome.
+func TestAnApprovalsMessageIsMadeOnceAndKeptByAResumedRun(t *testing.T) {
+	store := bolttest.Open(t, t.TempDir())
+	ctx := context.Background()
+	n := outboxNotifier{out: store, wake: func() {}}
+	ap := bot.Approval{ID: "ap_1", Status: bot.ApprovalPending, Tool: "bash", Agent: "ops", Arguments: "kubectl apply",
+		SessionKey: bot.LocalThread("ship").Key(), ExpiresAt: time.Date(2030, 1, 1, 15, 4, 0, 0, time.UTC)}
+	message := func() *bot.OutboxMessage {
+		t.Helper()
+		m, err := store.GetOutbox(ctx, "approval/"+ap.ID)
+		if bot.ErrorCode(err) == bot.ENOTFOUND {
+			return nil
+		}
+		require.NoError(t, err)
+		return m
+	}
+
+	// The process that asked died before asking: the resumed run asks.
+	require.Nil(t, message())
+	require.NoError(t, n.KeepApprovalRequested(ctx, ap))
+	asked := message()
+	require.NotNil(t, asked)
+	require.Contains(t, asked.Text, "wants to run bash")
+	require.Equal(t, "pending", asked.Approval.State)
+
+	// Asked already: nothing changes.
+	require.NoError(t, n.KeepApprovalRequested(ctx, ap))
+	require.Equal(t, asked, message())
+
+	// Decided: the outcome replaces the request, and a resumed run does
+	// not ask over it.
+	decided := ap
+	decided.Status, decided.DecidedBy = bot.ApprovalApproved, "alice"
+	require.NoError(t, n.ApprovalResolved(ctx, decided))
+	outcome := message()
+	require.Contains(t, outcome.Text, "approved by alice")
+	require.NoError(t, n.KeepApprovalRequested(ctx, ap))
+	require.Equal(t, outcome, message())
+}

@@ -29,6 +29,14 @@ type Notifier interface {
 	ApprovalResolved(ctx context.Context, a bot.Approval) error
 }
 
+// requestKeeper is a Notifier that can make sure the request of an
+// approval asked before was made: a run resuming its wait calls it, so a
+// request the asking process died before making (or failed to make) is
+// made then, and one made is left as it is.
+type requestKeeper interface {
+	KeepApprovalRequested(ctx context.Context, a bot.Approval) error
+}
+
 // ApproverLists says who may approve calls of a profile; Engine implements
 // it.
 type ApproverLists interface {
@@ -236,6 +244,12 @@ func (a *Approvals) approve(ctx context.Context, call tools.Call, reason string,
 	} else {
 		a.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "waiting on the approval asked before", slog.String("approval", stored.ID),
 			slog.String("status", string(stored.Status)), slog.String("work_item", stored.WorkItemID))
+		if k, ok := a.opts.Notifier.(requestKeeper); ok && stored.Status == bot.ApprovalPending {
+			if err := k.KeepApprovalRequested(ctx, stored); err != nil {
+				a.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "approval notification failed", slog.String("approval", stored.ID),
+					slog.String("thread", stored.SessionKey), slog.String("error", err.Error()))
+			}
+		}
 	}
 
 	// Waiting for a person must not hold one of the dispatcher's workers.

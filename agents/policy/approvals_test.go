@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -498,4 +499,80 @@ func TestApprovalDecidedOnAnotherReplica(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run on the other replica was not woken")
 	}
+}
+
+// keepingNotifier is a thread whose first requests are lost (the asking
+// process died after storing its approval, or the outbox refused it), and
+// which records what a resuming run makes sure of.
+type keepingNotifier struct {
+	threadNotifier
+	lose int // requests lost before one is made
+	kept []bot.Approval
+}
+
+func (n *keepingNotifier) ApprovalRequested(ctx context.Context, a bot.Approval) error {
+	n.mu.Lock()
+	lost := n.lose > 0
+	if lost {
+		n.lose--
+	}
+	n.mu.Unlock()
+	if lost {
+		return errors.New("the process died before asking")
+	}
+	return n.threadNotifier.ApprovalRequested(ctx, a)
+}
+
+func (n *keepingNotifier) KeepApprovalRequested(_ context.Context, a bot.Approval) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.kept = append(n.kept, a)
+	return nil
+}
+
+// A request the asking process never made (it died between storing the
+// approval and asking the thread) is made when a run resumes its wait on
+// that approval, rather than leaving the thread without a question.
+func TestARequestNeverMadeIsMadeWhenTheRunResumes(t *testing.T) {
+	cfg := map[string]policy.ProfileConfig{"deployer": {Extends: "ops", Approval: []string{"kubectl apply"}, Approvers: []string{"alice"}}}
+	f := newFixture(t, cfg)
+	_, store := openAudit(t)
+	n := &keepingNotifier{lose: 1}
+	first := newProcess(t, store, f.engine, n)
+	ctx, stop := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Approve(ctx, deployCall(f), "deploys need a person")
+		done <- err
+	}()
+	var id string
+	require.Eventually(t, func() bool {
+		l, err := first.List(context.Background(), false)
+		if err == nil && len(l) == 1 {
+			id = l[0].ID
+		}
+		return id != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	stop(bot.ErrShutdown)
+	<-done
+
+	second := newProcess(t, store, f.engine, n)
+	result := make(chan bool, 1)
+	go func() {
+		ok, _ := second.Approve(context.Background(), deployCall(f), "deploys need a person")
+		result <- ok
+	}()
+	require.Eventually(t, func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return len(n.kept) == 1
+	}, 10*time.Second, 5*time.Millisecond, "the resumed run makes sure the thread is asked")
+	n.mu.Lock()
+	require.Equal(t, id, n.kept[0].ID)
+	require.Equal(t, bot.ApprovalPending, n.kept[0].Status)
+	require.Empty(t, n.requested, "no request made twice")
+	n.mu.Unlock()
+	_, err := second.Grant(context.Background(), id, "alice")
+	require.NoError(t, err)
+	require.True(t, <-result)
 }
