@@ -429,3 +429,28 @@ func TestCookiesOverTLSAreSecure(t *testing.T) {
 }
 
 var tlsState = tls.ConnectionState{HandshakeComplete: true}
+
+// FuzzLocalNext holds sign-in's next to a page of the UI: whatever is
+// given, what it leads to is nothing or, read as a browser reads an
+// address, a path under /admin/ of the daemon's own host.
+func FuzzLocalNext(f *testing.F) {
+	for _, s := range []string{"/admin/workitems?status=done", "//evil.example", "/admin/../\t/evil.example", "/\\evil.example",
+		"/admin/%2e%2e/", "https://evil.example/admin/", "/admin/x#y", "/admin/ \n/x"} {
+		f.Add(s)
+	}
+	base, err := url.Parse("http://switchyard.example.com/admin/signin")
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, next string) {
+		got := localNext(next)
+		if got == "" {
+			return
+		}
+		require.Equal(t, next, got)
+		read := strings.NewReplacer("\t", "", "\n", "", "\r", "", "\\", "/").Replace(got)
+		to, err := base.Parse(read)
+		require.NoError(t, err)
+		require.Equal(t, "switchyard.example.com", to.Host, "%q", next)
+		require.Equal(t, "http", to.Scheme, "%q", next)
+		require.True(t, strings.HasPrefix(to.Path, "/admin/"), "%q leads to %q", next, to.Path)
+	})
+}
