@@ -23,7 +23,7 @@ import (
 func manyWorkItems(t *testing.T, store *bolt.Store, from, n int) {
 	t.Helper()
 	now := time.Now().UTC()
-	const clients = 32
+	const clients = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	for c := range clients {
