@@ -42,9 +42,11 @@ func (d *Daemon) slackHealth() (bool, string) {
 // runSlack runs the Slack adapter until ctx ends: at once in HTTP mode or
 // with a store only this process opens; in Socket Mode with a shared
 // store, only while this replica holds the lease, renewed every third of
-// its time. A replica that cannot renew it (another took it, or the
-// database does not answer) stops its connection at once; another takes
-// the lease over when it runs out.
+// its time. A replica that finds another holds it stops its connection at
+// once; one whose renewal fails (the database does not answer for a
+// moment, a connection cut) keeps it until a fifth of the lease before
+// the lease it holds runs out, and stops it then unless a renewal got
+// through. Another takes the lease over when it runs out.
 func (d *Daemon) runSlack(ctx context.Context) {
 	run := func(ctx context.Context) {
 		if err := d.slack.Run(ctx); err != nil {
@@ -75,10 +77,22 @@ func (d *Daemon) runSlack(ctx context.Context) {
 	}()
 	tick := time.NewTicker(slackLeaseTTL / 3)
 	defer tick.Stop()
+	var keepUntil time.Time // when the lease last held runs out, less a fifth
 	for {
-		held, err := d.store.HoldLease(ctx, slackLease, d.replica, d.clock.Now(), slackLeaseTTL)
-		if err != nil && ctx.Err() == nil {
+		asked := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, slackLeaseTTL/3)
+		held, err := d.store.HoldLease(hctx, slackLease, d.replica, d.clock.Now(), slackLeaseTTL)
+		cancel()
+		var expire <-chan time.Time // set while the connection is kept on a lease not renewed
+		switch {
+		case err == nil && held:
+			keepUntil = asked.Add(slackLeaseTTL - slackLeaseTTL/5)
+		case err != nil && ctx.Err() == nil:
 			d.log.Warn("renew the Socket Mode lease", slog.String("error", err.Error()))
+			held = cur != nil && time.Now().Before(keepUntil)
+			if held {
+				expire = time.After(time.Until(keepUntil))
+			}
 		}
 		switch {
 		case held && cur == nil:
@@ -95,6 +109,9 @@ func (d *Daemon) runSlack(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-expire:
+			d.log.Warn("Socket Mode lease not renewed before it runs out: Slack's connection stops until this replica holds the lease again")
+			end()
 		}
 	}
 }

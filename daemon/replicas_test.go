@@ -691,3 +691,42 @@ func TestADatabaseRestartLongerThanALeaseWhileReplicasWork(t *testing.T) {
 	defer mu.Unlock()
 	require.Empty(t, overlap, "work items that ran on both replicas at once")
 }
+
+// The replica holding Slack's Socket Mode connection keeps it through a
+// moment without the database (its connections cut, none allowed for a
+// renewal or so) while the lease it holds lasts, instead of dropping Slack
+// at the first renewal that fails.
+func TestSocketModeOutlastsAMomentWithoutTheDatabase(t *testing.T) {
+	pg.Skip(t)
+	dsn := pg.Database(t)
+	role := newOwnRole(t, dsn)
+	fake := newSocketSlack(t)
+	fake.open.Store(true)
+	logs := &syncBuffer{}
+	start(t, func(o *daemon.Options) {
+		o.Setup.Config.Storage = config.Storage{Driver: config.StoragePostgres, DSN: bot.Secret(role.dsn), MaxConns: 4}
+		o.Setup.Config.Slack = &config.Slack{Mode: config.SlackSocket, AppToken: "xapp-1-test", BotToken: "xoxb-test", APIURL: fake.srv.URL + "/api/"}
+		o.APIToken = "shared-token-0123456789"
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	joined := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return fake.joined
+	}
+	require.Eventually(t, func() bool { return joined() == 1 }, 10*time.Second, 10*time.Millisecond)
+	until := func() int64 {
+		var n int64
+		require.NoError(t, role.admin.QueryRow(t.Context(), "SELECT until FROM leases WHERE name = 'slack-socket-mode'").Scan(&n))
+		return n
+	}
+
+	role.shutOut("%")
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "renew the Socket Mode lease") }, 15*time.Second, 10*time.Millisecond)
+	before := until()
+	role.letIn()
+	require.Eventually(t, func() bool { return until() > before }, 15*time.Second, 20*time.Millisecond, "the next renewal gets through")
+	require.Equal(t, 1, joined(), "Slack's connection was kept")
+	require.NotContains(t, logs.String(), "Socket Mode lease lost")
+	require.NotContains(t, logs.String(), "not renewed before it runs out")
+}
