@@ -285,8 +285,9 @@ func maskShapes(s string) string {
 // a credential in it: the base64 of the shortest shape.
 const minEncodedRun = 24
 
-// maskEncodedShapes masks each run of base64 in s (base64 of a file, also
-// wrapped in lines as base64 writes it) whose decoding holds a credential
+// maskEncodedShapes masks each run of base64 or hex in s (base64 or xxd -p
+// of a file, also wrapped in lines as they write it) whose decoding holds a
+// credential
 // recognised by its shape: a token planted in a file is not shown by
 // base64 of the file either. Runs without one, ordinary base64, are left
 // alone.
@@ -338,12 +339,20 @@ func isBase64Byte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '-' || c == '_'
 }
 
-// encodesCredential reports whether run, base64 of either alphabet,
-// decodes to text holding a credential's shape. Runs that decode to
+// encodesCredential reports whether run, hex or base64 of either
+// alphabet, decodes to text holding a credential's shape. Runs that decode to
 // anything but text (words, paths, hashes) are ruled out by a look at
 // the bytes, before any shape is tried.
 func encodesCredential(run string) bool {
 	run = strings.ReplaceAll(run, "\n", "")
+	if len(run)%2 == 0 && strings.Trim(run, "0123456789abcdefABCDEF") == "" {
+		// Hex, as xxd -p and od print a file.
+		if dec, err := hex.DecodeString(run); err == nil && mostlyText(dec) {
+			if text := string(dec); maskShapes(text) != text {
+				return true
+			}
+		}
+	}
 	enc := base64.RawStdEncoding
 	if strings.ContainsAny(run, "-_") {
 		if strings.ContainsAny(run, "+/") {

@@ -184,10 +184,21 @@ func TestRedactReversedSecrets(t *testing.T) {
 	}
 }
 
+// hexWrap is s in hex as xxd -p prints it, 60 digits a line.
+func hexWrap(s string) string {
+	h := hex.EncodeToString([]byte(s))
+	var b strings.Builder
+	for len(h) > 60 {
+		b.WriteString(h[:60] + "\n")
+		h = h[60:]
+	}
+	return b.String() + h + "\n"
+}
+
 // A credential recognised by its shape is masked in the base64 of a file
 // that holds it, as base64 prints it (wrapped at 76 characters, or on one
-// line with -w0), in either alphabet; base64 of anything else, words and
-// paths stay as they were.
+// line with -w0), in either alphabet, and in hex as xxd -p prints it; base64
+// of anything else, words and paths stay as they were.
 func TestRedactBase64OfCredentials(t *testing.T) {
 	file := "DEPLOY_USER=ci\nregistry glpat-Zq3xR8vK2mN7pL4wT9yB\nnothing else here, only words to make it long\n" +
 		"TOKEN=ghp_0123456789abcdefghijABCDEFGHIJ\n"
@@ -205,6 +216,7 @@ func TestRedactBase64OfCredentials(t *testing.T) {
 		"one line":     std,
 		"URL alphabet": base64.URLEncoding.EncodeToString([]byte(file)),
 		"in JSON":      `{"data":"` + std + `"}`,
+		"hex":          hexWrap(file),
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := bot.NewRedactor().Redact(in)
@@ -212,10 +224,12 @@ func TestRedactBase64OfCredentials(t *testing.T) {
 			for i := 0; i+24 <= len(std); i += 4 {
 				require.NotContains(t, out, std[i:i+24], "no piece of the encoded file is left")
 			}
+			require.NotContains(t, out, hex.EncodeToString([]byte("glpat-Zq3xR8vK2mN7pL4wT9yB")))
 		})
 	}
 	for _, plain := range []string{
 		base64.StdEncoding.EncodeToString([]byte("an ordinary file with words and no credential in it at all\n")),
+		hex.EncodeToString([]byte("an ordinary file with words and no credential in it at all\n")),
 		"/work/src/github.com/switchyard/switchyard/cmd/switchyard/confine_e2e_test.go",
 		"TestPlantedSecretsNeverLeaveWrittenOtherwise and 0123456789abcdef0123456789abcdef01234567",
 	} {
