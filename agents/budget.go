@@ -200,17 +200,17 @@ func (c budgetCap) over(s bot.Spend, now time.Time) (budgetHit, bool) {
 // alone. A call whose model has no prices costs nothing, so a cost cap
 // leaves it room.
 func (c budgetCap) room(s bot.Spend, n int) bool {
+	if n == 0 {
+		return true
+	}
+	if c.tokens > 0 && (s.Calls == 0 || s.Tokens+int64(n)*(s.Tokens/s.Calls) >= c.tokens+s.GrantedTokens) {
+		return false
+	}
 	switch {
-	case n == 0:
+	case c.cost <= 0 || c.price == 0:
 		return true
 	case s.Calls == 0:
 		return false
-	}
-	if c.tokens > 0 && s.Tokens+int64(n)*(s.Tokens/s.Calls) >= c.tokens+s.GrantedTokens {
-		return false
-	}
-	if c.cost <= 0 || c.price == 0 {
-		return true
 	}
 	each := max(s.Cost/float64(s.Calls), float64(s.Tokens)/float64(s.Calls)*c.price)
 	return s.Cost+float64(n)*each < c.cost+s.GrantedCost

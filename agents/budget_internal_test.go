@@ -57,6 +57,8 @@ func TestACallStartsBesideOthersOnlyWhereTheyLeaveRoomUnderTheCap(t *testing.T) 
 		{"cost: after a call without prices, two priced ones leave room", cost, bot.Spend{Tokens: 110, Calls: 1}, 2, true},
 		{"cost: three priced calls of 110 tokens could reach it", cost, bot.Spend{Tokens: 110, Calls: 1}, 3, false},
 		{"cost: a call without prices costs nothing", free, bot.Spend{Tokens: 110, Cost: 0.11, Calls: 1}, 5, true},
+		{"cost: no call counted yet: a priced one waits for the first", cost, bot.Spend{}, 1, false},
+		{"cost: no call counted yet: one without prices goes beside the first", free, bot.Spend{}, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.room, tc.c.room(tc.spent, tc.under))
