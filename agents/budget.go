@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -79,9 +78,8 @@ type askTurn struct {
 
 // flight is what runs of this process do under one capped key.
 type flight struct {
-	calls   int           // model calls admitted and not yet counted
-	waiting int           // runs waiting for one of them to be counted
-	landed  chan struct{} // closed, and replaced, when one is counted
+	calls  int           // model calls admitted and not yet counted
+	landed chan struct{} // closed, and replaced, when one is counted
 }
 
 // denial is a refusal of more budget, kept for the other runs of the tree
@@ -225,11 +223,6 @@ func (c budgetCap) room(s bot.Spend, n int) bool {
 func (b *Budgets) admit(ctx context.Context, rt *Runtime, rn *run) (*seat, error) {
 	_, caps := budgetKeys(rn, rt.opts.BudgetLimits, b.now())
 	st := &seat{b: b}
-	// The keys rn found no room under stay counted as waited on until it
-	// has its seat or gives up, re-reading the counters included, so a
-	// call counted meanwhile is counted at once, not with its job's end.
-	var waits []string
-	defer func() { b.stopWaiting(waits) }()
 next:
 	for {
 		for _, c := range caps {
@@ -241,8 +234,6 @@ next:
 			}
 			if hit, over := c.over(spent[0], b.now()); over {
 				st.leave()
-				b.stopWaiting(waits)
-				waits = nil
 				if err := b.ask(ctx, rt, rn, c, spent[0], hit); err != nil {
 					return nil, err
 				}
@@ -252,7 +243,7 @@ next:
 			if c.tokens <= 0 && c.cost <= 0 {
 				continue // wall time is not spent a call at a time
 			}
-			landed, ok := b.board(c, spent[0], gen, st, &waits)
+			landed, ok := b.board(c, spent[0], gen, st)
 			if ok {
 				continue
 			}
@@ -280,10 +271,9 @@ func (b *Budgets) counted() uint64 {
 
 // board seats st's call under c's key when the calls under way leave room
 // at s, read when gen calls had been counted. Else it returns the channel
-// closed when one of them is counted, with the key added to waits (the
-// keys its run waits on), or nil when a call was counted since s was read,
-// which is then read again.
-func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat, waits *[]string) (<-chan struct{}, bool) {
+// closed when one of them is counted, or nil when a call was counted since
+// s was read, which is then read again.
+func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat) (<-chan struct{}, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.landings != gen {
@@ -298,10 +288,6 @@ func (b *Budgets) board(c budgetCap, s bot.Spend, gen uint64, st *seat, waits *[
 		f.calls++
 		st.keys = append(st.keys, c.key)
 		return nil, true
-	}
-	if !slices.Contains(*waits, c.key) {
-		f.waiting++
-		*waits = append(*waits, c.key)
 	}
 	return f.landed, false
 }
@@ -318,24 +304,10 @@ func (b *Budgets) await(ctx context.Context, landed <-chan struct{}) error {
 	})
 }
 
-// stopWaiting ends the waits of a run on keys.
-func (b *Budgets) stopWaiting(keys []string) {
-	if len(keys) == 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, key := range keys {
-		f := b.flights[key]
-		f.waiting--
-		b.forget(key, f)
-	}
-}
-
-// forget drops key's flight once nothing is under way or waiting; b.mu is
-// held.
+// forget drops key's flight once no call is under way: the runs waiting on
+// it were woken as the last one was counted. b.mu is held.
 func (b *Budgets) forget(key string, f *flight) {
-	if f.calls == 0 && f.waiting == 0 {
+	if f.calls == 0 {
 		delete(b.flights, key)
 	}
 }
@@ -354,34 +326,13 @@ func (s *seat) leave() {
 	if s == nil || len(s.keys) == 0 {
 		return
 	}
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	s.leaveLocked()
-}
-
-// leaveAlone leaves s, whose call's usage is not counted yet, unless other
-// calls are under way or runs wait for room under one of its keys (they
-// would go on without what it spent); it reports whether it left.
-func (s *seat) leaveAlone() bool {
-	if s == nil || len(s.keys) == 0 {
-		return true
-	}
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	if s.sharedLocked() {
-		return false
-	}
-	s.leaveLocked()
-	return true
-}
-
-// leaveLocked leaves s once; s.b.mu is held.
-func (s *seat) leaveLocked() {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if s.left {
 		return
 	}
 	s.left = true
-	b := s.b
 	b.landings++
 	for _, key := range s.keys {
 		f := b.flights[key]
@@ -392,19 +343,8 @@ func (s *seat) leaveLocked() {
 	}
 }
 
-// sharedLocked reports whether other calls are under way, or runs wait for
-// room, under one of s's keys; s.b.mu is held.
-func (s *seat) sharedLocked() bool {
-	if s.left {
-		return false
-	}
-	for _, key := range s.keys {
-		if f := s.b.flights[key]; f.calls > 1 || f.waiting > 0 {
-			return true
-		}
-	}
-	return false
-}
+// capped reports whether s's call is held to a token or cost cap.
+func (s *seat) capped() bool { return s != nil && len(s.keys) > 0 }
 
 // ask waits for one run of the process at a time to ask for more of c,
 // and asks unless another run got it meanwhile; approved, c's key may
@@ -562,15 +502,15 @@ func (r *Runtime) admitCall(ctx, runCtx context.Context, rn *run) (*seat, string
 // The last call of a run that ends with its job (a subagent's: last, as
 // its answer asks for no tools) is counted with the job's end instead, in
 // the same transaction (bot.JobRecords): no call of the run follows it.
-// Where other calls under its caps are under way or wait for room (a
-// fan-out near a cap), it is counted at once, so they wait for what it
-// spent rather than pass the cap by it; else its seat is left here, in the
-// same step as that is seen, so no run starts waiting in between.
+// Under a token or cost cap it is counted at once instead, before its seat
+// is left: runs looking for room under the cap (a fan-out near it) count
+// every call either under way or spent, never pass it by one they see
+// neither way.
 func (r *Runtime) spent(ctx context.Context, rn *run, u llm.Usage, last bool, st *seat) error {
 	if r.opts.Budgets == nil {
 		return nil
 	}
-	if last && rn.endsWithJob() && st.leaveAlone() {
+	if last && rn.endsWithJob() && !st.capped() {
 		usage := r.opts.Budgets.usage(r, rn, u)
 		rn.lastUsage = &usage
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -73,60 +74,46 @@ func TestARunWaitingForRoomLeavesNothingBehind(t *testing.T) {
 	b := NewBudgets(nil, nil)
 	c := budgetCap{key: "tree/wi_1", tokens: 300}
 	spent := bot.Spend{Tokens: 110, Calls: 1}
-	var waits []string
 	first, second := &seat{b: b}, &seat{b: b}
 	for _, st := range []*seat{first, second} {
-		_, ok := b.board(c, spent, b.counted(), st, &waits)
+		_, ok := b.board(c, spent, b.counted(), st)
 		require.True(t, ok)
 	}
-	landed, ok := b.board(c, spent, b.counted(), &seat{b: b}, &waits)
+	landed, ok := b.board(c, spent, b.counted(), &seat{b: b})
 	require.False(t, ok, "a third call could reach the cap")
 	require.NotNil(t, landed)
-	_, ok = b.board(c, spent, b.counted(), &seat{b: b}, &waits)
-	require.False(t, ok)
-	require.Equal(t, 1, b.flights[c.key].waiting, "a run waits on a key once")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, b.await(ctx, landed), context.Canceled)
-	b.stopWaiting(waits)
 	require.Equal(t, 2, b.flights[c.key].calls)
-	require.Zero(t, b.flights[c.key].waiting)
 
 	gen := b.counted()
 	first.leave()
 	first.leave()
 	require.Equal(t, 1, b.flights[c.key].calls, "a seat is left once")
-	_, ok = b.board(c, spent, gen, &seat{b: b}, &waits)
+	select {
+	case <-landed:
+	default:
+		t.Fatal("the runs waiting were not woken")
+	}
+	_, ok = b.board(c, spent, gen, &seat{b: b})
 	require.False(t, ok, "a call counted since the counters were read has them read again")
-	require.True(t, second.leaveAlone(), "nothing else under way")
 	second.leave()
 	require.Empty(t, b.flights)
 	(*seat)(nil).leave()
 }
 
-// pausedSpend is a budget store whose reads report spent, and wait while
-// paused.
-type pausedSpend struct {
+// summedSpend is a budget store that keeps one sum of every call's usage.
+type summedSpend struct {
 	bot.BudgetStore
-	spent   bot.Spend
-	mu      sync.Mutex
-	paused  chan struct{} // reads wait for it to be closed, when not nil
-	reading chan struct{} // told of each read that waits
+	mu    sync.Mutex
+	spent bot.Spend
 }
 
-func (p *pausedSpend) Spent(ctx context.Context, keys []string) ([]bot.Spend, error) {
+func (p *summedSpend) Spent(_ context.Context, keys []string) ([]bot.Spend, error) {
 	p.mu.Lock()
-	paused := p.paused
-	p.mu.Unlock()
-	if paused != nil {
-		p.reading <- struct{}{}
-		select {
-		case <-paused:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	defer p.mu.Unlock()
 	out := make([]bot.Spend, len(keys))
 	for i, k := range keys {
 		out[i] = p.spent
@@ -135,49 +122,48 @@ func (p *pausedSpend) Spent(ctx context.Context, keys []string) ([]bot.Spend, er
 	return out, nil
 }
 
-// TestARunWokenToLookForRoomAgainStillWaits: a run woken by a call's end
-// reads the counters again; a helper's last call ending meanwhile is
-// counted at once, as when the run waited, or the run would find room
-// without what that call spent and pass the cap by one call more.
-func TestARunWokenToLookForRoomAgainStillWaits(t *testing.T) {
-	store := &pausedSpend{spent: bot.Spend{Tokens: 110, Calls: 1}, reading: make(chan struct{})}
-	b := NewBudgets(store, nil)
-	rt := &Runtime{opts: RuntimeOptions{BudgetLimits: BudgetLimits{TreeTokens: 300}}}
-	rn := &run{rootWorkItem: "wi_1", def: Definition{Name: "helper"}}
-	key := bot.TreeBudgetKey("wi_1")
-	ctx := t.Context()
-	first, err := b.admit(ctx, rt, rn)
-	require.NoError(t, err)
-	second, err := b.admit(ctx, rt, rn)
-	require.NoError(t, err)
+func (p *summedSpend) AddUsage(_ context.Context, u bot.Usage) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spent.Tokens += int64(u.Tokens)
+	p.spent.Calls++
+	return nil
+}
 
-	// A third finds no room beside them (330 of 300) and waits.
-	done := make(chan error, 1)
-	go func() {
-		st, err := b.admit(ctx, rt, rn)
-		st.leave()
-		done <- err
-	}()
-	require.Eventually(t, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.flights[key].waiting == 1
-	}, 10*time.Second, time.Millisecond)
-
-	// The first call's end wakes it, and it reads the counters again.
-	paused := make(chan struct{})
-	store.mu.Lock()
-	store.paused = paused
-	store.mu.Unlock()
-	first.leave()
-	<-store.reading
-
-	require.False(t, second.leaveAlone(), "a run looking for room again waits no less")
-	second.leave()
-	store.mu.Lock()
-	store.paused = nil
-	store.mu.Unlock()
-	close(paused)
-	require.NoError(t, <-done)
-	require.Empty(t, b.flights)
+// TestAHelpersLastCallUnderACapIsCountedBeforeItsSeatIsLeft: a subagent's
+// last call is counted with its job's end, a moment after its answer;
+// under a cap it is counted at once, so a run that looks for room
+// meanwhile (another helper of the fan-out starting late) neither sees it
+// under way nor misses what it spent.
+func TestAHelpersLastCallUnderACapIsCountedBeforeItsSeatIsLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		limits  BudgetLimits
+		counted int64
+	}{
+		{"under a cap", BudgetLimits{TreeTokens: 300}, 110},
+		{"under a cost cap", BudgetLimits{TreeCost: 1, Prices: map[string]ModelPrices{DefaultModel: {Input: 1, Output: 1}}}, 110},
+		{"under no cap, with its job's end", BudgetLimits{}, 0},
+		{"under a cap of wall time only, with its job's end", BudgetLimits{TreeWallTime: time.Hour}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &summedSpend{}
+			b := NewBudgets(store, nil)
+			rt := &Runtime{opts: RuntimeOptions{Budgets: b, BudgetLimits: tc.limits}}
+			rn := &run{rootWorkItem: "wi_1", def: Definition{Name: "helper"}, child: &bot.ChildRun{}, chain: []string{"helper"}}
+			ctx := t.Context()
+			st, err := b.admit(ctx, rt, rn)
+			require.NoError(t, err)
+			require.NoError(t, rt.spent(ctx, rn, llm.Usage{InputTokens: 100, OutputTokens: 10}, true, st))
+			st.leave()
+			require.Equal(t, tc.counted, store.spent.Tokens)
+			if tc.counted == 0 {
+				require.NotNil(t, rn.lastUsage, "counted with its job's end")
+				require.EqualValues(t, 110, rn.lastUsage.Tokens)
+			} else {
+				require.Nil(t, rn.lastUsage, "counted twice")
+			}
+			require.Empty(t, b.flights)
+		})
+	}
 }
