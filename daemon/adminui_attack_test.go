@@ -349,8 +349,11 @@ func browseHostileText(t *testing.T, b *browser) {
 		mu      sync.Mutex
 		console []string
 	)
+	// Subscribed here, before the tab's first action: Console starts the
+	// tab when it has not started, which must not race the sign-in.
+	messages := chromedp.Console(tab)
 	go func() {
-		for m, err := range chromedp.Console(tab) {
+		for m, err := range messages {
 			if err != nil {
 				return
 			}
