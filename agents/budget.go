@@ -112,7 +112,7 @@ type budgetCap struct {
 	cost     float64
 	currency string
 	// price is the most a token of the run's model costs, or 0 where its
-	// model has no prices: what it expects a call of its own to cost.
+	// model has no prices (its calls cost nothing).
 	price float64
 }
 
