@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -81,15 +79,7 @@ func TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice(t *testing.T) {
 	model := &cappedFanOutModel{parts: map[string]int{}, hanging: make(chan struct{})}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\nsandbox:\n  mode: none\n"+
-		"budgets:\n  tree:\n    tokens: 30\n", srv.URL)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
-	for name, desc := range map[string]string{"lead": "Leads a piece of work.", "helper": "Does one part of it."} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", name+".md"), []byte(
-			"---\nname: "+name+"\ndescription: "+desc+"\nmode: tool\n---\nYou do what you are asked.\n"), 0o600))
-	}
+	dir := treeDir(t, srv.URL, "budgets:\n  tree:\n    tokens: 30\n")
 	addr := freeAddr(t)
 	p := serve(t, dir, addr)
 	r := run(t, dir, p.env(), "send", "--thread", "capped", "@lead do the parts")

@@ -87,6 +87,22 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// treeDir is a daemon directory whose agents lead and helper run on the
+// chat-completions server at modelURL, without a sandbox, with more added
+// to its config.
+func treeDir(t *testing.T, modelURL, more string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\nsandbox:\n  mode: none\n", modelURL) + more
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
+	for name, desc := range map[string]string{"lead": "Leads a piece of work.", "helper": "Does one part of it."} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", name+".md"), []byte(
+			"---\nname: "+name+"\ndescription: "+desc+"\nmode: tool\n---\nYou do what you are asked.\n"), 0o600))
+	}
+	return dir
+}
+
 // serve starts the daemon in dir and waits until it is ready.
 func serve(t *testing.T, dir, addr string, args ...string) *daemonProc {
 	t.Helper()

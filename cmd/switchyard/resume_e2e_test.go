@@ -82,14 +82,7 @@ func TestKill9MidTreeResumesTheParentFromItsLastTurn(t *testing.T) {
 	model := &resumingModel{hanging: make(chan struct{})}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\nsandbox:\n  mode: none\n", srv.URL)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
-	for name, desc := range map[string]string{"lead": "Leads a piece of work.", "helper": "Does one part of it."} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", name+".md"), []byte(
-			"---\nname: "+name+"\ndescription: "+desc+"\nmode: tool\n---\nYou do what you are asked.\n"), 0o600))
-	}
+	dir := treeDir(t, srv.URL, "")
 	addr := freeAddr(t)
 	p := serve(t, dir, addr)
 	r := run(t, dir, p.env(), "send", "--thread", "kill", "@lead count the files")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -25,14 +24,7 @@ func TestRunsAndWorkspacesFromTheCLI(t *testing.T) {
 	}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\nsandbox:\n  mode: none\n", srv.URL)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "agents"), 0o755))
-	for name, desc := range map[string]string{"lead": "Leads a piece of work.", "helper": "Does one part of it."} {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "agents", name+".md"), []byte(
-			"---\nname: "+name+"\ndescription: "+desc+"\nmode: tool\n---\nYou do what you are asked.\n"), 0o600))
-	}
+	dir := treeDir(t, srv.URL, "")
 	p := serve(t, dir, freeAddr(t))
 
 	r := run(t, dir, p.env(), "send", "--wait", "--thread", "rt", "@lead split the work")
