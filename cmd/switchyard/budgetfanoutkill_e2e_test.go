@@ -89,15 +89,7 @@ func TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no helper called the model:\n%s", p.log)
 	}
-	type rec struct{ ID, Status, Task string }
-	records := func(p *daemonProc) []rec {
-		r := run(t, dir, p.env(), "runs", "list", "--owner", "capped", "--json")
-		require.Equal(t, 0, r.code, r.stderr)
-		var out []rec
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
-		return out
-	}
-	require.Eventually(t, func() bool { return len(records(p)) == 4 }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return len(ownedRuns(t, dir, p, "capped")) == 4 }, 30*time.Second, 50*time.Millisecond,
 		"the helpers were never spawned:\n%s", p.log)
 	model.mu.Lock()
 	require.Len(t, model.parts, 1, "a helper called the model beside the one under way, where two calls reach the cap")
@@ -106,8 +98,7 @@ func TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice(t *testing.T) {
 	_ = p.wait()
 
 	p2 := serve(t, dir, addr)
-	var reply string
-	require.Eventually(t, func() bool {
+	reply := finishedReply(t, dir, p2, "capped", 90*time.Second, func() {
 		r := run(t, dir, p2.env(), "approvals", "list", "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		var pending []struct{ ID, Tool string }
@@ -117,18 +108,7 @@ func TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice(t *testing.T) {
 			r := run(t, dir, p2.env(), "approvals", "approve", a.ID)
 			require.Equal(t, 0, r.code, r.stderr)
 		}
-		r = run(t, dir, p2.env(), "thread", "capped", "--json")
-		var msgs []struct{ Kind, Text string }
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &msgs) != nil {
-			return false
-		}
-		for _, m := range msgs {
-			if m.Kind == "reply" && strings.HasPrefix(m.Text, "finished:") {
-				reply = m.Text
-			}
-		}
-		return reply != ""
-	}, 90*time.Second, 100*time.Millisecond, "the tree did not finish after the restart:\n%s", p2.log)
+	})
 	for i := range 4 {
 		require.Contains(t, reply, fmt.Sprintf("part %d done", i))
 	}
@@ -144,7 +124,7 @@ func TestKill9WhileHelpersWaitForRoomUnderTheCapRunsNothingTwice(t *testing.T) {
 		}
 		require.Equal(t, 1, calls, "%s called the model twice", part)
 	}
-	recs := records(p2)
+	recs := ownedRuns(t, dir, p2, "capped")
 	require.Len(t, recs, 4, "no helper was spawned again")
 	for _, r := range recs {
 		require.Equal(t, "done", r.Status, r.ID)

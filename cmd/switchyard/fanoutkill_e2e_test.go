@@ -85,16 +85,8 @@ func TestKill9MidFanOutRunsNoChildTwice(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the slow helper never started:\n%s", p.log)
 	}
-	type rec struct{ ID, Status, Task string }
-	records := func(p *daemonProc) []rec {
-		r := run(t, dir, p.env(), "runs", "list", "--owner", "fan", "--json")
-		require.Equal(t, 0, r.code, r.stderr)
-		var out []rec
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
-		return out
-	}
 	require.Eventually(t, func() bool {
-		for _, r := range records(p) {
+		for _, r := range ownedRuns(t, dir, p, "fan") {
 			if r.Task == "the quick part" {
 				return r.Status == "done"
 			}
@@ -105,9 +97,48 @@ func TestKill9MidFanOutRunsNoChildTwice(t *testing.T) {
 	_ = p.wait()
 
 	p2 := serve(t, dir, addr)
+	reply := finishedReply(t, dir, p2, "fan", time.Minute, nil)
+	require.Contains(t, reply, "quick part done")
+	require.Contains(t, reply, "slow part done")
+
+	model.mu.Lock()
+	leads, quick, slow := model.leadRequests, model.quick, model.slow
+	model.mu.Unlock()
+	require.Equal(t, []int{0, 2}, leads, "the lead was not asked again for the turn it had answered")
+	require.Equal(t, 1, quick, "the child that had answered did not run again")
+	require.Equal(t, 2, slow, "the child killed mid-call ran once more")
+	recs := ownedRuns(t, dir, p2, "fan")
+	require.Len(t, recs, 2, "no child was spawned again")
+	for _, r := range recs {
+		require.Equal(t, "done", r.Status, r.ID)
+	}
+}
+
+// runRec is a ledger record as `runs list --json` prints it.
+type runRec struct{ ID, Status, Task string }
+
+// ownedRuns lists, through the CLI of the daemon p, the ledger records the
+// thread owner owns.
+func ownedRuns(t *testing.T, dir string, p *daemonProc, owner string) []runRec {
+	t.Helper()
+	r := run(t, dir, p.env(), "runs", "list", "--owner", owner, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var out []runRec
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	return out
+}
+
+// finishedReply waits, up to within, for the reply of the daemon p in
+// thread that says "finished:", and returns it; each, when given, runs
+// before every look.
+func finishedReply(t *testing.T, dir string, p *daemonProc, thread string, within time.Duration, each func()) string {
+	t.Helper()
 	var reply string
 	require.Eventually(t, func() bool {
-		r := run(t, dir, p2.env(), "thread", "fan", "--json")
+		if each != nil {
+			each()
+		}
+		r := run(t, dir, p.env(), "thread", thread, "--json")
 		var msgs []struct{ Kind, Text string }
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &msgs) != nil {
 			return false
@@ -118,19 +149,6 @@ func TestKill9MidFanOutRunsNoChildTwice(t *testing.T) {
 			}
 		}
 		return reply != ""
-	}, 60*time.Second, 100*time.Millisecond, "the tree did not finish after the restart:\n%s", p2.log)
-	require.Contains(t, reply, "quick part done")
-	require.Contains(t, reply, "slow part done")
-
-	model.mu.Lock()
-	leads, quick, slow := model.leadRequests, model.quick, model.slow
-	model.mu.Unlock()
-	require.Equal(t, []int{0, 2}, leads, "the lead was not asked again for the turn it had answered")
-	require.Equal(t, 1, quick, "the child that had answered did not run again")
-	require.Equal(t, 2, slow, "the child killed mid-call ran once more")
-	recs := records(p2)
-	require.Len(t, recs, 2, "no child was spawned again")
-	for _, r := range recs {
-		require.Equal(t, "done", r.Status, r.ID)
-	}
+	}, within, 100*time.Millisecond, "the tree did not finish after the restart:\n%s", p.log)
+	return reply
 }
