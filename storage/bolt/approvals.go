@@ -3,9 +3,9 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
+	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"

@@ -3,12 +3,12 @@ package bolt
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"

@@ -3,12 +3,13 @@ package bolt
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/switchyard/switchyard/bot"
 )

@@ -2,8 +2,9 @@ package bolt
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/switchyard/switchyard/bot"
 )

@@ -2,10 +2,10 @@ package bolt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
+	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"

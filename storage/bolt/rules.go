@@ -2,9 +2,9 @@ package bolt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
