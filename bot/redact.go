@@ -47,10 +47,53 @@ type Redactor struct {
 	mu sync.Mutex
 }
 
-// masks are the configured values a Redactor replaces.
+// masks are the configured values a Redactor replaces, with what it made
+// of long texts it was given more than once.
 type masks struct {
 	values  []string // longest first
 	replace *strings.Replacer
+	seen    *seenTexts
+}
+
+// seenTexts remembers what Redact returned for long texts, which come back
+// unchanged again and again (an agent's system prompt is redacted into the
+// transcript of each of its runs), against the masks it belongs to: adding
+// a secret makes new masks, and so forgets every answer. It holds at most
+// seenLimit bytes of texts and answers, and starts again when full.
+type seenTexts struct {
+	mu    sync.Mutex
+	m     map[string]string
+	bytes int
+}
+
+const (
+	// seenMin is the shortest text remembered: shorter ones cost little
+	// to redact again, and are seldom repeated whole.
+	seenMin   = 1 << 10
+	seenLimit = 4 << 20
+)
+
+func (st *seenTexts) get(s string) (string, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out, ok := st.m[s]
+	return out, ok
+}
+
+func (st *seenTexts) put(s, out string) {
+	n := len(s) + len(out)
+	if n > seenLimit/8 {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.m == nil || st.bytes+n > seenLimit {
+		st.m, st.bytes = map[string]string{}, 0
+	}
+	if _, ok := st.m[s]; !ok {
+		st.m[s] = out
+		st.bytes += n
+	}
 }
 
 // NewRedactor returns a redactor for the given secrets; unset ones and
@@ -103,7 +146,7 @@ func newMasks(base *masks, secrets []Secret) *masks {
 		return strings.Compare(a, b)
 	})
 	vals = slices.Compact(vals)
-	out := &masks{values: vals}
+	out := &masks{values: vals, seen: &seenTexts{}}
 	if len(vals) > 0 {
 		pairs := make([]string, 0, 2*len(vals))
 		for _, v := range vals {
@@ -236,6 +279,18 @@ func (r *Redactor) Redact(s string) string {
 	if len(s) < minMatch {
 		return s
 	}
+	if m := r.current(); m != nil && len(s) >= seenMin {
+		if out, ok := m.seen.get(s); ok {
+			return out
+		}
+		out := r.redact(s)
+		m.seen.put(s, out)
+		return out
+	}
+	return r.redact(s)
+}
+
+func (r *Redactor) redact(s string) string {
 	in := s
 	s = maskShapes(r.replaceValues(s))
 	if reversedHint(s) {

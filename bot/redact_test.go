@@ -362,6 +362,30 @@ func TestRedactorAddsSecretsInPlace(t *testing.T) {
 	require.NotContains(t, buf.String(), first)
 }
 
+// A long text redacted again (an agent's system prompt, in each of its
+// runs' transcripts) gets the same answer, and a secret added since is
+// masked in it even though the text was seen before.
+func TestRedactLongTextsAgain(t *testing.T) {
+	const first, added = "first-configured-secret", "reloaded-model-key-0123"
+	prompt := strings.Repeat("You are the helper. Keep answers short and exact.\n", 40)
+	text := prompt + "deploy with " + first + " and " + added + " and ghp_0123456789abcdefghijABCDEFGHIJ\n"
+	r := bot.NewRedactor(first)
+	once := r.Redact(text)
+	require.NotContains(t, once, first)
+	require.NotContains(t, once, "ghp_0123456789")
+	require.Contains(t, once, added)
+	require.Equal(t, once, r.Redact(text), "the same text, the same answer")
+	require.Equal(t, prompt, r.Redact(prompt), "nothing to mask")
+	require.Equal(t, prompt, r.Redact(prompt))
+
+	r.Add(added)
+	again := r.Redact(text)
+	require.NotContains(t, again, added, "a secret added after the text was seen")
+	require.NotContains(t, again, first)
+	with := bot.NewRedactor(first).With("helper. Keep answers")
+	require.NotContains(t, with.Redact(prompt), "helper. Keep answers", "a redactor made With more secrets")
+}
+
 // FuzzRedact holds the redactor to its promise: it never panics and what it
 // returns never contains a configured secret, whatever surrounds it.
 func FuzzRedact(f *testing.F) {
