@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/internal/jsonwords"
 )
 
 // MaxBody is the largest request body the API accepts.
@@ -219,8 +220,10 @@ func decodeError(err error) error {
 		return bot.Errorf(bot.ETOOLARGE, "request body over %d bytes", tooBig.Limit)
 	case errors.As(err, &syntax):
 		return bot.Errorf(bot.EINVALID, "malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ) && typ.Field == "":
+		return bot.Errorf(bot.EINVALID, "malformed JSON: %s", jsonwords.Mismatch(typ))
 	case errors.As(err, &typ):
-		return bot.Errorf(bot.EINVALID, "malformed JSON: field %q: want %s, got %s", typ.Field, typ.Type, typ.Value)
+		return bot.Errorf(bot.EINVALID, "malformed JSON: field %q: %s", typ.Field, jsonwords.Mismatch(typ))
 	case errors.Is(err, io.EOF):
 		return bot.Errorf(bot.EINVALID, "malformed JSON: empty body")
 	case errors.Is(err, io.ErrUnexpectedEOF):

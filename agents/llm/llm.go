@@ -17,6 +17,7 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/internal/jsonwords"
 )
 
 // Provider is one configured model. Chat sends the conversation and returns
@@ -286,9 +287,9 @@ func (c Config) malformed(err error) *Error {
 	msg := err.Error()
 	if errors.As(err, &typeErr) {
 		if typeErr.Field == "" {
-			msg = fmt.Sprintf("the body is a JSON %s, not an object", typeErr.Value)
+			msg = fmt.Sprintf("the body is %s, not an object", jsonwords.Got(typeErr.Value))
 		} else {
-			msg = fmt.Sprintf("%s is a JSON %s, which is not what belongs there", typeErr.Field, typeErr.Value)
+			msg = fmt.Sprintf("%s is %s where %s belongs", typeErr.Field, jsonwords.Got(typeErr.Value), jsonwords.Want(typeErr.Type))
 		}
 	}
 	return c.failure(0, "malformed response: "+msg, err)

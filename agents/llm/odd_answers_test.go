@@ -65,7 +65,7 @@ func TestFailuresKeepTheirMeaning(t *testing.T) {
 		},
 		{
 			name: "a list where an object belongs", status: 200, openai: `[]`, anthropic: `[]`,
-			want: "malformed response: the body is a JSON array, not an object", requests: 1,
+			want: "malformed response: the body is a list, not an object", requests: 1,
 		},
 		{
 			name: "a member of the wrong shape", status: 200,

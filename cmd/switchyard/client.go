@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/config"
 	"github.com/switchyard/switchyard/daemon"
 	"github.com/switchyard/switchyard/httpapi"
+	"github.com/switchyard/switchyard/internal/jsonwords"
 )
 
 // clientFlags reach the running daemon.
@@ -241,8 +241,7 @@ func readAnswer(data []byte, out any, required ...string) error {
 		if te.Field != "" {
 			where = te.Field
 		}
-		got, _, _ := strings.Cut(te.Value, " ")
-		return fmt.Errorf("%s is %s where %s belongs", where, jsonKind(got), goKind(te.Type.Kind()))
+		return fmt.Errorf("%s is %s where %s belongs", where, jsonwords.Got(te.Value), jsonwords.Want(te.Type))
 	}
 	if len(required) == 0 {
 		return nil
@@ -258,39 +257,6 @@ func readAnswer(data []byte, out any, required ...string) error {
 		}
 	}
 	return nil
-}
-
-// jsonKind names a kind of JSON value as encoding/json reports it.
-func jsonKind(v string) string {
-	switch v {
-	case "array":
-		return "a list"
-	case "object":
-		return "an object"
-	case "bool":
-		return "true or false"
-	default:
-		return "a " + v
-	}
-}
-
-// goKind names the JSON value a Go kind is decoded from.
-func goKind(k reflect.Kind) string {
-	switch k {
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return "a number"
-	default:
-		return "another value"
-	}
 }
 
 // threadPath returns the URL path segment of a thread: a session key,

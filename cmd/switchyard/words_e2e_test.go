@@ -1,6 +1,10 @@
 package main
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,4 +29,21 @@ func TestMessagesSayWhatIsWrongOnce(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "<defaults>: ok (0 rules, 0 schedules; agents: builder, coder, docs, ops, reviewer, triage; models: default)\n"+
 		"ANTHROPIC_API_KEY is set: the default model is anthropic claude-test\n", r.stdout)
+}
+
+// An answer of the wrong shape (another program on the daemon's port, or
+// a daemon of another version) is said in JSON's words, never Go's.
+func TestAnAnswerOfTheWrongShapeIsSaidInWords(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"work_item_id":42,"thread":["local","x"]}`)
+	}))
+	t.Cleanup(srv.Close)
+	r := run(t, t.TempDir(), append(hermeticEnv(), "SWITCHYARD_SERVER="+srv.URL, "SWITCHYARD_API_TOKEN=t0123456789abcdef"), "send", "hi")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "work_item_id is a number where a string belongs")
+	for _, goWords := range []string{"int", "[]", "Go ", "struct", "unmarshal"} {
+		require.NotContains(t, strings.ReplaceAll(r.stderr, "integer", ""), goWords)
+	}
 }
