@@ -400,10 +400,19 @@ func browseHostileText(t *testing.T, b *browser) {
 	shows("main")
 	open("/admin/workitems/"+running, "#status")
 	shows("main")
-	// The run ends while the page is open: its reply comes in live.
+	forms := func() int {
+		t.Helper()
+		n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#cancel-form, #actions").length`))
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 2, forms(), "a running work item can be cancelled")
+	// The run ends while the page is open: its reply comes in live, and
+	// the cancel it can no longer take goes.
 	close(release)
 	tr.finished(t, running, time.Minute)
 	b.do(t, tab, chromedp.WaitVisible(chromedp.CSS(`#status.status-done`)))
+	require.Zero(t, forms(), "a finished work item offers no cancel")
 	found, err := chromedp.Run(tab, chromedp.Evaluate[string](clean))
 	require.NoError(t, err)
 	require.Empty(t, found, "the work item after its live update")

@@ -27,6 +27,29 @@
     return Array.prototype.slice.call(root.childNodes);
   }
 
+  // actions takes away the forms of actions a live part says are no
+  // longer possible (a work item that finished while its page was open is
+  // no longer cancelled): an element with data-actions lists those still
+  // possible; each form with data-action not among them goes, and the
+  // section that held them when none is left.
+  function actions(el) {
+    var now = el.querySelector("[data-actions]");
+    if (!now) {
+      return;
+    }
+    var still = now.dataset.actions.split(" ");
+    document.querySelectorAll("[data-action]").forEach(function (form) {
+      if (still.indexOf(form.dataset.action) < 0) {
+        form.remove();
+      }
+    });
+    document.querySelectorAll("[data-actions-section]").forEach(function (section) {
+      if (!section.querySelector("[data-action]")) {
+        section.remove();
+      }
+    });
+  }
+
   document.querySelectorAll("[data-live]").forEach(function (el) {
     var every = Number(el.dataset.every || 2000);
     var shown = null; // the answer in el now, once one replaced what the page came with
@@ -47,6 +70,7 @@
           if (html !== null && html !== shown) {
             shown = html;
             el.replaceChildren.apply(el, nodes(el, html));
+            actions(el);
             el.dispatchEvent(new CustomEvent("live-updated", { bubbles: true }));
           }
         })
