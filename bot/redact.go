@@ -80,8 +80,14 @@ func (st *seenTexts) get(s string) (string, bool) {
 	return out, ok
 }
 
+// put remembers out as the answer for s. Both are copied: s may be cut
+// from a much larger text (a line of a long tool output), which would
+// otherwise stay in memory with it, beyond seenLimit.
 func (st *seenTexts) put(s, out string) {
 	n := len(s) + len(out)
+	if out == s {
+		n = len(s)
+	}
 	if n > seenLimit/8 {
 		return
 	}
@@ -90,10 +96,17 @@ func (st *seenTexts) put(s, out string) {
 	if st.m == nil || st.bytes+n > seenLimit {
 		st.m, st.bytes = map[string]string{}, 0
 	}
-	if _, ok := st.m[s]; !ok {
-		st.m[s] = out
-		st.bytes += n
+	if _, ok := st.m[s]; ok {
+		return
 	}
+	key := strings.Clone(s)
+	if out == s {
+		out = key
+	} else {
+		out = strings.Clone(out)
+	}
+	st.m[key] = out
+	st.bytes += n
 }
 
 // NewRedactor returns a redactor for the given secrets; unset ones and
@@ -279,20 +292,23 @@ func (r *Redactor) Redact(s string) string {
 	if len(s) < minMatch {
 		return s
 	}
-	if m := r.current(); m != nil && len(s) >= seenMin {
+	m := r.current()
+	if m != nil && len(s) >= seenMin {
 		if out, ok := m.seen.get(s); ok {
 			return out
 		}
-		out := r.redact(s)
+		out := m.redact(s)
 		m.seen.put(s, out)
 		return out
 	}
-	return r.redact(s)
+	return m.redact(s)
 }
 
-func (r *Redactor) redact(s string) string {
+// redact masks s with these masks alone, so that what is remembered
+// against them is what they make of it; nil masks the shapes alone.
+func (m *masks) redact(s string) string {
 	in := s
-	s = maskShapes(r.replaceValues(s))
+	s = maskShapes(m.replaceValues(s))
 	if reversedHint(s) {
 		// Credentials written backwards (rev): the lines turned round
 		// again, masked, and turned back.
@@ -308,7 +324,7 @@ func (r *Redactor) redact(s string) string {
 	// configured value, mask it again, and give up on the text if it keeps
 	// doing so.
 	for range 4 {
-		out := r.replaceValues(s)
+		out := m.replaceValues(s)
 		if out == s {
 			return s
 		}
@@ -472,8 +488,7 @@ func reversedHint(s string) bool {
 	return false
 }
 
-func (r *Redactor) replaceValues(s string) string {
-	m := r.current()
+func (m *masks) replaceValues(s string) string {
 	if m == nil || m.replace == nil {
 		return s
 	}

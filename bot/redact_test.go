@@ -6,11 +6,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	htmltemplate "html/template"
 	"log/slog"
 	"net/url"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"unsafe"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 
@@ -384,6 +390,89 @@ func TestRedactLongTextsAgain(t *testing.T) {
 	require.NotContains(t, again, first)
 	with := bot.NewRedactor(first).With("helper. Keep answers")
 	require.NotContains(t, with.Redact(prompt), "helper. Keep answers", "a redactor made With more secrets")
+}
+
+// A remembered answer is the one a redactor that never saw the text
+// gives: for texts either side of the length from which answers are kept,
+// with a secret across that length, before and after secrets are added,
+// and from a redactor made With more.
+func TestRedactRememberedAnswersStayMasked(t *testing.T) {
+	const first, added, extra = "first-configured-secret", "reloaded-model-key-0123", "tool-scoped-token-456789"
+	for _, n := range []int{1000, 1023, 1024, 1025, 1100, 4096} {
+		for _, secret := range []string{first, added, extra} {
+			// The secret ends at n-1, n and n+1 bytes: across the length
+			// from which answers are kept, or just inside it.
+			for _, end := range []int{n - 1, n, n + 1} {
+				pad := strings.Repeat("x", end-len(secret)-1)
+				text := pad + " " + secret + strings.Repeat(" y", (n-end+1)/2)
+				r := bot.NewRedactor(first)
+				for range 2 {
+					require.Equal(t, bot.NewRedactor(first).Redact(text), r.Redact(text))
+				}
+				r.Add(added)
+				for range 2 {
+					require.Equal(t, bot.NewRedactor(first, added).Redact(text), r.Redact(text))
+				}
+				w := r.With(extra)
+				for range 2 {
+					got := w.Redact(text)
+					require.Equal(t, bot.NewRedactor(first, added, extra).Redact(text), got)
+					require.NotContains(t, got, secret)
+				}
+			}
+		}
+	}
+}
+
+// Redacting long texts while secrets are added never gives an answer that
+// shows a secret added before the call began.
+func TestRedactRememberedAnswersWhileAdding(t *testing.T) {
+	secrets := make([]string, 16)
+	for i := range secrets {
+		secrets[i] = fmt.Sprintf("added-secret-%02d-abcdefgh", i)
+	}
+	text := strings.Repeat("a long prompt line. ", 60) + strings.Join(secrets, " ")
+	r := bot.NewRedactor()
+	var added atomic.Int32 // how many secrets Add has returned for
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				n := int(added.Load())
+				got := r.Redact(text)
+				for _, s := range secrets[:n] {
+					if strings.Contains(got, s) {
+						t.Errorf("secret %s added before the call is in its answer", s)
+						return
+					}
+				}
+				if n == len(secrets) {
+					return
+				}
+			}
+		})
+	}
+	for _, s := range secrets {
+		r.Add(bot.Secret(s))
+		added.Add(1)
+	}
+	wg.Wait()
+}
+
+// The answers a redactor keeps are its own copies: a short text cut from a
+// large one (a line of a big log) does not keep the large one in memory.
+func TestRedactRemembersCopies(t *testing.T) {
+	r := bot.NewRedactor("first-configured-secret")
+	big := strings.Repeat("a large tool output, of which one kilobyte is redacted. ", 1<<14)
+	alive := weak.Make(unsafe.StringData(big))
+	for i := range 4 {
+		r.Redact(big[i : i+2048])
+	}
+	big = ""
+	runtime.GC()
+	runtime.GC()
+	require.Nil(t, alive.Value(), "the large text is still held")
+	runtime.KeepAlive(r)
 }
 
 // FuzzRedact holds the redactor to its promise: it never panics and what it
