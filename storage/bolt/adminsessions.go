@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -84,7 +83,7 @@ func (s *Store) GetSession(ctx context.Context, hash []byte) (bot.AdminSession, 
 		if v == nil {
 			return nil
 		}
-		if err := json.Unmarshal(v, &sess); err != nil {
+		if err := unmarshal(v, &sess); err != nil {
 			return fmt.Errorf("decode admin session: %w", err)
 		}
 		ok = true
@@ -109,7 +108,7 @@ func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 			return nil
 		}
 		var sess bot.AdminSession
-		if err := json.Unmarshal(v, &sess); err != nil {
+		if err := unmarshal(v, &sess); err != nil {
 			return fmt.Errorf("decode admin session: %w", err)
 		}
 		if err := idx.Delete(expiryKey(sess.Expires, hash)); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -66,7 +65,7 @@ func (b *approvalBuckets) get(id string) (*bot.Approval, error) {
 		return nil, nil
 	}
 	var a bot.Approval
-	if err := json.Unmarshal(raw, &a); err != nil {
+	if err := unmarshal(raw, &a); err != nil {
 		return nil, fmt.Errorf("decode approval %s: %w", id, err)
 	}
 	return &a, nil

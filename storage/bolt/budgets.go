@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -38,7 +37,7 @@ func getSpend(b *bolt.Bucket, key string) (bot.Spend, error) {
 	if raw == nil {
 		return sp, nil
 	}
-	if err := json.Unmarshal(raw, &sp); err != nil {
+	if err := unmarshal(raw, &sp); err != nil {
 		return sp, fmt.Errorf("decode budget %s: %w", key, err)
 	}
 	return sp, nil
@@ -133,7 +132,7 @@ func (s *Store) SpentUnder(ctx context.Context, prefix string, limit int) ([]bot
 				return nil
 			}
 			var sp bot.Spend
-			if err := json.Unmarshal(v, &sp); err != nil {
+			if err := unmarshal(v, &sp); err != nil {
 				return fmt.Errorf("decode budget %s: %w", k, err)
 			}
 			out = append(out, sp)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -88,7 +87,7 @@ func CheckCounters(tx *bolt.Tx) error {
 	want := map[string]int64{}
 	err := t.bucket(bucketDispatches).ForEach(func(k, v []byte) error {
 		var d bot.Dispatch
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := unmarshal(v, &d); err != nil {
 			return fmt.Errorf("decode dispatch d_%d: %w", seqOf(k), err)
 		}
 		if name := dispatchCounter(d.Status); name != "" {
@@ -101,7 +100,7 @@ func CheckCounters(tx *bolt.Tx) error {
 	}
 	err = t.bucket(bucketOutbox).ForEach(func(k, v []byte) error {
 		var m bot.OutboxMessage
-		if err := json.Unmarshal(v, &m); err != nil {
+		if err := unmarshal(v, &m); err != nil {
 			return fmt.Errorf("decode outbox/%s: %w", k, err)
 		}
 		if m.Pending() {

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
@@ -153,7 +152,7 @@ func each(b *bolt.Bucket, fn func(k, v []byte) error) error {
 }
 
 func decode(what string, k, v []byte, into any) error {
-	if err := json.Unmarshal(v, into); err != nil {
+	if err := unmarshal(v, into); err != nil {
 		return fmt.Errorf("decode %s %x: %w", what, k, err)
 	}
 	return nil

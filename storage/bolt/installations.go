@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -79,7 +78,7 @@ func getInstallation(byID *bolt.Bucket, id int64) (*installationRecord, error) {
 		return nil, nil
 	}
 	var rec installationRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	if err := unmarshal(raw, &rec); err != nil {
 		return nil, fmt.Errorf("decode installation %d: %w", id, err)
 	}
 	return &rec, nil

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
-
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -208,7 +206,7 @@ func planIngest(req *bot.IngestRequest) (*ingestPlan, error) {
 			if p.reactionRec, err = newTemplate("reaction", &m, "key", "seq", "work_item_id"); err != nil {
 				return nil, err
 			}
-			escaped, err := json.Marshal(bot.ReactionKey("", req.Reaction))
+			escaped, err := marshal(bot.ReactionKey("", req.Reaction))
 			if err != nil {
 				return nil, fmt.Errorf("encode reaction: %w", err)
 			}
@@ -370,7 +368,7 @@ type hole struct {
 // or ',' opens a member name, never text inside a string, where every
 // quote is escaped.
 func newTemplate(what string, v any, ids ...string) (template, error) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		return template{}, fmt.Errorf("encode %s: %w", what, err)
 	}
@@ -444,7 +442,7 @@ type workItemRecord struct {
 // for every reason those versions wrote.
 func (r *workItemRecord) UnmarshalJSON(b []byte) error {
 	type plain workItemRecord
-	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+	if err := unmarshal(b, (*plain)(r)); err != nil {
 		return err
 	}
 	if r.Route.Kind == "" {
@@ -582,7 +580,7 @@ func decodeTime(b []byte) time.Time {
 // encodeEvent lays out an event as a 4-byte header length and the event's
 // JSON, which leaves out Raw: the payload is stored as is, apart.
 func encodeEvent(ev *bot.Event) ([]byte, error) {
-	h, err := json.Marshal(ev)
+	h, err := marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("encode event: %w", err)
 	}
@@ -606,7 +604,7 @@ func decodeEvent(v, payload []byte) (*bot.Event, error) {
 		return nil, fmt.Errorf("decode event: header of %d bytes in a %d-byte record", n, len(v))
 	}
 	var ev bot.Event
-	if err := json.Unmarshal(v[4:4+n], &ev); err != nil {
+	if err := unmarshal(v[4:4+n], &ev); err != nil {
 		return nil, fmt.Errorf("decode event: %w", err)
 	}
 	if raw := v[4+n:]; len(raw) > 0 {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -96,7 +95,7 @@ func (l ledger) run(id string) (*bot.ChildRun, uint64, error) {
 	if ok && l.present {
 		if raw := l.runs.Get(seqKey(seq)); raw != nil {
 			var r bot.ChildRun
-			if err := json.Unmarshal(raw, &r); err != nil {
+			if err := unmarshal(raw, &r); err != nil {
 				return nil, 0, fmt.Errorf("decode run %s: %w", id, err)
 			}
 			return &r, seq, nil
@@ -560,7 +559,7 @@ func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, 
 			if raw == nil {
 				return true, nil
 			}
-			if err := json.Unmarshal(raw, &r); err != nil {
+			if err := unmarshal(raw, &r); err != nil {
 				return false, fmt.Errorf("decode run %d: %w", seq, err)
 			}
 			if !runMatches(&r, f) {
@@ -612,7 +611,7 @@ func (l ledger) task(id string) (*bot.BackgroundTask, uint64, error) {
 	if ok && l.present {
 		if raw := l.tasks.Get(seqKey(seq)); raw != nil {
 			var bt bot.BackgroundTask
-			if err := json.Unmarshal(raw, &bt); err != nil {
+			if err := unmarshal(raw, &bt); err != nil {
 				return nil, 0, fmt.Errorf("decode task %s: %w", id, err)
 			}
 			return &bt, seq, nil
@@ -746,7 +745,7 @@ func (s *Store) ListTasks(ctx context.Context, f bot.TaskFilter) ([]bot.Backgrou
 				return true, nil
 			}
 			var bt bot.BackgroundTask
-			if err := json.Unmarshal(raw, &bt); err != nil {
+			if err := unmarshal(raw, &bt); err != nil {
 				return false, fmt.Errorf("decode task %d: %w", seq, err)
 			}
 			switch {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 
-	json "github.com/segmentio/encoding/json"
-
 	"github.com/switchyard/switchyard/bot"
 )
 
@@ -41,7 +39,7 @@ func (t txn) migrateV2() error {
 	}
 	err := t.bucket(bucketOutbox).ForEach(func(k, v []byte) error {
 		var m bot.OutboxMessage
-		if err := json.Unmarshal(v, &m); err != nil {
+		if err := unmarshal(v, &m); err != nil {
 			return fmt.Errorf("decode outbox/%s: %w", k, err)
 		}
 		if err := t.bucket(bucketOutboxBySeq).Put(seqKey(m.Seq), k); err != nil {
@@ -69,7 +67,7 @@ func (t txn) migrateV2() error {
 	}
 	err = t.bucket(bucketDispatches).ForEach(func(k, v []byte) error {
 		var d bot.Dispatch
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := unmarshal(v, &d); err != nil {
 			return fmt.Errorf("decode dispatch %x: %w", k, err)
 		}
 		if name := dispatchCounter(d.Status); name != "" {

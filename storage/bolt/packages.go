@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -91,7 +90,7 @@ func (s *Store) ListPackages(ctx context.Context) ([]skills.InstalledPackage, er
 		}
 		return packages.ForEach(func(k, v []byte) error {
 			var p skills.InstalledPackage
-			if err := json.Unmarshal(v, &p); err != nil {
+			if err := unmarshal(v, &p); err != nil {
 				return fmt.Errorf("decode package %s: %w", k, err)
 			}
 			out = append(out, p)
@@ -149,7 +148,7 @@ func (s *Store) DeletePackage(ctx context.Context, name string, names []string) 
 		var doomed [][]byte
 		err = sb.ForEach(func(k, v []byte) error {
 			var st skills.Setting
-			if err := json.Unmarshal(v, &st); err != nil {
+			if err := unmarshal(v, &st); err != nil {
 				return fmt.Errorf("decode setting %q: %w", k, err)
 			}
 			if slices.Contains(names, st.Name) {
@@ -182,7 +181,7 @@ func (s *Store) ListSettings(ctx context.Context) ([]skills.Setting, error) {
 		}
 		return sb.ForEach(func(k, v []byte) error {
 			var st skills.Setting
-			if err := json.Unmarshal(v, &st); err != nil {
+			if err := unmarshal(v, &st); err != nil {
 				return fmt.Errorf("decode setting %q: %w", k, err)
 			}
 			out = append(out, st)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -246,7 +245,7 @@ func finishedBefore(end *time.Time, updated, cutoff time.Time) bool {
 func (s *Store) sweepWorkItems(ctx context.Context, cutoff time.Time) (int, error) {
 	n, _, err := s.sweepWalk(ctx, "sweep work items", bucketWorkItems, nil, func(t txn, k, v []byte) (verdict, error) {
 		var rec workItemRecord
-		if err := json.Unmarshal(v, &rec); err != nil {
+		if err := unmarshal(v, &rec); err != nil {
 			return keep, fmt.Errorf("decode work item %x: %w", k, err)
 		}
 		if !rec.CreatedAt.Before(cutoff) {
@@ -277,7 +276,7 @@ func (s *Store) sweepWorkItems(ctx context.Context, cutoff time.Time) (int, erro
 func (s *Store) sweepDispatches(ctx context.Context, cutoff time.Time) (int, error) {
 	n, _, err := s.sweepWalk(ctx, "sweep dispatches", bucketDispatches, nil, func(_ txn, k, v []byte) (verdict, error) {
 		var d bot.Dispatch
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := unmarshal(v, &d); err != nil {
 			return keep, fmt.Errorf("decode dispatch %x: %w", k, err)
 		}
 		switch {
@@ -330,7 +329,7 @@ func (s *Store) sweepJobs(ctx context.Context, cutoff time.Time) (int, error) {
 func (s *Store) sweepIngress(ctx context.Context, cutoff time.Time) (int, error) {
 	n, _, err := s.sweepWalk(ctx, "sweep ingress records", bucketIngress, nil, func(t txn, k, v []byte) (verdict, error) {
 		var in bot.IngressRecord
-		if err := json.Unmarshal(v, &in); err != nil {
+		if err := unmarshal(v, &in); err != nil {
 			return keep, fmt.Errorf("decode ingress record %x: %w", k, err)
 		}
 		if !in.CreatedAt.Before(cutoff) {
@@ -409,7 +408,7 @@ func (t txn) dropDelivered(prefix string) error {
 	c := t.bucket(bucketOutbox).Cursor()
 	for k, v := c.Seek([]byte(prefix)); k != nil && strings.HasPrefix(string(k), prefix); k, v = c.Next() {
 		var m bot.OutboxMessage
-		if err := json.Unmarshal(v, &m); err != nil {
+		if err := unmarshal(v, &m); err != nil {
 			return fmt.Errorf("decode outbox/%s: %w", k, err)
 		}
 		if !m.Pending() {

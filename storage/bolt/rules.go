@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -48,7 +47,7 @@ func (s *Store) ListRules(ctx context.Context) ([]bot.StoredRule, error) {
 		}
 		return b.ForEach(func(k, v []byte) error {
 			var r bot.StoredRule
-			if err := json.Unmarshal(v, &r); err != nil {
+			if err := unmarshal(v, &r); err != nil {
 				return fmt.Errorf("decode rule %x: %w", k, err)
 			}
 			out = append(out, r)
@@ -107,7 +106,7 @@ func (s *Store) UpdateRule(ctx context.Context, r bot.StoredRule) (bot.StoredRul
 			return bot.Errorf(bot.ENOTFOUND, "no rule %q", r.ID)
 		}
 		var old bot.StoredRule
-		if err := json.Unmarshal(raw, &old); err != nil {
+		if err := unmarshal(raw, &old); err != nil {
 			return fmt.Errorf("decode rule %s: %w", r.ID, err)
 		}
 		r.CreatedBy, r.CreatedAt = old.CreatedBy, old.CreatedAt
@@ -144,7 +143,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string) (bot.StoredRule, erro
 		if raw == nil {
 			return bot.Errorf(bot.ENOTFOUND, "no rule %q", id)
 		}
-		if err := json.Unmarshal(raw, &old); err != nil {
+		if err := unmarshal(raw, &old); err != nil {
 			return fmt.Errorf("decode rule %s: %w", id, err)
 		}
 		return b.Delete(seqKey(seq))
@@ -157,7 +156,7 @@ func (s *Store) DeleteRule(ctx context.Context, id string) (bot.StoredRule, erro
 func nameFree(b *bolt.Bucket, name, id string) error {
 	return b.ForEach(func(k, v []byte) error {
 		var r bot.StoredRule
-		if err := json.Unmarshal(v, &r); err != nil {
+		if err := unmarshal(v, &r); err != nil {
 			return fmt.Errorf("decode rule %x: %w", k, err)
 		}
 		if r.Name == name && r.ID != id {

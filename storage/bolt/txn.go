@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	json "github.com/segmentio/encoding/json"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/switchyard/switchyard/bot"
@@ -25,14 +24,14 @@ func (t txn) get(bucket string, key []byte, v any) (bool, error) {
 	if raw == nil {
 		return false, nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := unmarshal(raw, v); err != nil {
 		return true, fmt.Errorf("decode %s/%x: %w", bucket, key, err)
 	}
 	return true, nil
 }
 
 func putJSON(b *bolt.Bucket, key []byte, v any) error {
-	raw, err := json.Marshal(v)
+	raw, err := marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %T: %w", v, err)
 	}
