@@ -732,3 +732,78 @@ func TestHandedOffThreadKeepsItsOwnerWhileItWorks(t *testing.T) {
 	require.Equal(t, bot.RouteHandoff, next.Route.Kind)
 	require.Equal(t, "handoff: @ops owns this thread ("+first.ID+")", next.Route.Reason)
 }
+
+// A thread keeps its agent only while that agent exists and only for work
+// since the thread was last reset: a reload that takes the agent out of
+// the config, or a reset, lets the next reply route afresh, and the
+// reason says which agent is gone.
+func TestThreadsForgetAgentsTheConfigDroppedAndWorkBeforeAReset(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t, t.TempDir())
+	agents := []bot.AgentInfo{{Name: "coder"}, {Name: "ops"}, {Name: "triage"}}
+	router, err := bot.NewRouter(bot.RoutingConfig{}, agents)
+	require.NoError(t, err)
+	now := time.Date(2025, 3, 4, 9, 0, 0, 0, time.UTC)
+	intake := bot.NewIntake(bot.IntakeOptions{Store: store, Router: router, Threads: store, Resets: store,
+		Now: func() time.Time { return now }})
+	send := func(thread, text string) *bot.WorkItem {
+		t.Helper()
+		res, err := intake.Ingest(ctx, &bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Text: text, Thread: bot.LocalThread(thread)})
+		require.NoError(t, err)
+		require.NotNil(t, res.WorkItem)
+		return res.WorkItem
+	}
+	finishAll := func() {
+		t.Helper()
+		for {
+			claim, err := store.ClaimNext(ctx, bot.ClaimRequest{Owner: "w", Now: now, Lease: time.Minute, MaxAttempts: 3})
+			require.NoError(t, err)
+			if claim.Job == nil {
+				return
+			}
+			require.NoError(t, store.FinishJob(ctx, bot.JobOutcome{JobID: claim.Job.ID, Owner: "w", Now: now, Success: true, Summary: "done"}))
+		}
+	}
+
+	t.Run("an agent a reload removed", func(t *testing.T) {
+		send("gone", "@coder fix the flaky login test")
+		require.Equal(t, "coder", send("gone", "and the signup test").Route.Agent)
+
+		// The coder leaves the config while its work is under way.
+		smaller, err := bot.NewRouter(bot.RoutingConfig{}, []bot.AgentInfo{{Name: "ops"}, {Name: "triage"}})
+		require.NoError(t, err)
+		intake.Use(smaller, 0, 0)
+		t.Cleanup(func() { intake.Use(router, 0, 0) })
+		next := send("gone", "any news?")
+		require.Equal(t, "triage", next.Route.Agent, "no reply goes to an agent that is not there to run it")
+		require.Equal(t, bot.RouteDefault, next.Route.Kind)
+		require.Equal(t, "default; @coder, who had work in this thread, is no agent now", next.Route.Reason)
+		// The agent now working there keeps it.
+		require.Equal(t, bot.Route{Agent: "triage", Kind: bot.RouteThread, Reason: "thread: @triage is working here (" + next.ID + ")"},
+			send("gone", "hello?").Route)
+		finishAll()
+	})
+
+	t.Run("a reset thread", func(t *testing.T) {
+		first := send("reset", "@ops roll back the release")
+		finishAll()
+		now = now.Add(time.Minute)
+		require.Equal(t, "thread: @ops answered here ("+first.ID+")", send("reset", "thanks").Route.Reason)
+		finishAll()
+
+		now = now.Add(time.Minute)
+		require.NoError(t, store.MarkThreadReset(ctx, bot.LocalThread("reset").Key(), now))
+		now = now.Add(time.Minute)
+		next := send("reset", "let's start over: the deploy script")
+		require.Equal(t, bot.Route{Agent: "triage", Kind: bot.RouteDefault, Reason: "default"}, next.Route,
+			"nothing from before the reset carries over, its agent neither")
+
+		// Work still under way when the thread is reset keeps its agent:
+		// a reset cancels no job.
+		now = now.Add(time.Minute)
+		busy := send("reset", "@coder look at the deploy script")
+		require.NoError(t, store.MarkThreadReset(ctx, bot.LocalThread("reset").Key(), now.Add(time.Second)))
+		now = now.Add(time.Minute)
+		require.Equal(t, "thread: @coder is working here ("+busy.ID+")", send("reset", "and its tests").Route.Reason)
+	})
+}

@@ -130,9 +130,13 @@ func (in *Intake) decide(ctx context.Context, ev *Event, asOf time.Time, router 
 	// Mentions, commands and rules ask for an agent explicitly; anything
 	// else in a thread an agent works in is for that agent.
 	if !route.Kind.Explicit() && in.opts.Threads != nil && !ev.Thread.IsZero() {
-		if owner, ok := in.owner(ctx, ev, asOf, rules.threadWindow); ok {
+		owner, ok, gone := in.owner(ctx, ev, asOf, rules.threadWindow, router)
+		switch {
+		case ok:
 			owner.Unknown = route.Unknown
 			route = owner
+		case gone != "":
+			route.Reason += "; @" + gone + ", who had work in this thread, is no agent now"
 		}
 	}
 	d := Decision{Route: route}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -32,6 +33,9 @@ type IntakeOptions struct {
 	// message the router would send to a keyword or the default agent goes
 	// to the agent with work in its thread instead (see Intake.Decide).
 	Threads WorkItemLister
+	// Resets, when set, says when a thread was last reset: its work from
+	// before keeps no agent in it.
+	Resets ThreadResets
 	// ThreadWindow is how long after an agent's last work item in a thread
 	// finished the thread still goes to it; DefaultThreadWindow when zero.
 	// Use replaces it.
@@ -155,12 +159,16 @@ const DefaultThreadWindow = 24 * time.Hour
 // conversation, for a Slack direct message): the agent a work item was
 // handed off to while that is unfinished; else the agent of the newest
 // unfinished work item; else the agent of the newest work item, if it
-// finished within ThreadWindow.
-func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time, window time.Duration) (Route, bool) {
+// finished within ThreadWindow. Work that finished before the thread was
+// reset counts for nothing (a reset thread starts afresh), nor does the work of
+// an agent router no longer has (a reload took it out of the config): a
+// reply there goes where the router sends it, and gone names the agent so
+// the reason can say why.
+func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time, window time.Duration, router Decider) (route Route, ok bool, gone string) {
 	items, err := in.threadWork(ctx, ev, asOf)
 	if err != nil {
 		in.opts.Logger.Warn("look up the agent of a thread", slog.String("thread", ev.Thread.Key()), slog.String("error", err.Error()))
-		return Route{}, false
+		return Route{}, false, ""
 	}
 	now := in.opts.Now()
 	unfinished := func(wi *WorkItem) bool { return !wi.Status.Finished() }
@@ -172,32 +180,79 @@ func (in *Intake) owner(ctx context.Context, ev *Event, asOf time.Time, window t
 			return !wi.Status.Finished() || wi.FinishedAt != nil && wi.FinishedAt.After(asOf)
 		}
 	}
+	items = in.sinceReset(ctx, items, asOf, unfinished)
+	recent := func(wi *WorkItem) bool {
+		ended := wi.UpdatedAt
+		if wi.FinishedAt != nil {
+			ended = *wi.FinishedAt
+		}
+		return now.Sub(ended) <= window
+	}
+	if namer, ok := router.(agentNamer); ok && len(items) > 0 {
+		agents := namer.Agents()
+		kept := items[:0]
+		for _, wi := range items {
+			switch {
+			case slices.Contains(agents, wi.Route.Agent):
+				kept = append(kept, wi)
+			case gone == "" && (unfinished(&wi) || recent(&wi)):
+				gone = wi.Route.Agent
+			}
+		}
+		items = kept
+	}
 	for _, wi := range items {
 		if len(wi.Hops) > 0 && unfinished(&wi) {
-			return Route{Agent: wi.Route.Agent, Kind: RouteHandoff, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true
+			return Route{Agent: wi.Route.Agent, Kind: RouteHandoff, Reason: fmt.Sprintf("handoff: @%s owns this thread (%s)", wi.Route.Agent, wi.ID)}, true, ""
 		}
 	}
 	for _, wi := range items {
 		if unfinished(&wi) {
-			return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s is working here (%s)", wi.Route.Agent, wi.ID)}, true
+			return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s is working here (%s)", wi.Route.Agent, wi.ID)}, true, ""
 		}
 	}
 	if len(items) == 0 {
-		return Route{}, false
+		return Route{}, false, gone
 	}
 	wi := items[0]
-	ended := wi.UpdatedAt
-	if wi.FinishedAt != nil {
-		ended = *wi.FinishedAt
-	}
-	if now.Sub(ended) > window {
-		return Route{}, false
+	if !recent(&wi) {
+		return Route{}, false, gone
 	}
 	did := "worked"
 	if wi.Status == StatusDone {
 		did = "answered"
 	}
-	return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s %s here (%s)", wi.Route.Agent, did, wi.ID)}, true
+	return Route{Agent: wi.Route.Agent, Kind: RouteThread, Reason: fmt.Sprintf("thread: @%s %s here (%s)", wi.Route.Agent, did, wi.ID)}, true, ""
+}
+
+// sinceReset leaves out of a thread's work items, newest first, the
+// finished ones made before their thread was last reset (before asOf, when
+// set: the thread as it was then). A reset cancels no job, so work still
+// under way keeps its agent there. Without Resets every item is kept.
+func (in *Intake) sinceReset(ctx context.Context, items []WorkItem, asOf time.Time, unfinished func(*WorkItem) bool) []WorkItem {
+	if in.opts.Resets == nil || len(items) == 0 {
+		return items
+	}
+	resets := map[string]time.Time{}
+	kept := items[:0]
+	for _, wi := range items {
+		key := wi.Thread.Key()
+		at, seen := resets[key]
+		if !seen {
+			var err error
+			if at, err = in.opts.Resets.ThreadResetAt(ctx, key); err != nil {
+				in.opts.Logger.Warn("look up when a thread was reset", slog.String("thread", key), slog.String("error", err.Error()))
+			}
+			if !asOf.IsZero() && at.After(asOf) {
+				at = time.Time{}
+			}
+			resets[key] = at
+		}
+		if !wi.CreatedAt.Before(at) || unfinished(&wi) {
+			kept = append(kept, wi)
+		}
+	}
+	return kept
 }
 
 // threadRecent is how many of a thread's newest work items tell who has

@@ -242,6 +242,7 @@ func (d *Daemon) build() error {
 		DedupWindow:  cfg.DedupWindow,
 		Gates:        gates,
 		Threads:      store,
+		Resets:       store,
 		ThreadWindow: setup.Router.ThreadWindow(),
 		Notices:      d.outbox,
 		Wake:         d.deliverer.Wake,
