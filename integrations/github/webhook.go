@@ -63,11 +63,12 @@ type WebhookOptions struct {
 	// Installations records installation events; nil: they are only kept
 	// as ingress records.
 	Installations InstallationStore
-	// Deliveries tells a redelivery from a new delivery before an
-	// installation event is recorded, so that an old event delivered again
-	// (an installation created, then deleted, then the creation
-	// redelivered) changes nothing. Nil: every installation event is
-	// recorded, redeliveries too.
+	// Deliveries tells a redelivery from a new delivery before anything is
+	// recorded, however long after the first it comes: an old event
+	// delivered again (an installation created, then deleted, then the
+	// creation redelivered; a comment redelivered after the dedup window)
+	// changes nothing. Nil: only the intake's dedup window tells, and every
+	// installation event is recorded, redeliveries too.
 	Deliveries bot.DeliveryStore
 	// Approvals decides approvals from "/approve <id>" and "/deny <id>"
 	// comments; nil answers them that approvals are not set up.
@@ -333,12 +334,15 @@ func (h *webhook) serveDelivery(w http.ResponseWriter, r *http.Request, d *deliv
 // intake, whose decision applies the gate.
 func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, error) {
 	ev := d.ev
+	if then, ok, err := h.redelivered(ctx, ev); err != nil || ok {
+		return then, err
+	}
 	if ch := d.installation; ch != nil && h.opts.Installations != nil {
-		seen, err := h.delivered(ctx, ev)
+		seen, err := h.opts.Intake.Seen(ctx, ev)
 		if err != nil {
 			return bot.IngestResult{}, err
 		}
-		if !seen {
+		if !seen.Duplicate {
 			if err := ch.record(ctx, h.opts.Installations); err != nil {
 				return bot.IngestResult{}, err
 			}
@@ -366,23 +370,25 @@ func (h *webhook) handle(ctx context.Context, d *delivery) (bot.IngestResult, er
 	return res, h.decide(ctx, ev)
 }
 
-// delivered reports whether ev's delivery was stored before: its delivery
-// id, or its signature under another id (a replay). A delivery recorded but
-// not stored (the daemon stopped in between) is not: recording it again
-// changes nothing.
-func (h *webhook) delivered(ctx context.Context, ev *bot.Event) (bool, error) {
-	if h.opts.Deliveries == nil {
-		return false, nil
+// redelivered returns what ev's delivery id made when it was delivered
+// before: GitHub's redelivery of it, which is the same event whenever it
+// comes. The delivery index outlives the dedup window, so a delivery sent
+// again days later, after the intake forgot its keys, is still answered
+// as a redelivery rather than acted on twice. Without Deliveries only the
+// intake's window tells.
+func (h *webhook) redelivered(ctx context.Context, ev *bot.Event) (bot.IngestResult, bool, error) {
+	if h.opts.Deliveries == nil || ev.DeliveryID == "" {
+		return bot.IngestResult{}, false, nil
 	}
-	_, err := h.opts.Deliveries.FindDelivery(ctx, bot.SourceGitHub, ev.DeliveryID)
+	then, err := h.opts.Deliveries.FindDelivery(ctx, bot.SourceGitHub, ev.DeliveryID)
 	switch {
 	case err == nil:
-		return true, nil
+		then.Duplicate = true
+		return then, true, nil
 	case bot.ErrorCode(err) != bot.ENOTFOUND:
-		return false, fmt.Errorf("look up github delivery %q: %w", ev.DeliveryID, err)
+		return bot.IngestResult{}, false, fmt.Errorf("look up github delivery %q: %w", ev.DeliveryID, err)
 	}
-	res, err := h.opts.Intake.Seen(ctx, ev)
-	return res.Duplicate, err
+	return bot.IngestResult{}, false, nil
 }
 
 // addedMentions returns the mentions of text that previous did not have, in

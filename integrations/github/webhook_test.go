@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/storage/bolt"
+	"github.com/switchyard/switchyard/storage/bolt/bolttest"
 )
 
 // GitHub's published example: https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
@@ -1466,4 +1468,75 @@ func TestTheAppsOwnDeliveriesNeverMakeWork(t *testing.T) {
 		require.Zero(t, e.gh.callCount("POST /app/installations/{id}/access_tokens"), "nothing asked GitHub")
 	}
 	t.Logf("%d of the App's own deliveries", n)
+}
+
+// GitHub's redelivery sends a delivery again under its own id, by hand or
+// from a script, days later if need be. It makes its work once: after a
+// restart, and after the dedup window has ended and its keys were swept,
+// it is answered as a redelivery and makes nothing; so are a redelivered
+// refusal and an ignored delivery.
+func TestARedeliveryAfterTheDedupWindowMakesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := time.Date(2025, 3, 4, 9, 0, 0, 0, time.UTC)
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	use := func(s *bolt.Store) {
+		e.store = s
+		e.opts.Installations, e.opts.Deliveries = s, s
+		e.intake = bot.NewIntake(bot.IntakeOptions{
+			Store: s, Router: testRouter{}, Gates: map[string]bot.Gate{bot.SourceGitHub: e.gate}, Notices: s, React: true,
+			DedupWindow: time.Hour, Now: func() time.Time { return clock },
+		})
+		e.opts.Intake = e.intake
+		e.handler = NewWebhookHandler(e.opts)
+	}
+	s := bolttest.Open(t, dir)
+	use(s)
+
+	deliveries := []struct {
+		id, event string
+		body      []byte
+	}{
+		{"d-work", "issue_comment", issueCommentPayload("created", person("alice"), "@coder fix the flaky test", nil).bytes(t)},
+		{"d-refused", "issue_comment", issueCommentPayload("created", person("mallory"), "@coder delete everything", nil).bytes(t)},
+		{"d-ignored", "issue_comment", issueCommentPayload("created", person("alice"), "thanks all", nil).bytes(t)},
+	}
+	for _, d := range deliveries {
+		code, _ := e.post(d.event, d.id, d.body)
+		require.Equal(t, http.StatusAccepted, code, d.id)
+	}
+	items, records := len(e.workItems()), len(e.ingress())
+	require.Equal(t, 1, items)
+	outbox, err := e.store.ListOutbox(ctx, "github:octo/hello#7")
+	require.NoError(t, err)
+
+	redeliver := func(when string) {
+		t.Helper()
+		for _, d := range deliveries {
+			code, a := e.post(d.event, d.id, d.body)
+			require.Equal(t, http.StatusOK, code, "%s: %s", when, d.id)
+			require.Equal(t, "duplicate", a.Status, "%s: %s", when, d.id)
+		}
+		require.Len(t, e.workItems(), items, when)
+		require.Len(t, e.ingress(), records, when)
+		again, err := e.store.ListOutbox(ctx, "github:octo/hello#7")
+		require.NoError(t, err)
+		require.Len(t, again, len(outbox), "%s: no second notice, status or reaction", when)
+	}
+
+	// After a restart, within the window.
+	require.NoError(t, s.Close())
+	s = bolttest.Open(t, dir)
+	use(s)
+	redeliver("after a restart")
+
+	// Long after the window, its keys swept, and after another restart.
+	clock = clock.Add(72 * time.Hour)
+	_, err = s.ExpireDedup(ctx, clock)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s = bolttest.Open(t, dir)
+	use(s)
+	redeliver("after the dedup window")
 }
