@@ -443,3 +443,61 @@ func TestSinkFindsOnlyItsOwnComments(t *testing.T) {
 	require.Equal(t, "switchyard[bot]", own.User.Login)
 	require.Equal(t, "⏳ working\n\n<!-- switchyard:wi_1/status -->", own.Body)
 }
+
+// A status comment a person deleted while the run worked: the edit GitHub
+// answers 404 gives the status up (never edited again, however often the
+// run reports), and the run still reports once in the issue, its reply a
+// comment of its own and its reaction on the request.
+func TestADeletedStatusCommentStillReportsOnce(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "alice", "write", "write")
+	reporter := bot.NewReporter(bot.ReporterOptions{Outbox: e.store})
+	deliverer := bot.NewDeliverer(bot.DelivererOptions{
+		Store: e.store, Sinks: map[string]bot.Sink{bot.SourceGitHub: NewSink(e.client)},
+		MinEditInterval: time.Millisecond,
+	})
+	flush := func() {
+		t.Helper()
+		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		require.NoError(t, deliverer.Flush(fctx))
+	}
+	body := issueCommentPayload("created", person("alice"), "@triage please look", nil).bytes(t)
+	code, _ := e.post("issue_comment", "delivery-gone", body)
+	require.Equal(t, http.StatusAccepted, code)
+	items := e.workItems()
+	require.Len(t, items, 1)
+	wi := items[0]
+
+	run := reporter.Start(ctx, &bot.Job{ID: "job_1", Agent: wi.Route.Agent, Attempt: 1}, items)
+	flush()
+	comments := e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 1)
+
+	// A person deletes the status comment.
+	e.gh.mu.Lock()
+	e.gh.comments["octo/hello#7"] = nil
+	e.gh.mu.Unlock()
+
+	for i := range 3 {
+		run.Report(ctx, bot.ProgressEvent{Kind: bot.ProgressToolCalled, Tool: "read_file", Text: fmt.Sprintf("reading file %d", i)})
+		time.Sleep(5 * time.Millisecond)
+		flush()
+	}
+	require.NoError(t, e.store.EnqueueAll(ctx, run.Finish(true, "The test waited on a real clock; it uses a fake one now.", "")))
+	flush()
+	flush()
+
+	edits := e.gh.callCount("PATCH /repos/{owner}/{repo}/issues/comments/{id}")
+	require.Equal(t, 1, edits, "the status GitHub said is gone is tried once and not edited again")
+	comments = e.gh.threadComments("octo/hello#7")
+	require.Len(t, comments, 1, "the reply, once; the deleted status is not posted again")
+	require.Contains(t, comments[0].Body, "uses a fake one now")
+	reactions := e.gh.reactionList()
+	require.Equal(t, "rocket", reactions[len(reactions)-1].Content)
+	pending, dead, err := e.store.OutboxPending(ctx)
+	require.NoError(t, err)
+	require.Zero(t, pending)
+	require.Equal(t, 1, dead, "the status is given up, visibly")
+}
