@@ -359,7 +359,7 @@ func (s *Store) RenewLease(ctx context.Context, jobID, owner string, until time.
 		if err := t.putJob(seq, j); err != nil {
 			return err
 		}
-		return t.setLease(unitKey(j.Thread, firstOf(j.WorkItemIDs)), seq, j.LeaseExpires)
+		return t.setLease(jobUnit(j), seq, j.LeaseExpires)
 	})
 }
 

@@ -107,6 +107,12 @@ func testLedger(t *testing.T, open Opener) {
 		require.Equal(t, child.Job.ID, rec.ChildJobID)
 		require.NotNil(t, rec.StartedAt)
 
+		// A child that runs long renews the lease of its own lane, beside
+		// its parent's on the thread, and keeps its job.
+		require.NoError(t, h.s.RenewLease(h.ctx, child.Job.ID, "w2", at(time.Hour)))
+		require.NoError(t, h.s.RenewLease(h.ctx, job.ID, "w1", at(time.Hour)))
+		h.requireNothingToClaim(at(30 * time.Minute))
+
 		// A later message in the thread still waits for the parent.
 		h.submit(th, "coder", "and another thing")
 		h.requireNothingToClaim(at(3 * time.Second))
