@@ -284,3 +284,34 @@ func TestAChildLongerThanTheLeaseKeepsItsJob(t *testing.T) {
 	require.Len(t, recs, 1)
 	require.Equal(t, "done", recs[0].Status)
 }
+
+// TestKill9TwiceMidChild kills the daemon twice while the same child is in
+// its model call: after the second restart the lead goes on from its
+// spawn, the child is spawned once and runs to its end, and the thread
+// says once that the run resumed.
+func TestKill9TwiceMidChild(t *testing.T) {
+	model := &treeModel{parts: 1, helpers: map[string]int{}, hung: make(chan string, 4),
+		hang: func(_ string, call int) bool { return call <= 2 }}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	dir := treeDir(t, srv.URL, "")
+	addr := freeAddr(t)
+	p := serve(t, dir, addr)
+	r := run(t, dir, p.env(), "send", "--thread", "twice", "@lead do the part")
+	require.Equal(t, 0, r.code, r.stderr)
+	for range 2 {
+		model.waitHung(t, p, 1)
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		_ = p.wait()
+		p = serve(t, dir, addr)
+	}
+	reply := finishedReply(t, dir, p, "twice", time.Minute, nil)
+	require.Contains(t, reply, "part 0 done")
+	leads, helpers := model.counts()
+	require.Equal(t, []int{0, 1}, leads, "the lead was not asked again for its spawn")
+	require.Equal(t, map[string]int{"part 0": 3}, helpers, "the child ran once more after each kill")
+	recs := ownedRuns(t, dir, p, "twice")
+	require.Len(t, recs, 1, "the child was not spawned again")
+	require.Equal(t, "done", recs[0].Status)
+	requireResumedOnce(t, dir, p, "twice")
+}
