@@ -38,10 +38,10 @@ func (in *Intake) tell(ctx context.Context, ev *Event, d Decision) {
 	if !addressed {
 		return
 	}
-	var reason, text string
+	var reason, text, about string
 	switch {
 	case d.Ignore != nil && d.Ignore.Tell != "":
-		reason, text = d.Ignore.Code, d.Ignore.Tell
+		reason, text, about = d.Ignore.Code, d.Ignore.Tell, strings.ToLower(d.Ignore.About)
 	case d.Ignore == nil && len(d.Route.Unknown) > 0 && !d.Route.Kind.Explicit():
 		reason, text = noticeUnknownAgent, in.unknownAgentText(d.Route)
 	default:
@@ -53,8 +53,15 @@ func (in *Intake) tell(ctx context.Context, ev *Event, d Decision) {
 		Kind:   OutboxReply,
 		Text:   text,
 		Target: ev.SourceRef,
+		For:    about,
 	}
-	_, created, err := in.opts.Notices.EnqueueNew(ctx, msg)
+	told, created, err := in.opts.Notices.EnqueueNew(ctx, msg)
+	if err == nil && !created && about != "" && told.For != "" && told.For != about {
+		// The thread's reply of this reason spoke to someone else: this
+		// person gets one of their own, once.
+		msg.Key += "/" + about
+		_, created, err = in.opts.Notices.EnqueueNew(ctx, msg)
+	}
 	if err != nil {
 		in.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "reply to the person who asked not queued",
 			slog.String("thread", ev.Thread.Key()), slog.String("reason", reason), slog.String("error", err.Error()))

@@ -93,8 +93,11 @@ type OutboxMessage struct {
 	// Approval, on a reply, makes it an approval request; sinks that cannot
 	// render one post Text.
 	Approval *ApprovalView `json:"approval,omitempty"`
-	Reaction string        `json:"reaction,omitempty"` // for OutboxReaction
-	Target   string        `json:"target,omitempty"`   // what a reaction goes on (Slack ts, GitHub comment or issue ref)
+	// For, on a reply telling a person why nothing runs for them, is the
+	// person its words name (IngressReason.About), lower-cased.
+	For      string `json:"for,omitempty"`
+	Reaction string `json:"reaction,omitempty"` // for OutboxReaction
+	Target   string `json:"target,omitempty"`   // what a reaction goes on (Slack ts, GitHub comment or issue ref)
 	// Payload, on an opener, is the event's payload as its source received
 	// it; the sink that posts the opener reads it.
 	Payload []byte `json:"payload,omitempty"`

@@ -37,6 +37,11 @@ type IngressReason struct {
 	// thread, once per thread and reason; "" for reasons nobody is told
 	// about (bots, edits, events nobody asked for). It is not stored.
 	Tell string
+	// About is whom Tell speaks to, when its words name them (GitHub's
+	// "Sorry @mallory, …"), case-insensitively: then each person refused
+	// in a thread is told once, not only the first. "" when Tell is the
+	// same for everyone, told once per thread.
+	About string
 }
 
 // Validate refuses a request no store should keep: exactly one of route and

@@ -254,6 +254,7 @@ func admitted(ev *bot.Event, perm, min Permission, repo string) *bot.IngressReas
 		Detail: fmt.Sprintf("%s has %s permission on %s, %s is required", who, perm, repo, min),
 		Tell: fmt.Sprintf("Sorry @%s, only people with %s access to %s can ask Switchyard for work.",
 			ev.Actor, min, repo),
+		About: ev.Actor,
 	}
 }
 

@@ -1540,3 +1540,36 @@ func TestARedeliveryAfterTheDedupWindowMakesNothing(t *testing.T) {
 	use(s)
 	redeliver("after the dedup window")
 }
+
+// Two people without the permission ask on one issue: each is told, once,
+// in words addressed to them; asking again, or GitHub redelivering, tells
+// nobody twice.
+func TestEachPersonRefusedOnAnIssueIsToldOnce(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.gh.setPermission("octo/hello", "mallory", "read", "read")
+	e.gh.setPermission("octo/hello", "eve", "none", "none")
+	ask := func(delivery, login, text string) {
+		t.Helper()
+		code, a := e.post("issue_comment", delivery, issueCommentPayload("created", person(login), text, nil).bytes(t))
+		require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, code)
+		require.Contains(t, []string{"ignored", "duplicate"}, a.Status)
+	}
+	ask("d-1", "mallory", "@coder delete the release branch")
+	ask("d-2", "eve", "@coder me too")
+	ask("d-3", "mallory", "@coder please?")
+	ask("d-2", "eve", "@coder me too")
+	ask("d-4", "Eve", "/deploy prod")
+
+	msgs, err := e.store.ListOutbox(ctx, "github:octo/hello#7")
+	require.NoError(t, err)
+	var told []string
+	for _, m := range msgs {
+		require.Equal(t, bot.OutboxReply, m.Kind)
+		told = append(told, m.Text)
+	}
+	require.Len(t, told, 2, "one reply for each person refused: %q", told)
+	require.Contains(t, told[0], "Sorry @mallory")
+	require.Contains(t, told[1], "Sorry @eve")
+	require.Equal(t, "notice/github:octo/hello#7/unauthorized", msgs[0].Key, "the first reply keeps the thread's key")
+}
