@@ -173,9 +173,18 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 	return "", false, nil
 }
 
-// commentBody is msg's text, cut to fit, with its marker.
+// commentBody is msg's text, cut to fit, with its marker. What Switchyard
+// writes itself (status messages, approval requests and their outcomes)
+// names agents and people as @name, and GitHub would notify whoever has
+// that login (a user called coder or reviewer, for an agent) or the
+// requester at every status: their @ is kept from mentioning (quiet). A
+// reply is its agent's words, and a refusal addresses its person: they
+// go as written.
 func commentBody(msg bot.OutboxMessage) string {
 	text := msg.Text
+	if msg.Kind == bot.OutboxStatus || msg.Approval != nil {
+		text = quiet(text)
+	}
 	if len(text) > maxCommentBytes {
 		cut := maxCommentBytes
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
@@ -184,6 +193,38 @@ func commentBody(msg bot.OutboxMessage) string {
 		text = text[:cut] + "\n\n… (cut to fit a GitHub comment)"
 	}
 	return text + "\n\n" + marker(msg.Key)
+}
+
+// wordJoiner is invisible and no login's character: "@\u2060coder" reads
+// as @coder and mentions nobody.
+const wordJoiner = "\u2060"
+
+// quiet keeps every @name of text from mentioning anyone on GitHub: an @
+// GitHub would read as a mention (not inside a word, followed by a
+// login's first character, a letter or digit) is followed by a word
+// joiner.
+func quiet(text string) string {
+	if !strings.Contains(text, "@") {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text) + 8)
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		b.WriteByte(c)
+		if c != '@' || i+1 >= len(text) || !isAlnum(text[i+1]) {
+			continue
+		}
+		if i > 0 && (isAlnum(text[i-1]) || text[i-1] == '_') {
+			continue // an e-mail address: no mention
+		}
+		b.WriteString(wordJoiner)
+	}
+	return b.String()
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // marker is the hidden HTML comment naming an outbox key. Keys that could

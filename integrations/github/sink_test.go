@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -500,4 +501,43 @@ func TestADeletedStatusCommentStillReportsOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, pending)
 	require.Equal(t, 1, dead, "the status is given up, visibly")
+}
+
+// mentionRE is how GitHub finds mentions in a comment: an @ not inside a
+// word, then a login.
+var mentionRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])@([A-Za-z0-9][A-Za-z0-9-]*)`)
+
+// What Switchyard writes itself on an issue names agents and people as
+// @name: a subagent line, the requester in the rights, an agent asking for
+// budget. None of it mentions anyone there (an agent's name is some GitHub
+// user's login), and it still reads @name. A reply and a refusal go as
+// written: an agent may mean to mention someone, a refusal addresses its
+// person.
+func TestWhatSwitchyardWritesOnAnIssueMentionsNobody(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		msg      bot.OutboxMessage
+		mentions []string
+	}{
+		{"a status", outboxMessage(bot.OutboxStatus, "wi_1/status",
+			"⏳ coder is working on wi_1 (3s): reading\n  ⏳ sa_2 @reviewer: check the tests · running\nrights: workspace-write: requested by @alice, write access"), nil},
+		{"an approval", func() bot.OutboxMessage {
+			m := outboxMessage(bot.OutboxReply, "approval/ap_1", "🔐 @coder: budget reached (1,000 tokens): approve 1,000 more?\nApprove with a comment `/approve ap_1`")
+			m.Approval = &bot.ApprovalView{ID: "ap_1", Agent: "coder", State: "pending"}
+			return m
+		}(), nil},
+		{"a reply", outboxMessage(bot.OutboxReply, "wi_1/reply", "Done; @alice, please review. Mail ops@example.com."), []string{"alice"}},
+		{"a refusal", outboxMessage(bot.OutboxReply, "notice/github:octo/hello#7/unauthorized", "Sorry @mallory, only people with write access can ask."), []string{"mallory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := commentBody(tc.msg)
+			var got []string
+			for _, m := range mentionRE.FindAllStringSubmatch(body, -1) {
+				got = append(got, m[1])
+			}
+			require.Equal(t, tc.mentions, got)
+			require.Equal(t, tc.msg.Text, strings.ReplaceAll(strings.TrimSuffix(body, "\n\n"+marker(tc.msg.Key)), wordJoiner, ""),
+				"it reads as it was written")
+		})
+	}
 }
