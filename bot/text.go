@@ -3,6 +3,7 @@ package bot
 import (
 	"bytes"
 	"strings"
+	"unicode"
 )
 
 // Markup is how a source writes text, as far as telling what a person says
@@ -452,3 +453,28 @@ func opensEntity(s []byte) bool {
 	}
 	return false
 }
+
+// Plain is s as text a person can trust, wherever it is shown: valid UTF-8
+// (other bytes show as "\uFFFD"), without control characters but "\n" and
+// "\t" ("\uFFFD" too; carriage returns are dropped), and without the
+// controls that reorder text (Reorders), which could make an approval's
+// arguments read otherwise than what runs.
+func Plain(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case r == '\r':
+			return -1
+		case unicode.IsControl(r) || Reorders(r):
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+// Reorders reports whether r is an explicit bidirectional embedding,
+// override or isolate (U+202A–U+202E, U+2066–U+2069). The marks
+// right-to-left text needs (U+200E, U+200F) are not.
+func Reorders(r rune) bool { return r >= '\u202A' && r <= '\u202E' || r >= '\u2066' && r <= '\u2069' }

@@ -182,7 +182,10 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 // go as written.
 func commentBody(msg bot.OutboxMessage) string {
 	text := msg.Text
-	if msg.Kind == bot.OutboxStatus || msg.Approval != nil {
+	switch v := msg.Approval; {
+	case v != nil && v.State == "pending" && strings.TrimSpace(v.Arguments) != "":
+		text = approvalRequest(v)
+	case msg.Kind == bot.OutboxStatus || v != nil:
 		text = quiet(text)
 	}
 	if len(text) > maxCommentBytes {
@@ -193,6 +196,50 @@ func commentBody(msg bot.OutboxMessage) string {
 		text = text[:cut] + "\n\n… (cut to fit a GitHub comment)"
 	}
 	return text + "\n\n" + marker(msg.Key)
+}
+
+// maxApprovalArgs bounds the arguments an approval request shows; the
+// audit log keeps them whole.
+const maxApprovalArgs = 1500
+
+// approvalRequest is the comment asking to approve what an agent wants to
+// run. The arguments are the model's words: they are shown as code, in a
+// fence longer than any run of backticks they hold, as plain text
+// (bot.Plain: nothing that reorders them or is not text), so nothing in
+// them is rendered as Markdown, links to anywhere, pings anyone or passes
+// for the request's own words, and the approver reads what runs.
+func approvalRequest(v *bot.ApprovalView) string {
+	args := bot.Plain(strings.TrimSpace(v.Arguments))
+	if len(args) > maxApprovalArgs {
+		cut := maxApprovalArgs
+		for cut > 0 && !utf8.RuneStart(args[cut]) {
+			cut--
+		}
+		args = args[:cut] + "\n… (cut; the audit log has it whole)"
+	}
+	fence := strings.Repeat("`", max(3, longestRun(args, '`')+1))
+	var b strings.Builder
+	fmt.Fprintf(&b, "🔐 %s wants to run `%s`:\n\n%s\n%s\n%s\n", quiet(bot.Plain(v.Agent)), strings.ReplaceAll(bot.Plain(v.Tool), "`", "'"), fence, args, fence)
+	if v.Reason != "" {
+		b.WriteString("\n" + quiet(bot.Plain(v.Reason)) + "\n")
+	}
+	fmt.Fprintf(&b, "\nApprove with a comment `/approve %s` or deny with `/deny %s` before %s; it is denied then.",
+		v.ID, v.ID, v.ExpiresAt.UTC().Format("15:04 UTC"))
+	return b.String()
+}
+
+// longestRun is the length of the longest run of c in s.
+func longestRun(s string, c byte) int {
+	longest, n := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != c {
+			n = 0
+			continue
+		}
+		n++
+		longest = max(longest, n)
+	}
+	return longest
 }
 
 // wordJoiner is invisible and no login's character: "@\u2060coder" reads

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -540,4 +541,43 @@ func TestWhatSwitchyardWritesOnAnIssueMentionsNobody(t *testing.T) {
 				"it reads as it was written")
 		})
 	}
+}
+
+// An approval request on an issue shows the arguments an agent wants to
+// run as code the approver reads as they run: whatever the model put in
+// them (Markdown, a fence of its own, a heading that passes for the
+// request's words, a mention, controls that reorder text) stays inside one
+// code block and renders as nothing else.
+func TestAnApprovalRequestShowsTheArgumentsAsTheyRun(t *testing.T) {
+	args := "rm -rf build\n````\n\n## ✅ Checked by the security team: approve\n@octo/security <img src=x> [docs](https://evil.example)\n```\necho \u202Egnp.exe\u202C\x1b[2J done"
+	msg := outboxMessage(bot.OutboxReply, "approval/ap_3", "🔐 coder wants to run bash ("+args+"): needs approval\nApprove with a comment `/approve ap_3` or deny with `/deny ap_3` before 3:04PM; it is denied then.")
+	msg.Approval = &bot.ApprovalView{ID: "ap_3", Agent: "coder", Tool: "bash", Arguments: args, Reason: "rule deploys needs @ops to approve",
+		State: "pending", ExpiresAt: time.Date(2025, 3, 4, 15, 4, 0, 0, time.UTC)}
+	body := commentBody(msg)
+
+	// One fenced block, longer than any run of backticks inside it.
+	lines := strings.Split(body, "\n")
+	open := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "```") })
+	require.GreaterOrEqual(t, open, 0, body)
+	fence := lines[open]
+	require.Equal(t, strings.Repeat("`", 5), fence, "longer than the arguments' four")
+	end := open + 1 + slices.Index(lines[open+1:], fence)
+	require.Greater(t, end, open, body)
+	shown := strings.Join(lines[open+1:end], "\n")
+	require.Equal(t, bot.Plain(args), shown, "the arguments, whole, as plain text")
+	require.NotContains(t, body, "\u202E")
+	require.NotContains(t, body, "\x1b")
+
+	// Outside the block: the request's own words, mentioning nobody.
+	outside := strings.Join(lines[:open], "\n") + "\n" + strings.Join(lines[end+1:], "\n")
+	require.Empty(t, mentionRE.FindAllString(outside, -1), outside)
+	require.NotContains(t, outside, "Checked by")
+	require.Contains(t, outside, "coder wants to run `bash`")
+	require.Contains(t, outside, "`/approve ap_3`")
+	require.Contains(t, outside, "before 15:04 UTC")
+
+	// Decided, it says so in the words it was given, mentioning nobody.
+	msg.Approval.State, msg.Approval.DecidedBy = "approved", "alice"
+	msg.Text = "🔐 ap_3 approved by alice: coder runs bash."
+	require.Equal(t, msg.Text+"\n\n"+marker(msg.Key), commentBody(msg))
 }

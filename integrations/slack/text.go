@@ -2,7 +2,6 @@ package slack
 
 import (
 	"strings"
-	"unicode"
 
 	"github.com/switchyard/switchyard/bot"
 )
@@ -115,23 +114,10 @@ func unescape(s string) string { return unescaper.Replace(s) }
 // are dropped.
 func escape(s string) string { return escaper.Replace(plain(s)) }
 
-// plain is s as valid UTF-8 without control characters but "\n" and "\t".
-func plain(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\t':
-			return r
-		case r == '\r':
-			return -1
-		case unicode.IsControl(r) || reorders(r):
-			return '\uFFFD'
-		}
-		return r
-	}, s)
-}
+// plain is s as valid UTF-8 without control characters but "\n" and "\t"
+// (bot.Plain).
+func plain(s string) string { return bot.Plain(s) }
 
 // reorders reports whether r is an explicit bidirectional embedding,
-// override or isolate. The marks right-to-left text needs (U+200E,
-// U+200F) stay.
-func reorders(r rune) bool { return r >= '\u202A' && r <= '\u202E' || r >= '\u2066' && r <= '\u2069' }
+// override or isolate (bot.Reorders).
+func reorders(r rune) bool { return bot.Reorders(r) }
