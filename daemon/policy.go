@@ -119,10 +119,14 @@ func (s slackApprovals) DecideApproval(ctx context.Context, c slack.ApprovalClic
 		return err
 	}
 	// A prompt is decided where it was asked: a click elsewhere is forged
-	// or stale.
+	// or stale. The prompt is a reply in its thread, so a click that names
+	// a thread names that one.
 	th, err := bot.ParseThread(a.SessionKey)
 	if err != nil || th.Source != bot.SourceSlack || th.Channel != c.Channel || (c.Team != "" && th.Team != c.Team) {
 		return bot.Errorf(bot.EFORBIDDEN, "approval %q was not asked in this channel", c.ApprovalID)
+	}
+	if c.ThreadTS != "" && c.ThreadTS != th.ThreadTS {
+		return bot.Errorf(bot.EFORBIDDEN, "approval %q was not asked in this thread", c.ApprovalID)
 	}
 	// Slack members are named by their member id in approver lists; the
 	// click is the clicker's, as Slack signed it.

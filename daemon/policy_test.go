@@ -214,6 +214,43 @@ func TestReplayedSlackClicksChangeNothing(t *testing.T) {
 	}
 }
 
+// A click names where its prompt is, and a prompt is asked in its own
+// thread: a click naming an approval asked in another thread, of the same
+// channel or another, or in another workspace, decides nothing, whoever
+// clicks; the approver's click in the approval's own thread decides it.
+func TestSlackClicksDecideOnlyWhereTheApprovalWasAsked(t *testing.T) {
+	profiles := map[string]policy.ProfileConfig{"deployer": {Extends: "ops", Approval: []string{"bash"}, Approvers: []string{"U0123ABCD"}}}
+	engine, err := policy.New(policy.Options{Profiles: profiles})
+	require.NoError(t, err)
+	store := bolttest.Open(t, t.TempDir())
+	auditor, err := policy.NewAuditor(store, bot.NewRedactor())
+	require.NoError(t, err)
+	approvals, err := policy.NewApprovals(policy.ApprovalOptions{Store: store, Approvers: engine, Audit: auditor, Timeout: time.Minute})
+	require.NoError(t, err)
+	s := slackApprovals{&Daemon{approvals: approvals}}
+
+	thread := bot.SlackThread("T1", "C1", "1700000000.000100")
+	id, result := askToDeploy(t, approvals, thread)
+	ctx := context.Background()
+	for _, c := range []struct{ name, user, team, channel, threadTS string }{
+		{"another thread of the channel", "U0123ABCD", "T1", "C1", "1700000999.000100"},
+		{"the channel's top level, under another message", "U0123ABCD", "T1", "C1", "1700000001.000100"},
+		{"another channel", "U0123ABCD", "T1", "C2", thread.ThreadTS},
+		{"another workspace", "U0123ABCD", "T2", "C1", thread.ThreadTS},
+		{"someone who is no approver, in its thread", "UMALLORY1", "T1", "C1", thread.ThreadTS},
+	} {
+		err := s.DecideApproval(ctx, slack.ApprovalClick{Approve: true, ApprovalID: id, User: c.user, Team: c.team, Channel: c.channel,
+			MessageTS: "1700001000.000100", ThreadTS: c.threadTS})
+		require.Equal(t, bot.EFORBIDDEN, bot.ErrorCode(err), c.name)
+		got, err := approvals.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, bot.ApprovalPending, got.Status, c.name)
+	}
+	require.NoError(t, s.DecideApproval(ctx, slack.ApprovalClick{Approve: true, ApprovalID: id, User: "U0123ABCD", Team: "T1", Channel: "C1",
+		MessageTS: "1700000001.000100", ThreadTS: thread.ThreadTS}))
+	require.True(t, <-result)
+}
+
 // askToDeploy has the deployer ops agent ask in thread to run make deploy,
 // and returns the approval's id once it waits, and where the answer the
 // agent gets arrives.
