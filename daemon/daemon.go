@@ -396,6 +396,9 @@ func (noApprovers) Approvers(string) []string { return nil }
 // runs before the deliverer starts and before anything is served, so
 // writing the maps here is safe.
 func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) error {
+	// The webhooks of both platforms read bodies before they know who sent
+	// them: what those bodies hold together is bounded once.
+	bodies := httpapi.NewBodies(0)
 	if gc := d.cfg.GitHub; gc != nil {
 		client, err := github.NewClient(github.ClientOptions{
 			AppID: gc.AppID, PrivateKey: gc.PrivateKey, PrivateKeyFile: gc.PrivateKeyFile,
@@ -430,7 +433,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 		d.github = github.NewWebhookHandler(github.WebhookOptions{
 			Secret: gc.WebhookSecret, Intake: d.intake, Gate: d.ghGate, Client: client, Installations: d.store, Deliveries: d.store,
 			Outbox: d.outbox, Wake: d.deliverer.Wake, Approvals: githubApprovals{d},
-			NeedsPaths: func() bool { return d.config.Current().Router.NeedsPaths() }, Logger: d.log,
+			NeedsPaths: func() bool { return d.config.Current().Router.NeedsPaths() }, Bodies: bodies, Logger: d.log,
 		})
 		sinks[bot.SourceGitHub] = github.NewSink(client)
 		d.log.Info("github connected", slog.Int64("app_id", gc.AppID), slog.String("api_url", gc.APIURL), slog.String("app_slug", slug))
@@ -440,7 +443,7 @@ func (d *Daemon) connect(sinks map[string]bot.Sink, gates map[string]bot.Gate) e
 			Mode: sc.Mode, BotToken: sc.BotToken, AppToken: sc.AppToken, SigningSecret: sc.SigningSecret,
 			APIURL: sc.APIURL, AllowedChannels: sc.AllowedChannels, AllowedUsers: sc.AllowedUsers,
 			Intake: d.intake, Outbox: d.outbox, Wake: d.deliverer.Wake, WorkItems: d.store, Agents: d.agentNames, Skills: d.skillNames,
-			Approvals: slackApprovals{d}, UserGroups: slackGroups(d.cfg), Redactor: d.redactor, Logger: d.log,
+			Approvals: slackApprovals{d}, UserGroups: slackGroups(d.cfg), Redactor: d.redactor, Bodies: bodies, Logger: d.log,
 			Resetter: slackResetter{d},
 		})
 		if err != nil {

@@ -128,19 +128,32 @@ func Authenticate(set *TokenSet, next http.Handler) http.Handler {
 // person reading the address takes.
 func StrictQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q, err := url.ParseQuery(r.URL.RawQuery)
-		if err != nil {
-			Error(w, r, nil, bot.Errorf(bot.EINVALID, "the query string cannot be read: %v", err))
+		if _, err := ParseForm(r.URL.RawQuery, "query string", "query parameter"); err != nil {
+			Error(w, r, nil, err)
 			return
-		}
-		for name, values := range q {
-			if len(values) > 1 {
-				Error(w, r, nil, bot.Errorf(bot.EINVALID, "query parameter %q is given %d times: give it once", name, len(values)))
-				return
-			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ParseForm reads a query string or an application/x-www-form-urlencoded
+// body that names each field once, as every platform Switchyard hears from
+// sends them. A pair that does not decode, or a field given twice, is an
+// EINVALID error naming it, in the words whole ("query string", "form")
+// and field ("query parameter", "form field"): url.Values.Get reads the
+// first of two, a proxy, a log or another reader may read the last, and the
+// request must not mean one thing to one of them and another to the next.
+func ParseForm(raw, whole, field string) (url.Values, error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, bot.Errorf(bot.EINVALID, "the %s cannot be read: %v", whole, err)
+	}
+	for name, vs := range values {
+		if len(vs) > 1 {
+			return nil, bot.Errorf(bot.EINVALID, "%s %q is given %d times: give it once", field, name, len(vs))
+		}
+	}
+	return values, nil
 }
 
 // CodeUnsupportedMediaType is the code of a 415 answer.

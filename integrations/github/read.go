@@ -25,8 +25,8 @@ import (
 // have, pointers where go-github's are, so encoding/json's rules (names in
 // any case; a repeated member updates what the one before set; null clears
 // a pointer) apply to both alike, and the same text comes out. A payload
-// normalize reads, readDelivery reads the same; one it refuses, normalize
-// refuses too. It is more lenient only about members it does not read,
+// normalize reads, readDelivery reads the same; one it cannot read, it
+// hands to normalize, whose answer it gives. It is more lenient only about members it does not read,
 // whose type normalize checks (FuzzReadDelivery holds all of this).
 func readDelivery(event, deliveryID string, payload []byte) (*delivery, error) {
 	if p := bytes.TrimLeft(payload, " \t\r\n"); len(p) == 0 || p[0] != '{' {
@@ -49,7 +49,12 @@ func readDelivery(event, deliveryID string, payload []byte) (*delivery, error) {
 		err = d.readEnvelope(event, payload)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errMalformed, event, err)
+		// What it cannot read is normalize's to answer: a payload go-github
+		// reads is never refused here, and the error says what is wrong as
+		// encoding/json does, without quoting the payload as
+		// segmentio/encoding's errors do (a log line must not carry a
+		// comment's text).
+		return normalize(event, deliveryID, payload)
 	}
 	if err := d.checkAction(); err != nil {
 		return nil, err

@@ -70,6 +70,37 @@ var readCases = []struct {
 	{"star", `{"action":"created","sender":{"login":"a"}} x`},
 	{"star", `{"action":"created","sender":{"login":"a\x01"}}`},
 	{"star", `[1]`},
+	// What someone trying to break the bot would send, by class: the same
+	// member twice, in two cases; text that is not UTF-8, a NUL raw or
+	// escaped, lone surrogates; numbers as strings and strings as numbers,
+	// past int64, fractional, negative; what every event has left out; a
+	// byte-order mark; trailing garbage.
+	{"issue_comment", `{"action":"created","action":"deleted","issue":{"number":3},"comment":{"id":9,"body":"@coder"},"repository":{"name":"r","owner":{"login":"o"}},"sender":{"login":"a"}}`},
+	{"issue_comment", `{"action":"created","Action":"deleted","issue":{"number":3},"comment":{"id":9,"body":"@coder"},"repository":{"name":"r","owner":{"login":"o"}},"sender":{"login":"a"}}`},
+	{"pull_request", `{"action":"opened","action":"closed","number":4,"pull_request":{"number":4,"body":"/deploy"},"repository":{"name":"r","owner":{"login":"o"}},"repository":{"name":"s","owner":{"login":"p"}}}`},
+	{"issue_comment", "{\"action\":\"created\",\"issue\":{\"number\":3},\"comment\":{\"id\":9,\"body\":\"@coder \xff\xfe \xc0\xaf hi\"},\"repository\":{\"name\":\"r\",\"owner\":{\"login\":\"o\"}},\"sender\":{\"login\":\"a\xff\"}}"},
+	{"issue_comment", "{\"action\":\"created\",\"issue\":{\"number\":3},\"comment\":{\"id\":9,\"body\":\"@coder \x00 hi\"},\"repository\":{\"name\":\"r\",\"owner\":{\"login\":\"o\"}}}"},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"@coder \u0000 \udc00 \ud83d\ude00 \ude00\ud83d"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issues", "{\"action\":\"labeled\",\"label\":{\"name\":\"b\xffug\"},\"issue\":{\"number\":3},\"repository\":{\"name\":\"r\",\"owner\":{\"login\":\"o\"}}}"},
+	{"issues", "{\"action\":\"crea\xffted\",\"issue\":{\"number\":3},\"repository\":{\"name\":\"r\",\"owner\":{\"login\":\"o\"}}}"},
+	{"push", "{\"repository\":{\"name\":\"r\xff\",\"owner\":{\"login\":\"o\"}},\"sender\":{\"login\":\"a\x7f\"}}"},
+	{"issue_comment", `{"action":5,"issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":"9","body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":7},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":5,"owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3e0},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":-3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","installation":{"id":9223372036854775808},"issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","installation":{"id":-1},"issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","installation":{"id":1.5},"issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","installation":{"id":"5"},"issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"@coder"}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"@coder"},"repository":{"name":"r"}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"@coder"},"repository":{"owner":{"login":"o"}}}`},
+	{"issue_comment", `{"issue":{"number":3},"comment":{"id":9,"body":"@coder"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", "\xef\xbb\xbf" + `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}}}{}`},
+	{"issue_comment", `{"action":"created","issue":{"number":3},"comment":{"id":9,"body":"x"},"repository":{"name":"r","owner":{"login":"o"}},}`},
 }
 
 func TestReadDeliveryAgreesWhereEncodingJSONDecides(t *testing.T) {

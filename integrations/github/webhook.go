@@ -1,7 +1,6 @@
 package github
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -11,7 +10,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -85,6 +83,11 @@ type WebhookOptions struct {
 	// does, pull request events carry their changed paths. Nil: never.
 	NeedsPaths func() bool
 	Logger     *slog.Logger
+	// Bodies bounds the memory the bodies of deliveries being read hold
+	// together, before their signatures are checked; the daemon shares one
+	// with Slack's handler. Nil: one of httpapi.DefaultBodiesLimit of its
+	// own.
+	Bodies *httpapi.Bodies
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -92,12 +95,15 @@ type WebhookOptions struct {
 type webhook struct {
 	opts   WebhookOptions
 	secret []byte
+	bodies *httpapi.Bodies
 }
 
 // NewWebhookHandler returns the handler of POST /webhooks/github.
 //
 // It answers 401 to a missing, wrong or repeated X-Hub-Signature-256
-// (nothing is read beyond the body), 413 to bodies over MaxWebhookBody, 400
+// (nothing is read beyond the body), 413 to bodies over MaxWebhookBody, 503
+// (Retry-After) when the bodies arriving at once already hold all the
+// memory opts.Bodies allows, 400
 // to deliveries without X-GitHub-Event or X-GitHub-Delivery, or with either
 // twice, or with a payload that cannot be read, 415 to a body that is
 // neither JSON nor a form, or is compressed, 200 to ping and to
@@ -117,7 +123,10 @@ func NewWebhookHandler(opts WebhookOptions) http.Handler {
 	if opts.LookupTimeout <= 0 {
 		opts.LookupTimeout = DefaultLookupTimeout
 	}
-	return &webhook{opts: opts, secret: []byte(opts.Secret.Reveal())}
+	if opts.Bodies == nil {
+		opts.Bodies = httpapi.NewBodies(0)
+	}
+	return &webhook{opts: opts, secret: []byte(opts.Secret.Reveal()), bodies: opts.Bodies}
 }
 
 // ReasonReplayed is the reason of a duplicate known by its signature: a
@@ -139,20 +148,41 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.JSON(w, http.StatusMethodNotAllowed, answer{Status: "error", Error: "POST only"})
 		return
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			httpapi.JSON(w, http.StatusRequestEntityTooLarge, answer{Status: "error", Error: "payload over 25 MiB"})
-			return
-		}
-		httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "could not read the body"})
+	// GitHub sends each header once. A second copy is someone else's, and
+	// which one a proxy or a reader takes is not to be guessed. A request
+	// that cannot be GitHub's (no secret to check it with, no signature or
+	// one GitHub would not spell) is refused before its body is read.
+	sigs := r.Header.Values("X-Hub-Signature-256")
+	var mac []byte
+	if len(sigs) == 1 {
+		mac = h.signature(sigs[0])
+	}
+	if mac == nil {
+		httpapi.JSON(w, http.StatusUnauthorized, answer{Status: "error", Error: "missing or wrong X-Hub-Signature-256"})
 		return
 	}
-	// GitHub sends each header once. A second copy is someone else's, and
-	// which one a proxy or a reader takes is not to be guessed.
-	sigs := r.Header.Values("X-Hub-Signature-256")
-	if len(sigs) != 1 || !h.verify(sigs[0], body) {
+	body, release, err := h.bodies.Read(w, r, MaxWebhookBody)
+	if err != nil {
+		release()
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			httpapi.JSON(w, http.StatusRequestEntityTooLarge, answer{Status: "error", Error: "payload over 25 MiB"})
+		case errors.Is(err, httpapi.ErrBodiesBusy):
+			h.opts.Logger.LogAttrs(r.Context(), slog.LevelWarn, "github delivery refused: too many bodies arriving at once",
+				slog.Int64("announced", r.ContentLength))
+			w.Header().Set("Retry-After", "1")
+			httpapi.JSON(w, http.StatusServiceUnavailable, answer{Status: "error", Error: "too many deliveries arriving at once; redeliver later"})
+		default:
+			httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "could not read the body"})
+		}
+		return
+	}
+	verified := h.verify(mac, body)
+	// Only bodies nobody has verified yet are counted: once it is known to
+	// be GitHub's, the delivery is handled as any other.
+	release()
+	if !verified {
 		httpapi.JSON(w, http.StatusUnauthorized, answer{Status: "error", Error: "missing or wrong X-Hub-Signature-256"})
 		return
 	}
@@ -190,46 +220,33 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	httpapi.JSON(w, http.StatusBadRequest, answer{Status: "error", Error: "malformed payload"})
 }
 
-// maxBodyPrealloc bounds the buffer readBody sets aside for what a request
-// announces before any of it arrives: the request is not yet known to come
-// from GitHub, and a few connections each announcing 25 MiB and sending
-// nothing must not hold 25 MiB each.
-const maxBodyPrealloc = 1 << 20
-
-// readBody reads a delivery of at most MaxWebhookBody bytes, into a buffer
-// of the size the request announces (up to maxBodyPrealloc; a larger one
-// grows as it arrives): a 28 KB payload is read once, not copied from
-// buffer to growing buffer.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= MaxWebhookBody {
-		buf.Grow(int(min(n, maxBodyPrealloc)) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
-	return buf.Bytes(), err
-}
-
-// verify checks the HMAC-SHA256 of body under the webhook secret, in
-// constant time. The header is spelt as GitHub spells it, "sha256=" and 64
-// lower-case hex digits, as GitHub's own examples compare it. An unset
-// secret verifies nothing.
-func (h *webhook) verify(header string, body []byte) bool {
+// signature reads an X-Hub-Signature-256 spelt as GitHub spells it,
+// "sha256=" and 64 lower-case hex digits, as GitHub's own examples compare
+// it, into the MAC it names; nil for any other spelling, or when no secret
+// is set, which verifies nothing.
+func (h *webhook) signature(header string) []byte {
 	hexSig, ok := strings.CutPrefix(header, "sha256=")
 	if !ok || len(h.secret) == 0 || len(hexSig) != 2*sha256.Size {
-		return false
+		return nil
 	}
 	for _, c := range []byte(hexSig) {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
+			return nil
 		}
 	}
-	got, err := hex.DecodeString(hexSig)
+	mac, err := hex.DecodeString(hexSig)
 	if err != nil {
-		return false
+		return nil
 	}
-	mac := hmac.New(sha256.New, h.secret)
-	mac.Write(body)
-	return hmac.Equal(got, mac.Sum(nil))
+	return mac
+}
+
+// verify checks, in constant time, that mac is the HMAC-SHA256 of body
+// under the webhook secret.
+func (h *webhook) verify(mac, body []byte) bool {
+	m := hmac.New(sha256.New, h.secret)
+	m.Write(body)
+	return hmac.Equal(mac, m.Sum(nil))
 }
 
 // validEventName accepts GitHub's event names: they become part of kinds and
@@ -278,9 +295,11 @@ func payloadOf(form bool, body []byte) ([]byte, error) {
 	if !form {
 		return body, nil
 	}
-	values, err := url.ParseQuery(string(body))
+	// GitHub sends the one field once: a second payload is no delivery of
+	// GitHub's, whichever copy a reader would take.
+	values, err := httpapi.ParseForm(string(body), "form", "form field")
 	if err != nil {
-		return nil, fmt.Errorf("%w: form body: %v", errMalformed, err)
+		return nil, fmt.Errorf("%w: %s", errMalformed, bot.ErrorMessage(err))
 	}
 	return []byte(values.Get("payload")), nil
 }

@@ -820,31 +820,6 @@ func TestRedeliveredInstallationEventsChangeNothing(t *testing.T) {
 	}
 }
 
-// Anyone can open a connection to the webhook and announce a body of 25 MiB
-// before any signature is checked: what is set aside for it is bounded by
-// what arrives, not by what is announced.
-func TestAnnouncedBodySizeReservesLittle(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		announced int64
-		sent      int
-	}{
-		{"announces 25 MiB, sends 2 bytes", MaxWebhookBody, 2},
-		{"announces 25 MiB, sends nothing", MaxWebhookBody, 0},
-		{"announces 10 MiB, sends 28 KB", 10 << 20, 28 << 10},
-		{"announces 28 KB, sends 28 KB", 28 << 10, 28 << 10},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(http.MethodPost, "/webhooks/github", bytes.NewReader(bytes.Repeat([]byte("x"), tc.sent)))
-			req.ContentLength = tc.announced
-			body, err := readBody(httptest.NewRecorder(), req)
-			require.NoError(t, err)
-			require.Len(t, body, tc.sent)
-			require.LessOrEqual(t, cap(body), 2*maxBodyPrealloc+2*tc.sent, "set aside for what was announced")
-		})
-	}
-}
-
 // A signed delivery whose sender is missing, null or has no login asks
 // nobody's permission and tells nobody anything: a mention, a command or
 // an approval in it makes nothing.

@@ -16,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // commandResponse is the immediate answer to a slash command: the HTTP
@@ -42,9 +43,11 @@ func parseCommand(raw []byte) (slack.SlashCommand, error) {
 		}
 		return cmd, nil
 	}
-	form, err := url.ParseQuery(string(raw))
+	// Slack names each field once; a second user_id or command is not
+	// Slack's, whichever copy a reader would take.
+	form, err := httpapi.ParseForm(string(raw), "form", "form field")
 	if err != nil {
-		return cmd, fmt.Errorf("%w: %v", errBadPayload, err)
+		return cmd, fmt.Errorf("%w: slash command: %s", errBadPayload, bot.ErrorMessage(err))
 	}
 	cmd = slack.SlashCommand{
 		Token: form.Get("token"), TeamID: form.Get("team_id"), TeamDomain: form.Get("team_domain"),

@@ -43,6 +43,10 @@ func (a *Adapter) handleEventsPayload(ctx context.Context, raw []byte, sig reque
 		if err := json.Unmarshal(raw, &v); err != nil {
 			return "", fmt.Errorf("%w: %v", errBadPayload, err)
 		}
+		// Answered with nothing, it would read as an acknowledgement.
+		if v.Challenge == "" {
+			return "", fmt.Errorf("%w: url_verification without a challenge", errBadPayload)
+		}
 		return v.Challenge, nil
 	case slackevents.CallbackEvent:
 	case slackevents.AppRateLimited:

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // maxBodyBytes bounds a request body; Slack's payloads are a few kilobytes.
@@ -50,18 +49,10 @@ func (s requestSig) on(ev *bot.Event) {
 }
 
 // verified reads the body and checks its signature. On failure it has
-// answered the request.
+// answered the request. A request that cannot be Slack's (no signing
+// secret to check it with, signature headers missing or repeated, a
+// timestamp out of the window) is refused before its body is read.
 func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, requestSig, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return nil, requestSig{}, false
-		}
-		http.Error(w, "cannot read request body", http.StatusBadRequest)
-		return nil, requestSig{}, false
-	}
 	if !a.opts.SigningSecret.IsSet() {
 		a.opts.Logger.Warn("slack request refused: no signing secret is configured", slog.String("path", r.URL.Path))
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
@@ -84,11 +75,30 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, requ
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
 		return nil, requestSig{}, false
 	}
+	body, release, err := a.opts.Bodies.Read(w, r, maxBodyBytes)
+	if err != nil {
+		release()
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		case errors.Is(err, httpapi.ErrBodiesBusy):
+			a.opts.Logger.Warn("slack request refused: too many bodies arriving at once", slog.String("path", r.URL.Path))
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many requests arriving at once", http.StatusServiceUnavailable)
+		default:
+			http.Error(w, "cannot read request body", http.StatusBadRequest)
+		}
+		return nil, requestSig{}, false
+	}
 	sv, err := slack.NewSecretsVerifier(r.Header, a.opts.SigningSecret.Reveal())
 	if err == nil {
 		_, _ = sv.Write(body)
 		err = sv.Ensure() // constant-time comparison
 	}
+	// Only bodies nobody has verified yet are counted: once verified, the
+	// body is an event's payload or a command like any other.
+	release()
 	if err != nil {
 		a.opts.Logger.Warn("slack request refused", slog.String("path", r.URL.Path), slog.String("reason", err.Error()))
 		http.Error(w, "invalid signature", http.StatusUnauthorized)
@@ -139,6 +149,7 @@ func (a *Adapter) serveCommands(w http.ResponseWriter, r *http.Request) {
 	}
 	cmd, err := parseCommand(body)
 	if err != nil {
+		a.opts.Logger.Warn("slack command refused", slog.Any("err", err))
 		http.Error(w, "malformed command", http.StatusBadRequest)
 		return
 	}
@@ -156,14 +167,15 @@ func (a *Adapter) serveInteractions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	form, err := url.ParseQuery(string(body))
+	form, err := httpapi.ParseForm(string(body), "form", "form field")
 	if err == nil {
 		err = a.handleInteraction(r.Context(), []byte(form.Get("payload")))
 	} else {
-		err = fmt.Errorf("%w: %v", errBadPayload, err)
+		err = fmt.Errorf("%w: interaction: %s", errBadPayload, bot.ErrorMessage(err))
 	}
 	switch {
 	case errors.Is(err, errBadPayload):
+		a.opts.Logger.Warn("slack interaction refused", slog.Any("err", err))
 		http.Error(w, "malformed interaction", http.StatusBadRequest)
 		return
 	case err != nil:

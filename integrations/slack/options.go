@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
 )
 
 // Transport modes.
@@ -125,7 +126,12 @@ type Options struct {
 	// the work items /switchyard lists; the tools mask the adapter's own
 	// tokens in any case.
 	Redactor *bot.Redactor
-	Logger   *slog.Logger
+	// Bodies bounds the memory the bodies of HTTP requests being read hold
+	// together, before their signatures are checked; the daemon shares one
+	// with GitHub's webhook. Nil: one of httpapi.DefaultBodiesLimit of its
+	// own.
+	Bodies *httpapi.Bodies
+	Logger *slog.Logger
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
@@ -164,6 +170,9 @@ func (o *Options) validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Bodies == nil {
+		o.Bodies = httpapi.NewBodies(0)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
