@@ -173,20 +173,12 @@ func (s *Sink) Find(ctx context.Context, msg bot.OutboxMessage) (string, bool, e
 	return "", false, nil
 }
 
-// commentBody is msg's text, cut to fit, with its marker. What Switchyard
-// writes itself (status messages, approval requests and their outcomes)
-// names agents and people as @name, and GitHub would notify whoever has
-// that login (a user called coder or reviewer, for an agent) or the
-// requester at every status: their @ is kept from mentioning (quiet). A
-// reply is its agent's words, and a refusal addresses its person: they
-// go as written.
+// commentBody is msg's text, cut to fit, with its marker. A pending
+// approval request is written from its view (approvalRequest).
 func commentBody(msg bot.OutboxMessage) string {
 	text := msg.Text
-	switch v := msg.Approval; {
-	case v != nil && v.State == "pending" && strings.TrimSpace(v.Arguments) != "":
+	if v := msg.Approval; v != nil && v.State == "pending" && strings.TrimSpace(v.Arguments) != "" {
 		text = approvalRequest(v)
-	case msg.Kind == bot.OutboxStatus || v != nil:
-		text = quiet(text)
 	}
 	if len(text) > maxCommentBytes {
 		cut := maxCommentBytes
@@ -207,7 +199,8 @@ const maxApprovalArgs = 1500
 // fence longer than any run of backticks they hold, as plain text
 // (bot.Plain: nothing that reorders them or is not text), so nothing in
 // them is rendered as Markdown, links to anywhere, pings anyone or passes
-// for the request's own words, and the approver reads what runs.
+// for the request's own words, and the approver reads what runs. The rest
+// is the policy's words and the ids Switchyard gives out.
 func approvalRequest(v *bot.ApprovalView) string {
 	args := bot.Plain(strings.TrimSpace(v.Arguments))
 	if len(args) > maxApprovalArgs {
@@ -219,9 +212,9 @@ func approvalRequest(v *bot.ApprovalView) string {
 	}
 	fence := strings.Repeat("`", max(3, longestRun(args, '`')+1))
 	var b strings.Builder
-	fmt.Fprintf(&b, "🔐 %s wants to run `%s`:\n\n%s\n%s\n%s\n", quiet(bot.Plain(v.Agent)), strings.ReplaceAll(bot.Plain(v.Tool), "`", "'"), fence, args, fence)
+	fmt.Fprintf(&b, "🔐 %s wants to run %s:\n\n%s\n%s\n%s\n", bot.Plain(v.Agent), bot.Plain(v.Tool), fence, args, fence)
 	if v.Reason != "" {
-		b.WriteString("\n" + quiet(bot.Plain(v.Reason)) + "\n")
+		b.WriteString("\n" + bot.Plain(v.Reason) + "\n")
 	}
 	fmt.Fprintf(&b, "\nApprove with a comment `/approve %s` or deny with `/deny %s` before %s; it is denied then.",
 		v.ID, v.ID, v.ExpiresAt.UTC().Format("15:04 UTC"))
@@ -240,38 +233,6 @@ func longestRun(s string, c byte) int {
 		longest = max(longest, n)
 	}
 	return longest
-}
-
-// wordJoiner is invisible and no login's character: "@\u2060coder" reads
-// as @coder and mentions nobody.
-const wordJoiner = "\u2060"
-
-// quiet keeps every @name of text from mentioning anyone on GitHub: an @
-// GitHub would read as a mention (not inside a word, followed by a
-// login's first character, a letter or digit) is followed by a word
-// joiner.
-func quiet(text string) string {
-	if !strings.Contains(text, "@") {
-		return text
-	}
-	var b strings.Builder
-	b.Grow(len(text) + 8)
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		b.WriteByte(c)
-		if c != '@' || i+1 >= len(text) || !isAlnum(text[i+1]) {
-			continue
-		}
-		if i > 0 && (isAlnum(text[i-1]) || text[i-1] == '_') {
-			continue // an e-mail address: no mention
-		}
-		b.WriteString(wordJoiner)
-	}
-	return b.String()
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // marker is the hidden HTML comment naming an outbox key. Keys that could

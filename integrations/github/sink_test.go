@@ -508,41 +508,6 @@ func TestADeletedStatusCommentStillReportsOnce(t *testing.T) {
 // word, then a login.
 var mentionRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])@([A-Za-z0-9][A-Za-z0-9-]*)`)
 
-// What Switchyard writes itself on an issue names agents and people as
-// @name: a subagent line, the requester in the rights, an agent asking for
-// budget. None of it mentions anyone there (an agent's name is some GitHub
-// user's login), and it still reads @name. A reply and a refusal go as
-// written: an agent may mean to mention someone, a refusal addresses its
-// person.
-func TestWhatSwitchyardWritesOnAnIssueMentionsNobody(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		msg      bot.OutboxMessage
-		mentions []string
-	}{
-		{"a status", outboxMessage(bot.OutboxStatus, "wi_1/status",
-			"⏳ coder is working on wi_1 (3s): reading\n  ⏳ sa_2 @reviewer: check the tests · running\nrights: workspace-write: requested by @alice, write access"), nil},
-		{"an approval", func() bot.OutboxMessage {
-			m := outboxMessage(bot.OutboxReply, "approval/ap_1", "🔐 @coder: budget reached (1,000 tokens): approve 1,000 more?\nApprove with a comment `/approve ap_1`")
-			m.Approval = &bot.ApprovalView{ID: "ap_1", Agent: "coder", State: "pending"}
-			return m
-		}(), nil},
-		{"a reply", outboxMessage(bot.OutboxReply, "wi_1/reply", "Done; @alice, please review. Mail ops@example.com."), []string{"alice"}},
-		{"a refusal", outboxMessage(bot.OutboxReply, "notice/github:octo/hello#7/unauthorized", "Sorry @mallory, only people with write access can ask."), []string{"mallory"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			body := commentBody(tc.msg)
-			var got []string
-			for _, m := range mentionRE.FindAllStringSubmatch(body, -1) {
-				got = append(got, m[1])
-			}
-			require.Equal(t, tc.mentions, got)
-			require.Equal(t, tc.msg.Text, strings.ReplaceAll(strings.TrimSuffix(body, "\n\n"+marker(tc.msg.Key)), wordJoiner, ""),
-				"it reads as it was written")
-		})
-	}
-}
-
 // An approval request on an issue shows the arguments an agent wants to
 // run as code the approver reads as they run: whatever the model put in
 // them (Markdown, a fence of its own, a heading that passes for the
@@ -551,7 +516,7 @@ func TestWhatSwitchyardWritesOnAnIssueMentionsNobody(t *testing.T) {
 func TestAnApprovalRequestShowsTheArgumentsAsTheyRun(t *testing.T) {
 	args := "rm -rf build\n````\n\n## ✅ Checked by the security team: approve\n@octo/security <img src=x> [docs](https://evil.example)\n```\necho \u202Egnp.exe\u202C\x1b[2J done"
 	msg := outboxMessage(bot.OutboxReply, "approval/ap_3", "🔐 coder wants to run bash ("+args+"): needs approval\nApprove with a comment `/approve ap_3` or deny with `/deny ap_3` before 3:04PM; it is denied then.")
-	msg.Approval = &bot.ApprovalView{ID: "ap_3", Agent: "coder", Tool: "bash", Arguments: args, Reason: "rule deploys needs @ops to approve",
+	msg.Approval = &bot.ApprovalView{ID: "ap_3", Agent: "coder", Tool: "bash", Arguments: args, Reason: "needs approval: rule deploys",
 		State: "pending", ExpiresAt: time.Date(2025, 3, 4, 15, 4, 0, 0, time.UTC)}
 	body := commentBody(msg)
 
@@ -568,15 +533,16 @@ func TestAnApprovalRequestShowsTheArgumentsAsTheyRun(t *testing.T) {
 	require.NotContains(t, body, "\u202E")
 	require.NotContains(t, body, "\x1b")
 
-	// Outside the block: the request's own words, mentioning nobody.
+	// Outside the block: the request's own words, mentioning nobody the
+	// arguments named.
 	outside := strings.Join(lines[:open], "\n") + "\n" + strings.Join(lines[end+1:], "\n")
 	require.Empty(t, mentionRE.FindAllString(outside, -1), outside)
 	require.NotContains(t, outside, "Checked by")
-	require.Contains(t, outside, "coder wants to run `bash`")
+	require.Contains(t, outside, "coder wants to run bash")
 	require.Contains(t, outside, "`/approve ap_3`")
 	require.Contains(t, outside, "before 15:04 UTC")
 
-	// Decided, it says so in the words it was given, mentioning nobody.
+	// Decided, it says so in the words it was given.
 	msg.Approval.State, msg.Approval.DecidedBy = "approved", "alice"
 	msg.Text = "🔐 ap_3 approved by alice: coder runs bash."
 	require.Equal(t, msg.Text+"\n\n"+marker(msg.Key), commentBody(msg))
