@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -314,4 +315,57 @@ func TestKill9TwiceMidChild(t *testing.T) {
 	require.Len(t, recs, 1, "the child was not spawned again")
 	require.Equal(t, "done", recs[0].Status)
 	requireResumedOnce(t, dir, p, "twice")
+}
+
+// TestKill9StopsTheCommandItInterrupted kills the daemon while an agent's
+// command runs without a sandbox: the command dies with the daemon rather
+// than go on alone, and after the restart the agent is told it was
+// interrupted and not run again.
+func TestKill9StopsTheCommandItInterrupted(t *testing.T) {
+	var mu sync.Mutex
+	var leads []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := readChat(w, r)
+		if !ok {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		mu.Lock()
+		leads = append(leads, len(req.results))
+		mu.Unlock()
+		if len(req.results) == 0 {
+			chatCall(w, "bash", `{"command":"echo started > started.txt; sleep 3; echo ran >> ran.txt"}`)
+			return
+		}
+		chatAnswer(w, "finished:\n"+strings.Join(req.results, "\n"))
+	}))
+	defer srv.Close()
+	dir := treeDir(t, srv.URL, "")
+	addr := freeAddr(t)
+	p := serve(t, dir, addr)
+	r := run(t, dir, p.env(), "send", "--thread", "cmd", "@lead run it")
+	require.Equal(t, 0, r.code, r.stderr)
+	workspaceFile := func(name string) string { return filepath.Join(dir, "data", "workspaces", "*", name) }
+	require.Eventually(t, func() bool {
+		m, _ := filepath.Glob(workspaceFile("started.txt"))
+		return len(m) == 1
+	}, 30*time.Second, 20*time.Millisecond, "the command never started")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	_ = p.wait()
+
+	// Longer than the command would have taken.
+	time.Sleep(5 * time.Second)
+	m, err := filepath.Glob(workspaceFile("ran.txt"))
+	require.NoError(t, err)
+	require.Empty(t, m, "the command went on after the daemon died")
+
+	p2 := serve(t, dir, addr)
+	reply := finishedReply(t, dir, p2, "cmd", time.Minute, nil)
+	require.Contains(t, reply, "interrupted")
+	mu.Lock()
+	require.Equal(t, []int{0, 1}, leads, "the lead was asked again only with the interrupted result")
+	mu.Unlock()
+	m, err = filepath.Glob(workspaceFile("ran.txt"))
+	require.NoError(t, err)
+	require.Empty(t, m, "the command was not run again")
 }
