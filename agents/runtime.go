@@ -830,18 +830,13 @@ func (a reportingApprover) Approve(ctx context.Context, call tools.Call, reason 
 	return a.next.Approve(ctx, call, reason)
 }
 
-// runResult maps an AgentResponse to what the reporter posts.
+// runResult maps an AgentResponse to what the reporter posts. The reply of
+// a run that failed is what the agent got to say, if anything: the reporter
+// puts the error before it, so the thread reads the error once.
 func runResult(resp AgentResponse) bot.RunResult {
-	res := bot.RunResult{Status: resp.Status, Error: resp.Error, TokensUsed: resp.TokensUsed, TurnsUsed: resp.TurnsUsed}
-	switch {
-	case resp.Status == bot.ResultSuccess:
-		res.Reply = resp.Content
-	case resp.Content == "":
+	res := bot.RunResult{Status: resp.Status, Error: resp.Error, Reply: resp.Content, TokensUsed: resp.TokensUsed, TurnsUsed: resp.TurnsUsed}
+	if resp.Status != bot.ResultSuccess && resp.Content == "" {
 		res.Reply = resp.Error
-	case resp.Status == bot.ResultRefused:
-		res.Reply = resp.Content
-	default:
-		res.Reply = resp.Error + "\n\n" + resp.Content
 	}
 	return res
 }

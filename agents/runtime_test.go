@@ -499,16 +499,17 @@ func TestLimitsAndFailures(t *testing.T) {
 		cancel   bool
 		status   string
 		reply    string
+		err      string // when the reply is what the agent said before it
 		progress string
 	}{
 		{
 			name: "max_turns", front: "max_turns: 2", think: looping, status: bot.ResultError,
-			reply:    "stopped: reached max_turns (2) before a final answer\n\nstill looking (3)",
+			reply: "still looking (3)", err: "stopped: reached max_turns (2) before a final answer",
 			progress: "limit_reached stopped: reached max_turns (2) before a final answer",
 		},
 		{
 			name: "max_tokens", front: "max_tokens: 25", think: looping, status: bot.ResultError,
-			reply: "stopped: used 30 tokens, over max_tokens (25), before a final answer\n\nstill looking (3)",
+			reply: "still looking (3)", err: "stopped: used 30 tokens, over max_tokens (25), before a final answer",
 		},
 		{
 			name: "time_budget", front: "time_budget: 200ms", think: blocking, status: bot.ResultError,
@@ -533,7 +534,7 @@ func TestLimitsAndFailures(t *testing.T) {
 		},
 		{
 			name: "answer cut off", status: bot.ResultError,
-			reply: "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml\n\nThe fix is to",
+			reply: "The fix is to", err: "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml",
 			think: func(context.Context, string, llm.Request) (llm.Response, error) {
 				return llm.Response{Text: "The fix is to", StopReason: llm.StopMaxTokens}, nil
 			},
@@ -554,6 +555,9 @@ func TestLimitsAndFailures(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.status, res.Status)
 			require.Equal(t, tc.reply, res.Reply)
+			if tc.err != "" {
+				require.Equal(t, tc.err, res.Error)
+			}
 			if tc.progress != "" {
 				require.Contains(t, progress.lines(), tc.progress)
 			}

@@ -79,7 +79,7 @@ func serverDelay(h http.Header) time.Duration {
 func (p *anthropicProvider) Chat(ctx context.Context, req Request) (Response, error) {
 	body, maxTokens, err := p.body(req)
 	if err != nil {
-		return Response{}, p.fail(err)
+		return Response{}, p.cfg.failure(0, err.Error(), err)
 	}
 	// As with OpenAI, the SDK carries the request and our types write and
 	// read it: its params took a millisecond a call with twenty tools.
@@ -89,7 +89,7 @@ func (p *anthropicProvider) Chat(ctx context.Context, req Request) (Response, er
 	var raw []byte
 	stub := anthropic.MessageNewParams{Model: p.cfg.Model, MaxTokens: maxTokens}
 	if _, err := p.messages.New(ctx, stub, option.WithRequestBody("application/json", body), option.WithResponseBodyInto(&raw)); err != nil {
-		return Response{}, p.fail(err)
+		return Response{}, p.fail(ctx, err)
 	}
 	return p.response(raw)
 }
@@ -283,7 +283,7 @@ func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 	return b, maxTokens, nil
 }
 
-func (p *anthropicProvider) fail(err error) error {
+func (p *anthropicProvider) fail(ctx context.Context, err error) error {
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
 		var body struct {
@@ -294,5 +294,5 @@ func (p *anthropicProvider) fail(err error) error {
 		_ = json.Unmarshal([]byte(apiErr.RawJSON()), &body)
 		return p.cfg.failure(apiErr.StatusCode, body.Error.Message, err)
 	}
-	return p.cfg.failure(0, err.Error(), err)
+	return p.cfg.unanswered(ctx, err)
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -17,6 +19,7 @@ import (
 	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/switchyard/switchyard/bot"
+	"github.com/switchyard/switchyard/httpapi"
 	"github.com/switchyard/switchyard/internal/jsonwords"
 )
 
@@ -277,6 +280,36 @@ func (e *Error) Unwrap() error { return e.Err }
 // x-api-key sk-…").
 func (c Config) failure(status int, msg string, err error) *Error {
 	return &Error{Provider: c.Provider, Model: c.Model, StatusCode: status, Message: bot.NewRedactor(c.APIKey).Redact(msg), Err: err}
+}
+
+// unanswered is a call that got no answer it could read: the server could
+// not be reached, kept silent past the model's timeout or stopped in the
+// middle of its answer. It is said in words, not in Go's ("Post
+// \"http://…\": dial tcp …: connect: connection refused", "context deadline
+// exceeded"); the address is the model's own, never its key. ctx is the
+// caller's: a call it stopped is said to be stopped, not timed out.
+func (c Config) unanswered(ctx context.Context, err error) *Error {
+	var ue *url.Error
+	var op *net.OpError
+	var ne net.Error
+	var msg string
+	switch {
+	case ctx.Err() != nil:
+		msg = "stopped before it answered"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		msg = fmt.Sprintf("no answer within the model's timeout (%s)", c.Timeout)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		msg = "the answer was cut off before its end"
+	case errors.As(err, &op) && op.Op == "dial" && errors.As(err, &ue):
+		host := ue.URL
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			host = u.Host
+		}
+		msg = fmt.Sprintf("cannot connect to %s: %s", host, httpapi.Unreachable(err))
+	default:
+		msg = httpapi.Unreachable(err)
+	}
+	return c.failure(0, msg, err)
 }
 
 // malformed is a failure for an answer that cannot be read: err is what

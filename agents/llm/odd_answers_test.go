@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -188,5 +189,61 @@ func TestToolInputNotUTF8ReachesTheToolAsJSON(t *testing.T) {
 			require.True(t, utf8.Valid(body), "%q", body)
 			require.True(t, json.Valid(body))
 		})
+	}
+}
+
+// TestTransportFailuresSaidInWords: a model server that cannot be reached,
+// that never answers within the model's timeout or that stops in the middle
+// of its answer fails the call with what happened, in words: never Go's
+// "Post \"http://…\": dial tcp …" or "context deadline exceeded".
+func TestTransportFailuresSaidInWords(t *testing.T) {
+	hang := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"cut`)
+		w.(http.Flusher).Flush()
+		time.Sleep(2 * time.Second)
+	}
+	cut := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "500")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"cut`)
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	cases := []struct {
+		name  string
+		reply func(http.ResponseWriter)
+		url   string
+		want  string
+	}{
+		{name: "no answer within the timeout", reply: hang, want: "no answer within the model's timeout (200ms)"},
+		{name: "the answer cut off", reply: cut, want: "the answer was cut off before its end"},
+		{name: "nothing listening", url: closed.URL, want: "cannot connect to " + strings.TrimPrefix(closed.URL, "http://") + ": connection refused"},
+	}
+	for _, tc := range cases {
+		for _, f := range flavours {
+			t.Run(tc.name+"/"+f.name, func(t *testing.T) {
+				url := tc.url
+				if url == "" {
+					_, srv := newWire(t, tc.reply, tc.reply, tc.reply)
+					url = srv.URL
+				}
+				cfg := f.cfg(url)
+				cfg.Timeout, cfg.MaxRetries = 200*time.Millisecond, -1
+				p, err := llm.New(cfg, nil)
+				require.NoError(t, err)
+				_, err = p.Chat(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+				var e *llm.Error
+				require.ErrorAs(t, err, &e)
+				require.Equal(t, f.name+" model m: "+tc.want, err.Error())
+			})
+		}
 	}
 }

@@ -46,7 +46,7 @@ func newOpenAI(c Config, hc *http.Client) *openaiProvider {
 func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error) {
 	body, err := p.body(req)
 	if err != nil {
-		return Response{}, p.fail(err)
+		return Response{}, p.cfg.failure(0, err.Error(), err)
 	}
 	// The SDK carries the request (authentication, retries, timeouts,
 	// typed errors); the body is written and read with the types below,
@@ -56,7 +56,7 @@ func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error
 	var raw []byte
 	if _, err := p.chat.New(ctx, openai.ChatCompletionNewParams{},
 		option.WithRequestBody("application/json", body), option.WithResponseBodyInto(&raw)); err != nil {
-		return Response{}, p.fail(err)
+		return Response{}, p.fail(ctx, err)
 	}
 	return p.response(raw)
 }
@@ -323,12 +323,12 @@ func (p *openaiProvider) body(req Request) ([]byte, error) {
 	return b, nil
 }
 
-func (p *openaiProvider) fail(err error) error {
+func (p *openaiProvider) fail(ctx context.Context, err error) error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		return p.cfg.failure(apiErr.StatusCode, apiErr.Message, err)
 	}
-	return p.cfg.failure(0, err.Error(), err)
+	return p.cfg.unanswered(ctx, err)
 }
 
 // rawArguments keeps a tool call's arguments as JSON. A model that sends

@@ -381,3 +381,69 @@ func TestModelRepeatingTheKeyNeverShowsIt(t *testing.T) {
 	require.NoError(t, p.wait())
 	require.NotContains(t, p.log.String(), key)
 }
+
+// TestModelFailuresReadOnceInTheThread runs an agent against a model server
+// that stops an answer at max_tokens, and one that never answers within the
+// model's timeout: the reply says what went wrong once, in words, followed
+// by what the agent got to say, and send --wait exits 1.
+func TestModelFailuresReadOnceInTheThread(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := readChat(w, r)
+		if !ok {
+			return
+		}
+		if strings.Contains(req.last, "slow") {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","created":1,"model":"fake",
+			"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":"The fix is to"}}],
+			"usage":{"prompt_tokens":20,"completion_tokens":7,"total_tokens":27}}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n    timeout: 1s\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	const cutOff = "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml"
+	cases := []struct {
+		thread, text, reply, summary, error string
+	}{
+		{
+			thread: "cut", text: "@coder fix the build",
+			reply:   "coder could not finish wi_1: " + cutOff + "\n\nThe fix is to",
+			summary: "The fix is to", error: cutOff,
+		},
+		{
+			thread: "slow", text: "@coder slow down",
+			reply: "coder could not finish wi_2: model call failed: openai model fake: no answer within the model's timeout (1s)",
+			error: "model call failed: openai model fake: no answer within the model's timeout (1s)",
+		},
+	}
+	for _, tc := range cases {
+		r := run(t, dir, p.env(), "send", "--wait", "--thread", tc.thread, tc.text)
+		require.Equal(t, 1, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+		require.True(t, strings.HasSuffix(r.stdout, tc.reply+"\n"), r.stdout)
+
+		r = run(t, dir, p.env(), "thread", tc.thread, "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var msgs []struct{ ID, Kind, Text string }
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &msgs))
+		require.Len(t, msgs, 2, r.stdout)
+		require.Equal(t, "reply", msgs[1].Kind)
+		require.Equal(t, tc.reply, msgs[1].Text)
+
+		id := strings.TrimSuffix(msgs[1].ID, "/reply")
+		r = run(t, dir, p.env(), "workitems", "show", id, "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var wi struct{ Status, Summary, Error string }
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &wi))
+		require.Equal(t, "failed", wi.Status)
+		require.Equal(t, tc.error, wi.Error)
+		if tc.summary != "" {
+			require.Equal(t, tc.summary, wi.Summary, "the work item's summary is what the agent said, its error apart")
+		}
+	}
+}
