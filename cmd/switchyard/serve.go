@@ -77,8 +77,11 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
-			token := s.Config.Server.APIToken
-			if !token.IsSet() {
+			// The daemon takes server.api_token from the config itself;
+			// the token passed is $SWITCHYARD_API_TOKEN's, which serves
+			// when the config sets none.
+			var token bot.Secret
+			if !s.Config.Server.APIToken.IsSet() {
 				token = bot.Secret(os.Getenv("SWITCHYARD_API_TOKEN"))
 				if token.IsSet() {
 					if err := config.CheckAPIToken(token); err != nil {

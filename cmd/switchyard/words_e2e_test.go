@@ -4,7 +4,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,5 +48,35 @@ func TestAnAnswerOfTheWrongShapeIsSaidInWords(t *testing.T) {
 	require.Contains(t, r.stderr, "work_item_id is a number where a string belongs")
 	for _, goWords := range []string{"int", "[]", "Go ", "struct", "unmarshal"} {
 		require.NotContains(t, strings.ReplaceAll(r.stderr, "integer", ""), goWords)
+	}
+}
+
+// A short API token is warned about once, naming where it was set: the
+// config's is not said to come from $SWITCHYARD_API_TOKEN, which is unset.
+func TestAShortAPITokenIsWarnedAboutOnceWhereItWasSet(t *testing.T) {
+	const warning = "API token shorter than 16 characters"
+	for _, tc := range []struct {
+		name, config, env, setting string
+	}{
+		{name: "in the config", config: "server:\n  api_token: hunter2hunter\n", setting: "server.api_token"},
+		{name: "from the environment", env: "SWITCHYARD_API_TOKEN=hunter2hunter", setting: "$SWITCHYARD_API_TOKEN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.config != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(tc.config), 0o600))
+			}
+			env := hermeticEnv()
+			if tc.env != "" {
+				env = append(env, tc.env)
+			}
+			p := serveEnv(t, dir, freeAddr(t), env)
+			require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, p.wait())
+			log := p.log.String()
+			require.Equal(t, 1, strings.Count(log, warning), log)
+			require.Contains(t, log, "setting="+tc.setting)
+			require.NotContains(t, log, "hunter2hunter")
+		})
 	}
 }
