@@ -654,6 +654,17 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 		if res.Text != "" {
 			said = res.Text
 		}
+		if res.StopReason == llm.StopMaxTokens {
+			// A call in an answer cut off is cut too (arguments that
+			// stop halfway, a file's content missing): none runs, and
+			// each is answered so the thread's conversation goes on.
+			for _, c := range res.ToolCalls {
+				msgs = append(msgs, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, IsError: true,
+					Content: "not executed: the answer was cut off at max_tokens before the call was complete"})
+			}
+			resp.Status, resp.Content, resp.Error = bot.ResultError, res.Text, errCutOff
+			return finish(resp)
+		}
 		if len(res.ToolCalls) > 0 {
 			st := runState{Turn: turn, Tokens: resp.TokensUsed, Said: said, First: first, Messages: msgs}
 			if onlySpawns(res.ToolCalls) && r.children != nil {
@@ -667,11 +678,6 @@ func (r *Runtime) invoke(ctx context.Context, rn *run, history []llm.Message, in
 			return finish(resp)
 		}
 		if len(res.ToolCalls) == 0 {
-			if res.StopReason == llm.StopMaxTokens {
-				resp.Status, resp.Content = bot.ResultError, res.Text
-				resp.Error = "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml"
-				return finish(resp)
-			}
 			resp.Status, resp.Content = bot.ResultSuccess, res.Text
 			return finish(resp)
 		}
@@ -829,6 +835,9 @@ func (a reportingApprover) Approve(ctx context.Context, call tools.Call, reason 
 		Text: "waiting for a person to approve " + call.Tool.Name})
 	return a.next.Approve(ctx, call, reason)
 }
+
+// errCutOff ends a run whose model stopped an answer at its max_tokens.
+const errCutOff = "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml"
 
 // runResult maps an AgentResponse to what the reporter posts. The reply of
 // a run that failed is what the agent got to say, if anything: the reporter

@@ -656,3 +656,37 @@ func TestStatusSaysTheRunWaitsForAnApproval(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "%q", lines)
 	require.Contains(t, lines[i+1:], "tool_finished write_file done")
 }
+
+// An answer cut off at max_tokens in the middle of a tool call runs none of
+// its calls (a file's content may be half there), ends the run saying so,
+// and answers each call in the conversation, so the thread's next message
+// is sent to the model as a conversation it takes.
+func TestToolCallsOfAnAnswerCutOffNeverRun(t *testing.T) {
+	model := newBrain(func(_ context.Context, _ string, req llm.Request) (llm.Response, error) {
+		if len(req.Messages) > 1 {
+			return answer("started over"), nil
+		}
+		r := call("write_file", `{"path":"notes.md","content":"the first half"}`)
+		r.Text, r.StopReason = "Writing the notes.", llm.StopMaxTokens
+		return r, nil
+	})
+	f := newFixture(t, model, nil)
+	res, err := f.rt.Run(context.Background(), request("coder", "write the notes"), &recorder{})
+	require.NoError(t, err)
+	require.Equal(t, bot.ResultError, res.Status)
+	require.Equal(t, "the answer was cut off at the model's max_tokens; raise max_tokens of the model in config.yaml", res.Error)
+	require.Equal(t, "Writing the notes.", res.Reply)
+	dir, err := f.spaces.Dir(thread.Key())
+	require.NoError(t, err)
+	require.NoFileExists(t, filepath.Join(dir, "notes.md"))
+
+	res, err = f.rt.Run(context.Background(), request("coder", "try again"), &recorder{})
+	require.NoError(t, err)
+	require.Equal(t, "started over", res.Reply)
+	sent := model.requests("coder")[1].Messages
+	require.Len(t, sent, 4, "the question, the cut answer, its call answered, the next question")
+	require.Equal(t, llm.RoleTool, sent[2].Role)
+	require.Equal(t, "call_write_file", sent[2].ToolCallID)
+	require.True(t, sent[2].IsError)
+	require.Equal(t, "not executed: the answer was cut off at max_tokens before the call was complete", sent[2].Content)
+}

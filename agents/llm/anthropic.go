@@ -143,7 +143,7 @@ func (p *anthropicProvider) response(raw []byte) (Response, error) {
 	default:
 		out.StopReason = StopEnd
 	}
-	if len(out.ToolCalls) > 0 {
+	if len(out.ToolCalls) > 0 && out.StopReason != StopMaxTokens {
 		out.StopReason = StopToolUse
 	}
 	return out, nil

@@ -168,6 +168,8 @@ func TestMessagesResponse(t *testing.T) {
 		{"refusal", `{"content":[],"stop_reason":"refusal"}`, Response{StopReason: StopRefusal, Refusal: "the model declined to answer"}},
 		{"cut off", `{"content":[{"type":"text","text":"par"}],"stop_reason":"max_tokens","usage":{"input_tokens":1.0,"output_tokens":"2"}}`,
 			Response{Text: "par", StopReason: StopMaxTokens, Usage: Usage{InputTokens: 1, OutputTokens: 2}}},
+		{"cut off in a tool call", `{"content":[{"type":"text","text":"par"},{"type":"tool_use","id":"t1","name":"write_file","input":{"path":"a.md"}}],"stop_reason":"max_tokens"}`,
+			Response{Text: "par", StopReason: StopMaxTokens, ToolCalls: []ToolCall{{ID: "t1", Name: "write_file", Input: json.RawMessage(`{"path":"a.md"}`)}}}},
 		{"odd shapes", `{"content":[{"type":"text","text":7},{"type":"thinking","thinking":"hm"}],"stop_reason":null,"usage":null}`, Response{Text: "", StopReason: StopEnd}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

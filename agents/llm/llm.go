@@ -84,7 +84,7 @@ type Request struct {
 const (
 	StopEnd       = "end"
 	StopToolUse   = "tool_use"
-	StopMaxTokens = "max_tokens"
+	StopMaxTokens = "max_tokens" // cut off: a tool call in it may be cut too, and is not to be run
 	StopRefusal   = "refusal"
 )
 

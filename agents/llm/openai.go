@@ -98,10 +98,12 @@ func (p *openaiProvider) response(raw []byte) (Response, error) {
 	switch {
 	case out.Refusal != "" || choice.FinishReason == "content_filter":
 		out.StopReason = StopRefusal
+	case choice.FinishReason == "length":
+		// Cut off, tool calls or not: the last call's arguments are
+		// where it stopped.
+		out.StopReason = StopMaxTokens
 	case len(out.ToolCalls) > 0:
 		out.StopReason = StopToolUse
-	case choice.FinishReason == "length":
-		out.StopReason = StopMaxTokens
 	default:
 		out.StopReason = StopEnd
 	}

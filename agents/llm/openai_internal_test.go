@@ -184,6 +184,8 @@ func TestResponseOfCompatibleServers(t *testing.T) {
 		{"an entry that is not a call is skipped", `{"choices":[{"finish_reason":"tool_calls","message":{"tool_calls":[3,{"id":"a","function":{"name":"t","arguments":"{}"}}]}}]}`,
 			Response{StopReason: StopToolUse, ToolCalls: []ToolCall{{ID: "a", Name: "t", Input: json.RawMessage("{}")}}}},
 		{"cut off", `{"choices":[{"finish_reason":"length","message":{"content":"par"}}]}`, Response{Text: "par", StopReason: StopMaxTokens}},
+		{"cut off in a tool call", `{"choices":[{"finish_reason":"length","message":{"content":"par","tool_calls":[{"id":"a","function":{"name":"write_file","arguments":"{\"path\":\"a.md\",\"content\":\"hal"}}]}}]}`,
+			Response{Text: "par", StopReason: StopMaxTokens, ToolCalls: []ToolCall{{ID: "a", Name: "write_file", Input: json.RawMessage(`"{\"path\":\"a.md\",\"content\":\"hal"`)}}}},
 		{"refused", `{"choices":[{"finish_reason":"stop","message":{"refusal":"no"}}]}`, Response{Refusal: "no", StopReason: StopRefusal}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -447,3 +447,71 @@ func TestModelFailuresReadOnceInTheThread(t *testing.T) {
 		}
 	}
 }
+
+// TestAToolCallCutOffAtMaxTokensNeverRuns runs an agent whose model stops
+// at max_tokens in the middle of a write_file call: nothing is written, the
+// reply says the answer was cut off, and the thread's next message reaches
+// the model as a conversation it takes (each call answered, as chat
+// completions servers require).
+func TestAToolCallCutOffAtMaxTokensNeverRuns(t *testing.T) {
+	var mu sync.Mutex
+	var requests int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role       string `json:"role"`
+				ToolCallID string `json:"tool_call_id"`
+				ToolCalls  []struct {
+					ID string `json:"id"`
+				} `json:"tool_calls"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		answered := map[string]bool{}
+		for _, m := range req.Messages {
+			answered[m.ToolCallID] = true
+		}
+		for _, m := range req.Messages {
+			for _, c := range m.ToolCalls {
+				if !answered[c.ID] {
+					w.WriteHeader(http.StatusBadRequest)
+					fmt.Fprintf(w, `{"error":{"message":"tool call %s has no answer"}}`, c.ID)
+					return
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if len(req.Messages) > 2 {
+			fmt.Fprint(w, `{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Started over."}}]}`)
+			return
+		}
+		fmt.Fprint(w, `{"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":"Writing the notes.",
+			"tool_calls":[{"id":"call_1","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"notes.md\",\"content\":\"the first ha"}}]}}]}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	r := run(t, dir, p.env(), "send", "--wait", "--thread", "notes", "@coder write the notes")
+	require.Equal(t, 1, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.True(t, strings.HasSuffix(r.stdout, "coder could not finish wi_1: the answer was cut off at the model's max_tokens; "+
+		"raise max_tokens of the model in config.yaml\n\nWriting the notes.\n"), r.stdout)
+	mu.Lock()
+	require.Equal(t, 1, requests, "the cut call was not answered back to the model as if it had been refused")
+	mu.Unlock()
+	written, err := filepath.Glob(filepath.Join(dir, "data", "workspaces", "*", "notes.md"))
+	require.NoError(t, err)
+	require.Empty(t, written)
+
+	r = run(t, dir, p.env(), "send", "--wait", "--thread", "notes", "try again")
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.True(t, strings.HasSuffix(r.stdout, "Started over.\n"), r.stdout)
+}
