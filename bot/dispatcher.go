@@ -83,6 +83,9 @@ type Dispatcher struct {
 	wake   chan struct{}
 	active chan struct{} // closed once Run has started claiming
 	once   sync.Once
+	// hurry is closed by Hurry: a shutdown's grace is over at once.
+	hurry     chan struct{}
+	hurryOnce sync.Once
 
 	mu      sync.Mutex
 	running map[string]chan struct{} // by job id, the runs of this process: CheckJob's wake
@@ -120,9 +123,14 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Dispatcher{opts: opts, wake: make(chan struct{}, 1), active: make(chan struct{}),
+	return &Dispatcher{opts: opts, wake: make(chan struct{}, 1), active: make(chan struct{}), hurry: make(chan struct{}),
 		running: map[string]chan struct{}{}}
 }
+
+// Hurry ends the grace period of the shutdown under way, or of the next
+// one, at once: the running jobs are cancelled and released, as when Grace
+// runs out. A person who asks the daemon to stop a second time means now.
+func (d *Dispatcher) Hurry() { d.hurryOnce.Do(func() { close(d.hurry) }) }
 
 // Wake tells the claiming loop there is work.
 func (d *Dispatcher) Wake() {
@@ -165,8 +173,8 @@ func (d *Dispatcher) Running() bool {
 // Run claims jobs and runs each in its own goroutine, at most Workers at a
 // time (runs waiting for a person do not count, see Await), until ctx is
 // cancelled. Then it stops claiming, hands parked runs back at once, lets
-// running jobs finish for up to Grace, cancels the rest and releases their
-// leases, and returns.
+// running jobs finish for up to Grace (or until Hurry), cancels the rest
+// and releases their leases, and returns.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	// Jobs run under jobCtx, which outlives ctx by the grace period.
 	jobCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -184,6 +192,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	case <-done:
 	case <-time.After(d.opts.Grace):
 		d.opts.Logger.Warn("grace period over: cancelling running jobs", slog.Duration("grace", d.opts.Grace))
+		cancelJobs(ErrShutdown)
+		<-done
+	case <-d.hurry:
+		d.opts.Logger.Warn("asked again to stop: cancelling running jobs now")
 		cancelJobs(ErrShutdown)
 		<-done
 	}

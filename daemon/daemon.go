@@ -765,6 +765,11 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// Hurry cuts the grace of running jobs short at a shutdown: they are
+// cancelled and released at once instead of after up to 30 s. serve calls
+// it when it is asked to stop a second time (Ctrl-C again).
+func (d *Daemon) Hurry() { d.dispatcher.Hurry() }
+
 // notify tells every process sharing the store (this one too) of a change.
 func (d *Daemon) notify(topic, payload string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -321,6 +323,62 @@ func TestSIGTERMShutsDownCleanly(t *testing.T) {
 		t.Fatal("daemon did not stop within 40s of SIGTERM")
 	}
 	require.Contains(t, p.log.String(), "stopped")
+}
+
+// A second Ctrl-C during the shutdown hands the running job back at once,
+// instead of being swallowed while the model keeps the job for its 30 s of
+// grace; after the restart the job runs again and its reply comes once.
+func TestASecondInterruptHandsRunningJobsBackAtOnce(t *testing.T) {
+	asked := make(chan struct{}, 1)
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			asked <- struct{}{}
+			<-r.Context().Done() // a model that does not answer
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done after all."}}]}`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	addr := freeAddr(t)
+	p := serve(t, dir, addr)
+	r := run(t, dir, p.env(), "send", "--thread", "slow", "@coder look")
+	require.Equal(t, 0, r.code, r.stderr)
+	<-asked
+
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	// The shutdown is under way once intake has stopped.
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	}, 15*time.Second, 50*time.Millisecond)
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, p.wait(), "exit status 0")
+	log := p.log.String()
+	require.Contains(t, log, "asked again to stop: cancelling running jobs now")
+	require.Contains(t, log, "job released at shutdown")
+	require.NotContains(t, log, "grace period over")
+
+	p = serve(t, dir, addr)
+	require.Eventually(t, func() bool {
+		r := run(t, dir, p.env(), "thread", "slow", "--json")
+		var msgs []struct{ Kind, Text string }
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &msgs) == nil && len(msgs) == 2 &&
+			msgs[1].Kind == "reply" && msgs[1].Text == "Done after all."
+	}, 30*time.Second, 100*time.Millisecond, "the job handed back runs again after the restart and replies once")
 }
 
 func TestConfigErrorsExit2NamingFileLineAndKey(t *testing.T) {

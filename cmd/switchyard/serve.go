@@ -27,7 +27,8 @@ func newServeCmd() *cobra.Command {
 			"SIGHUP (or `switchyard config reload`) reads the config file, the agents and the rules\n" +
 			"again and puts them in effect without a restart, or, if they are wrong, logs why and\n" +
 			"keeps the config in effect. SIGTERM or Ctrl-C stops intake, lets running jobs finish\n" +
-			"or hands them back within 30 s, flushes the outbox and exits 0.",
+			"or hands them back within 30 s (a second SIGTERM or Ctrl-C hands them back at once),\n" +
+			"flushes the outbox and exits 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The flags are checked as their config keys are, before
@@ -102,6 +103,24 @@ func newServeCmd() *cobra.Command {
 			logger.Info("agents loaded", "count", len(s.Agents.List()))
 			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
+			// The first interrupt or SIGTERM starts the shutdown (through
+			// the command's context); a second one cuts the running
+			// jobs' grace short.
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			stopped := make(chan struct{})
+			defer close(stopped)
+			go func() {
+				for range 2 {
+					select {
+					case <-sigs:
+					case <-stopped:
+						return
+					}
+				}
+				d.Hurry()
+			}()
 			go func() {
 				for {
 					select {
