@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -514,4 +516,45 @@ func TestAToolCallCutOffAtMaxTokensNeverRuns(t *testing.T) {
 	r = run(t, dir, p.env(), "send", "--wait", "--thread", "notes", "try again")
 	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 	require.True(t, strings.HasSuffix(r.stdout, "Started over.\n"), r.stdout)
+}
+
+// Ctrl-C on send --wait stops the waiting, not the work: it says so in
+// words, with the command that follows the work item, and exits 1.
+func TestInterruptedSendWaitSaysTheWorkGoesOn(t *testing.T) {
+	asked, done := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select { // a model that takes its time
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	defer srv.Close()
+	defer close(done)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("models:\n  default:\n    provider: openai\n    base_url: %s/v1\n    model: fake\n", srv.URL)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(cfg), 0o600))
+	p := serve(t, dir, freeAddr(t))
+
+	cmd := exec.Command(binary, "send", "--wait", "--thread", "slow", "@coder look")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), p.env()...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	<-asked // the work item is running and send waits for it
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 1, exit.ExitCode())
+	require.Equal(t, "wi_1 in local:slow → coder (mention @coder)\n", stdout.String())
+	require.Equal(t, "switchyard: stopped waiting for wi_1; it goes on: switchyard workitems show wi_1\n", stderr.String())
+
+	r := run(t, dir, p.env(), "workitems", "show", "wi_1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"status": "running"`)
 }

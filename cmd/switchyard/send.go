@@ -57,7 +57,11 @@ func newSendCmd(cl *clientFlags) *cobra.Command {
 			defer cancel()
 			wi, reply, err := waitReply(ctx, c, res.WorkItemID)
 			if err != nil {
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+				switch {
+				case cmd.Context().Err() != nil:
+					// Ctrl-C stops the waiting, not the work.
+					return fmt.Errorf("stopped waiting for %s; it goes on: switchyard workitems show %s", res.WorkItemID, res.WorkItemID)
+				case errors.Is(ctx.Err(), context.DeadlineExceeded):
 					return fmt.Errorf("%s is not finished after --timeout %s; it goes on: switchyard workitems show %s", res.WorkItemID, timeout, res.WorkItemID)
 				}
 				return err
