@@ -242,6 +242,22 @@ func TestContinuationCarriesEarlierWork(t *testing.T) {
 	require.Contains(t, got.Text(), "answer to first question")
 }
 
+// A run that failed after the agent said something is carried on with both:
+// why it failed and what it said.
+func TestContinuationCarriesWhyEarlierWorkFailed(t *testing.T) {
+	var got bot.Continuation
+	runner := runnerFunc(func(ctx context.Context, req bot.RunRequest, p bot.Progress) (bot.RunResult, error) {
+		got = req.Continuation
+		return bot.RunResult{Status: bot.ResultError, Error: "the answer was cut off", Reply: "The fix is to"}, nil
+	})
+	c := startCore(t, openStore(t, t.TempDir()), coreOpts{runner: runner})
+	c.waitFinished(t, c.send(t, "t1", "fix it").ID)
+	c.waitFinished(t, c.send(t, "t1", "again").ID)
+	require.Len(t, got.Earlier, 1)
+	require.Equal(t, bot.StatusFailed, got.Earlier[0].Status)
+	require.Equal(t, "the answer was cut off; it had said: The fix is to", got.Earlier[0].Summary)
+}
+
 func TestPanickingRunnerFailsTheJobNotTheDaemon(t *testing.T) {
 	runner := runnerFunc(func(context.Context, bot.RunRequest, bot.Progress) (bot.RunResult, error) {
 		panic("boom")

@@ -646,9 +646,14 @@ func (d *Dispatcher) continuation(ctx context.Context, job *Job, items []WorkIte
 			if slices.Contains(job.WorkItemIDs, wi.ID) || wi.IsChild() || wi.CreatedAt.Before(since) {
 				continue
 			}
+			summary := firstNonEmpty(wi.Summary, wi.Error)
+			if wi.Error != "" && wi.Summary != "" && wi.Summary != wi.Error {
+				// A run that failed after the agent said something.
+				summary = wi.Error + "; it had said: " + wi.Summary
+			}
 			c.Earlier = append(c.Earlier, EarlierWork{
 				ID: wi.ID, Agent: wi.Route.Agent, Status: wi.Status, Text: wi.Text,
-				Summary: firstNonEmpty(wi.Summary, wi.Error), At: wi.CreatedAt,
+				Summary: summary, At: wi.CreatedAt,
 			})
 		}
 	}
