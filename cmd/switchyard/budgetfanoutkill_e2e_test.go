@@ -26,7 +26,8 @@ type cappedFanOutModel struct {
 	hanging      chan struct{}
 }
 
-var partName = regexp.MustCompile(`part \d`)
+// partName finds the part a helper was asked to do in its task.
+var partName = regexp.MustCompile(`part \d+`)
 
 func (m *cappedFanOutModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, ok := readChat(w, r)

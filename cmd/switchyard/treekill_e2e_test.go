@@ -8,9 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,8 +33,6 @@ type treeModel struct {
 	hung     chan string // each call that hangs, as it starts
 }
 
-var treePart = regexp.MustCompile(`part \d+`)
-
 func (m *treeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, ok := readChat(w, r)
 	if !ok {
@@ -41,7 +40,7 @@ func (m *treeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if req.agent == "helper" {
-		part := treePart.FindString(req.last)
+		part := partName.FindString(req.last)
 		m.mu.Lock()
 		m.helpers[part]++
 		hang := m.hang != nil && m.hang(part, m.helpers[part])
@@ -128,12 +127,14 @@ func threadTexts(t *testing.T, dir string, p *daemonProc, thread string) map[str
 // TestKill9MidFanOutOfEightUnderTheLimit kills the daemon while the two
 // children a limit of two lets a fan-out of eight start are both in their
 // model calls: after the restart the lead is not asked again for its
-// spawns, the two children run once more and no child is spawned again,
-// the six spawns the limit refused are refused again, and the thread says
-// once that the run resumed.
+// spawns, the two children run once more and neither is spawned again,
+// the six spawns the limit refused are each made once more (refused while
+// the retried children run, spawned if they ended first), no child runs
+// twice, and the thread says once that the run resumed.
 func TestKill9MidFanOutOfEightUnderTheLimit(t *testing.T) {
+	var killed atomic.Bool
 	model := &treeModel{parts: 8, helpers: map[string]int{}, hung: make(chan string, 16),
-		hang: func(_ string, call int) bool { return call == 1 }}
+		hang: func(_ string, call int) bool { return call == 1 && !killed.Load() }}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
 	dir := treeDir(t, srv.URL, "subagents:\n  max_concurrent: 2\n")
@@ -143,6 +144,7 @@ func TestKill9MidFanOutOfEightUnderTheLimit(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	hung := model.waitHung(t, p, 2)
 	require.Len(t, ownedRuns(t, dir, p, "eight"), 2)
+	killed.Store(true)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	_ = p.wait()
 
@@ -151,16 +153,23 @@ func TestKill9MidFanOutOfEightUnderTheLimit(t *testing.T) {
 	for _, part := range hung {
 		require.Contains(t, reply, part+" done")
 	}
-	require.Equal(t, 6, strings.Count(reply, "max_concurrent"), "the spawns beyond the limit were refused again:\n%s", reply)
+	// The spawns refused before the kill are made again, under the limit
+	// as it stands then: refused again while the two retried children
+	// run, spawned when they ended first.
+	recs := ownedRuns(t, dir, p2, "eight")
+	later := len(recs) - len(hung)
+	require.Equal(t, 6-later, strings.Count(reply, "max_concurrent"), "each spawn beyond the limit refused or made once:\n%s", reply)
 
 	leads, helpers := model.counts()
 	require.Equal(t, []int{0, 8}, leads, "the lead was not asked again for its spawns")
-	require.Len(t, helpers, 2, "only the two children the limit let start ran: %v", helpers)
-	for _, part := range hung {
-		require.Equal(t, 2, helpers[part], "%s, killed mid-call, ran once more", part)
+	require.Len(t, helpers, len(recs), "each child that ran has its record: %v", helpers)
+	for part, calls := range helpers {
+		want := 1
+		if slices.Contains(hung, part) {
+			want = 2 // killed mid-call, it ran once more
+		}
+		require.Equal(t, want, calls, part)
 	}
-	recs := ownedRuns(t, dir, p2, "eight")
-	require.Len(t, recs, 2, "no child was spawned again")
 	for _, rec := range recs {
 		require.Equal(t, "done", rec.Status, rec.ID)
 	}
