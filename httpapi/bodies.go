@@ -54,7 +54,8 @@ const maxBodyPrealloc = 1 << 20
 // copied from buffer to growing buffer. It returns ErrBodiesBusy when the
 // memory the body needs would take the bodies being read past the limit.
 // release gives the body's memory back: call it once the body is no longer
-// used, whatever the error.
+// used. On an error the memory is already given back, and release does
+// nothing.
 func (b *Bodies) Read(w http.ResponseWriter, r *http.Request, max int64) (body []byte, release func(), err error) {
 	var charged int64
 	release = func() {
@@ -80,12 +81,14 @@ func (b *Bodies) Read(w http.ResponseWriter, r *http.Request, max int64) (body [
 	}
 	buf, err := grow(nil, size)
 	if err != nil {
+		release()
 		return nil, release, err
 	}
 	src := http.MaxBytesReader(w, r.Body, max)
 	for {
 		if len(buf) == cap(buf) {
 			if buf, err = grow(buf, min(2*int64(cap(buf)), max+1)); err != nil {
+				release()
 				return nil, release, err
 			}
 		}
@@ -95,6 +98,7 @@ func (b *Bodies) Read(w http.ResponseWriter, r *http.Request, max int64) (body [
 		case err == io.EOF:
 			return buf, release, nil
 		case err != nil:
+			release()
 			return nil, release, err
 		}
 	}

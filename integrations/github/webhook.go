@@ -163,7 +163,6 @@ func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, release, err := h.bodies.Read(w, r, MaxWebhookBody)
 	if err != nil {
-		release()
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):

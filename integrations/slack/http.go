@@ -77,7 +77,6 @@ func (a *Adapter) verified(w http.ResponseWriter, r *http.Request) ([]byte, requ
 	}
 	body, release, err := a.opts.Bodies.Read(w, r, maxBodyBytes)
 	if err != nil {
-		release()
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
