@@ -49,7 +49,7 @@ const (
 	bucketPending         = "dispatches_pending"           // seq → unit + 0x00 + agent
 	bucketPendingByThread = "dispatches_pending_by_thread" // unit + 0x00 + seq → agent
 	bucketJobs            = "jobs"                         // seq → Job JSON without its id lists
-	bucketJobItems        = "job_items"                    // job seq → (dispatch seq, work item seq) pairs, 16 bytes each
+	bucketJobItems        = "job_items"                    // job seq → (dispatch seq, work item seq) pairs, 16 bytes each, for a job of more than one work item
 	bucketJobsByItem      = "jobs_by_work_item"            // work item seq + job seq → ""
 	// bucketActive holds the one running job of each thread with its lease,
 	// so a claim reads no job record: unit → job seq (8) + lease expiry

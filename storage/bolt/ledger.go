@@ -169,6 +169,14 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 		now = utc(time.Now())
 	}
 	r.CreatedAt, r.UpdatedAt = now, now
+	var claim bot.ClaimRequest
+	if req.Claim != nil {
+		claim = *req.Claim
+		claim.Now = utc(claim.Now)
+		if claim.Now.IsZero() {
+			claim.Now = now
+		}
+	}
 	var out bot.Spawned
 	err := s.update("spawn subagent", func(t txn) error {
 		out = bot.Spawned{}
@@ -199,23 +207,34 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 			Source: req.Thread.Source, Kind: bot.KindSubagent, Actor: r.AgentID, Requester: req.Requester,
 			Text: r.Task, CreatedAt: now, UpdatedAt: now,
 		}}
+		run := r
+		run.ChildWorkItemID, run.ChildDispatchID = wiID, dID
+		// A claimed child is written as its worker's job would leave it
+		// (startJob), rather than queued and then leased.
+		var job *bot.Job
+		var jobSeq uint64
+		if req.Claim != nil {
+			if job, jobSeq, err = t.newJob(claim, d.Agent); err != nil {
+				return err
+			}
+			d.Status, d.Attempts, d.UpdatedAt = bot.DispatchLeased, 1, claim.Now
+			job.Thread, job.Attempt, job.Lane = d.Thread, d.Attempts, d.Lane
+			job.DispatchIDs, job.WorkItemIDs = []string{dID}, []string{wiID}
+			rec.Status, rec.UpdatedAt = bot.StatusRunning, claim.Now
+			run.Status, run.ChildJobID, run.UpdatedAt, run.StartedAt = bot.RunRunning, job.ID, claim.Now, &claim.Now
+		}
 		if err := putJSON(t.bucket(bucketWorkItems), seqKey(wiSeq), rec); err != nil {
 			return err
 		}
 		if err := t.bucket(bucketItemsByThread).Put(indexKey(req.Thread.Key(), wiSeq), []byte{}); err != nil {
 			return err
 		}
-		if err := t.bucket(bucketItemsByStatus).Put(indexKey(string(bot.StatusQueued), wiSeq), []byte{}); err != nil {
+		if err := t.bucket(bucketItemsByStatus).Put(indexKey(string(rec.Status), wiSeq), []byte{}); err != nil {
 			return err
 		}
 		if err := t.putDispatch(dSeq, "", d); err != nil {
 			return err
 		}
-		if err := t.addPending(dSeq, d); err != nil {
-			return err
-		}
-		run := r
-		run.ChildWorkItemID, run.ChildDispatchID = wiID, dID
 		seq, err := l.addRun(&run)
 		if err != nil {
 			return err
@@ -229,22 +248,16 @@ func (s *Store) SpawnChild(ctx context.Context, req bot.SpawnRequest) (bot.Spawn
 				return err
 			}
 		}
-		if req.Claim == nil {
-			return nil
+		if job == nil {
+			return t.addPending(dSeq, d)
 		}
-		claim := *req.Claim
-		claim.Now = utc(claim.Now)
-		if claim.Now.IsZero() {
-			claim.Now = now
-		}
-		if out.Claim.Job, out.Claim.WorkItems, err = t.startJob(claim, dispatchUnit(d), d.Agent, []uint64{dSeq}); err != nil {
+		if err := t.bucket(bucketJobsByItem).Put(binaryPair(wiSeq, jobSeq), []byte{}); err != nil {
 			return err
 		}
-		claimed, _, err := l.run(run.ID)
-		if err != nil {
+		if err := t.writeJob(jobSeq, job, dispatchUnit(d), []uint64{dSeq}, []uint64{wiSeq}); err != nil {
 			return err
 		}
-		out.Run = *claimed
+		out.Claim.Job, out.Claim.WorkItems = job, []bot.WorkItem{rec.WorkItem}
 		return nil
 	})
 	if err != nil {

@@ -260,14 +260,9 @@ func (t txn) claim(req bot.ClaimRequest) (*bot.Job, []bot.WorkItem, error) {
 // startJob leases the pending dispatches seqs of unit and agent, oldest
 // first, as a new job of req.Owner's, with their work items running.
 func (t txn) startJob(req bot.ClaimRequest, unit, agent string, seqs []uint64) (*bot.Job, []bot.WorkItem, error) {
-	active := t.bucket(bucketActive)
-	jobSeq, err := t.bucket(bucketJobs).NextSequence()
+	job, jobSeq, err := t.newJob(req, agent)
 	if err != nil {
 		return nil, nil, err
-	}
-	job := &bot.Job{
-		ID: formatID(prefixJob, jobSeq), Agent: agent, Status: bot.JobRunning, Owner: req.Owner,
-		LeaseExpires: req.Now.Add(req.Lease), StartedAt: req.Now,
 	}
 	var items []bot.WorkItem
 	var itemSeqs []uint64
@@ -314,16 +309,35 @@ func (t txn) startJob(req bot.ClaimRequest, unit, agent string, seqs []uint64) (
 			}
 		}
 	}
-	if err := t.putJob(jobSeq, job); err != nil {
-		return nil, nil, err
-	}
-	if err := t.putJobItems(jobSeq, seqs, itemSeqs); err != nil {
-		return nil, nil, err
-	}
-	if err := active.Put([]byte(unit), activeValue(jobSeq, job.LeaseExpires)); err != nil {
+	if err := t.writeJob(jobSeq, job, unit, seqs, itemSeqs); err != nil {
 		return nil, nil, err
 	}
 	return job, items, nil
+}
+
+// newJob allocates a job of req.Owner's, running agent under a lease from
+// req.Now; its caller leases its dispatches and writes it (writeJob).
+func (t txn) newJob(req bot.ClaimRequest, agent string) (*bot.Job, uint64, error) {
+	seq, err := t.bucket(bucketJobs).NextSequence()
+	if err != nil {
+		return nil, 0, err
+	}
+	return &bot.Job{
+		ID: formatID(prefixJob, seq), Agent: agent, Status: bot.JobRunning, Owner: req.Owner,
+		LeaseExpires: req.Now.Add(req.Lease), StartedAt: req.Now,
+	}, seq, nil
+}
+
+// writeJob stores a job that has just leased the dispatches seqs (of the
+// work items itemSeqs) as the running job of unit.
+func (t txn) writeJob(jobSeq uint64, job *bot.Job, unit string, seqs, itemSeqs []uint64) error {
+	if err := t.putJob(jobSeq, job); err != nil {
+		return err
+	}
+	if err := t.putJobItems(jobSeq, seqs, itemSeqs); err != nil {
+		return err
+	}
+	return t.bucket(bucketActive).Put([]byte(unit), activeValue(jobSeq, job.LeaseExpires))
 }
 
 func binaryPair(a, b uint64) []byte {

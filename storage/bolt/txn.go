@@ -123,9 +123,10 @@ func (t txn) job(id string) (*bot.Job, uint64, error) {
 	return nil, 0, bot.Errorf(bot.ENOTFOUND, "job %q not found", id)
 }
 
-// jobRecord is a job as stored: its id lists live once, in job_items.
-// Jobs stored before that carry them in the record, where these fields
-// read them.
+// jobRecord is a job as stored. A job of one work item carries its
+// dispatch and work item ids in these fields; a batch's id lists live once,
+// in job_items, and its record has none. (Batches stored before job_items
+// existed carry theirs here too.)
 type jobRecord struct {
 	bot.Job
 	DispatchIDs []string `json:"dispatch_ids,omitempty"`
@@ -151,13 +152,25 @@ func (t txn) jobAt(key []byte) (*bot.Job, error) {
 	return &j, nil
 }
 
-// putJob stores j without its id lists, which putJobItems stores once.
+// putJob stores j, with its ids when it runs one work item; a batch's id
+// lists are stored once, by putJobItems.
 func (t txn) putJob(seq uint64, j *bot.Job) error {
-	return putJSON(t.bucket(bucketJobs), seqKey(seq), &jobRecord{Job: *j})
+	rec := jobRecord{Job: *j}
+	if single(j) {
+		rec.DispatchIDs, rec.WorkItemIDs = j.DispatchIDs, j.WorkItemIDs
+	}
+	return putJSON(t.bucket(bucketJobs), seqKey(seq), &rec)
 }
 
-// putJobItems stores the (dispatch, work item) pairs a job runs.
+// single reports whether j runs one work item, whose ids its record keeps.
+func single(j *bot.Job) bool { return len(j.DispatchIDs) == 1 && len(j.WorkItemIDs) == 1 }
+
+// putJobItems stores the (dispatch, work item) pairs a batch runs; a job
+// of one work item has them in its record (putJob), and no entry here.
 func (t txn) putJobItems(jobSeq uint64, dispatches, items []uint64) error {
+	if len(dispatches) == 1 {
+		return nil
+	}
 	v := make([]byte, 0, 16*len(dispatches))
 	for i := range dispatches {
 		v = binary.BigEndian.AppendUint64(v, dispatches[i])
