@@ -1,7 +1,7 @@
 package agents
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard/switchyard/agents/tools"
@@ -18,33 +18,26 @@ func (r *Runtime) systemPrompt(rn *run, visible []tools.Info, continuation strin
 		b.WriteString("\n\n")
 	}
 	b.WriteString("## Capabilities\n\n")
-	var plain, agents []tools.Info
+	var plain, agents int
 	var handoff bool
 	for _, t := range visible {
-		switch {
-		case t.Kind == tools.KindAgent:
-			agents = append(agents, t)
-		case t.Name == HandoffTool:
-			handoff = true
-		case t.Name == EnableSkillTool || t.Name == DisableSkillTool:
-			// The Skills section says how to use them.
-		default:
-			plain = append(plain, t)
+		switch listing(t) {
+		case listedTool:
+			plain++
+		case listedAgent:
+			agents++
 		}
+		handoff = handoff || t.Kind != tools.KindAgent && t.Name == HandoffTool
 	}
-	if len(plain) == 0 {
+	if plain == 0 {
 		b.WriteString("You have no tools: answer from what you are told.\n")
 	} else {
 		b.WriteString("Tools:\n")
-		for _, t := range plain {
-			fmt.Fprintf(&b, "- %s: %s\n", t.Name, firstSentence(t.Description))
-		}
+		writeListed(&b, visible, listedTool)
 	}
-	if len(agents) > 0 {
+	if agents > 0 {
 		b.WriteString("\nAgents you can call as tools. Each runs your task on its own and sees only the task and context you pass, not this conversation:\n")
-		for _, t := range agents {
-			fmt.Fprintf(&b, "- %s: %s\n", t.Name, firstSentence(t.Description))
-		}
+		writeListed(&b, visible, listedAgent)
 	}
 	if handoff {
 		b.WriteString("\nhandoff_to gives this whole work item to another agent, which then owns the thread; use it when the request belongs to someone else rather than to a subtask. Agents: ")
@@ -61,16 +54,21 @@ func (r *Runtime) systemPrompt(rn *run, visible []tools.Info, continuation strin
 	r.writeSkills(&b, rn, visible)
 
 	b.WriteString("\n## Where you are\n\n")
-	fmt.Fprintf(&b, "You are the %q agent of Switchyard", rn.def.Name)
+	b.WriteString("You are the ")
+	b.WriteString(strconv.Quote(rn.def.Name))
+	b.WriteString(" agent of Switchyard")
 	if rn.sessionKey != "" {
-		fmt.Fprintf(&b, ", working in the thread %s", rn.sessionKey)
+		b.WriteString(", working in the thread ")
+		b.WriteString(rn.sessionKey)
 	}
 	b.WriteString(". ")
 	if rn.workspace != "" {
 		b.WriteString("File paths are relative to this thread's workspace directory; bash runs there. ")
 	}
 	if rn.depth > 0 {
-		fmt.Fprintf(&b, "You were called by the %q agent; your final answer goes back to it, not to the thread. ", rn.chain[len(rn.chain)-2])
+		b.WriteString("You were called by the ")
+		b.WriteString(strconv.Quote(rn.chain[len(rn.chain)-2]))
+		b.WriteString(" agent; your final answer goes back to it, not to the thread. ")
 	} else {
 		b.WriteString("Your final answer is posted in the thread. ")
 	}
@@ -80,6 +78,42 @@ func (r *Runtime) systemPrompt(rn *run, visible []tools.Info, continuation strin
 		b.WriteString(continuation)
 	}
 	return b.String()
+}
+
+// Where a tool is listed in the system prompt: with the tools, with the
+// agents, or in a section of its own (handoff_to, the skill tools).
+const (
+	listedTool = iota
+	listedAgent
+	listedApart
+)
+
+func listing(t tools.Info) int {
+	switch {
+	case t.Kind == tools.KindAgent:
+		return listedAgent
+	case t.Name == HandoffTool, t.Name == EnableSkillTool, t.Name == DisableSkillTool:
+		return listedApart
+	}
+	return listedTool
+}
+
+// writeListed writes a line for each tool of visible listed where.
+func writeListed(b *strings.Builder, visible []tools.Info, where int) {
+	for i := range visible {
+		if t := &visible[i]; listing(*t) == where {
+			writeItem(b, t.Name, firstSentence(t.Description))
+		}
+	}
+}
+
+// writeItem writes a line of a list: "- name: text".
+func writeItem(b *strings.Builder, name, text string) {
+	b.WriteString("- ")
+	b.WriteString(name)
+	b.WriteString(": ")
+	b.WriteString(text)
+	b.WriteString("\n")
 }
 
 // firstSentence keeps prompts short: the full descriptions travel with the

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/agents/llm"
 	"github.com/switchyard/switchyard/agents/tools"
@@ -925,11 +927,63 @@ func describeCall(call llm.ToolCall) string {
 }
 
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = joinFields(s)
 	if len(s) > max {
 		return strings.ToValidUTF8(s[:max], "") + "…"
 	}
 	return s
+}
+
+// joinFields is strings.Join(strings.Fields(s), " ") in one pass: s's
+// words with one space between them, white space being what
+// unicode.IsSpace says. A text already so is returned as it is, without
+// a copy; the system prompt has one for every tool at every turn.
+func joinFields(s string) string {
+	var b []byte // nil while the words so far are s[:end] as it is
+	end := 0
+	for i := 0; i < len(s); {
+		start := skipSpace(s, i, true)
+		if start == len(s) {
+			break
+		}
+		i = skipSpace(s, start, false)
+		if b == nil {
+			if (end == 0 && start == 0) || (end > 0 && start == end+1 && s[end] == ' ') {
+				end = i
+				continue
+			}
+			b = make([]byte, 0, len(s))
+			b = append(b, s[:end]...)
+		}
+		if len(b) > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, s[start:i]...)
+	}
+	if b == nil {
+		return s[:end]
+	}
+	return string(b)
+}
+
+// skipSpace returns the index of the first rune at or after i in s that
+// is white space (space false) or is not (space true), or len(s).
+func skipSpace(s string, i int, space bool) int {
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if (c == ' ' || '\t' <= c && c <= '\r') != space {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) != space {
+			return i
+		}
+		i += n
+	}
+	return i
 }
 
 func randomID() string {

@@ -468,7 +468,7 @@ func (r *Runtime) writeSkills(b *strings.Builder, rn *run, visible []tools.Info)
 	if len(offered) > 0 {
 		b.WriteString("Load a skill with enable_skill when the request matches it; its instructions and tools are yours from your next turn.\n")
 		for _, s := range offered {
-			fmt.Fprintf(b, "- %s: %s\n", s.Name, oneLine(s.Description, 500))
+			writeItem(b, s.Name, oneLine(s.Description, 500))
 		}
 	}
 	if len(active) == 0 {
