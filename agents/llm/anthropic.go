@@ -20,6 +20,7 @@ import (
 type anthropicProvider struct {
 	cfg      Config
 	messages anthropic.MessageService
+	schemas  *schemas
 }
 
 func newAnthropic(c Config, hc *http.Client) *anthropicProvider {
@@ -36,7 +37,7 @@ func newAnthropic(c Config, hc *http.Client) *anthropicProvider {
 	} else {
 		opts = append(opts, option.WithEnvironmentProduction())
 	}
-	return &anthropicProvider{cfg: c, messages: anthropic.NewMessageService(opts...)}
+	return &anthropicProvider{cfg: c, messages: anthropic.NewMessageService(opts...), schemas: &schemas{}}
 }
 
 // maxServerDelay is the longest wait a server's Retry-After gets before
@@ -220,8 +221,23 @@ func textBlock(s string) anthropicText { return anthropicText{Type: "text", Text
 // input_schema of a tool whose schema had no properties, which the API
 // refuses.
 func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
-	maxTokens := p.cfg.maxTokens(req)
-	r := anthropicRequest{Model: p.cfg.Model, MaxTokens: maxTokens, Temperature: req.Temperature, Messages: make([]anthropicTurn, 0, len(req.Messages))}
+	r, err := p.request(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	if b, ok := p.schemas.withTools(r, req, appendAnthropicTool); ok {
+		return b, r.MaxTokens, nil
+	}
+	b, err := encodeBody(withAnthropicTools(r, req.Tools), req.Tools)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, r.MaxTokens, nil
+}
+
+// request is req as a messages request, its tools aside.
+func (p *anthropicProvider) request(req Request) (anthropicRequest, error) {
+	r := anthropicRequest{Model: p.cfg.Model, MaxTokens: p.cfg.maxTokens(req), Temperature: req.Temperature, Messages: make([]anthropicTurn, 0, len(req.Messages))}
 	if req.System != "" {
 		r.System = []anthropicText{textBlock(req.System)}
 	}
@@ -262,7 +278,7 @@ func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 				blocks = append(blocks, anthropicToolUse{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: input})
 			}
 		default:
-			return nil, 0, fmt.Errorf("message with unknown role %q", m.Role)
+			return anthropicRequest{}, fmt.Errorf("message with unknown role %q", m.Role)
 		}
 		if len(blocks) == 0 {
 			continue
@@ -273,14 +289,29 @@ func (p *anthropicProvider) body(req Request) ([]byte, int64, error) {
 		}
 		r.Messages = append(r.Messages, anthropicTurn{Role: role, Content: blocks})
 	}
-	for _, t := range req.Tools {
+	return r, nil
+}
+
+// withAnthropicTools is r with tools.
+func withAnthropicTools(r anthropicRequest, tools []ToolDef) anthropicRequest {
+	for _, t := range tools {
 		r.Tools = append(r.Tools, anthropicToolDef{Name: t.Name, Description: t.Description, InputSchema: t.Schema})
 	}
-	b, err := encodeBody(r, req.Tools)
-	if err != nil {
-		return nil, 0, err
+	return r
+}
+
+// appendAnthropicTool writes t as the encoder writes its
+// anthropicToolDef, with schema as its input_schema.
+func appendAnthropicTool(b []byte, t ToolDef, schema []byte) []byte {
+	b = append(b, `{"name":`...)
+	b = appendString(b, t.Name)
+	if t.Description != "" {
+		b = append(b, `,"description":`...)
+		b = appendString(b, t.Description)
 	}
-	return b, maxTokens, nil
+	b = append(b, `,"input_schema":`...)
+	b = append(b, schema...)
+	return append(b, '}')
 }
 
 func (p *anthropicProvider) fail(ctx context.Context, err error) error {

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -371,6 +372,105 @@ func (c Config) maxTokens(req Request) int64 {
 		return int64(req.MaxTokens)
 	}
 	return int64(c.MaxTokens)
+}
+
+// bodyFlags are how the encoder writes a request body: as sjson.Marshal
+// does, HTML characters in strings escaped.
+const bodyFlags = sjson.EscapeHTML | sjson.SortMapKeys
+
+// schemas remembers each tool schema as a request body writes it (checked,
+// compacted, <, > and & escaped), by its text: an agent's tools go with
+// every call of every run, the same few schemas each time, and reading
+// each again costs more than the rest of the body. It holds at most
+// maxSchemaBytes of texts and answers, and starts again when full. It is
+// safe for concurrent use.
+type schemas struct {
+	mu    sync.RWMutex
+	m     map[string][]byte
+	bytes int
+}
+
+const maxSchemaBytes = 1 << 20
+
+// encoded is schema as the encoder writes it, or false where the encoder
+// refuses it.
+func (s *schemas) encoded(schema json.RawMessage) ([]byte, bool) {
+	n := 2 * len(schema)
+	if len(schema) == 0 || n > maxSchemaBytes/8 {
+		// Nil and empty would be one key; neither is worth remembering,
+		// nor is a schema larger than a few.
+		b, err := sjson.Append(nil, schema, bodyFlags)
+		return b, err == nil
+	}
+	s.mu.RLock()
+	b, ok := s.m[string(schema)]
+	s.mu.RUnlock()
+	if ok {
+		return b, true
+	}
+	b, err := sjson.Append(nil, schema, bodyFlags)
+	if err != nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || s.bytes+n > maxSchemaBytes {
+		s.m, s.bytes = map[string][]byte{}, 0
+	}
+	if _, ok := s.m[string(schema)]; !ok {
+		s.m[string(schema)] = b
+		s.bytes += n
+	}
+	return b, true
+}
+
+// withTools writes body, req as a request body without tools whose last
+// member would be "tools", and then req's tools as that member, each
+// written by tool with its schema as the encoder writes it: the bytes
+// encodeBody writes for body with its tools. False means a schema the
+// encoder refuses, or a body it cannot write: encodeBody then says why.
+func (s *schemas) withTools(body any, req Request, tool func(b []byte, t ToolDef, schema []byte) []byte) ([]byte, bool) {
+	tools := req.Tools
+	b, err := sjson.Append(make([]byte, 0, req.size()), body, bodyFlags)
+	if err != nil || len(b) < 3 || b[len(b)-1] != '}' {
+		return nil, false
+	}
+	if len(tools) == 0 {
+		return b, true
+	}
+	b = append(b[:len(b)-1], `,"tools":[`...)
+	for i, t := range tools {
+		schema, ok := s.encoded(t.Schema)
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = tool(b, t, schema)
+	}
+	return append(b, "]}"...), true
+}
+
+// size is about how long req is as a request body, escapes aside.
+func (req Request) size() int {
+	n := 512 + len(req.System)
+	for _, m := range req.Messages {
+		n += 64 + len(m.Content) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			n += 64 + len(c.ID) + len(c.Name) + len(c.Input)
+		}
+	}
+	for _, t := range req.Tools {
+		n += 64 + len(t.Name) + len(t.Description) + len(t.Schema)
+	}
+	return n
+}
+
+// appendString appends s as the encoder writes a string.
+func appendString(b []byte, s string) []byte {
+	b, _ = sjson.Append(b, s, bodyFlags) // a string always encodes
+	return b
 }
 
 // encodeBody writes a provider's request body. Tool schemas are checked

@@ -24,6 +24,7 @@ type openaiProvider struct {
 	// official is api.openai.com, which wants max_completion_tokens; the
 	// compatible servers (Ollama, vLLM, LM Studio) understand max_tokens.
 	official bool
+	schemas  *schemas
 }
 
 func newOpenAI(c Config, hc *http.Client) *openaiProvider {
@@ -40,7 +41,7 @@ func newOpenAI(c Config, hc *http.Client) *openaiProvider {
 	if c.APIKey.IsSet() {
 		opts = append(opts, option.WithAPIKey(c.APIKey.Reveal()))
 	}
-	return &openaiProvider{cfg: c, chat: openai.NewChatCompletionService(opts...), official: c.BaseURL == ""}
+	return &openaiProvider{cfg: c, chat: openai.NewChatCompletionService(opts...), official: c.BaseURL == "", schemas: &schemas{}}
 }
 
 func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error) {
@@ -281,6 +282,18 @@ func (l *lenientCalls) UnmarshalJSON(b []byte) error {
 
 // body is req as a chat completions request body.
 func (p *openaiProvider) body(req Request) ([]byte, error) {
+	r, err := p.request(req)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := p.schemas.withTools(r, req, appendChatTool); ok {
+		return b, nil
+	}
+	return encodeBody(withChatTools(r, req.Tools), req.Tools)
+}
+
+// request is req as a chat completions request, its tools aside.
+func (p *openaiProvider) request(req Request) (chatRequest, error) {
 	r := chatRequest{Model: p.cfg.Model, Messages: make([]chatMessage, 0, len(req.Messages)+1), Temperature: req.Temperature,
 		ReasoningEffort: req.ReasoningEffort}
 	maxTokens := p.cfg.maxTokens(req)
@@ -312,17 +325,30 @@ func (p *openaiProvider) body(req Request) ([]byte, error) {
 			}
 			r.Messages = append(r.Messages, a)
 		default:
-			return nil, fmt.Errorf("message with unknown role %q", m.Role)
+			return chatRequest{}, fmt.Errorf("message with unknown role %q", m.Role)
 		}
 	}
-	for _, t := range req.Tools {
+	return r, nil
+}
+
+// withChatTools is r with tools.
+func withChatTools(r chatRequest, tools []ToolDef) chatRequest {
+	for _, t := range tools {
 		r.Tools = append(r.Tools, chatTool{Type: "function", Function: chatFunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
-	b, err := encodeBody(r, req.Tools)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return r
+}
+
+// appendChatTool writes t as the encoder writes its chatTool, with schema
+// as its parameters.
+func appendChatTool(b []byte, t ToolDef, schema []byte) []byte {
+	b = append(b, `{"type":"function","function":{"name":`...)
+	b = appendString(b, t.Name)
+	b = append(b, `,"description":`...)
+	b = appendString(b, t.Description)
+	b = append(b, `,"parameters":`...)
+	b = append(b, schema...)
+	return append(b, "}}"...)
 }
 
 func (p *openaiProvider) fail(ctx context.Context, err error) error {
