@@ -470,3 +470,36 @@ func TestToolCallWithoutID(t *testing.T) {
 	require.Equal(t, json.RawMessage(`"not json"`), res.ToolCalls[0].Input)
 	require.True(t, strings.HasPrefix(res.ToolCalls[0].ID, "call_"), res.ToolCalls[0].ID)
 }
+
+// TestOpenAIRequestAsTheSDKSendsIt: the body goes through the SDK as it
+// is, with the SDK's headers, the key only where the config sets one, and
+// the SDK's retries counted in them.
+func TestOpenAIRequestAsTheSDKSendsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, auth string
+	}{
+		{"a local server without a key", "", ""},
+		{"a key", "sk-test-key-123456", "Bearer sk-test-key-123456"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, srv := newWire(t, jsonReply(500, `{"error":{"message":"busy"}}`), jsonReply(200, openaiText))
+			p, err := llm.New(llm.Config{Provider: llm.ProviderOpenAI, BaseURL: srv.URL + "/v1", APIKey: bot.Secret(tc.key),
+				Model: "m", MaxRetries: 1, Timeout: 30 * time.Second}, nil)
+			require.NoError(t, err)
+			res, err := p.Chat(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi <there>"}}})
+			require.NoError(t, err)
+			require.Equal(t, "All tests pass.", res.Text)
+			reqs := w.requests()
+			require.Len(t, reqs, 2)
+			for i, r := range reqs {
+				require.Equal(t, "/v1/chat/completions", r.path)
+				require.Equal(t, tc.auth, r.header.Get("Authorization"))
+				require.Equal(t, "application/json", r.header.Get("Content-Type"))
+				require.Equal(t, "application/json", r.header.Get("Accept"))
+				require.Equal(t, "30", r.header.Get("X-Stainless-Timeout"))
+				require.Equal(t, []string{"0", "1"}[i], r.header.Get("X-Stainless-Retry-Count"))
+				require.Equal(t, "hi <there>", r.body["messages"].([]any)[0].(map[string]any)["content"])
+			}
+		})
+	}
+}

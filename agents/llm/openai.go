@@ -13,14 +13,15 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// openaiProvider speaks OpenAI chat completions. It builds the chat service
-// directly rather than through openai.NewClient, which would also read
-// OPENAI_API_KEY and OPENAI_BASE_URL from the environment: the config file is
-// the only source, so a key meant for api.openai.com is never sent to a local
-// server.
+// openaiProvider speaks OpenAI chat completions. It builds its client with
+// the config's options alone rather than through openai.NewClient, which
+// would also read OPENAI_API_KEY and OPENAI_BASE_URL from the environment:
+// the config file is the only source, so a key meant for api.openai.com is
+// never sent to a local server. Of the client, only its Options and Post are
+// used.
 type openaiProvider struct {
-	cfg  Config
-	chat openai.ChatCompletionService
+	cfg    Config
+	client openai.Client
 	// official is api.openai.com, which wants max_completion_tokens; the
 	// compatible servers (Ollama, vLLM, LM Studio) understand max_tokens.
 	official bool
@@ -41,7 +42,7 @@ func newOpenAI(c Config, hc *http.Client) *openaiProvider {
 	if c.APIKey.IsSet() {
 		opts = append(opts, option.WithAPIKey(c.APIKey.Reveal()))
 	}
-	return &openaiProvider{cfg: c, chat: openai.NewChatCompletionService(opts...), official: c.BaseURL == "", schemas: &schemas{}}
+	return &openaiProvider{cfg: c, client: openai.Client{Options: opts}, official: c.BaseURL == "", schemas: &schemas{}}
 }
 
 func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error) {
@@ -53,10 +54,11 @@ func (p *openaiProvider) Chat(ctx context.Context, req Request) (Response, error
 	// typed errors); the body is written and read with the types below,
 	// since its own params and completion go through reflection over
 	// union types: a third of a millisecond per call for a request with
-	// twenty tools, paid again on every turn.
+	// twenty tools, paid again on every turn. The body goes as bytes to
+	// Post, since the chat service's New would encode its empty params
+	// by reflection as well before the body replaced them.
 	var raw []byte
-	if _, err := p.chat.New(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", body), option.WithResponseBodyInto(&raw)); err != nil {
+	if err := p.client.Post(ctx, "chat/completions", body, &raw); err != nil {
 		return Response{}, p.fail(ctx, err)
 	}
 	return p.response(raw)

@@ -1,9 +1,11 @@
 package llm
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -236,5 +238,32 @@ func checkAnswer(t *testing.T, res Response, raw []byte) {
 	}
 	if res.Usage.Total() < 0 {
 		t.Fatalf("usage %+v from %s", res.Usage, raw)
+	}
+}
+
+// BenchmarkOpenAIChat measures a helper's call (a system prompt and ten
+// tools) against a local server that answers at once: what the provider
+// spends around the exchange, the server's part included.
+func BenchmarkOpenAIChat(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"done"}}],"usage":{"prompt_tokens":10,"completion_tokens":2}}`)
+	}))
+	defer srv.Close()
+	var tools []ToolDef
+	for i := range 10 {
+		tools = append(tools, ToolDef{Name: fmt.Sprintf("tool_%d", i), Description: "Does a thing.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"the path"}},"required":["path"]}`)})
+	}
+	req := Request{System: strings.Repeat("You are the helper agent. ", 50), Tools: tools, Messages: []Message{{Role: RoleUser, Content: "part 1"}}}
+	p, err := New(Config{Provider: ProviderOpenAI, Model: "m", BaseURL: srv.URL, MaxTokens: 4096}, srv.Client())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := p.Chat(ctx, req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
