@@ -397,28 +397,29 @@ func (s *Store) UpdateRun(ctx context.Context, id string, edit func(*bot.ChildRu
 	return out, err
 }
 
-// endRun ends a subagent's record as e says, unless it ended first.
-func (t txn) endRun(e bot.RunEnd, now time.Time) error {
+// endRun ends a subagent's record as e says, unless it ended first, and
+// returns the record as it then stands.
+func (t txn) endRun(e bot.RunEnd, now time.Time) (*bot.ChildRun, error) {
 	l, err := t.ledger()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, seq, err := l.run(e.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.At = utc(e.At)
 	if e.At.IsZero() {
 		e.At = now
 	}
 	if !e.Apply(r) {
-		return nil
+		return r, nil
 	}
 	if err := r.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	r.UpdatedAt = now
-	return l.putRun(seq, r)
+	return r, l.putRun(seq, r)
 }
 
 // CancelRun ends an open subagent with receipt; a queued one leaves the

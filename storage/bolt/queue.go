@@ -453,20 +453,11 @@ func (t txn) finishJob(e jobEnd) error {
 	if c := out.CancelledFirst(j); c != nil {
 		return c
 	}
-	if err := t.writeRecords(out.Records, e.usageAt, now); err != nil {
+	ended, err := t.writeRecords(out.Records, e.usageAt, now)
+	if err != nil {
 		return err
 	}
-	if end := out.Records.Run; end != nil {
-		l, err := t.ledger()
-		if err != nil {
-			return err
-		}
-		rec, _, err := l.run(end.ID)
-		if err != nil {
-			return err
-		}
-		out.Follow(rec)
-	}
+	out.Follow(ended)
 	dStatus, wStatus, rStatus := out.End(j, now)
 	if err := t.putJob(seq, j); err != nil {
 		return err
@@ -495,7 +486,9 @@ func (t txn) finishJob(e jobEnd) error {
 		if err != nil {
 			return err
 		}
-		if wi != nil {
+		if wi != nil && (ended == nil || ended.ChildWorkItemID != wi.ID) {
+			// A record the run ended above is closed: no end of the
+			// job's changes it.
 			if err := t.childEnded(wi, rStatus, out.Summary, wi.Error, now); err != nil {
 				return err
 			}
@@ -517,7 +510,10 @@ func (s *Store) SaveJobRecords(ctx context.Context, recs bot.JobRecords) error {
 		return err
 	}
 	now := utc(time.Now())
-	return s.update("save job records", func(t txn) error { return t.writeRecords(recs, usageAt, now) })
+	return s.update("save job records", func(t txn) error {
+		_, err := t.writeRecords(recs, usageAt, now)
+		return err
+	})
 }
 
 // checkRecords checks recs and returns when their usage was spent.
@@ -537,22 +533,23 @@ func checkRecords(recs bot.JobRecords) (time.Time, error) {
 }
 
 // writeRecords writes what a run left for its job's end, checked by
-// checkRecords.
-func (t txn) writeRecords(recs bot.JobRecords, usageAt, now time.Time) error {
+// checkRecords, and returns the subagent's record recs.Run ended (nil
+// without one) as it then stands.
+func (t txn) writeRecords(recs bot.JobRecords, usageAt, now time.Time) (*bot.ChildRun, error) {
 	if recs.Usage != nil {
 		if err := t.addUsage(*recs.Usage, usageAt); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if tr := recs.Transcript; tr != nil {
 		if err := t.saveTranscript(tr.JobID, tr.RunID, tr.Doc); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if recs.Run != nil {
-		return t.endRun(*recs.Run, now)
+	if recs.Run == nil {
+		return nil, nil
 	}
-	return nil
+	return t.endRun(*recs.Run, now)
 }
 
 // ReleaseJob gives a running job back: its dispatches are pending again in
