@@ -2,10 +2,13 @@ package llm
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
+	sjson "github.com/segmentio/encoding/json"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,4 +112,50 @@ func TestRequestBodiesAtOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestSchemasStayBounded: whatever schemas a model is given, many small
+// ones or ones whose answers the escapes make six times their text, what
+// it remembers of them (texts, answers and what an entry costs besides)
+// stays within its bound, and each answer is the encoder's, before and
+// after it starts again.
+func TestSchemasStayBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		n      int
+		schema func(i int) string
+	}{
+		{"small", 40000, func(i int) string { return fmt.Sprintf(`{"a":%d}`, i) }},
+		{"HTML characters", 60, func(i int) string { return fmt.Sprintf(`{"d":"%d%s"}`, i, strings.Repeat("<", 60<<10)) }},
+		{"invalid UTF-8", 60, func(i int) string { return fmt.Sprintf(`{"d":"%d%s"}`, i, strings.Repeat("\xff", 60<<10)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &schemas{}
+			check := func(schema string) {
+				t.Helper()
+				want, err := sjson.Append(nil, json.RawMessage(schema), bodyFlags)
+				require.NoError(t, err)
+				got, ok := s.encoded(json.RawMessage(schema))
+				require.True(t, ok)
+				require.Equal(t, string(want), string(got))
+			}
+			for i := range tc.n {
+				check(tc.schema(i))
+				require.LessOrEqual(t, len(s.m)*schemaEntryBytes, maxSchemaBytes, "entries after %d schemas", i+1)
+				if len(s.m) < 64 || i%64 == 0 {
+					held := 0
+					for k, v := range s.m {
+						held += len(k) + len(v) + schemaEntryBytes
+					}
+					require.LessOrEqual(t, held, maxSchemaBytes, "bytes held after %d schemas", i+1)
+				}
+			}
+			// Started again, it still answers as the encoder does, the
+			// first schemas too.
+			for i := range 3 {
+				check(tc.schema(i))
+				check(tc.schema(i))
+			}
+		})
+	}
 }

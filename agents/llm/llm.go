@@ -382,21 +382,25 @@ const bodyFlags = sjson.EscapeHTML | sjson.SortMapKeys
 // compacted, <, > and & escaped), by its text: an agent's tools go with
 // every call of every run, the same few schemas each time, and reading
 // each again costs more than the rest of the body. It holds at most
-// maxSchemaBytes of texts and answers, and starts again when full. It is
-// safe for concurrent use.
+// maxSchemaBytes of texts, answers and entries (schemaEntryBytes each),
+// and starts again when full. It is safe for concurrent use.
 type schemas struct {
 	mu    sync.RWMutex
 	m     map[string][]byte
 	bytes int
 }
 
-const maxSchemaBytes = 1 << 20
+const (
+	maxSchemaBytes = 1 << 20
+	// schemaEntryBytes is what an entry costs besides its text and answer:
+	// its slot in the map and the headers of both.
+	schemaEntryBytes = 64
+)
 
 // encoded is schema as the encoder writes it, or false where the encoder
 // refuses it.
 func (s *schemas) encoded(schema json.RawMessage) ([]byte, bool) {
-	n := 2 * len(schema)
-	if len(schema) == 0 || n > maxSchemaBytes/8 {
+	if len(schema) == 0 || len(schema) > maxSchemaBytes/16 {
 		// Nil and empty would be one key; neither is worth remembering,
 		// nor is a schema larger than a few.
 		b, err := sjson.Append(nil, schema, bodyFlags)
@@ -412,6 +416,8 @@ func (s *schemas) encoded(schema json.RawMessage) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
+	// The answer is up to six times the text (\u003c for <).
+	n := len(schema) + len(b) + schemaEntryBytes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil || s.bytes+n > maxSchemaBytes {
