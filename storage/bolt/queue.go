@@ -486,10 +486,8 @@ func (t txn) finishJob(e jobEnd) error {
 		if err != nil {
 			return err
 		}
-		if wi != nil && (ended == nil || ended.ChildWorkItemID != wi.ID) {
-			// A record the run ended above is closed: no end of the
-			// job's changes it.
-			if err := t.childEnded(wi, rStatus, out.Summary, wi.Error, now); err != nil {
+		if wi != nil {
+			if err := t.childEndedUnless(wi, ended, rStatus, out.Summary, wi.Error, now); err != nil {
 				return err
 			}
 		}

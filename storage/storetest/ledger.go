@@ -215,6 +215,27 @@ func testLedger(t *testing.T, open Opener) {
 		require.Equal(t, bot.StatusFailed, h.workItem(r.ChildWorkItemID).Status)
 	})
 
+	t.Run("a job's end ends the latest record of its work item, though its run ended an earlier one", func(t *testing.T) {
+		h := newHarness(t, open)
+		_, r, child := h.childRunning("deploy")
+		// A handoff of the child's work item replaces its record while its
+		// job runs; the run still ends the record it started with.
+		hand, err := h.s.AddRun(h.ctx, bot.ChildRun{Kind: bot.RunHandoff, Owner: bot.Owner{SessionKey: "local:p", AgentID: "tester"},
+			ParentLinks:     bot.ParentLinks{WorkItemID: r.ChildWorkItemID, JobID: child.Job.ID, DispatchID: child.Job.DispatchIDs[0]},
+			ChildWorkItemID: r.ChildWorkItemID, Agent: "ops", Task: "theirs", Status: bot.RunRunning, CreatedAt: epoch()})
+		require.NoError(t, err)
+		require.NoError(t, h.s.FinishJob(h.ctx, bot.JobOutcome{JobID: child.Job.ID, Owner: "w2", Now: at(2 * time.Second), Success: true, Summary: "deployed",
+			Records: bot.JobRecords{Run: &bot.RunEnd{ID: r.ID, Status: bot.RunDone, Result: "deployed", Tokens: 15, At: at(time.Second)}}}))
+		rec := h.run(r.ID)
+		require.Equal(t, bot.RunDone, rec.Status)
+		require.Equal(t, "handed on to @ops", rec.Result, "the record ended first keeps its end")
+		require.Equal(t, 15, rec.Tokens)
+		rec = h.run(hand.ID)
+		require.Equal(t, bot.RunDone, rec.Status, "the handoff's record ends with the job")
+		require.Equal(t, "deployed", rec.Result)
+		require.Equal(t, bot.StatusDone, h.workItem(r.ChildWorkItemID).Status)
+	})
+
 	t.Run("a child cancelled as it finished ends its work item cancelled with its record", func(t *testing.T) {
 		for _, adopted := range []bool{false, true} {
 			h := newHarness(t, open)
