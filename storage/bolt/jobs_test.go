@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,4 +92,73 @@ func jobOf(t *testing.T, s *Store, workItemID string) bot.Job {
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	return jobs[0]
+}
+
+// A subagent spawned with a claim is stored byte for byte as one spawned
+// without and then claimed by the same worker at the same time: every
+// record, index, counter and sequence.
+func TestClaimedSpawnIsStoredAsSpawnThenClaim(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	claim := bot.ClaimRequest{Owner: "w2", Now: now.Add(time.Second), Lease: time.Minute, MaxAttempts: 3}
+	spawn := func(t *testing.T, claimed bool) (*Store, bot.Spawned) {
+		s := openTest(t, t.TempDir())
+		ctx := t.Context()
+		_, err := s.Ingest(ctx, bot.IngestRequest{
+			Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Thread: bot.LocalThread("p"), DeliveryID: "d1", Text: "go"},
+			Route: &bot.Route{Agent: "coder", Kind: bot.RouteRule, Reason: "rule"}, Now: now,
+		})
+		require.NoError(t, err)
+		c, err := s.ClaimNext(ctx, bot.ClaimRequest{Owner: "w1", Now: now, Lease: time.Minute, MaxAttempts: 3})
+		require.NoError(t, err)
+		parent := c.Job
+		req := bot.SpawnRequest{
+			Run: bot.ChildRun{
+				Owner:       bot.Owner{SessionKey: parent.Thread.Key(), AgentID: "coder"},
+				ParentLinks: bot.ParentLinks{WorkItemID: parent.WorkItemIDs[0], JobID: parent.ID, DispatchID: parent.DispatchIDs[0]},
+				Agent:       "tester", Task: "write the tests", Depth: 1, CallID: "call_1",
+			},
+			Thread: parent.Thread, Now: now.Add(time.Second),
+			State: &bot.RunState{WorkItemID: parent.WorkItemIDs[0], Doc: []byte(`{"turn":1}`)},
+		}
+		if claimed {
+			req.Claim = &claim
+		}
+		out, err := s.SpawnChild(ctx, req)
+		require.NoError(t, err)
+		if !claimed {
+			out.Claim, err = s.ClaimNext(ctx, claim)
+			require.NoError(t, err)
+			r, err := s.GetRun(ctx, out.Run.ID)
+			require.NoError(t, err)
+			out.Run = *r
+		}
+		return s, out
+	}
+	a, claimed := spawn(t, true)
+	b, want := spawn(t, false)
+	require.NotNil(t, claimed.Claim.Job)
+	require.Equal(t, want, claimed)
+	require.Equal(t, rawContents(t, b), rawContents(t, a))
+}
+
+// rawContents is every key, value and sequence of s's buckets, nested
+// ones included, as lines.
+func rawContents(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	var walk func(path string, b *bolt.Bucket) error
+	walk = func(path string, b *bolt.Bucket) error {
+		out = append(out, fmt.Sprintf("%s sequence %d", path, b.Sequence()))
+		return b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(fmt.Sprintf("%s/%q", path, k), b.Bucket(k))
+			}
+			out = append(out, fmt.Sprintf("%s/%q = %q", path, k, v))
+			return nil
+		})
+	}
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error { return walk(fmt.Sprintf("%q", name), b) })
+	}))
+	return out
 }
