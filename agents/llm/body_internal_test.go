@@ -159,3 +159,25 @@ func TestSchemasStayBounded(t *testing.T) {
 		})
 	}
 }
+
+// FuzzRequestBody: a whole request, every member of the body set (system,
+// each role, a tool call's input, temperature, reasoning effort, max
+// tokens), is written with its tools as the encoder writes it, or refused
+// with the encoder's error.
+func FuzzRequestBody(f *testing.F) {
+	f.Add("You help.", "fix <it>", "call_1", `{"path":"a.go"}`, "ok & done", "high", 0.5, 64, false)
+	f.Add("", "", "", ``, "", "", 0.0, 0, true)
+	f.Add("s\u2028", "\xff", "id\"", `{"a":1} tail`, "\u2029", "low", -1.0, 1<<20, true)
+	f.Add("s", "u", "c", `[1,`, "r", "", 1e300, -5, false)
+	f.Fuzz(func(t *testing.T, system, user, callID, input, result, effort string, temperature float64, maxTokens int, isError bool) {
+		req := Request{System: system, ReasoningEffort: effort, MaxTokens: maxTokens, Temperature: &temperature,
+			Messages: []Message{
+				{Role: RoleUser, Content: user},
+				{Role: RoleAssistant, Content: user, ToolCalls: []ToolCall{{ID: callID, Name: "read_file", Input: json.RawMessage(input)}}},
+				{Role: RoleTool, ToolCallID: callID, Content: result, IsError: isError},
+			},
+			Tools: []ToolDef{{Name: "read_file", Description: "Reads a file.", Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+				{Name: "bash", Schema: json.RawMessage(` {"type" : "object"} `)}}}
+		wholeBodies(t, req)
+	})
+}
