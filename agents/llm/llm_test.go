@@ -503,3 +503,52 @@ func TestOpenAIRequestAsTheSDKSendsIt(t *testing.T) {
 		})
 	}
 }
+
+// TestProvidersReadNoEnvironment: the config is the only source of a
+// provider's key, address and headers; the SDKs' environment variables
+// (a key meant for the hosted API, another server's address) are never
+// used, whatever they hold.
+func TestProvidersReadNoEnvironment(t *testing.T) {
+	trap, trapSrv := newWire(t)
+	for _, kv := range [][2]string{
+		{"OPENAI_API_KEY", "sk-env-secret"}, {"OPENAI_BASE_URL", trapSrv.URL + "/v1"}, {"OPENAI_ORG_ID", "org-env"},
+		{"OPENAI_PROJECT_ID", "proj-env"}, {"OPENAI_WEBHOOK_SECRET", "whsec-env"},
+		{"ANTHROPIC_API_KEY", "sk-ant-env-secret"}, {"ANTHROPIC_AUTH_TOKEN", "tok-env-secret"}, {"ANTHROPIC_BASE_URL", trapSrv.URL},
+	} {
+		t.Setenv(kv[0], kv[1])
+	}
+	for _, f := range flavours {
+		for _, keyless := range []bool{false, true} {
+			if keyless && f.name != "openai" {
+				continue // only a local OpenAI-compatible server goes without a key
+			}
+			w, srv := newWire(t, jsonReply(200, f.text))
+			cfg := f.cfg(srv.URL)
+			if keyless {
+				cfg.APIKey = ""
+			}
+			p, err := llm.New(cfg, nil)
+			require.NoError(t, err)
+			_, err = p.Chat(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			require.NoError(t, err, f.name)
+			reqs := w.requests()
+			require.Len(t, reqs, 1, f.name)
+			h := reqs[0].header
+			for name, vs := range h {
+				for _, v := range vs {
+					require.NotContains(t, v, "env", "%s: header %s", f.name, name)
+				}
+			}
+			switch {
+			case f.name == "anthropic":
+				require.Equal(t, cfg.APIKey.Reveal(), h.Get("X-Api-Key"))
+				require.Empty(t, h.Get("Authorization"))
+			case keyless:
+				require.Empty(t, h.Get("Authorization"), "keyless")
+			default:
+				require.Equal(t, "Bearer "+cfg.APIKey.Reveal(), h.Get("Authorization"))
+			}
+		}
+	}
+	require.Empty(t, trap.requests(), "nothing goes to the address in the environment")
+}
