@@ -181,3 +181,29 @@ func FuzzRequestBody(f *testing.F) {
 		wholeBodies(t, req)
 	})
 }
+
+// TestSchemasAtOnceWhileStartingAgain: runs with schemas enough to fill
+// what a model remembers many times over, at once, each get the encoder's
+// answer for theirs while it starts again under them.
+func TestSchemasAtOnceWhileStartingAgain(t *testing.T) {
+	s := &schemas{}
+	pad := strings.Repeat("<a & b> ", 80)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 600 {
+				schema := json.RawMessage(fmt.Sprintf(`{"description":"%d/%d %s","type":"object"}`, g, i%300, pad))
+				want, err := sjson.Append(nil, schema, bodyFlags)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got, ok := s.encoded(schema); !ok || string(got) != string(want) {
+					t.Errorf("schema %d/%d: %s (%v), want %s", g, i, got, ok, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
