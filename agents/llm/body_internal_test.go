@@ -60,13 +60,23 @@ func TestRequestBodyWritesToolsAsTheEncoderDoes(t *testing.T) {
 		{"nil schema", []ToolDef{{Name: "a", Description: "d"}}, false},
 		{"trailing text after the schema", []ToolDef{{Name: "a", Schema: json.RawMessage(`{"type":"object"} and more`)}}, false},
 		{"empty schema", []ToolDef{{Name: "a", Schema: json.RawMessage{}}}, true},
+		{"schemas of megabytes, the same text under two tools, duplicate keys", []ToolDef{
+			{Name: "a", Schema: json.RawMessage(`{"type":"object","properties":{` + strings.Repeat(`"p" : {"type":"string","description":"<x> & y\u2028"}, `, 40000) + `"q":{}}}`)},
+			{Name: "b", Schema: json.RawMessage(`{"type":"object","type":"array"}`)},
+			{Name: "c", Schema: json.RawMessage(`{"type":"object","type":"array"}`)},
+			{Name: "d", Schema: json.RawMessage(`{"d":"` + strings.Repeat("\u003c", 1<<18) + `"}`)},
+		}, false},
+		{"null schemas", []ToolDef{{Name: "a", Schema: json.RawMessage(`null`)}, {Name: "b", Schema: json.RawMessage(` null `)}}, false},
+		{"a huge broken schema", []ToolDef{{Name: "big", Schema: json.RawMessage(`{"d":"` + strings.Repeat("x", 3<<20))}}, true},
 		{"broken schema after a good one", []ToolDef{{Name: "a", Schema: json.RawMessage(`{"type":"object"}`)}, {Name: "b", Schema: json.RawMessage(`{"type":`)}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, _, gotErr := wholeBodies(t, Request{System: "s", Messages: msgs, Tools: tc.tools})
 			if tc.fails {
-				require.ErrorContains(t, gotErr[0], "schema: not valid JSON")
-				require.ErrorContains(t, gotErr[1], "schema: not valid JSON")
+				// The bad schema is the last tool's, and the error names it.
+				bad := "tool " + tc.tools[len(tc.tools)-1].Name + ": schema: not valid JSON"
+				require.ErrorContains(t, gotErr[0], bad)
+				require.ErrorContains(t, gotErr[1], bad)
 			} else {
 				require.NoError(t, gotErr[0])
 				require.NoError(t, gotErr[1])
