@@ -95,11 +95,11 @@ func jobOf(t *testing.T, s *Store, workItemID string) bot.Job {
 }
 
 // A subagent spawned with a claim is stored byte for byte as one spawned
-// without and then claimed by the same worker at the same time: every
+// without and then claimed by the same worker at the claim's time: every
 // record, index, counter and sequence.
 func TestClaimedSpawnIsStoredAsSpawnThenClaim(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	claim := bot.ClaimRequest{Owner: "w2", Now: now.Add(time.Second), Lease: time.Minute, MaxAttempts: 3}
+	claim := bot.ClaimRequest{Owner: "w2", Now: now.Add(3 * time.Second), Lease: time.Minute, MaxAttempts: 3}
 	spawn := func(t *testing.T, claimed bool) (*Store, bot.Spawned) {
 		s := openTest(t, t.TempDir())
 		ctx := t.Context()
