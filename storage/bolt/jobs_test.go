@@ -162,3 +162,77 @@ func rawContents(t *testing.T, s *Store) []string {
 	}))
 	return out
 }
+
+// A daemon killed right after it spawned a child for a worker of its own:
+// reopened, the child's lease is over at once, the next claim runs it
+// again, as its second attempt, and its end closes its record; nothing
+// runs it a third time.
+func TestClaimedChildAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	claimAt := func(owner string, at time.Time) bot.ClaimRequest {
+		return bot.ClaimRequest{Owner: owner, Now: at, Lease: time.Minute, MaxAttempts: 3}
+	}
+	_, err := s.Ingest(ctx, bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, Thread: bot.LocalThread("p"), DeliveryID: "d1", Text: "go"},
+		Route: &bot.Route{Agent: "coder", Kind: bot.RouteRule, Reason: "rule"}, Now: now,
+	})
+	require.NoError(t, err)
+	c, err := s.ClaimNext(ctx, claimAt("w1", now))
+	require.NoError(t, err)
+	parent := c.Job
+	claim := claimAt("w2", now)
+	spawned, err := s.SpawnChild(ctx, bot.SpawnRequest{
+		Run: bot.ChildRun{
+			Owner:       bot.Owner{SessionKey: parent.Thread.Key(), AgentID: "coder"},
+			ParentLinks: bot.ParentLinks{WorkItemID: parent.WorkItemIDs[0], JobID: parent.ID, DispatchID: parent.DispatchIDs[0]},
+			Agent:       "tester", Task: "write the tests", Depth: 1,
+		},
+		Thread: parent.Thread, Now: now, Claim: &claim,
+	})
+	require.NoError(t, err)
+	child := spawned.Run.ChildWorkItemID
+	require.Equal(t, bot.RunRunning, spawned.Run.Status)
+
+	require.NoError(t, s.Close())
+	s = openTest(t, dir)
+	n, err := s.ExpireOrphanedLeases(ctx, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the parent's and the child's leases")
+
+	var again *bot.Job
+	for range 2 {
+		c, err := s.ClaimNext(ctx, claimAt("w3", now.Add(2*time.Second)))
+		require.NoError(t, err)
+		require.NotNil(t, c.Job)
+		if c.Job.WorkItemIDs[0] == child {
+			again = c.Job
+		}
+	}
+	require.NotNil(t, again, "the child is claimed again")
+	require.Equal(t, 2, again.Attempt)
+	require.Equal(t, []string{spawned.Run.ChildDispatchID}, again.DispatchIDs)
+	rec, err := s.RunOfWorkItem(ctx, child)
+	require.NoError(t, err)
+	require.Equal(t, bot.RunRunning, rec.Status)
+	require.Equal(t, again.ID, rec.ChildJobID)
+
+	require.NoError(t, s.FinishJob(ctx, bot.JobOutcome{JobID: again.ID, Owner: "w3", Now: now.Add(3 * time.Second), Success: true, Summary: "written",
+		Records: bot.JobRecords{Run: &bot.RunEnd{ID: rec.ID, Status: bot.RunDone, Result: "written", At: now.Add(3 * time.Second)}}}))
+	rec, err = s.RunOfWorkItem(ctx, child)
+	require.NoError(t, err)
+	require.Equal(t, bot.RunDone, rec.Status)
+	wi, err := s.GetWorkItem(ctx, child)
+	require.NoError(t, err)
+	require.Equal(t, bot.StatusDone, wi.Status)
+	jobs, err := s.ListJobs(ctx, child)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2, "the job the crash left and the one that ran it")
+	c, err = s.ClaimNext(ctx, claimAt("w4", now.Add(time.Hour)))
+	require.NoError(t, err)
+	if c.Job != nil {
+		require.NotEqual(t, child, c.Job.WorkItemIDs[0], "the child is not run a third time")
+	}
+}
