@@ -51,7 +51,7 @@ func RunCopy(t *testing.T, from CopySource, to CopyDestination) {
 	} {
 		require.Positive(t, counts[k], "no %s copied: the fill writes some", k)
 	}
-	require.Equal(t, 13, counts[dump.KindWorkItem], "twelve messages' work items and a subagent's")
+	require.Equal(t, 14, counts[dump.KindWorkItem], "twelve messages' work items and two subagents'")
 
 	want, got := snapshot(t, ctx, from, threads), snapshot(t, ctx, to, threads)
 	require.Equal(t, want, got)
@@ -64,7 +64,7 @@ func RunCopy(t *testing.T, from CopySource, to CopyDestination) {
 			Route: &bot.Route{Agent: "coder", Kind: bot.RouteMention, Reason: "mention @coder"}, Now: at(time.Hour),
 		})
 		require.NoError(t, err, name)
-		require.Equal(t, "wi_14", res.WorkItem.ID, "%s: the next work item follows the last one ever given (wi_13 was a subagent's)", name)
+		require.Equal(t, "wi_15", res.WorkItem.ID, "%s: the next work item follows the last one ever given (wi_13 and wi_14 were subagents')", name)
 		require.Equal(t, "ev_14", res.WorkItem.EventRef, "%s: thirteen events came before", name)
 		dup, err := s.Ingest(ctx, routed(bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: "d-1",
 			Actor: "alice", Text: "again", Thread: threads[0], ReceivedAt: epoch()}, "coder", at(time.Minute)))
@@ -76,7 +76,7 @@ func RunCopy(t *testing.T, from CopySource, to CopyDestination) {
 		c, err := s.ClaimNext(ctx, claimReq("w3", at(30*time.Minute)))
 		require.NoError(t, err, name)
 		require.NotNil(t, c.Job, name)
-		require.Equal(t, "job_3", c.Job.ID, name)
+		require.Equal(t, "job_4", c.Job.ID, name)
 		require.Equal(t, want.QueuedItems[len(want.QueuedItems)-1], c.Job.WorkItemIDs[0], "%s: the oldest queued work item of a free thread", name)
 		r, err := s.CreateRule(ctx, storedRule("after-copy", 0, at(time.Hour)))
 		require.NoError(t, err, name)
@@ -141,6 +141,21 @@ func fill(t *testing.T, ctx context.Context, s CopyStore) []bot.Thread {
 	require.NoError(t, err)
 	run := spawned.Run
 	require.NotEmpty(t, run.ChildWorkItemID)
+	// Another, spawned for a worker of the spawner's: its job, of one work
+	// item, runs from the spawn.
+	claim := bot.ClaimRequest{Owner: "w3", Now: at(5 * time.Minute), Lease: 24 * time.Hour, MaxAttempts: 3}
+	claimed, err := s.SpawnChild(ctx, bot.SpawnRequest{
+		Run: bot.ChildRun{
+			Owner:          bot.Owner{SessionKey: parent.Thread.Key(), AgentID: parent.Route.Agent, SandboxName: "ws-1"},
+			Creator:        bot.Creator{JobID: c2.Job.ID, DispatchID: c2.Job.DispatchIDs[0], WorkItemID: parent.ID},
+			ParentLinks:    bot.ParentLinks{WorkItemID: parent.ID, JobID: c2.Job.ID, DispatchID: c2.Job.DispatchIDs[0]},
+			RootWorkItemID: parent.ID, Agent: "tester", Task: "test", Depth: 1, CallID: "call_test",
+		},
+		Thread: parent.Thread, Requester: bot.Requester{Source: bot.SourceLocal, ID: "alice"}, Now: at(5 * time.Minute), Claim: &claim,
+	})
+	require.NoError(t, err)
+	require.NotNil(t, claimed.Claim.Job)
+	require.Equal(t, []string{claimed.Run.ChildWorkItemID}, claimed.Claim.Job.WorkItemIDs)
 	_, err = s.AddTask(ctx, bot.BackgroundTask{
 		Owner: run.Owner, Creator: run.Creator, Agent: "coder", Command: "npm run dev", Status: bot.TaskRunning,
 		LogFile: "/data/tasks/1.log", CreatedAt: at(5 * time.Minute),
