@@ -14,7 +14,7 @@ import (
 // A job of one work item keeps its ids in its record and a batch keeps
 // them once in job_items; a job of one work item written before that (its
 // ids in job_items only) reads the same and keeps them through its lease
-// renewals and its end.
+// renewals and its end; retention takes each of them whole.
 func TestJobIdsAreStoredOnce(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	ctx := t.Context()
@@ -83,6 +83,19 @@ func TestJobIdsAreStoredOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, bot.StatusDone, wi.Status, job.ID)
 	}
+
+	// Retention takes each of them whole: its record, its ids wherever
+	// they were kept and its entries in the work items' job index.
+	require.NoError(t, s.FinishJob(ctx, bot.JobOutcome{JobID: batch.ID, Owner: "w", Now: now, Success: true}))
+	swept, err := s.Sweep(ctx, now.Add(2*time.Hour), bot.Retention{Records: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 3, swept.Jobs)
+	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{bucketJobs, bucketJobItems, bucketJobsByItem} {
+			require.Zero(t, tx.Bucket([]byte(name)).Stats().KeyN, name)
+		}
+		return nil
+	}))
 }
 
 // jobOf returns the one job that ran a work item.
