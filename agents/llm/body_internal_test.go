@@ -58,7 +58,11 @@ func TestRequestBodyWritesToolsAsTheEncoderDoes(t *testing.T) {
 			{Name: "b", Schema: json.RawMessage(`{"type":"object"}`)},
 		}, false},
 		{"nil schema", []ToolDef{{Name: "a", Description: "d"}}, false},
-		{"trailing text after the schema", []ToolDef{{Name: "a", Schema: json.RawMessage(`{"type":"object"} and more`)}}, false},
+		{"trailing text after the schema", []ToolDef{{Name: "a", Schema: json.RawMessage(`{"type":"object"} and more`)}}, true},
+		{"a brace too many", []ToolDef{{Name: "ok", Schema: json.RawMessage(`{}`)}, {Name: "extra", Schema: json.RawMessage(`{"type":"object"}}`)}}, true},
+		{"two values", []ToolDef{{Name: "two", Schema: json.RawMessage(`{} {}`)}}, true},
+		{"a number with a leading zero", []ToolDef{{Name: "zero", Schema: json.RawMessage(`{"minimum":01}`)}}, true},
+		{"a huge schema with trailing text", []ToolDef{{Name: "big", Schema: json.RawMessage(`{"d":"` + strings.Repeat("x", 1<<17) + `"}]`)}}, true},
 		{"empty schema", []ToolDef{{Name: "a", Schema: json.RawMessage{}}}, true},
 		{"schemas of megabytes, the same text under two tools, duplicate keys", []ToolDef{
 			{Name: "a", Schema: json.RawMessage(`{"type":"object","properties":{` + strings.Repeat(`"p" : {"type":"string","description":"<x> & y\u2028"}, `, 40000) + `"q":{}}}`)},

@@ -398,11 +398,14 @@ const (
 )
 
 // encoded is schema as the encoder writes it, or false where the encoder
-// refuses it.
+// refuses it or it is not valid JSON (validSchema).
 func (s *schemas) encoded(schema json.RawMessage) ([]byte, bool) {
 	if len(schema) == 0 || len(schema) > maxSchemaBytes/16 {
 		// Nil and empty would be one key; neither is worth remembering,
 		// nor is a schema larger than a few.
+		if !validSchema(schema) {
+			return nil, false
+		}
 		b, err := sjson.Append(nil, schema, bodyFlags)
 		return b, err == nil
 	}
@@ -411,6 +414,9 @@ func (s *schemas) encoded(schema json.RawMessage) ([]byte, bool) {
 	s.mu.RUnlock()
 	if ok {
 		return b, true
+	}
+	if !validSchema(schema) {
+		return nil, false
 	}
 	b, err := sjson.Append(nil, schema, bodyFlags)
 	if err != nil {
@@ -480,17 +486,25 @@ func appendString(b []byte, s string) []byte {
 }
 
 // encodeBody writes a provider's request body. Tool schemas are checked
-// here, where encoding checks them anyway, rather than once more on every
-// call; a bad one is named.
+// here, on the path a body takes when one of them is refused (the schemas
+// remembered were checked once, when first written); a bad one is named.
 func encodeBody(body any, tools []ToolDef) ([]byte, error) {
-	b, err := sjson.Marshal(body)
-	if err == nil {
-		return b, nil
-	}
 	for _, t := range tools {
-		if !json.Valid(t.Schema) {
+		if !validSchema(t.Schema) {
 			return nil, fmt.Errorf("tool %s: schema: not valid JSON", t.Name)
 		}
 	}
-	return nil, fmt.Errorf("encode the request: %w", err)
+	b, err := sjson.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode the request: %w", err)
+	}
+	return b, nil
+}
+
+// validSchema reports whether a tool's schema is one JSON value: the
+// encoder writes a raw value's first and drops what follows it, so
+// '{"type":"object"}}' would go as '{"type":"object"}'. A nil schema goes
+// as null.
+func validSchema(schema json.RawMessage) bool {
+	return schema == nil || json.Valid(schema)
 }
