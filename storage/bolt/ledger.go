@@ -547,23 +547,6 @@ func (t txn) childEnded(wi *bot.WorkItem, status bot.RunStatus, result, errText 
 	return l.putRun(seq, r)
 }
 
-// childEndedUnless is childEnded, but reads no record when wi's latest
-// record is ended, the one its job's run has just closed (endRun): the
-// job's end changes nothing in it. A later record of wi's (a handoff's
-// that replaced it) is ended as childEnded ends it.
-func (t txn) childEndedUnless(wi *bot.WorkItem, ended *bot.ChildRun, status bot.RunStatus, result, errText string, now time.Time) error {
-	if ended != nil && ended.ChildWorkItemID == wi.ID {
-		l, err := t.ledger()
-		if err != nil {
-			return err
-		}
-		if v := l.byChild.Get([]byte(wi.ID)); v != nil && formatID(prefixRun, seqOf(v)) == ended.ID {
-			return nil
-		}
-	}
-	return t.childEnded(wi, status, result, errText, now)
-}
-
 // ListRuns pages records newest first through the narrowest index the
 // filter allows, checking the rest of the filter per record.
 func (s *Store) ListRuns(ctx context.Context, f bot.RunFilter) ([]bot.ChildRun, string, error) {

@@ -487,7 +487,7 @@ func (t txn) finishJob(e jobEnd) error {
 			return err
 		}
 		if wi != nil {
-			if err := t.childEndedUnless(wi, ended, rStatus, out.Summary, wi.Error, now); err != nil {
+			if err := t.childEnded(wi, rStatus, out.Summary, wi.Error, now); err != nil {
 				return err
 			}
 		}
