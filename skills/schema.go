@@ -95,3 +95,31 @@ func checkSettings(sch *jsonschema.Schema, settings map[string]any) error {
 	}
 	return nil
 }
+
+// Schema is a compiled JSON schema: a command tool's input schema, checked
+// on every call.
+type Schema struct{ s *jsonschema.Schema }
+
+// CompileSchema compiles raw, a self-contained JSON schema; name names it
+// in errors.
+func CompileSchema(name string, raw json.RawMessage) (*Schema, error) {
+	s, err := compileSchema(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{s: s}, nil
+}
+
+// CheckJSON reports whether doc, a JSON document, is valid against s, each
+// problem at the place of the document it is ("at /count: got string, want
+// integer").
+func (s *Schema) CheckJSON(doc []byte) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if err := s.s.Validate(v); err != nil {
+		return errors.New(schemaMessage(err))
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/agents/sandbox"
+	"github.com/switchyard/switchyard/skills"
 )
 
 var _ CommandSandbox = (*sandbox.Sandbox)(nil)
@@ -252,6 +253,10 @@ func NewCommand(spec CommandSpec) (Tool, error) {
 	if err := validSchema(spec.Schema); err != nil {
 		return nil, fmt.Errorf("command tool %q: %w", spec.Name, err)
 	}
+	schema, err := skills.CompileSchema(spec.Name, spec.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("command tool %q: input schema: %w", spec.Name, err)
+	}
 	if err := checkDeclared(spec.Permissions); err != nil {
 		return nil, fmt.Errorf("command tool %q: %w", spec.Name, err)
 	}
@@ -261,10 +266,56 @@ func NewCommand(spec CommandSpec) (Tool, error) {
 	if spec.Output <= 0 {
 		spec.Output = 64 << 10
 	}
-	return &commandTool{spec: spec}, nil
+	return &commandTool{spec: spec, schema: schema}, nil
 }
 
-type commandTool struct{ spec CommandSpec }
+// jsonKind names the kind of JSON value doc starts with, in words.
+func jsonKind(doc []byte) string {
+	doc = bytes.TrimLeft(doc, " \t\r\n")
+	if len(doc) == 0 {
+		return "nothing"
+	}
+	switch c := doc[0]; {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 'n':
+		return "null"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	}
+	return "text that is not JSON"
+}
+
+// maxCommandInput is the largest input a command tool is given on stdin.
+const maxCommandInput = 1 << 20
+
+type commandTool struct {
+	spec   CommandSpec
+	schema *skills.Schema
+}
+
+// CheckInput holds input to the tool's input schema: a JSON object of at
+// most maxCommandInput bytes that the schema accepts (types, required and
+// extra fields as it says). The toolset calls it before the policy and an
+// approver see the call, and Run again before anything runs.
+func (t *commandTool) CheckInput(input json.RawMessage) error {
+	if len(input) > maxCommandInput {
+		return fmt.Errorf("invalid input: %d bytes, more than the %d a command tool takes", len(input), maxCommandInput)
+	}
+	if kind := jsonKind(input); kind != "an object" {
+		return fmt.Errorf("invalid input: want a JSON object, got %s", kind)
+	}
+	if err := t.schema.CheckJSON(input); err != nil {
+		return fmt.Errorf("invalid input for %s: %w", t.spec.Name, err)
+	}
+	return nil
+}
 
 func (t *commandTool) Info() Info {
 	return Info{
@@ -275,9 +326,11 @@ func (t *commandTool) Info() Info {
 }
 
 func (t *commandTool) Run(ctx context.Context, cc CallContext, input json.RawMessage) (string, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(input, &obj); err != nil {
-		return "", fmt.Errorf("invalid input: want a JSON object: %w", err)
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if err := t.CheckInput(input); err != nil {
+		return "", Refuse("%v", err)
 	}
 	if cc.Workspace == "" {
 		return "", errors.New("this run has no workspace")

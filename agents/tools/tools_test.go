@@ -435,3 +435,68 @@ func names(infos []tools.Info) []string {
 	}
 	return out
 }
+
+// A package's command tool takes only the input its input_schema
+// describes: a call with a field of the wrong type, a field it does not
+// name, a required field missing, or an input too large is refused naming
+// what is wrong, before an approver is asked and before the command runs.
+func TestCommandToolInputHeldToItsSchema(t *testing.T) {
+	tool, err := tools.NewCommand(tools.CommandSpec{
+		Name: "release", Description: "tags a release", Package: "releaser",
+		Command: "sh", Args: []string{"-c", "cat > release.ran"},
+		Schema: json.RawMessage(`{"type":"object","properties":{` +
+			`"tag":{"type":"string","pattern":"^v[0-9]+"},"count":{"type":"integer","maximum":10}},` +
+			`"required":["tag"],"additionalProperties":false}`),
+		Permissions: []tools.Permission{tools.PermExec}, Sandbox: plain(t),
+	})
+	require.NoError(t, err)
+	r := registry(t, tool)
+	huge := `{"tag":"v1","pad":"` + strings.Repeat("x", 2<<20) + `"}`
+	cases := []struct {
+		name, input string
+		want        []string // in the refusal
+	}{
+		{"wrong type", `{"tag":"v1","count":"3"}`, []string{"invalid input for release", "at /count", "want integer"}},
+		{"extra field", `{"tag":"v1","force":true}`, []string{"invalid input for release", "force"}},
+		{"missing required field", `{"count":2}`, []string{"invalid input for release", "tag"}},
+		{"value the schema bounds", `{"tag":"v1","count":11}`, []string{"at /count", "10"}},
+		{"pattern", `{"tag":"latest"}`, []string{"at /tag"}},
+		{"null", `null`, []string{"invalid input: want a JSON object, got null"}},
+		{"array", `[{"tag":"v1"}]`, []string{"invalid input: want a JSON object, got an array"}},
+		{"not JSON", `{"tag":`, []string{"invalid input for release: not JSON"}},
+		{"huge", huge, []string{"more than the 1048576 a command tool takes"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := workspace(t)
+			a := &approver{ok: true}
+			ts := tools.NewToolset(r, tools.Scope{Agent: "coder", Tools: []string{"release"}},
+				tools.ToolsetOptions{Policy: askPolicy{}, Approver: a})
+			res := exec(t, ts, ws, "release", tc.input)
+			require.True(t, res.Refused, res.Output)
+			for _, w := range tc.want {
+				require.Contains(t, res.Output, w)
+			}
+			require.NotContains(t, res.Output, "switchyard.invalid", "the schema's made-up address is no one's business")
+			require.Less(t, len(res.Output), 4<<10, "the refusal does not echo a huge input")
+			require.Zero(t, a.called, "no one is asked to approve a call that cannot run")
+			require.NoFileExists(t, filepath.Join(ws, "release.ran"))
+
+			// The tool holds its input to the schema however it is called.
+			_, err := tool.Run(context.Background(), tools.CallContext{Workspace: ws}, json.RawMessage(tc.input))
+			require.True(t, tools.IsRefused(err), "%v", err)
+			require.NoFileExists(t, filepath.Join(ws, "release.ran"))
+		})
+	}
+
+	ws := workspace(t)
+	a := &approver{ok: true}
+	ts := tools.NewToolset(r, tools.Scope{Agent: "coder", Tools: []string{"release"}},
+		tools.ToolsetOptions{Policy: askPolicy{}, Approver: a})
+	res := exec(t, ts, ws, "release", `{"tag":"v1.2.0","count":3}`)
+	require.False(t, res.IsError, res.Output)
+	require.Equal(t, 1, a.called)
+	data, err := os.ReadFile(filepath.Join(ws, "release.ran"))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"tag":"v1.2.0","count":3}`, string(data))
+}

@@ -125,6 +125,11 @@ func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, inp
 		return ts.refuse(ctx, cc, name, fmt.Sprintf("unknown tool %q; the tools you can call are: %s", name, ts.names()))
 	}
 	call := e.call(cc, input)
+	if c, ok := e.tool.(inputChecker); ok {
+		if err := c.CheckInput(call.Input); err != nil {
+			return ts.refuse(ctx, cc, name, err.Error())
+		}
+	}
 	d := ts.policy.Check(ctx, call)
 	switch d.Verdict {
 	case Allow:
@@ -159,6 +164,13 @@ func (ts *Toolset) execute(ctx context.Context, cc CallContext, name string, inp
 		res.Output = out
 	}
 	return res
+}
+
+// inputChecker is a tool that checks its input before the policy and an
+// approver see the call, so no one is asked to approve a call that cannot
+// run.
+type inputChecker interface {
+	CheckInput(input json.RawMessage) error
 }
 
 // Call is the call of tool name with input under cc, as Execute hands it
