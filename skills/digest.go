@@ -72,20 +72,22 @@ func Digest(fsys fs.FS) (string, error) {
 
 // LoadInstalled loads an installed package from its directory, checking
 // that its files are still those the lock's digest says and that it is the
-// package the record names.
+// package the record names. Its errors do not repeat the package's name:
+// whoever reports them names it ("package x is installed but does not
+// load: its files … changed").
 func LoadInstalled(rec InstalledPackage, opts LoadOptions) (*Package, error) {
 	root, err := os.OpenRoot(rec.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("package %s: %w", rec.Name, err)
+		return nil, fmt.Errorf("its directory: %w", err)
 	}
 	defer root.Close()
 	fsys := root.FS()
 	digest, err := Digest(fsys)
 	if err != nil {
-		return nil, fmt.Errorf("package %s: %w", rec.Name, err)
+		return nil, fmt.Errorf("its files in %s: %w", rec.Dir, err)
 	}
 	if digest != rec.Digest {
-		return nil, fmt.Errorf("package %s: its files in %s changed since it was installed (digest %s, the lock says %s)", rec.Name, rec.Dir, digest, rec.Digest)
+		return nil, fmt.Errorf("its files in %s changed since it was installed (digest %s, the lock says %s)", rec.Dir, digest, rec.Digest)
 	}
 	opts.Dir = rec.Dir
 	p, err := LoadPackage(fsys, opts)
@@ -93,7 +95,7 @@ func LoadInstalled(rec InstalledPackage, opts LoadOptions) (*Package, error) {
 		return nil, err
 	}
 	if p.Name() != rec.Name || p.Version() != rec.Version {
-		return nil, fmt.Errorf("package %s: %s holds %s %s, the lock says %s %s", rec.Name, rec.Dir, p.Name(), p.Version(), rec.Name, rec.Version)
+		return nil, fmt.Errorf("%s holds %s %s, the lock says %s %s", rec.Dir, p.Name(), p.Version(), rec.Name, rec.Version)
 	}
 	return p, nil
 }
