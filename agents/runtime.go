@@ -509,7 +509,16 @@ func (r *Runtime) Rights(ctx context.Context, agent string, req bot.Requester, t
 
 // appendCeiling adds c unless a ceiling of the same profile is there.
 func appendCeiling(cs []bot.Ceiling, c bot.Ceiling) []bot.Ceiling {
-	if slices.ContainsFunc(cs, func(x bot.Ceiling) bool { return x.Profile == c.Profile }) {
+	same := func(x bot.Ceiling) bool {
+		if len(c.Skills) == 0 {
+			return x.Profile == c.Profile
+		}
+		// One that holds to skills is the same only as itself.
+		return x.Profile == c.Profile && x.Reason == c.Reason && slices.EqualFunc(x.Skills, c.Skills, func(a, b bot.SkillRule) bool {
+			return a.Name == b.Name && slices.Equal(a.AllowedTools, b.AllowedTools) && slices.Equal(a.ForbiddenTools, b.ForbiddenTools)
+		})
+	}
+	if slices.ContainsFunc(cs, same) {
 		return cs
 	}
 	return append(cs, c)
@@ -820,7 +829,7 @@ func (r *Runtime) toolset(rn *run) *tools.Toolset {
 		Ceilings: rn.ceilings, Loaded: rn.skills.tools(),
 	}, tools.ToolsetOptions{
 		Policy: r.opts.Policy, Profiles: r.opts.Profiles, Approver: approver, Extra: extra,
-		Hide: rn.skills.hideRefused(), Redactor: r.redactor, Logger: r.log,
+		Hide: rn.skills.hideRefused(rn.ceilings), Redactor: r.redactor, Logger: r.log,
 	})
 }
 

@@ -187,16 +187,70 @@ func policySkills(list []*skills.Skill) []policy.Skill {
 	return out
 }
 
-// hideRefused leaves out of the listing what the loaded skills refuse, as
-// the policy would.
-func (l *loadedSkills) hideRefused() func(tools.Info) bool {
+// spawnCeilings are the ceilings of a run rn spawns: what passedOn gives,
+// and the skills rn cannot unload (its agent's, its entry point's, its
+// parent's), kept as rules. A skill's allowed_tools never names
+// spawn_subagent, so without them a spawn would be a way out of the skill.
+func (rn *run) spawnCeilings() []bot.Ceiling {
+	cs := rn.passedOn("spawned by")
+	var held []bot.SkillRule
+	for _, s := range policySkills(rn.skills.held()) {
+		held = append(held, bot.SkillRule{Name: s.Name, AllowedTools: s.AllowedTools, ForbiddenTools: s.ForbiddenTools})
+	}
+	if len(held) == 0 {
+		return cs
+	}
+	names := make([]string, len(held))
+	for i, h := range held {
+		names[i] = h.Name
+	}
+	return append(cs, bot.Ceiling{Profile: rn.def.Profile, Skills: held,
+		Reason: fmt.Sprintf("spawned by @%s, which is held to %s %s", rn.def.Name, skillWord(len(names)), quoteList(names))})
+}
+
+func skillWord(n int) string {
+	if n == 1 {
+		return "skill"
+	}
+	return "skills"
+}
+
+// held returns the skills in effect that the run cannot unload.
+func (l *loadedSkills) held() []*skills.Skill {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*skills.Skill
+	for _, s := range l.active {
+		if slices.Contains(l.pinned, s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// hideRefused leaves out of the listing what the loaded skills, and those
+// the run's ceilings hold it to, refuse, as the policy would.
+func (l *loadedSkills) hideRefused(ceilings []bot.Ceiling) func(tools.Info) bool {
 	loaded := policySkills(l.current())
-	if len(loaded) == 0 {
+	var sets [][]policy.Skill
+	if len(loaded) > 0 {
+		sets = append(sets, loaded)
+	}
+	for _, c := range ceilings {
+		if len(c.Skills) > 0 {
+			sets = append(sets, policy.CeilingSkills(c))
+		}
+	}
+	if len(sets) == 0 {
 		return nil
 	}
 	return func(t tools.Info) bool {
-		_, _, refused := policy.SkillRefusal(loaded, t)
-		return refused
+		for _, set := range sets {
+			if _, _, refused := policy.SkillRefusal(set, t); refused {
+				return true
+			}
+		}
+		return false
 	}
 }
 

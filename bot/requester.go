@@ -66,6 +66,18 @@ type Ceiling struct {
 	// Reason says where the ceiling comes from, for people: "requested by
 	// @stranger, read access", "called by @reviewer (read-only)".
 	Reason string `json:"reason"`
+	// Skills, when set, bound the run as the skills of the run that spawned
+	// it did (those it could not unload): a call must be one they allow
+	// too, so a run cannot be rid of its skills by spawning.
+	Skills []SkillRule `json:"skills,omitempty"`
+}
+
+// SkillRule is what one skill allows and forbids, as a ceiling keeps it.
+// AllowedTools is explicit: empty allows no tool.
+type SkillRule struct {
+	Name           string   `json:"name"`
+	AllowedTools   []string `json:"allowed_tools"`
+	ForbiddenTools []string `json:"forbidden_tools,omitempty"`
 }
 
 // EffectiveRights are what an agent may do in a run: its own profile

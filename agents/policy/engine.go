@@ -32,6 +32,19 @@ type Skill struct {
 	ForbiddenTools []string `json:"forbidden_tools" yaml:"forbidden_tools"`
 }
 
+// CeilingSkills are the skills a ceiling holds a run to.
+func CeilingSkills(c bot.Ceiling) []Skill {
+	out := make([]Skill, len(c.Skills))
+	for i, s := range c.Skills {
+		allowed := s.AllowedTools
+		if allowed == nil {
+			allowed = []string{}
+		}
+		out[i] = Skill{Name: s.Name, AllowedTools: allowed, ForbiddenTools: s.ForbiddenTools}
+	}
+	return out
+}
+
 // SkillSource gives the skills the agent making a call has loaded. The
 // runtime implements it from its record of enable_skill calls.
 type SkillSource interface {
@@ -282,6 +295,11 @@ func (e *Engine) decide(call tools.Call, skills []Skill) (Decision, error) {
 	// least what the profile allows changes nothing and is not checked.
 	for i := range s.Ceilings {
 		c := &s.Ceilings[i]
+		if len(c.Skills) > 0 {
+			if rule, reason, refused := SkillRefusal(CeilingSkills(*c), t); refused {
+				return deny("ceiling:"+rule, fmt.Sprintf("%s; a ceiling of this run: %s", reason, c.Reason)), nil
+			}
+		}
 		if e.covers(c.Profile, p.Name) {
 			continue
 		}
