@@ -233,9 +233,10 @@ func (t *handoffTool) Run(ctx context.Context, _ tools.CallContext, input json.R
 		return "", tools.Refuse("the work item was already handed off in this run")
 	}
 	// The next agent works under this run's rights at the most: the
-	// ceilings it inherited and its own profile go with the hop (the
-	// requester's is worked out again from the work item).
-	hop := bot.Hop{From: rn.def.Name, To: target.Name, Reason: in.Reason, At: t.rt.opts.Now().UTC(), Ceilings: rn.passedOn("handed off by")}
+	// ceilings it inherited, its own profile and the skills it cannot
+	// unload go with the hop (the requester's is worked out again from the
+	// work item).
+	hop := bot.Hop{From: rn.def.Name, To: target.Name, Reason: in.Reason, At: t.rt.opts.Now().UTC(), Ceilings: rn.passedOnHeld("handed off by")}
 	if _, err := t.rt.opts.Rerouter.RerouteWorkItem(ctx, rn.workItemID, hop); err != nil {
 		if bot.ErrorCode(err) == bot.ECONFLICT {
 			return "", tools.Refuse("handoff refused: %s (a work item may change agents at most %d times); finish it yourself", bot.ErrorMessage(err), bot.MaxHops)

@@ -204,3 +204,45 @@ func TestRightsAreToldBeforeARun(t *testing.T) {
 	_, err = f.rt.Rights(ctx, "ghost", bot.Requester{}, gh)
 	require.Equal(t, bot.ENOTFOUND, bot.ErrorCode(err))
 }
+
+// A run held to a skill it cannot unload cannot be rid of it by handing its
+// work on: the next agent is held to what the skill refuses.
+func TestAHandoffKeepsTheSkillsTheRunCannotUnload(t *testing.T) {
+	ctx := context.Background()
+	model := newBrain(func(_ context.Context, agent string, req llm.Request) (llm.Response, error) {
+		last := lastMessage(req)
+		switch {
+		case agent == "stamper" && last.Role != llm.RoleTool:
+			return call("handoff_to", `{"agent":"coder","reason":"needs a file written"}`), nil
+		case agent == "coder" && last.Role != llm.RoleTool:
+			return call("write_file", `{"path":"x.txt","content":"x"}`), nil
+		}
+		return answer(last.Content), nil
+	})
+	src := "---\nname: stamper\ndescription: Stamps releases.\nskills: [stamping]\ntools: [read_file, handoff_to]\n---\nYou stamp.\n"
+	f := newFixture(t, model, map[string]string{"stamper": src}, withSkills(t, skillSetup(t, "agent:stamper")))
+	now := time.Now()
+	owner := bot.Requester{Source: bot.SourceLocal, ID: "ana"}
+	ingested, err := f.store.Ingest(ctx, bot.IngestRequest{
+		Event: bot.Event{Source: bot.SourceLocal, Kind: bot.KindLocalMessage, DeliveryID: "d1", Text: "write x.txt", Thread: thread, Requester: owner},
+		Route: &bot.Route{Agent: "stamper", Kind: bot.RouteDefault, Reason: "default"}, Now: now, DedupUntil: now.Add(time.Hour),
+	})
+	require.NoError(t, err)
+	req := request("stamper", "write x.txt")
+	req.WorkItems[0] = *ingested.WorkItem
+	res, err := f.rt.Run(ctx, req, nil)
+	require.NoError(t, err)
+	require.Equal(t, "Handed off to @coder: needs a file written", res.Reply)
+
+	wi, err := f.store.GetWorkItem(ctx, ingested.WorkItem.ID)
+	require.NoError(t, err)
+	req = request("coder", wi.Text)
+	req.WorkItems[0] = *wi
+	res, err = f.rt.Run(ctx, req, &recorder{})
+	require.NoError(t, err)
+	require.Contains(t, res.Reply, `denied by skill "stamping": tool "write_file" is forbidden (forbidden_tools); `+
+		`a ceiling of this run: handed off by @stamper, which is held to skill "stamping"`)
+	ws, err := f.spaces.Dir(thread.Key())
+	require.NoError(t, err)
+	require.NoFileExists(t, filepath.Join(ws, "x.txt"))
+}

@@ -187,12 +187,13 @@ func policySkills(list []*skills.Skill) []policy.Skill {
 	return out
 }
 
-// spawnCeilings are the ceilings of a run rn spawns: what passedOn gives,
-// and the skills rn cannot unload (its agent's, its entry point's, its
-// parent's), kept as rules. A skill's allowed_tools never names
-// spawn_subagent, so without them a spawn would be a way out of the skill.
-func (rn *run) spawnCeilings() []bot.Ceiling {
-	cs := rn.passedOn("spawned by")
+// passedOnHeld are the ceilings of a run rn spawns or hands its work to:
+// what passedOn gives, and the skills rn cannot unload (its agent's, its
+// entry point's, its parent's), kept as rules. A skill's allowed_tools
+// never names spawn_subagent or handoff_to (control tools pass it), so
+// without them either would be a way out of the skill.
+func (rn *run) passedOnHeld(how string) []bot.Ceiling {
+	cs := rn.passedOn(how)
 	var held []bot.SkillRule
 	for _, s := range policySkills(rn.skills.held()) {
 		held = append(held, bot.SkillRule{Name: s.Name, AllowedTools: s.AllowedTools, ForbiddenTools: s.ForbiddenTools})
@@ -205,7 +206,7 @@ func (rn *run) spawnCeilings() []bot.Ceiling {
 		names[i] = h.Name
 	}
 	return append(cs, bot.Ceiling{Profile: rn.def.Profile, Skills: held,
-		Reason: fmt.Sprintf("spawned by @%s, which is held to %s %s", rn.def.Name, skillWord(len(names)), quoteList(names))})
+		Reason: fmt.Sprintf("%s @%s, which is held to %s %s", how, rn.def.Name, skillWord(len(names)), quoteList(names))})
 }
 
 func skillWord(n int) string {

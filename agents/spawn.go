@@ -393,7 +393,7 @@ func (r *Runtime) spawn(ctx context.Context, rn *run, callID string, in spawnReq
 			// never more than the parent.
 			RootWorkItemID: rn.rootWorkItem, Agent: def.Name, Task: in.Task, Context: strings.TrimSpace(in.Context),
 			Skills: names, CallID: callID, Depth: rn.spawnDepth + 1, Background: in.Background,
-			TimeoutSeconds: wholeSeconds(timeout), Ceilings: rn.spawnCeilings(),
+			TimeoutSeconds: wholeSeconds(timeout), Ceilings: rn.passedOnHeld("spawned by"),
 		},
 		Thread: rn.thread, Requester: rn.requester, Now: now, Claim: claim, State: rn.heldState(),
 	})
