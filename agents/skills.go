@@ -195,15 +195,13 @@ func policySkills(list []*skills.Skill) []policy.Skill {
 func (rn *run) passedOnHeld(how string) []bot.Ceiling {
 	cs := rn.passedOn(how)
 	var held []bot.SkillRule
+	var names []string
 	for _, s := range policySkills(rn.skills.held()) {
 		held = append(held, bot.SkillRule{Name: s.Name, AllowedTools: s.AllowedTools, ForbiddenTools: s.ForbiddenTools})
+		names = append(names, s.Name)
 	}
 	if len(held) == 0 {
 		return cs
-	}
-	names := make([]string, len(held))
-	for i, h := range held {
-		names[i] = h.Name
 	}
 	return append(cs, bot.Ceiling{Profile: rn.def.Profile, Skills: held,
 		Reason: fmt.Sprintf("%s @%s, which is held to %s %s", how, rn.def.Name, skillWord(len(names)), quoteList(names))})
